@@ -1,0 +1,324 @@
+//! The contract's types (`wit/plugin.wit`, interface `controller`) as plain
+//! Rust values.
+//!
+//! Plugin logic works with these, never with generated bindings, so the same
+//! code runs natively (tests, benchmarks, the host's native mode) and in Wasm.
+//! Their serde form is the host's JSON form of actions (`host reconcile
+//! --output json`): one object per action with exactly one key.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The package version of the WIT contract this SDK implements.
+pub const CONTRACT_VERSION: &str = "0.1.0";
+
+/// A Kubernetes group, version and kind. The core group is `""`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct GroupVersionKind {
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+}
+
+impl GroupVersionKind {
+    pub fn new(group: &str, version: &str, kind: &str) -> Self {
+        Self { group: group.into(), version: version.into(), kind: kind.into() }
+    }
+
+    /// `apiVersion` as objects carry it: `v1` for the core group, else `group/version`.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// Splits an `apiVersion` and a kind into a GroupVersionKind.
+    pub fn from_api_version(api_version: &str, kind: &str) -> Self {
+        match api_version.split_once('/') {
+            Some((group, version)) => Self::new(group, version, kind),
+            None => Self::new("", api_version, kind),
+        }
+    }
+}
+
+impl std::fmt::Display for GroupVersionKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}, Kind={}", self.api_version(), self.kind)
+    }
+}
+
+/// What a plugin is and what it controls.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Manifest {
+    /// DNS-1123 label, e.g. `cronjob`.
+    pub name: String,
+    /// The plugin's own semver version.
+    pub version: String,
+    /// The kind this plugin reconciles.
+    pub parent: GroupVersionKind,
+    /// The kinds it may create, change and delete.
+    pub children: Vec<GroupVersionKind>,
+    /// CustomResourceDefinitions to install, as JSON objects.
+    pub crds: Vec<Value>,
+    /// A finalizer the host keeps on parents until the plugin says `Finalized`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finalizer: Option<String>,
+}
+
+/// A pointer to one object. `namespace` is empty for cluster-scoped objects.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectRef {
+    pub api_version: String,
+    pub kind: String,
+    #[serde(default)]
+    pub namespace: String,
+    pub name: String,
+}
+
+impl std::fmt::Display for ObjectRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.namespace.is_empty() {
+            write!(f, "{} {}", self.kind, self.name)
+        } else {
+            write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
+        }
+    }
+}
+
+/// What happens to an object's dependents when it is deleted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Propagation {
+    /// Delete the object now; the garbage collector deletes dependents.
+    #[default]
+    Background,
+    /// Delete blocking dependents first, then the object.
+    Foreground,
+    /// Delete the object and leave its dependents.
+    Orphan,
+}
+
+/// The type of a Kubernetes Event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum EventType {
+    Normal,
+    Warning,
+}
+
+/// One thing the plugin wants done; see `action` in `wit/plugin.wit`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Action {
+    /// Create a child. The host sets its namespace and controller ownerReference.
+    Create(Value),
+    /// Replace a child (PUT).
+    Replace(Value),
+    /// Merge-patch a child (RFC 7386).
+    Patch { target: ObjectRef, patch: Value },
+    /// Delete a child.
+    Delete { target: ObjectRef, propagation: Propagation },
+    /// Set the parent's status (status subresource, only when changed).
+    SetStatus(Value),
+    /// Record an Event on the parent.
+    Event {
+        #[serde(rename = "type")]
+        event_type: EventType,
+        reason: String,
+        message: String,
+    },
+    /// Reconcile the parent again after this many milliseconds.
+    RequeueAfterMs(u64),
+    /// The plugin's cleanup of a parent being deleted is complete.
+    Finalized {},
+}
+
+impl Action {
+    /// A Normal Event.
+    pub fn normal(reason: impl Into<String>, message: impl Into<String>) -> Self {
+        Action::Event { event_type: EventType::Normal, reason: reason.into(), message: message.into() }
+    }
+
+    /// A Warning Event.
+    pub fn warning(reason: impl Into<String>, message: impl Into<String>) -> Self {
+        Action::Event { event_type: EventType::Warning, reason: reason.into(), message: message.into() }
+    }
+
+    /// Requeue after a duration, rounded up to whole milliseconds.
+    pub fn requeue_after(after: std::time::Duration) -> Self {
+        let ms = after.as_nanos().div_ceil(1_000_000);
+        Action::RequeueAfterMs(u64::try_from(ms).unwrap_or(u64::MAX))
+    }
+
+    /// Delete with background propagation, as `kubectl delete` does.
+    pub fn delete(target: ObjectRef) -> Self {
+        Action::Delete { target, propagation: Propagation::Background }
+    }
+}
+
+/// Why a reconcile could not produce actions.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReconcileError {
+    /// UpperCamelCase, e.g. `InvalidSpec`.
+    pub reason: String,
+    pub message: String,
+    /// True when calling again later may succeed.
+    pub retryable: bool,
+}
+
+impl ReconcileError {
+    /// An error that may go away by itself (the host backs off and retries).
+    pub fn transient(reason: impl Into<String>, message: impl Into<String>) -> Self {
+        Self { reason: reason.into(), message: message.into(), retryable: true }
+    }
+
+    /// An error only a change of the object can fix.
+    pub fn permanent(reason: impl Into<String>, message: impl Into<String>) -> Self {
+        Self { reason: reason.into(), message: message.into(), retryable: false }
+    }
+}
+
+impl std::fmt::Display for ReconcileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.reason, self.message)
+    }
+}
+
+impl std::error::Error for ReconcileError {}
+
+/// How a field is wrong, named as the API server's `StatusCause` types.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum FieldErrorKind {
+    Required,
+    Invalid,
+    NotSupported,
+    Forbidden,
+    TooLong,
+    Duplicate,
+}
+
+impl FieldErrorKind {
+    /// The `StatusCause.reason` the API server uses for this kind.
+    pub fn cause_type(self) -> &'static str {
+        match self {
+            FieldErrorKind::Required => "FieldValueRequired",
+            FieldErrorKind::Invalid => "FieldValueInvalid",
+            FieldErrorKind::NotSupported => "FieldValueNotSupported",
+            FieldErrorKind::Forbidden => "FieldValueForbidden",
+            FieldErrorKind::TooLong => "FieldValueTooLong",
+            FieldErrorKind::Duplicate => "FieldValueDuplicate",
+        }
+    }
+}
+
+/// One problem with one field.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FieldError {
+    /// Path as the API server writes it, e.g. `spec.schedule`.
+    pub field: String,
+    pub kind: FieldErrorKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    pub detail: String,
+}
+
+impl FieldError {
+    pub fn invalid(field: impl Into<String>, value: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self { field: field.into(), kind: FieldErrorKind::Invalid, value: Some(value.into()), detail: detail.into() }
+    }
+
+    pub fn required(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self { field: field.into(), kind: FieldErrorKind::Required, value: None, detail: detail.into() }
+    }
+
+    pub fn not_supported(field: impl Into<String>, value: impl Into<String>, supported: &[&str]) -> Self {
+        let list = supported.iter().map(|s| format!("\"{s}\"")).collect::<Vec<_>>().join(", ");
+        Self {
+            field: field.into(),
+            kind: FieldErrorKind::NotSupported,
+            value: Some(value.into()),
+            detail: format!("supported values: {list}"),
+        }
+    }
+
+    pub fn too_long(field: impl Into<String>, value: impl Into<String>, max: usize) -> Self {
+        Self {
+            field: field.into(),
+            kind: FieldErrorKind::TooLong,
+            value: Some(value.into()),
+            detail: format!("must have at most {max} bytes"),
+        }
+    }
+
+    pub fn forbidden(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self { field: field.into(), kind: FieldErrorKind::Forbidden, value: None, detail: detail.into() }
+    }
+}
+
+impl std::fmt::Display for FieldError {
+    /// Worded as the API server's `field.Error`: `spec.x: Invalid value: "v": detail`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let what = match self.kind {
+            FieldErrorKind::Required => "Required value",
+            FieldErrorKind::Invalid => "Invalid value",
+            FieldErrorKind::NotSupported => "Unsupported value",
+            FieldErrorKind::Forbidden => "Forbidden",
+            FieldErrorKind::TooLong => "Too long",
+            FieldErrorKind::Duplicate => "Duplicate value",
+        };
+        match &self.value {
+            Some(v) => write!(f, "{}: {what}: {:?}: {}", self.field, v, self.detail),
+            None => write!(f, "{}: {what}: {}", self.field, self.detail),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn actions_serialize_as_one_key_objects() {
+        let target = ObjectRef { api_version: "batch/v1".into(), kind: "Job".into(), namespace: "ns".into(), name: "j".into() };
+        let cases = vec![
+            (Action::Create(json!({"a": 1})), json!({"create": {"a": 1}})),
+            (Action::Replace(json!({"a": 1})), json!({"replace": {"a": 1}})),
+            (
+                Action::Patch { target: target.clone(), patch: json!({"b": 2}) },
+                json!({"patch": {"target": {"apiVersion": "batch/v1", "kind": "Job", "namespace": "ns", "name": "j"}, "patch": {"b": 2}}}),
+            ),
+            (
+                Action::Delete { target: target.clone(), propagation: Propagation::Foreground },
+                json!({"delete": {"target": {"apiVersion": "batch/v1", "kind": "Job", "namespace": "ns", "name": "j"}, "propagation": "Foreground"}}),
+            ),
+            (Action::SetStatus(json!({"s": 1})), json!({"setStatus": {"s": 1}})),
+            (Action::warning("R", "m"), json!({"event": {"type": "Warning", "reason": "R", "message": "m"}})),
+            (Action::RequeueAfterMs(5), json!({"requeueAfterMs": 5})),
+            (Action::Finalized {}, json!({"finalized": {}})),
+        ];
+        for (action, want) in cases {
+            assert_eq!(serde_json::to_value(&action).unwrap(), want);
+            assert_eq!(serde_json::from_value::<Action>(want).unwrap(), action);
+        }
+    }
+
+    #[test]
+    fn requeue_after_rounds_up_to_whole_milliseconds() {
+        assert_eq!(Action::requeue_after(std::time::Duration::from_micros(1500)), Action::RequeueAfterMs(2));
+    }
+
+    #[test]
+    fn field_errors_read_like_the_api_server() {
+        let e = FieldError::invalid("spec.schedule", "bad", "must be a valid cron schedule");
+        assert_eq!(e.to_string(), r#"spec.schedule: Invalid value: "bad": must be a valid cron schedule"#);
+    }
+
+    #[test]
+    fn api_version_round_trips_for_core_and_named_groups() {
+        assert_eq!(GroupVersionKind::from_api_version("v1", "Pod"), GroupVersionKind::new("", "v1", "Pod"));
+        assert_eq!(GroupVersionKind::from_api_version("batch/v1", "Job").api_version(), "batch/v1");
+    }
+}

@@ -1,0 +1,101 @@
+//! The Wasm edge: wit-bindgen's bindings for `wit/plugin.wit` and their
+//! conversion to and from the SDK's plain types. Nothing outside this module
+//! sees generated code.
+
+#[doc(hidden)]
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: "../../wit",
+        world: "plugin",
+        pub_export_macro: true,
+        export_macro_name: "__export_operator_plugin_world",
+        default_bindings_module: "operator_plugin_sdk::__private::bindings",
+    });
+}
+
+use bindings::exports::operator::plugin::controller as wit;
+use bindings::operator::plugin::log as wit_log;
+
+use crate::contract::{Action, EventType, FieldError, FieldErrorKind, GroupVersionKind, Manifest, ObjectRef, Propagation, ReconcileError};
+use crate::log::Level;
+
+pub(crate) fn log(level: Level, message: &str) {
+    let level = match level {
+        Level::Trace => wit_log::Level::Trace,
+        Level::Debug => wit_log::Level::Debug,
+        Level::Info => wit_log::Level::Info,
+        Level::Warn => wit_log::Level::Warn,
+        Level::Error => wit_log::Level::Error,
+    };
+    wit_log::log(level, message);
+}
+
+fn gvk(g: GroupVersionKind) -> wit::GroupVersionKind {
+    wit::GroupVersionKind { group: g.group, version: g.version, kind: g.kind }
+}
+
+fn object_ref(r: ObjectRef) -> wit::ObjectRef {
+    wit::ObjectRef { api_version: r.api_version, kind: r.kind, namespace: r.namespace, name: r.name }
+}
+
+pub fn manifest(m: Manifest) -> wit::PluginManifest {
+    wit::PluginManifest {
+        name: m.name,
+        version: m.version,
+        parent: gvk(m.parent),
+        children: m.children.into_iter().map(gvk).collect(),
+        crds: m.crds.iter().map(|c| c.to_string()).collect(),
+        finalizer: m.finalizer,
+    }
+}
+
+pub fn action(a: Action) -> wit::Action {
+    match a {
+        Action::Create(o) => wit::Action::Create(o.to_string()),
+        Action::Replace(o) => wit::Action::Replace(o.to_string()),
+        Action::Patch { target, patch } => wit::Action::Patch(wit::MergePatch { target: object_ref(target), patch: patch.to_string() }),
+        Action::Delete { target, propagation } => wit::Action::Delete(wit::Deletion {
+            target: object_ref(target),
+            propagation: match propagation {
+                Propagation::Background => wit::Propagation::Background,
+                Propagation::Foreground => wit::Propagation::Foreground,
+                Propagation::Orphan => wit::Propagation::Orphan,
+            },
+        }),
+        Action::SetStatus(s) => wit::Action::SetStatus(s.to_string()),
+        Action::Event { event_type, reason, message } => wit::Action::Event(wit::Event {
+            event_type: match event_type {
+                EventType::Normal => wit::EventType::Normal,
+                EventType::Warning => wit::EventType::Warning,
+            },
+            reason,
+            message,
+        }),
+        Action::RequeueAfterMs(ms) => wit::Action::RequeueAfter(ms),
+        Action::Finalized {} => wit::Action::Finalized,
+    }
+}
+
+pub fn error(e: ReconcileError) -> wit::ReconcileError {
+    wit::ReconcileError { reason: e.reason, message: e.message, retryable: e.retryable }
+}
+
+pub fn field_error(e: FieldError) -> wit::FieldError {
+    wit::FieldError {
+        field: e.field,
+        kind: match e.kind {
+            FieldErrorKind::Required => wit::FieldErrorKind::Required,
+            FieldErrorKind::Invalid => wit::FieldErrorKind::Invalid,
+            FieldErrorKind::NotSupported => wit::FieldErrorKind::NotSupported,
+            FieldErrorKind::Forbidden => wit::FieldErrorKind::Forbidden,
+            FieldErrorKind::TooLong => wit::FieldErrorKind::TooLong,
+            FieldErrorKind::Duplicate => wit::FieldErrorKind::Duplicate,
+        },
+        value: e.value,
+        detail: e.detail,
+    }
+}
+
+pub use wit::Guest;
+pub use wit::{Action as WitAction, FieldError as WitFieldError, PluginManifest as WitManifest, ReconcileError as WitReconcileError};
+

@@ -1,0 +1,51 @@
+//! Logging from a plugin. In Wasm each line goes to the host's `log` import
+//! (tagged there with the plugin's name); natively it goes to the sink set
+//! with [`set_native_sink`], stderr by default.
+
+use std::sync::OnceLock;
+
+/// Severity, as in the contract's `log.level`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    Trace,
+    Debug,
+    Info,
+    Warn,
+    Error,
+}
+
+type Sink = fn(Level, &str);
+static NATIVE_SINK: OnceLock<Sink> = OnceLock::new();
+
+/// Routes native-build log lines (tests, benchmarks, native mode) somewhere
+/// other than stderr. Only the first call takes effect.
+pub fn set_native_sink(sink: Sink) {
+    let _ = NATIVE_SINK.set(sink);
+}
+
+/// Writes one log line.
+pub fn log(level: Level, message: &str) {
+    #[cfg(target_arch = "wasm32")]
+    crate::guest::log(level, message);
+    #[cfg(not(target_arch = "wasm32"))]
+    match NATIVE_SINK.get() {
+        Some(sink) => sink(level, message),
+        None => eprintln!("[{level:?}] {message}"),
+    }
+}
+
+pub fn debug(message: &str) {
+    log(Level::Debug, message)
+}
+
+pub fn info(message: &str) {
+    log(Level::Info, message)
+}
+
+pub fn warn(message: &str) {
+    log(Level::Warn, message)
+}
+
+pub fn error(message: &str) {
+    log(Level::Error, message)
+}
