@@ -1,0 +1,132 @@
+//! In-process admission: mutating and validating hooks registered per (group, kind), called on
+//! create and update in upstream's order (mutating → schema validation → validating). A refusal
+//! is worded as a webhook denial: `admission webhook "NAME" denied the request: ...`.
+
+use crate::status::{ApiError, Cause};
+use serde_json::Value;
+use std::sync::{Arc, RwLock};
+
+/// Why a mutating hook refused the request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Denial {
+    /// HTTP code (values below 400 become 400, as upstream).
+    pub code: u16,
+    /// Message appended to the webhook prefix.
+    pub message: String,
+}
+
+impl Denial {
+    /// A 400 denial with this message.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self { code: 400, message: message.into() }
+    }
+}
+
+/// `(object, old) -> mutated object | denial`.
+pub type MutateFn = Arc<dyn Fn(&Value, Option<&Value>) -> Result<Value, Denial> + Send + Sync>;
+/// `(object, old) -> field causes` (empty = allowed).
+pub type ValidateFn = Arc<dyn Fn(&Value, Option<&Value>) -> Vec<Cause> + Send + Sync>;
+
+#[derive(Clone)]
+enum Hook {
+    Mutating(MutateFn),
+    Validating(ValidateFn),
+}
+
+#[derive(Clone)]
+struct Registration {
+    name: String,
+    group: String,
+    kind: String,
+    hook: Hook,
+}
+
+/// The hook registry (shared by the server; register at any time).
+#[derive(Clone, Default)]
+pub struct Admission {
+    hooks: Arc<RwLock<Vec<Registration>>>,
+}
+
+impl std::fmt::Debug for Admission {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Admission").field("hooks", &self.hooks.read().unwrap().len()).finish()
+    }
+}
+
+impl Admission {
+    /// Register a mutating hook named `name` for objects of `group`/`kind`.
+    pub fn register_mutating(
+        &self,
+        name: &str,
+        group: &str,
+        kind: &str,
+        f: impl Fn(&Value, Option<&Value>) -> Result<Value, Denial> + Send + Sync + 'static,
+    ) {
+        self.hooks.write().unwrap().push(Registration {
+            name: name.into(),
+            group: group.into(),
+            kind: kind.into(),
+            hook: Hook::Mutating(Arc::new(f)),
+        });
+    }
+
+    /// Register a validating hook named `name` for objects of `group`/`kind`.
+    pub fn register_validating(
+        &self,
+        name: &str,
+        group: &str,
+        kind: &str,
+        f: impl Fn(&Value, Option<&Value>) -> Vec<Cause> + Send + Sync + 'static,
+    ) {
+        self.hooks.write().unwrap().push(Registration {
+            name: name.into(),
+            group: group.into(),
+            kind: kind.into(),
+            hook: Hook::Validating(Arc::new(f)),
+        });
+    }
+
+    /// Remove every hook registered under `name`.
+    pub fn unregister(&self, name: &str) {
+        self.hooks.write().unwrap().retain(|r| r.name != name);
+    }
+
+    fn matching(&self, group: &str, kind: &str) -> Vec<Registration> {
+        self.hooks.read().unwrap().iter().filter(|r| r.group == group && r.kind == kind).cloned().collect()
+    }
+
+    /// Run mutating hooks in registration order.
+    pub fn mutate(&self, group: &str, kind: &str, obj: Value, old: Option<&Value>) -> Result<Value, ApiError> {
+        let mut obj = obj;
+        for r in self.matching(group, kind) {
+            if let Hook::Mutating(f) = &r.hook {
+                obj = f(&obj, old).map_err(|d| {
+                    let mut e = ApiError::bad_request(format!("admission webhook \"{}\" denied the request: {}", r.name, d.message));
+                    e.code = d.code.max(400);
+                    e.reason = match e.code {
+                        400 => "BadRequest".into(),
+                        403 => "Forbidden".into(),
+                        _ => String::new(),
+                    };
+                    e
+                })?;
+            }
+        }
+        Ok(obj)
+    }
+
+    /// Run validating hooks; the first that returns causes refuses with 422 Invalid.
+    pub fn validate(&self, group: &str, kind: &str, name: &str, obj: &Value, old: Option<&Value>) -> Result<(), ApiError> {
+        for r in self.matching(group, kind) {
+            if let Hook::Validating(f) = &r.hook {
+                let causes = f(obj, old);
+                if !causes.is_empty() {
+                    let mut e = ApiError::invalid(group, kind, name, causes);
+                    e.message = format!("admission webhook \"{}\" denied the request: {}", r.name, e.message);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,163 @@
+//! CustomResourceDefinitions: turning a CRD object into servable [`Resource`]s (one per served
+//! version, with schema, subresources and printer columns) and the status the apiextensions
+//! controllers would write (`NamesAccepted`, `Established`, `acceptedNames`, `storedVersions`).
+
+use crate::resources::{PrinterColumn, Resource, ScaleSpec};
+use crate::status::Cause;
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+fn s(v: &Value, p: &str) -> String {
+    v.pointer(p).and_then(Value::as_str).unwrap_or_default().to_string()
+}
+
+fn strings(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array).map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default()
+}
+
+/// Check a CRD the way apiextensions validation does (the subset we need).
+pub fn validate(crd: &Value) -> Vec<Cause> {
+    let mut causes = vec![];
+    let group = s(crd, "/spec/group");
+    let plural = s(crd, "/spec/names/plural");
+    let name = s(crd, "/metadata/name");
+    if group.is_empty() {
+        causes.push(Cause::new("FieldValueRequired", "Required value", "spec.group"));
+    }
+    if plural.is_empty() {
+        causes.push(Cause::new("FieldValueRequired", "Required value", "spec.names.plural"));
+    }
+    if s(crd, "/spec/names/kind").is_empty() {
+        causes.push(Cause::new("FieldValueRequired", "Required value", "spec.names.kind"));
+    }
+    if !group.is_empty() && !plural.is_empty() && name != format!("{plural}.{group}") {
+        causes.push(Cause::new(
+            "FieldValueInvalid",
+            format!("Invalid value: {name:?}: must be spec.names.plural+\".\"+spec.group"),
+            "metadata.name",
+        ));
+    }
+    match s(crd, "/spec/scope").as_str() {
+        "Namespaced" | "Cluster" => {}
+        other => causes.push(Cause::new(
+            "FieldValueNotSupported",
+            format!("Unsupported value: {other:?}: supported values: \"Cluster\", \"Namespaced\""),
+            "spec.scope",
+        )),
+    }
+    let versions = crd.pointer("/spec/versions").and_then(Value::as_array).cloned().unwrap_or_default();
+    if versions.is_empty() {
+        causes.push(Cause::new("FieldValueRequired", "Required value", "spec.versions"));
+    }
+    let storage = versions.iter().filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true)).count();
+    if !versions.is_empty() && storage != 1 {
+        causes.push(Cause::new(
+            "FieldValueInvalid",
+            format!("Invalid value: []string{{...}}: must have exactly one version marked as storage version"),
+            "spec.versions",
+        ));
+    }
+    causes
+}
+
+/// The resources a CRD serves.
+pub fn resources(crd: &Value) -> Vec<Resource> {
+    let group = s(crd, "/spec/group");
+    let names = &crd["spec"]["names"];
+    let kind = s(names, "/kind");
+    let plural = s(names, "/plural");
+    let singular = {
+        let x = s(names, "/singular");
+        if x.is_empty() { kind.to_lowercase() } else { x }
+    };
+    let list_kind = {
+        let x = s(names, "/listKind");
+        if x.is_empty() { format!("{kind}List") } else { x }
+    };
+    let namespaced = s(crd, "/spec/scope") != "Cluster";
+    let mut out = vec![];
+    for v in crd.pointer("/spec/versions").and_then(Value::as_array).cloned().unwrap_or_default() {
+        if v.get("served").and_then(Value::as_bool) == Some(false) {
+            continue;
+        }
+        let subs = v.get("subresources").or_else(|| crd.pointer("/spec/subresources"));
+        let scale = subs.and_then(|s| s.get("scale")).map(|sc| ScaleSpec {
+            spec_replicas_path: s(sc, "/specReplicasPath"),
+            status_replicas_path: s(sc, "/statusReplicasPath"),
+            label_selector_path: sc.get("labelSelectorPath").and_then(Value::as_str).map(String::from),
+        });
+        let columns = v
+            .get("additionalPrinterColumns")
+            .and_then(Value::as_array)
+            .map(|cols| {
+                cols.iter()
+                    .map(|c| PrinterColumn {
+                        name: s(c, "/name"),
+                        type_: s(c, "/type"),
+                        format: s(c, "/format"),
+                        description: s(c, "/description"),
+                        priority: c.get("priority").and_then(Value::as_i64).unwrap_or(0),
+                        json_path: s(c, "/jsonPath"),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.push(Resource {
+            group: group.clone(),
+            version: s(&v, "/name"),
+            plural: plural.clone(),
+            singular: singular.clone(),
+            kind: kind.clone(),
+            list_kind: list_kind.clone(),
+            namespaced,
+            short_names: strings(names.get("shortNames")),
+            categories: strings(names.get("categories")),
+            status: subs.and_then(|s| s.get("status")).is_some(),
+            scale,
+            generation: true,
+            keep_status_on_create: false,
+            storage: v.get("storage").and_then(Value::as_bool).unwrap_or(false),
+            schema: v.pointer("/schema/openAPIV3Schema").cloned().map(Arc::new),
+            printer_columns: columns,
+            custom: true,
+        });
+    }
+    out
+}
+
+/// The status the apiextensions controllers converge to for an accepted CRD.
+pub fn accepted_status(crd: &Value, now: &str) -> Value {
+    let names = &crd["spec"]["names"];
+    let kind = s(names, "/kind");
+    let mut accepted = names.clone();
+    if s(names, "/singular").is_empty() {
+        accepted["singular"] = json!(kind.to_lowercase());
+    }
+    if s(names, "/listKind").is_empty() {
+        accepted["listKind"] = json!(format!("{kind}List"));
+    }
+    let storage: Vec<String> = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .map(|vs| {
+            vs.iter()
+                .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+                .map(|v| s(v, "/name"))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut stored = strings(crd.pointer("/status/storedVersions"));
+    for v in storage {
+        if !stored.contains(&v) {
+            stored.push(v);
+        }
+    }
+    json!({
+        "conditions": [
+            {"type": "NamesAccepted", "status": "True", "lastTransitionTime": now, "reason": "NoConflicts", "message": "no conflicts found"},
+            {"type": "Established", "status": "True", "lastTransitionTime": now, "reason": "InitialNamesAccepted", "message": "the initial names have been accepted"}
+        ],
+        "acceptedNames": accepted,
+        "storedVersions": stored,
+    })
+}

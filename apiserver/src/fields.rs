@@ -1,0 +1,451 @@
+//! Managed fields and server-side apply, simplified: each manager owns a set of leaf field paths
+//! (lists with a merge key are keyed per element, other lists are atomic). Apply conflicts when
+//! another manager owns a field the applied config sets to a different value; `force` takes the
+//! field over. Fields a manager applied before and no longer applies are removed if nobody else
+//! owns them. Updates (PUT/PATCH) make their manager own the fields they changed.
+
+use crate::patch::{ListStrategy, list_strategy, strategic_merge};
+use crate::status::{ApiError, Cause};
+use serde_json::{Map, Value, json};
+use std::collections::BTreeSet;
+
+/// One step of a field path.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum PathElem {
+    /// A map field: `f:name`.
+    Field(String),
+    /// A list element by merge key: `k:{"name":"x"}` (JSON of the key map).
+    Key(String),
+    /// A set element: `v:"x"`.
+    Value(String),
+}
+
+/// A field path.
+pub type FieldPath = Vec<PathElem>;
+/// A set of owned field paths.
+pub type FieldSet = BTreeSet<FieldPath>;
+
+/// One `metadata.managedFields` entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    /// Manager name.
+    pub manager: String,
+    /// `Apply` or `Update`.
+    pub operation: String,
+    /// apiVersion the fields were set with.
+    pub api_version: String,
+    /// Timestamp of the last change.
+    pub time: String,
+    /// `status` or "" for the main resource.
+    pub subresource: String,
+    /// Owned fields.
+    pub fields: FieldSet,
+}
+
+const SKIP_META: &[&str] = &[
+    "name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp",
+    "deletionGracePeriodSeconds", "managedFields", "selfLink", "generateName",
+];
+
+/// Leaf paths of an object (excluding identity/system metadata and apiVersion/kind).
+pub fn leaves(obj: &Value) -> FieldSet {
+    let mut out = FieldSet::new();
+    if let Some(m) = obj.as_object() {
+        for (k, v) in m {
+            if k == "apiVersion" || k == "kind" {
+                continue;
+            }
+            if k == "metadata" {
+                if let Some(mm) = v.as_object() {
+                    for (mk, mv) in mm {
+                        if SKIP_META.contains(&mk.as_str()) {
+                            continue;
+                        }
+                        let mut cur = vec![PathElem::Field("metadata".into()), PathElem::Field(mk.clone())];
+                        walk(mv, &mut vec!["metadata".into()], mk, &mut cur, &mut out);
+                    }
+                }
+                continue;
+            }
+            let mut cur = vec![PathElem::Field(k.clone())];
+            walk(v, &mut vec![], k, &mut cur, &mut out);
+        }
+    }
+    out
+}
+
+fn walk(v: &Value, names: &mut Vec<String>, field: &str, cur: &mut FieldPath, out: &mut FieldSet) {
+    match v {
+        Value::Object(m) if !m.is_empty() => {
+            names.push(field.to_string());
+            for (k, c) in m {
+                cur.push(PathElem::Field(k.clone()));
+                walk(c, names, k, cur, out);
+                cur.pop();
+            }
+            names.pop();
+        }
+        Value::Array(items) if !items.is_empty() => match list_strategy(names, field) {
+            ListStrategy::MergeKey(key) if items.iter().all(|i| i.get(key).is_some()) => {
+                names.push(field.to_string());
+                for item in items {
+                    let kj = json!({ key: item[key] }).to_string();
+                    cur.push(PathElem::Key(kj));
+                    out.insert(cur.clone());
+                    if let Some(m) = item.as_object() {
+                        for (k, c) in m {
+                            cur.push(PathElem::Field(k.clone()));
+                            walk(c, names, k, cur, out);
+                            cur.pop();
+                        }
+                    }
+                    cur.pop();
+                }
+                names.pop();
+            }
+            ListStrategy::MergePrimitives => {
+                for item in items {
+                    cur.push(PathElem::Value(item.to_string()));
+                    out.insert(cur.clone());
+                    cur.pop();
+                }
+            }
+            _ => {
+                out.insert(cur.clone());
+            }
+        },
+        _ => {
+            out.insert(cur.clone());
+        }
+    }
+}
+
+/// The value at a path, if present.
+pub fn value_at<'a>(obj: &'a Value, path: &[PathElem]) -> Option<&'a Value> {
+    let mut cur = obj;
+    for e in path {
+        cur = match e {
+            PathElem::Field(f) => cur.get(f)?,
+            PathElem::Key(k) => {
+                let key: Map<String, Value> = serde_json::from_str(k).ok()?;
+                cur.as_array()?.iter().find(|i| key.iter().all(|(kk, kv)| i.get(kk) == Some(kv)))?
+            }
+            PathElem::Value(v) => {
+                let val: Value = serde_json::from_str(v).ok()?;
+                cur.as_array()?.iter().find(|i| **i == val)?
+            }
+        };
+    }
+    Some(cur)
+}
+
+fn remove_at(obj: &mut Value, path: &[PathElem]) {
+    let Some((last, parent_path)) = path.split_last() else { return };
+    let mut cur = obj;
+    for e in parent_path {
+        let next = match e {
+            PathElem::Field(f) => cur.get_mut(f),
+            PathElem::Key(k) => {
+                let key: Map<String, Value> = serde_json::from_str(k).unwrap_or_default();
+                cur.as_array_mut().and_then(|a| a.iter_mut().find(|i| key.iter().all(|(kk, kv)| i.get(kk) == Some(kv))))
+            }
+            PathElem::Value(_) => None,
+        };
+        match next {
+            Some(n) => cur = n,
+            None => return,
+        }
+    }
+    match last {
+        PathElem::Field(f) => {
+            if let Some(m) = cur.as_object_mut() {
+                m.remove(f);
+            }
+        }
+        PathElem::Key(k) => {
+            let key: Map<String, Value> = serde_json::from_str(k).unwrap_or_default();
+            if let Some(a) = cur.as_array_mut() {
+                a.retain(|i| !key.iter().all(|(kk, kv)| i.get(kk) == Some(kv)));
+            }
+        }
+        PathElem::Value(v) => {
+            let val: Value = serde_json::from_str(v).unwrap_or_default();
+            if let Some(a) = cur.as_array_mut() {
+                a.retain(|i| *i != val);
+            }
+        }
+    }
+}
+
+/// Render a field set as `fieldsV1`.
+pub fn to_fields_v1(set: &FieldSet) -> Value {
+    let mut root = Map::new();
+    for path in set {
+        let mut cur = &mut root;
+        for e in path {
+            let k = match e {
+                PathElem::Field(f) => format!("f:{f}"),
+                PathElem::Key(k) => format!("k:{k}"),
+                PathElem::Value(v) => format!("v:{v}"),
+            };
+            cur = cur.entry(k).or_insert_with(|| json!({})).as_object_mut().expect("object");
+        }
+        if matches!(path.last(), Some(PathElem::Key(_))) {
+            cur.insert(".".into(), json!({}));
+        }
+    }
+    Value::Object(root)
+}
+
+/// Parse `fieldsV1` back into a set.
+pub fn from_fields_v1(v: &Value) -> FieldSet {
+    fn go(v: &Value, cur: &mut FieldPath, out: &mut FieldSet) {
+        let Some(m) = v.as_object() else { return };
+        if m.is_empty() && !cur.is_empty() {
+            out.insert(cur.clone());
+        }
+        for (k, c) in m {
+            if k == "." {
+                out.insert(cur.clone());
+                continue;
+            }
+            let e = if let Some(f) = k.strip_prefix("f:") {
+                PathElem::Field(f.into())
+            } else if let Some(f) = k.strip_prefix("k:") {
+                PathElem::Key(f.into())
+            } else if let Some(f) = k.strip_prefix("v:") {
+                PathElem::Value(f.into())
+            } else {
+                continue;
+            };
+            cur.push(e);
+            go(c, cur, out);
+            cur.pop();
+        }
+    }
+    let mut out = FieldSet::new();
+    go(v, &mut vec![], &mut out);
+    out
+}
+
+/// Read `metadata.managedFields`.
+pub fn read_entries(obj: &Value) -> Vec<Entry> {
+    obj.pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .map(|e| Entry {
+                    manager: e["manager"].as_str().unwrap_or_default().into(),
+                    operation: e["operation"].as_str().unwrap_or("Update").into(),
+                    api_version: e["apiVersion"].as_str().unwrap_or_default().into(),
+                    time: e["time"].as_str().unwrap_or_default().into(),
+                    subresource: e["subresource"].as_str().unwrap_or_default().into(),
+                    fields: from_fields_v1(&e["fieldsV1"]),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Write `metadata.managedFields` (entries with no fields are dropped).
+pub fn write_entries(obj: &mut Value, entries: &[Entry]) {
+    let arr: Vec<Value> = entries
+        .iter()
+        .filter(|e| !e.fields.is_empty())
+        .map(|e| {
+            let mut v = json!({
+                "manager": e.manager, "operation": e.operation, "apiVersion": e.api_version,
+                "time": e.time, "fieldsType": "FieldsV1", "fieldsV1": to_fields_v1(&e.fields),
+            });
+            if !e.subresource.is_empty() {
+                v["subresource"] = json!(e.subresource);
+            }
+            v
+        })
+        .collect();
+    if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        if arr.is_empty() {
+            m.remove("managedFields");
+        } else {
+            m.insert("managedFields".into(), Value::Array(arr));
+        }
+    }
+}
+
+fn path_string(p: &[PathElem]) -> String {
+    let mut s = String::new();
+    for e in p {
+        match e {
+            PathElem::Field(f) => {
+                s.push('.');
+                s.push_str(f);
+            }
+            PathElem::Key(k) => s.push_str(&format!("[{}]", k.trim_start_matches('{').trim_end_matches('}').replace("\":", "=").replace('"', ""))),
+            PathElem::Value(v) => s.push_str(&format!("[{v}]")),
+        }
+    }
+    s
+}
+
+/// Who is writing: manager, apiVersion, subresource, time.
+#[derive(Debug, Clone)]
+pub struct Writer<'a> {
+    /// Field manager.
+    pub manager: &'a str,
+    /// apiVersion of the request.
+    pub api_version: &'a str,
+    /// "" or "status".
+    pub subresource: &'a str,
+    /// Timestamp to stamp.
+    pub time: String,
+}
+
+/// Server-side apply of `applied` onto `live` (None = create). Returns the new object, with
+/// managedFields updated. `group`/`resource`/`name` word the conflict error.
+pub fn apply(
+    live: Option<&Value>,
+    applied: &Value,
+    w: &Writer<'_>,
+    force: bool,
+    err_ctx: (&str, &str, &str),
+) -> Result<Value, ApiError> {
+    let mut applied = applied.clone();
+    if let Some(m) = applied.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.remove("managedFields");
+        m.remove("resourceVersion");
+    }
+    let new_set = leaves(&applied);
+    let mut entries = live.map(read_entries).unwrap_or_default();
+    let mut conflicts: Vec<(String, String, FieldPath)> = vec![];
+    for e in entries.iter() {
+        if (e.manager == w.manager && e.operation == "Apply") || e.subresource != w.subresource {
+            continue;
+        }
+        for p in e.fields.intersection(&new_set) {
+            let live_v = live.and_then(|l| value_at(l, p));
+            if live_v != value_at(&applied, p) {
+                conflicts.push((e.manager.clone(), e.api_version.clone(), p.clone()));
+            }
+        }
+    }
+    if !conflicts.is_empty() && !force {
+        let n = conflicts.len();
+        let mut msg = format!("Apply failed with {n} conflict{}: ", if n == 1 { "" } else { "s" });
+        let lines: Vec<String> = conflicts
+            .iter()
+            .map(|(m, v, p)| format!("conflict with \"{m}\" using {v}: {}", path_string(p)))
+            .collect();
+        msg.push_str(&lines.join("\n"));
+        let causes = conflicts
+            .iter()
+            .map(|(m, v, p)| Cause::new("FieldManagerConflict", format!("conflict with \"{m}\" using {v}"), path_string(p)))
+            .collect();
+        let (g, r, name) = err_ctx;
+        let mut e = ApiError::conflict(g, r, name, "");
+        e.message = msg;
+        e.causes = causes;
+        return Err(e);
+    }
+    for (m, _, p) in &conflicts {
+        for e in entries.iter_mut().filter(|e| &e.manager == m) {
+            e.fields.remove(p);
+        }
+    }
+    let others: FieldSet = entries
+        .iter()
+        .filter(|e| !(e.manager == w.manager && e.operation == "Apply"))
+        .flat_map(|e| e.fields.iter().cloned())
+        .collect();
+    let old_set: FieldSet = entries
+        .iter()
+        .find(|e| e.manager == w.manager && e.operation == "Apply" && e.subresource == w.subresource)
+        .map(|e| e.fields.clone())
+        .unwrap_or_default();
+    let mut result = live.cloned().unwrap_or_else(|| json!({}));
+    let mut removed: Vec<&FieldPath> = old_set.iter().filter(|p| !new_set.contains(*p) && !others.contains(*p)).collect();
+    removed.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    for p in removed {
+        remove_at(&mut result, p);
+    }
+    let mut result = strategic_merge(&result, &applied)?;
+    entries.retain(|e| !(e.manager == w.manager && e.operation == "Apply" && e.subresource == w.subresource));
+    entries.push(Entry {
+        manager: w.manager.into(),
+        operation: "Apply".into(),
+        api_version: w.api_version.into(),
+        time: w.time.clone(),
+        subresource: w.subresource.into(),
+        fields: new_set,
+    });
+    write_entries(&mut result, &entries);
+    Ok(result)
+}
+
+/// Record a non-apply write: `manager` now owns every leaf it changed; others lose those.
+pub fn record_update(old: Option<&Value>, new: &mut Value, w: &Writer<'_>) {
+    let mut entries = old.map(read_entries).unwrap_or_default();
+    let new_leaves = leaves(new);
+    let changed: FieldSet = match old {
+        None => new_leaves.clone(),
+        Some(o) => new_leaves.iter().filter(|p| value_at(o, p) != value_at(new, p)).cloned().collect(),
+    };
+    for e in entries.iter_mut() {
+        e.fields.retain(|p| new_leaves.contains(p) && !changed.contains(p));
+    }
+    if !changed.is_empty() {
+        match entries.iter_mut().find(|e| e.manager == w.manager && e.operation == "Update" && e.subresource == w.subresource) {
+            Some(e) => {
+                e.fields.extend(changed);
+                e.time = w.time.clone();
+            }
+            None => entries.push(Entry {
+                manager: w.manager.into(),
+                operation: "Update".into(),
+                api_version: w.api_version.into(),
+                time: w.time.clone(),
+                subresource: w.subresource.into(),
+                fields: changed,
+            }),
+        }
+    }
+    write_entries(new, &entries);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn w(m: &str) -> Writer<'_> {
+        Writer { manager: m, api_version: "v1", subresource: "", time: "2024-01-01T00:00:00Z".into() }
+    }
+
+    #[test]
+    fn fields_v1_round_trips() {
+        let obj = json!({"metadata": {"name": "x", "labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}});
+        let set = leaves(&obj);
+        let v1 = to_fields_v1(&set);
+        assert_eq!(v1["f:spec"]["f:containers"]["k:{\"name\":\"c\"}"]["f:image"], json!({}));
+        assert_eq!(from_fields_v1(&v1), set);
+    }
+
+    #[test]
+    fn apply_conflicts_with_another_manager_unless_forced() {
+        let mut live = json!({"metadata": {"name": "x"}, "data": {"a": "1"}});
+        record_update(None, &mut live, &w("kubectl-create"));
+        let applied = json!({"metadata": {"name": "x"}, "data": {"a": "2"}});
+        let e = apply(Some(&live), &applied, &w("mgr"), false, ("", "configmaps", "x")).unwrap_err();
+        assert_eq!(e.code, 409);
+        assert!(e.message.contains("conflict with \"kubectl-create\""), "{}", e.message);
+        let out = apply(Some(&live), &applied, &w("mgr"), true, ("", "configmaps", "x")).unwrap();
+        assert_eq!(out["data"]["a"], "2");
+    }
+
+    #[test]
+    fn apply_removes_fields_it_no_longer_applies() {
+        let applied = json!({"metadata": {"name": "x"}, "data": {"a": "1", "b": "2"}});
+        let live = apply(None, &applied, &w("mgr"), false, ("", "configmaps", "x")).unwrap();
+        let applied2 = json!({"metadata": {"name": "x"}, "data": {"a": "1"}});
+        let out = apply(Some(&live), &applied2, &w("mgr"), false, ("", "configmaps", "x")).unwrap();
+        assert_eq!(out["data"], json!({"a": "1"}));
+    }
+}

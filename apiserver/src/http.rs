@@ -1,0 +1,290 @@
+//! HTTP routing: maps kube-apiserver URLs, methods, query parameters and media types onto
+//! [`crate::rest`], [`crate::watch`], [`crate::discovery`], [`crate::openapi`] and
+//! [`crate::table`], and every error onto a `Status` body.
+
+use crate::discovery;
+use crate::openapi;
+use crate::patch::PatchType;
+use crate::resources::Resource;
+use crate::rest::{Core, DeleteOptions, Deleted, ListOptions, Sub, WriteOptions};
+use crate::selector::{FieldSelector, LabelSelector, supported_fields};
+use crate::status::{ApiError, Result};
+use crate::table;
+use crate::watch::{self, WatchParams};
+use bytes::Bytes;
+use futures::StreamExt;
+use http::{HeaderValue, Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full, StreamBody, combinators::UnsyncBoxBody};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Response body type of every endpoint.
+pub type Body = UnsyncBoxBody<Bytes, Infallible>;
+
+const AGGREGATED: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+
+fn full(code: StatusCode, content_type: &str, bytes: Vec<u8>) -> Response<Body> {
+    let mut r = Response::new(Full::new(Bytes::from(bytes)).boxed_unsync());
+    *r.status_mut() = code;
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_str(content_type).expect("content type"));
+    r
+}
+
+fn json(code: u16, v: &Value) -> Response<Body> {
+    full(StatusCode::from_u16(code).unwrap_or(StatusCode::OK), "application/json", serde_json::to_vec(v).expect("json"))
+}
+
+fn error(e: &ApiError) -> Response<Body> {
+    json(e.code, &e.to_status())
+}
+
+struct Req<'a> {
+    method: &'a Method,
+    query: HashMap<String, String>,
+    accept: String,
+    content_type: String,
+    user_agent: String,
+    body: &'a Bytes,
+}
+
+impl Req<'_> {
+    fn q(&self, k: &str) -> Option<&str> {
+        self.query.get(k).map(String::as_str)
+    }
+
+    fn flag(&self, k: &str) -> bool {
+        matches!(self.q(k), Some("true") | Some("1"))
+    }
+
+    fn wants_table(&self) -> bool {
+        self.accept.contains("as=Table")
+    }
+
+    fn write_options(&self) -> WriteOptions {
+        let manager = match self.q("fieldManager") {
+            Some(m) if !m.is_empty() => m.to_string(),
+            _ => self.user_agent.split('/').next().unwrap_or_default().to_string(),
+        };
+        WriteOptions {
+            dry_run: self.q("dryRun") == Some("All"),
+            field_manager: manager,
+            force: self.flag("force"),
+            strict: self.q("fieldValidation") == Some("Strict"),
+        }
+    }
+
+    fn list_options(&self, res: &Resource) -> Result<ListOptions> {
+        let labels = LabelSelector::parse(self.q("labelSelector").unwrap_or_default())
+            .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        let fields = FieldSelector::parse(self.q("fieldSelector").unwrap_or_default())
+            .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        let supported = supported_fields(&res.group, &res.plural);
+        if !res.custom {
+            if let Some(f) = fields.fields().find(|f| !supported.contains(f)) {
+                return Err(ApiError::bad_request(format!("field label not supported: {f}")));
+            }
+        } else if let Some(f) = fields.fields().find(|f| !["metadata.name", "metadata.namespace"].contains(f)) {
+            return Err(ApiError::bad_request(format!("field label not supported: {f}")));
+        }
+        Ok(ListOptions {
+            labels,
+            fields,
+            limit: self.q("limit").and_then(|l| l.parse().ok()).unwrap_or(0),
+            continue_token: self.q("continue").map(String::from),
+        })
+    }
+
+    fn body_json(&self) -> Result<Value> {
+        if self.content_type.contains("yaml") {
+            serde_yaml::from_slice(self.body).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))
+        } else {
+            serde_json::from_slice(self.body)
+                .map_err(|e| ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}")))
+        }
+    }
+
+    fn delete_options(&self) -> Result<DeleteOptions> {
+        let mut o = DeleteOptions {
+            propagation: self.q("propagationPolicy").map(String::from),
+            dry_run: self.q("dryRun") == Some("All"),
+            ..Default::default()
+        };
+        if self.q("orphanDependents") == Some("true") {
+            o.propagation = Some("Orphan".into());
+        }
+        if !self.body.is_empty() {
+            let b: Value = serde_json::from_slice(self.body).map_err(|e| ApiError::bad_request(e.to_string()))?;
+            if let Some(p) = b.get("propagationPolicy").and_then(Value::as_str) {
+                o.propagation = Some(p.into());
+            }
+            if b.get("orphanDependents") == Some(&Value::Bool(true)) {
+                o.propagation = Some("Orphan".into());
+            }
+            o.uid = b.pointer("/preconditions/uid").and_then(Value::as_str).map(String::from);
+            o.resource_version = b.pointer("/preconditions/resourceVersion").and_then(Value::as_str).map(String::from);
+            if let Some(d) = b.get("dryRun").and_then(Value::as_array) {
+                o.dry_run |= d.iter().any(|x| x == "All");
+            }
+        }
+        Ok(o)
+    }
+}
+
+/// Serve one request.
+pub async fn handle(core: Arc<Core>, req: Request<Bytes>, server_address: &str) -> Response<Body> {
+    let header = |h: header::HeaderName| req.headers().get(h).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+    let r = Req {
+        method: req.method(),
+        query: req.uri().query().map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect()).unwrap_or_default(),
+        accept: header(header::ACCEPT),
+        content_type: header(header::CONTENT_TYPE),
+        user_agent: header(header::USER_AGENT),
+        body: req.body(),
+    };
+    let path = req.uri().path().to_string();
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let aggregated = r.accept.contains("as=APIGroupDiscoveryList") && r.accept.contains("v=v2;") && core.config.aggregated_discovery;
+    let get = r.method == Method::GET;
+    let result: Result<Response<Body>> = match segs.as_slice() {
+        ["version"] if get => Ok(json(200, &discovery::version())),
+        ["healthz"] | ["livez"] | ["readyz"] if get => Ok(full(StatusCode::OK, "text/plain", b"ok".to_vec())),
+        ["api"] if get && aggregated => Ok(aggregated_response(discovery::aggregated(&core.registry, true))),
+        ["api"] if get => Ok(json(200, &discovery::core_versions(server_address))),
+        ["apis"] if get && aggregated => Ok(aggregated_response(discovery::aggregated(&core.registry, false))),
+        ["apis"] if get => Ok(json(200, &discovery::group_list(&core.registry))),
+        ["apis", g] if get => discovery::group(&core.registry, g).map(|v| json(200, &v)).ok_or_else(ApiError::no_route),
+        ["api", "v1"] if get => discovery::resource_list(&core.registry, "", "v1").map(|v| json(200, &v)).ok_or_else(ApiError::no_route),
+        ["apis", g, v] if get => discovery::resource_list(&core.registry, g, v).map(|v| json(200, &v)).ok_or_else(ApiError::no_route),
+        ["openapi", "v3"] if get => Ok(json(200, &openapi::root(&core.registry))),
+        ["openapi", "v3", "api", v] if get => openapi::group_version_doc(&core.registry, "", v).map(|d| json(200, &d)).ok_or_else(ApiError::no_route),
+        ["openapi", "v3", "apis", g, v] if get => openapi::group_version_doc(&core.registry, g, v).map(|d| json(200, &d)).ok_or_else(ApiError::no_route),
+        ["api", "v1", rest @ ..] => resource(&core, "", "v1", rest, &r).await,
+        ["apis", g, v, rest @ ..] => resource(&core, g, v, rest, &r).await,
+        _ => Err(ApiError::no_route()),
+    };
+    result.unwrap_or_else(|e| error(&e))
+}
+
+fn aggregated_response(v: Value) -> Response<Body> {
+    full(StatusCode::OK, AGGREGATED, serde_json::to_vec(&v).expect("json"))
+}
+
+struct Target<'a> {
+    plural: &'a str,
+    namespace: Option<&'a str>,
+    name: Option<&'a str>,
+    sub: Option<&'a str>,
+}
+
+fn parse_target<'a>(rest: &[&'a str]) -> Option<Target<'a>> {
+    let t = |plural, namespace, name, sub| Some(Target { plural, namespace, name, sub });
+    match *rest {
+        [plural] => t(plural, None, None, None),
+        ["namespaces", ns, plural] if !matches!(plural, "status" | "finalize") => t(plural, Some(ns), None, None),
+        ["namespaces", ns, plural, name] => t(plural, Some(ns), Some(name), None),
+        ["namespaces", ns, plural, name, sub] => t(plural, Some(ns), Some(name), Some(sub)),
+        [plural, name] => t(plural, None, Some(name), None),
+        [plural, name, sub] => t(plural, None, Some(name), Some(sub)),
+        _ => None,
+    }
+}
+
+async fn resource(core: &Arc<Core>, group: &str, version: &str, rest: &[&str], r: &Req<'_>) -> Result<Response<Body>> {
+    let t = parse_target(rest).ok_or_else(ApiError::no_route)?;
+    let res = core.registry.find(group, version, t.plural).ok_or_else(ApiError::no_route)?;
+    if (!res.namespaced && t.namespace.is_some()) || (res.namespaced && t.namespace.is_none() && t.name.is_some()) {
+        return Err(ApiError::no_route());
+    }
+    let ns = t.namespace.unwrap_or_default();
+    let sub = match t.sub {
+        None => Sub::Main,
+        Some("status") if res.status => Sub::Status,
+        Some("scale") if res.scale.is_some() => Sub::Scale,
+        Some(_) => return Err(ApiError::no_route()),
+    };
+    let method = r.method.clone();
+    match (method, t.name) {
+        (Method::GET, None) => {
+            let lo = r.list_options(&res)?;
+            if r.flag("watch") {
+                return watch_response(core, res, t.namespace, lo, r);
+            }
+            let list = core.list(&res, t.namespace, &lo)?;
+            if r.wants_table() {
+                let items = list["items"].as_array().cloned().unwrap_or_default();
+                return Ok(json(200, &table::to_table(&res, &items, list["metadata"].clone(), r.q("includeObject").unwrap_or("Metadata"), core.config.clock.now())));
+            }
+            Ok(json(200, &list))
+        }
+        (Method::GET, Some(name)) => {
+            if sub == Sub::Scale {
+                return Ok(json(200, &core.get_scale(&res, ns, name)?));
+            }
+            let obj = core.get(&res, ns, name)?;
+            if r.wants_table() {
+                let meta = serde_json::json!({"resourceVersion": obj["metadata"]["resourceVersion"]});
+                return Ok(json(200, &table::to_table(&res, &[obj], meta, r.q("includeObject").unwrap_or("Metadata"), core.config.clock.now())));
+            }
+            Ok(json(200, &obj))
+        }
+        (Method::POST, None) => {
+            let body = r.body_json()?;
+            Ok(json(201, &core.create(&res, ns, body, &r.write_options())?))
+        }
+        (Method::PUT, Some(name)) => {
+            if sub == Sub::Scale {
+                return Ok(json(200, &core.update_scale(&res, ns, name, None, r.body, &r.write_options())?));
+            }
+            let body = r.body_json()?;
+            Ok(json(200, &core.update(&res, ns, name, body, sub, &r.write_options())?))
+        }
+        (Method::PATCH, Some(name)) => {
+            let accepted: &[&str] = if res.custom {
+                &["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"]
+            } else {
+                &["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml", "application/strategic-merge-patch+json"]
+            };
+            let ptype = PatchType::from_content_type(&r.content_type).ok_or_else(|| ApiError::unsupported_media_type(accepted))?;
+            if sub == Sub::Scale {
+                return Ok(json(200, &core.update_scale(&res, ns, name, Some(ptype), r.body, &r.write_options())?));
+            }
+            Ok(json(200, &core.patch(&res, ns, name, ptype, r.body, sub, &r.write_options())?))
+        }
+        (Method::DELETE, Some(name)) if sub == Sub::Main => match core.delete(&res, ns, name, &r.delete_options()?)? {
+            Deleted::Now(v) => Ok(json(200, &v)),
+            Deleted::Pending(v) => Ok(json(202, &v)),
+        },
+        (Method::DELETE, None) => {
+            let lo = r.list_options(&res)?;
+            Ok(json(200, &core.delete_collection(&res, t.namespace, &lo, &r.delete_options()?)?))
+        }
+        (m, _) => Err(ApiError::method_not_allowed(m.as_str())),
+    }
+}
+
+fn watch_response(core: &Arc<Core>, res: Resource, ns: Option<&str>, lo: ListOptions, r: &Req<'_>) -> Result<Response<Body>> {
+    let params = WatchParams {
+        resource_version: r.q("resourceVersion").unwrap_or_default().to_string(),
+        send_initial_events: r.flag("sendInitialEvents"),
+        bookmarks: r.flag("allowWatchBookmarks"),
+        timeout: r.q("timeoutSeconds").and_then(|t| t.parse().ok()).map(Duration::from_secs),
+        namespace: ns.map(String::from),
+        labels: lo.labels,
+        fields: lo.fields,
+    };
+    if params.send_initial_events && r.q("resourceVersionMatch") != Some("NotOlderThan") {
+        return Err(ApiError::invalid("meta.k8s.io", "ListOptions", "", vec![crate::status::Cause::new(
+            "FieldValueForbidden",
+            "Forbidden: sendInitialEvents is forbidden for watch unless resourceVersionMatch is set to NotOlderThan",
+            "sendInitialEvents",
+        )]));
+    }
+    let stream = watch::watch(core.clone(), res, params)?;
+    let body = StreamBody::new(stream.map(|b| Ok::<_, Infallible>(http_body::Frame::data(b))));
+    let mut resp = Response::new(BodyExt::boxed_unsync(body));
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    Ok(resp)
+}

@@ -1,0 +1,35 @@
+//! An embedded, in-memory Kubernetes-compatible API server: the cluster the host runs on by
+//! default and every test runs against. kubectl and kube-rs use it as a real kube-apiserver.
+//!
+//! Start one with [`ApiServer::new`]; talk to it in-process with [`ApiServer::kube_client`] or
+//! over HTTP with [`ApiServer::serve`] and [`ServerHandle::write_kubeconfig`]. Register admission
+//! hooks on [`ApiServer::admission`]; inject time with [`Config::clock`].
+//!
+//! Layers, one way: `store` (objects, resourceVersions, event window) → `rest` (verb semantics)
+//! → `watch` / `table` / `discovery` / `openapi` → `http` (routing) → `server` (serving).
+
+pub mod admission;
+pub mod clock;
+pub mod crd;
+pub mod discovery;
+pub mod fields;
+pub mod http;
+pub mod kubeconfig;
+pub mod openapi;
+pub mod patch;
+pub mod resources;
+pub mod rest;
+pub mod schema;
+pub mod selector;
+pub mod server;
+pub mod status;
+pub mod store;
+pub mod table;
+pub mod watch;
+
+pub use admission::{Admission, Denial};
+pub use clock::{Clock, SystemClock};
+pub use kubeconfig::{kubeconfig_yaml, write_kubeconfig};
+pub use rest::Config;
+pub use server::{ApiServer, ApiService, ServerHandle};
+pub use status::{ApiError, Cause};

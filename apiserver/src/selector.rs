@@ -1,0 +1,260 @@
+//! Label and field selectors, parsed as upstream's `labels.Parse` and `fields.ParseSelector`.
+
+use serde_json::Value;
+
+/// One label requirement.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Requirement {
+    /// `k=v`, `k==v`, `k in (a,b)`.
+    In(String, Vec<String>),
+    /// `k!=v`, `k notin (a,b)` (also matches objects without the label).
+    NotIn(String, Vec<String>),
+    /// `k`.
+    Exists(String),
+    /// `!k`.
+    DoesNotExist(String),
+}
+
+/// A parsed label selector (all requirements must hold).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct LabelSelector(pub Vec<Requirement>);
+
+/// Selector parse error (answered as 400 BadRequest).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("unable to parse requirement: {0}")]
+pub struct ParseError(pub String);
+
+fn split_top_level(s: &str) -> Vec<String> {
+    let mut out = vec![];
+    let mut depth = 0;
+    let mut cur = String::new();
+    for c in s.chars() {
+        match c {
+            '(' => {
+                depth += 1;
+                cur.push(c)
+            }
+            ')' => {
+                depth -= 1;
+                cur.push(c)
+            }
+            ',' if depth == 0 => out.push(std::mem::take(&mut cur)),
+            _ => cur.push(c),
+        }
+    }
+    out.push(cur);
+    out.into_iter().map(|p| p.trim().to_string()).filter(|p| !p.is_empty()).collect()
+}
+
+fn valid_key(k: &str) -> bool {
+    !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
+}
+
+fn parse_set(rest: &str, whole: &str) -> Result<Vec<String>, ParseError> {
+    let rest = rest.trim();
+    if !rest.starts_with('(') || !rest.ends_with(')') {
+        return Err(ParseError(format!("found '{whole}', expected: '('")));
+    }
+    Ok(rest[1..rest.len() - 1].split(',').map(|v| v.trim().to_string()).filter(|v| !v.is_empty()).collect())
+}
+
+impl LabelSelector {
+    /// Parse `a=b,c!=d,e in (f,g),!h`.
+    pub fn parse(s: &str) -> Result<Self, ParseError> {
+        let mut reqs = vec![];
+        for part in split_top_level(s) {
+            let req = if let Some(k) = part.strip_prefix('!') {
+                Requirement::DoesNotExist(k.trim().to_string())
+            } else if let Some((k, v)) = part.split_once("!=") {
+                Requirement::NotIn(k.trim().into(), vec![v.trim().into()])
+            } else if let Some((k, v)) = part.split_once("==") {
+                Requirement::In(k.trim().into(), vec![v.trim().into()])
+            } else if let Some((k, v)) = part.split_once('=') {
+                Requirement::In(k.trim().into(), vec![v.trim().into()])
+            } else if let Some(idx) = part.find(" notin ") {
+                Requirement::NotIn(part[..idx].trim().into(), parse_set(&part[idx + 7..], &part)?)
+            } else if let Some(idx) = part.find(" in ") {
+                Requirement::In(part[..idx].trim().into(), parse_set(&part[idx + 4..], &part)?)
+            } else {
+                Requirement::Exists(part.trim().to_string())
+            };
+            let key = match &req {
+                Requirement::In(k, _) | Requirement::NotIn(k, _) | Requirement::Exists(k) | Requirement::DoesNotExist(k) => k,
+            };
+            if !valid_key(key) {
+                return Err(ParseError(format!("invalid label key \"{key}\"")));
+            }
+            reqs.push(req);
+        }
+        Ok(LabelSelector(reqs))
+    }
+
+    /// Build from a `metav1.LabelSelector` object (matchLabels + matchExpressions).
+    pub fn from_object(sel: &Value) -> Self {
+        let mut reqs = vec![];
+        if let Some(m) = sel.get("matchLabels").and_then(Value::as_object) {
+            for (k, v) in m {
+                reqs.push(Requirement::In(k.clone(), vec![v.as_str().unwrap_or_default().to_string()]));
+            }
+        }
+        if let Some(exprs) = sel.get("matchExpressions").and_then(Value::as_array) {
+            for e in exprs {
+                let key = e.get("key").and_then(Value::as_str).unwrap_or_default().to_string();
+                let values: Vec<String> = e
+                    .get("values")
+                    .and_then(Value::as_array)
+                    .map(|vs| vs.iter().filter_map(|v| v.as_str().map(String::from)).collect())
+                    .unwrap_or_default();
+                match e.get("operator").and_then(Value::as_str).unwrap_or_default() {
+                    "In" => reqs.push(Requirement::In(key, values)),
+                    "NotIn" => reqs.push(Requirement::NotIn(key, values)),
+                    "Exists" => reqs.push(Requirement::Exists(key)),
+                    "DoesNotExist" => reqs.push(Requirement::DoesNotExist(key)),
+                    _ => {}
+                }
+            }
+        }
+        LabelSelector(reqs)
+    }
+
+    /// Whether an object's labels satisfy the selector.
+    pub fn matches(&self, obj: &Value) -> bool {
+        let labels = obj.pointer("/metadata/labels").and_then(Value::as_object);
+        let get = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
+        self.0.iter().all(|r| match r {
+            Requirement::In(k, vs) => get(k).is_some_and(|v| vs.iter().any(|x| x == v)),
+            Requirement::NotIn(k, vs) => get(k).is_none_or(|v| !vs.iter().any(|x| x == v)),
+            Requirement::Exists(k) => get(k).is_some(),
+            Requirement::DoesNotExist(k) => get(k).is_none(),
+        })
+    }
+}
+
+impl std::fmt::Display for LabelSelector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let parts: Vec<String> = self
+            .0
+            .iter()
+            .map(|r| match r {
+                Requirement::In(k, vs) if vs.len() == 1 => format!("{k}={}", vs[0]),
+                Requirement::In(k, vs) => format!("{k} in ({})", vs.join(",")),
+                Requirement::NotIn(k, vs) if vs.len() == 1 => format!("{k}!={}", vs[0]),
+                Requirement::NotIn(k, vs) => format!("{k} notin ({})", vs.join(",")),
+                Requirement::Exists(k) => k.clone(),
+                Requirement::DoesNotExist(k) => format!("!{k}"),
+            })
+            .collect();
+        write!(f, "{}", parts.join(","))
+    }
+}
+
+/// A parsed field selector: `metadata.name=x,status.phase!=Running`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct FieldSelector(pub Vec<(String, bool, String)>);
+
+impl FieldSelector {
+    /// Parse; only `=`, `==` and `!=` exist for fields.
+    pub fn parse(s: &str) -> Result<Self, ParseError> {
+        let mut out = vec![];
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (k, eq, v) = if let Some((k, v)) = part.split_once("!=") {
+                (k, false, v)
+            } else if let Some((k, v)) = part.split_once("==") {
+                (k, true, v)
+            } else if let Some((k, v)) = part.split_once('=') {
+                (k, true, v)
+            } else {
+                return Err(ParseError(format!("invalid selector: '{part}'; can't understand '{part}'")));
+            };
+            out.push((k.trim().to_string(), eq, v.trim().to_string()));
+        }
+        Ok(FieldSelector(out))
+    }
+
+    /// The fields named in the selector (for the "field label not supported" check).
+    pub fn fields(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|(k, _, _)| k.as_str())
+    }
+
+    /// Whether the object matches. Missing fields read as "".
+    pub fn matches(&self, obj: &Value) -> bool {
+        self.0.iter().all(|(k, eq, v)| {
+            let ptr = format!("/{}", k.replace('.', "/"));
+            let actual = match obj.pointer(&ptr) {
+                Some(Value::String(s)) => s.clone(),
+                Some(Value::Bool(b)) => b.to_string(),
+                Some(Value::Number(n)) => n.to_string(),
+                _ => String::new(),
+            };
+            (actual == *v) == *eq
+        })
+    }
+}
+
+/// Fields a resource may be selected by (upstream rejects others with 400).
+pub fn supported_fields(group: &str, plural: &str) -> &'static [&'static str] {
+    match (group, plural) {
+        ("", "pods") => &["metadata.name", "metadata.namespace", "spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName", "spec.hostNetwork", "status.phase", "status.podIP", "status.nominatedNodeName"],
+        ("", "events") => &["metadata.name", "metadata.namespace", "involvedObject.kind", "involvedObject.namespace", "involvedObject.name", "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion", "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type"],
+        ("", "secrets") => &["metadata.name", "metadata.namespace", "type"],
+        ("", "namespaces") => &["metadata.name", "status.phase"],
+        ("", "nodes") => &["metadata.name", "spec.unschedulable"],
+        ("batch", "jobs") => &["metadata.name", "metadata.namespace", "status.successful"],
+        ("apps", "replicasets") => &["metadata.name", "metadata.namespace", "status.replicas"],
+        _ => &["metadata.name", "metadata.namespace"],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn obj(labels: Value) -> Value {
+        json!({"metadata": {"name": "x", "namespace": "ns", "labels": labels}, "status": {"phase": "Running"}})
+    }
+
+    #[test]
+    fn label_selector_operators_match_as_upstream() {
+        let o = obj(json!({"app": "web", "tier": "front"}));
+        let cases = [
+            ("app=web", true),
+            ("app==web", true),
+            ("app!=web", false),
+            ("app!=db", true),
+            ("missing!=x", true),
+            ("app in (web,db)", true),
+            ("app notin (web,db)", false),
+            ("tier notin (back)", true),
+            ("app", true),
+            ("!app", false),
+            ("!missing", true),
+            ("app=web,tier=front", true),
+            ("app=web,tier=back", false),
+            ("", true),
+        ];
+        for (sel, want) in cases {
+            assert_eq!(LabelSelector::parse(sel).unwrap().matches(&o), want, "{sel}");
+        }
+    }
+
+    #[test]
+    fn malformed_label_selector_is_an_error() {
+        assert!(LabelSelector::parse("app in web").is_err());
+        assert!(LabelSelector::parse("a b c").is_err());
+    }
+
+    #[test]
+    fn field_selector_reads_nested_fields() {
+        let o = obj(json!({}));
+        assert!(FieldSelector::parse("metadata.name=x").unwrap().matches(&o));
+        assert!(FieldSelector::parse("status.phase!=Pending,metadata.namespace==ns").unwrap().matches(&o));
+        assert!(!FieldSelector::parse("metadata.name=y").unwrap().matches(&o));
+    }
+
+    #[test]
+    fn label_selector_object_converts() {
+        let s = LabelSelector::from_object(&json!({"matchLabels": {"app": "web"}}));
+        assert_eq!(s.to_string(), "app=web");
+    }
+}

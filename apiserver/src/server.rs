@@ -1,0 +1,211 @@
+//! Entry points: [`ApiServer`] (the cluster), served in-process as a `tower::Service` (for
+//! `kube::Client::new`, no sockets, works under tokio's paused clock) or over HTTP/1.1 on
+//! localhost ([`ApiServer::serve`] → [`ServerHandle`]).
+
+use crate::admission::Admission;
+use crate::http::{Body, handle};
+use crate::rest::{Config, Core};
+use crate::store::{Backend, NullBackend, Store};
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use http::{Request, Response};
+use http_body_util::BodyExt;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+/// An embedded Kubernetes-compatible API server. Cheap to clone (shared state).
+#[derive(Clone)]
+pub struct ApiServer {
+    core: Arc<Core>,
+}
+
+impl std::fmt::Debug for ApiServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiServer").field("config", &self.core.config).finish()
+    }
+}
+
+impl Default for ApiServer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ApiServer {
+    /// A server with [`Config::default`] and nothing but the system namespaces.
+    pub fn new() -> Self {
+        Self::with_config(Config::default())
+    }
+
+    /// A server with the given configuration (in-memory storage).
+    pub fn with_config(config: Config) -> Self {
+        Self::with_backend(config, Box::new(NullBackend))
+    }
+
+    /// A server over a persistence [`Backend`].
+    pub fn with_backend(config: Config, backend: Box<dyn Backend>) -> Self {
+        let store = Store::new(config.event_window, backend);
+        let core = Arc::new(Core::new(store, config, Admission::default()));
+        core.bootstrap();
+        ApiServer { core }
+    }
+
+    /// The admission hook registry.
+    pub fn admission(&self) -> &Admission {
+        &self.core.admission
+    }
+
+    /// Direct access to the verbs (for simulated controllers living next to the server).
+    pub fn core(&self) -> &Arc<Core> {
+        &self.core
+    }
+
+    /// The in-process `tower::Service`.
+    pub fn service(&self) -> ApiService {
+        ApiService { core: self.core.clone(), address: "127.0.0.1:0".into() }
+    }
+
+    /// A `kube::Client` talking to this server in-process (no sockets). Must be called inside a
+    /// tokio runtime.
+    pub fn kube_client(&self) -> kube::Client {
+        kube::Client::new(self.service(), "default")
+    }
+
+    /// Serve HTTP/1.1 on `config.bind` (port 0 picks a free port).
+    pub async fn serve(&self) -> std::io::Result<ServerHandle> {
+        self.serve_on(self.core.config.bind).await
+    }
+
+    /// Serve HTTP/1.1 on a given address.
+    pub async fn serve_on(&self, addr: SocketAddr) -> std::io::Result<ServerHandle> {
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let core = self.core.clone();
+        let task = tokio::spawn(accept_loop(listener, core, addr, stop_rx));
+        Ok(ServerHandle { addr, stop: stop_tx, task: Some(task) })
+    }
+}
+
+async fn accept_loop(listener: tokio::net::TcpListener, core: Arc<Core>, addr: SocketAddr, mut stop: tokio::sync::watch::Receiver<bool>) {
+    let mut conns = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let Ok((stream, _)) = accepted else { continue };
+                let svc = ApiService { core: core.clone(), address: addr.to_string() };
+                let mut conn_stop = stop.clone();
+                conns.spawn(async move {
+                    let io = hyper_util::rt::TokioIo::new(stream);
+                    let hsvc = hyper_util::service::TowerToHyperService::new(svc);
+                    let conn = hyper::server::conn::http1::Builder::new().serve_connection(io, hsvc);
+                    tokio::pin!(conn);
+                    tokio::select! {
+                        _ = conn.as_mut() => {}
+                        _ = stopped(&mut conn_stop) => {
+                            conn.as_mut().graceful_shutdown();
+                            let _ = tokio::time::timeout(std::time::Duration::from_secs(1), conn).await;
+                        }
+                    }
+                });
+            }
+            _ = stopped(&mut stop) => break,
+        }
+        while conns.try_join_next().is_some() {}
+    }
+    drop(listener);
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), async { while conns.join_next().await.is_some() {} }).await;
+    conns.abort_all();
+}
+
+async fn stopped(rx: &mut tokio::sync::watch::Receiver<bool>) {
+    let _ = rx.wait_for(|s| *s).await;
+}
+
+/// A running HTTP server.
+#[derive(Debug)]
+pub struct ServerHandle {
+    addr: SocketAddr,
+    stop: tokio::sync::watch::Sender<bool>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl ServerHandle {
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Write a kubeconfig pointing at this server (context `embedded`).
+    pub fn write_kubeconfig(&self, path: impl AsRef<std::path::Path>) -> std::io::Result<()> {
+        crate::kubeconfig::write_kubeconfig(path, &self.url())
+    }
+
+    /// A `kube::Client` for this server over HTTP.
+    pub fn kube_client(&self) -> kube::Result<kube::Client> {
+        let config = kube::Config::new(self.url().parse().expect("valid url"));
+        kube::Client::try_from(config)
+    }
+
+    /// Stop accepting, let in-flight requests finish (up to ~2 s), then close.
+    pub async fn shutdown(mut self) {
+        let _ = self.stop.send(true);
+        if let Some(t) = self.task.take() {
+            let _ = t.await;
+        }
+    }
+}
+
+impl Drop for ServerHandle {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+    }
+}
+
+/// The server as a `tower::Service` over any request body.
+#[derive(Clone)]
+pub struct ApiService {
+    core: Arc<Core>,
+    address: String,
+}
+
+impl<B> tower::Service<Request<B>> for ApiService
+where
+    B: http_body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: std::fmt::Display,
+{
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<Response<Body>, Infallible>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        let core = self.core.clone();
+        let address = self.address.clone();
+        Box::pin(async move {
+            let (parts, body) = req.into_parts();
+            let bytes: Bytes = match body.collect().await {
+                Ok(c) => c.to_bytes(),
+                Err(e) => {
+                    let err = crate::status::ApiError::bad_request(format!("reading request body: {e}"));
+                    let mut r = Response::new(http_body_util::Full::new(Bytes::from(serde_json::to_vec(&err.to_status()).expect("json"))).boxed_unsync());
+                    *r.status_mut() = http::StatusCode::BAD_REQUEST;
+                    return Ok(r);
+                }
+            };
+            let req = Request::from_parts(parts, bytes);
+            Ok(handle(core, req, &address).await)
+        })
+    }
+}

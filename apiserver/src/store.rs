@@ -1,0 +1,282 @@
+//! The object store: JSON objects keyed by (group, resource, namespace, name), one global
+//! monotonically increasing resourceVersion, and a bounded window of past events that watches
+//! resume from.
+//!
+//! Every write goes through [`Store::commit`], a compare-and-swap on the object's current
+//! resourceVersion, so the REST layer can compute new objects outside the lock (admission,
+//! validation) and retry on a lost race, as upstream's `GuaranteedUpdate` does. Persistence
+//! plugs in behind [`Backend`]: it sees every committed event in order and can seed the store at
+//! start; the in-memory default ([`NullBackend`]) keeps nothing.
+
+use crate::resources::GroupResource;
+use serde_json::Value;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+/// Where an object lives.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectKey {
+    /// Group and plural resource.
+    pub gr: GroupResource,
+    /// Namespace; empty for cluster-scoped objects.
+    pub namespace: String,
+    /// Object name.
+    pub name: String,
+}
+
+/// Watch event type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    /// Object created.
+    Added,
+    /// Object changed.
+    Modified,
+    /// Object removed.
+    Deleted,
+}
+
+impl EventType {
+    /// Wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// A committed change.
+#[derive(Debug, Clone)]
+pub struct Event {
+    /// resourceVersion of this change.
+    pub rv: u64,
+    /// What happened.
+    pub kind: EventType,
+    /// Where.
+    pub key: ObjectKey,
+    /// The object after the change (for deletes: the last state, stamped with the delete's rv).
+    pub object: Arc<Value>,
+    /// The object before a modification (watches use it to turn selector moves into
+    /// ADDED/DELETED as upstream's watch cache does).
+    pub prev: Option<Arc<Value>>,
+}
+
+/// What a commit does to a key.
+#[derive(Debug, Clone)]
+pub enum Write {
+    /// Create or replace with this object (its resourceVersion is assigned by the store).
+    Put(Value),
+    /// Remove the object.
+    Delete,
+}
+
+/// Why a commit failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// The object exists although the caller expected it not to.
+    #[error("object already exists")]
+    AlreadyExists,
+    /// The object does not exist although the caller expected it to.
+    #[error("object not found")]
+    NotFound,
+    /// The object's resourceVersion moved since the caller read it.
+    #[error("resource version changed: expected {expected}, found {found}")]
+    Conflict {
+        /// What the caller read.
+        expected: u64,
+        /// What is there now.
+        found: u64,
+    },
+}
+
+/// Persistence hook (another issue adds redb/SQLite): sees every event in commit order and may
+/// seed objects at start.
+pub trait Backend: Send + Sync + 'static {
+    /// Called under the store lock for every committed event, in order.
+    fn record(&self, event: &Event);
+    /// Objects to load at start, with the resourceVersion to continue from.
+    fn load(&self) -> (Vec<(ObjectKey, Value)>, u64) {
+        (vec![], 0)
+    }
+}
+
+/// Keeps nothing: a purely in-memory cluster.
+#[derive(Debug, Default)]
+pub struct NullBackend;
+
+impl Backend for NullBackend {
+    fn record(&self, _event: &Event) {}
+}
+
+struct State {
+    objects: BTreeMap<ObjectKey, Value>,
+    rv: u64,
+    events: VecDeque<Event>,
+    /// Oldest resourceVersion a watch can resume from (events after it are all retained).
+    window_start: u64,
+}
+
+/// The store. Cheap to share behind an `Arc`.
+pub struct Store {
+    state: Mutex<State>,
+    window: usize,
+    backend: Box<dyn Backend>,
+    notify: tokio::sync::watch::Sender<u64>,
+}
+
+/// Read the resourceVersion an object carries (0 if absent or malformed).
+pub fn object_rv(obj: &Value) -> u64 {
+    obj.pointer("/metadata/resourceVersion").and_then(Value::as_str).and_then(|s| s.parse().ok()).unwrap_or(0)
+}
+
+impl Store {
+    /// A store retaining `window` events for watch resumption.
+    pub fn new(window: usize, backend: Box<dyn Backend>) -> Self {
+        let (objects, rv) = backend.load();
+        let (notify, _) = tokio::sync::watch::channel(rv);
+        Store {
+            state: Mutex::new(State { objects: objects.into_iter().collect(), rv, events: VecDeque::new(), window_start: rv }),
+            window: window.max(1),
+            backend,
+            notify,
+        }
+    }
+
+    /// The current (latest) resourceVersion.
+    pub fn current_rv(&self) -> u64 {
+        self.state.lock().unwrap().rv
+    }
+
+    /// One object.
+    pub fn get(&self, key: &ObjectKey) -> Option<Value> {
+        self.state.lock().unwrap().objects.get(key).cloned()
+    }
+
+    /// All objects of a resource (in one namespace, or all), sorted by namespace then name, and
+    /// the resourceVersion the snapshot is consistent at.
+    pub fn list(&self, gr: &GroupResource, namespace: Option<&str>) -> (Vec<Value>, u64) {
+        let st = self.state.lock().unwrap();
+        let items = st
+            .objects
+            .iter()
+            .filter(|(k, _)| &k.gr == gr && namespace.is_none_or(|ns| k.namespace == ns))
+            .map(|(_, v)| v.clone())
+            .collect();
+        (items, st.rv)
+    }
+
+    /// Keys of all objects in a namespace (any resource).
+    pub fn keys_in_namespace(&self, namespace: &str) -> Vec<ObjectKey> {
+        let st = self.state.lock().unwrap();
+        st.objects.keys().filter(|k| k.namespace == namespace).cloned().collect()
+    }
+
+    /// Compare-and-swap: apply `write` to `key` if the object's current resourceVersion is
+    /// `expected` (`None` = must not exist). Returns the committed event.
+    pub fn commit(&self, key: &ObjectKey, expected: Option<u64>, write: Write) -> Result<Event, StoreError> {
+        let mut st = self.state.lock().unwrap();
+        let current = st.objects.get(key).map(object_rv);
+        match (expected, current) {
+            (None, Some(_)) => return Err(StoreError::AlreadyExists),
+            (Some(_), None) => return Err(StoreError::NotFound),
+            (Some(e), Some(c)) if e != c => return Err(StoreError::Conflict { expected: e, found: c }),
+            _ => {}
+        }
+        st.rv += 1;
+        let rv = st.rv;
+        let event = match write {
+            Write::Put(mut obj) => {
+                set_rv(&mut obj, rv);
+                let kind = if current.is_some() { EventType::Modified } else { EventType::Added };
+                let prev = st.objects.insert(key.clone(), obj.clone()).map(Arc::new);
+                Event { rv, kind, key: key.clone(), object: Arc::new(obj), prev }
+            }
+            Write::Delete => {
+                let mut obj = st.objects.remove(key).expect("checked above");
+                set_rv(&mut obj, rv);
+                Event { rv, kind: EventType::Deleted, key: key.clone(), object: Arc::new(obj), prev: None }
+            }
+        };
+        self.backend.record(&event);
+        st.events.push_back(event.clone());
+        while st.events.len() > self.window {
+            let old = st.events.pop_front().expect("non-empty");
+            st.window_start = old.rv;
+        }
+        drop(st);
+        self.notify.send_replace(rv);
+        Ok(event)
+    }
+
+    /// Events with rv > `since` for a resource and the store's current resourceVersion, or
+    /// `Err(oldest)` if `since` is older than the retained window (the caller answers 410).
+    pub fn events_since(&self, gr: &GroupResource, since: u64) -> Result<(Vec<Event>, u64), u64> {
+        let st = self.state.lock().unwrap();
+        if since < st.window_start {
+            return Err(st.window_start);
+        }
+        // Events are sorted by rv; skip the ones already seen.
+        let start = st.events.partition_point(|e| e.rv <= since);
+        Ok((st.events.iter().skip(start).filter(|e| &e.key.gr == gr).cloned().collect(), st.rv))
+    }
+
+    /// All objects of a resource plus the current resourceVersion, atomically (watch start).
+    pub fn snapshot(&self, gr: &GroupResource) -> (Vec<Value>, u64) {
+        self.list(gr, None)
+    }
+
+    /// A receiver that changes whenever a commit happens (value: the new resourceVersion).
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.notify.subscribe()
+    }
+
+    /// The oldest resourceVersion a watch may resume from.
+    pub fn window_start(&self) -> u64 {
+        self.state.lock().unwrap().window_start
+    }
+}
+
+fn set_rv(obj: &mut Value, rv: u64) {
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn key(name: &str) -> ObjectKey {
+        ObjectKey { gr: GroupResource { group: "".into(), resource: "configmaps".into() }, namespace: "default".into(), name: name.into() }
+    }
+
+    #[test]
+    fn commits_assign_increasing_resource_versions() {
+        let s = Store::new(10, Box::new(NullBackend));
+        let a = s.commit(&key("a"), None, Write::Put(json!({"metadata": {"name": "a"}}))).unwrap();
+        let b = s.commit(&key("a"), Some(a.rv), Write::Put(json!({"metadata": {"name": "a"}}))).unwrap();
+        assert!(b.rv > a.rv);
+        assert_eq!(object_rv(&s.get(&key("a")).unwrap()), b.rv);
+    }
+
+    #[test]
+    fn stale_compare_and_swap_is_refused() {
+        let s = Store::new(10, Box::new(NullBackend));
+        let a = s.commit(&key("a"), None, Write::Put(json!({"metadata": {}}))).unwrap();
+        s.commit(&key("a"), Some(a.rv), Write::Put(json!({"metadata": {}}))).unwrap();
+        assert!(matches!(s.commit(&key("a"), Some(a.rv), Write::Delete), Err(StoreError::Conflict { .. })));
+        assert_eq!(s.commit(&key("a"), None, Write::Delete).unwrap_err(), StoreError::AlreadyExists);
+    }
+
+    #[test]
+    fn events_older_than_the_window_are_expired() {
+        let s = Store::new(2, Box::new(NullBackend));
+        for n in ["a", "b", "c", "d"] {
+            s.commit(&key(n), None, Write::Put(json!({"metadata": {}}))).unwrap();
+        }
+        assert!(s.events_since(&key("a").gr, 1).is_err());
+        assert_eq!(s.events_since(&key("a").gr, 2).unwrap().0.len(), 2);
+    }
+}

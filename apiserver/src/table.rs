@@ -1,0 +1,292 @@
+//! `meta.k8s.io/v1 Table` output (what `kubectl get` asks for): the columns a real cluster prints
+//! for the built-in kinds, and Name + `additionalPrinterColumns` (or Name + Age) for CRDs.
+
+use crate::resources::{PrinterColumn, Resource};
+use chrono::{DateTime, Utc};
+use serde_json::{Value, json};
+
+/// `duration.HumanDuration` from apimachinery.
+pub fn human_duration(secs: i64) -> String {
+    if secs < -1 {
+        return "<invalid>".into();
+    }
+    let s = secs.max(0);
+    let (m, h, d) = (s / 60, s / 3600, s / 86400);
+    let y = d / 365;
+    if s < 120 {
+        format!("{s}s")
+    } else if m < 10 {
+        if s % 60 == 0 { format!("{m}m") } else { format!("{m}m{}s", s % 60) }
+    } else if h < 3 {
+        format!("{m}m")
+    } else if h < 8 {
+        if m % 60 == 0 { format!("{h}h") } else { format!("{h}h{}m", m % 60) }
+    } else if h < 48 {
+        format!("{h}h")
+    } else if h < 192 {
+        if h % 24 == 0 { format!("{d}d") } else { format!("{d}d{}h", h % 24) }
+    } else if y < 2 {
+        format!("{d}d")
+    } else if y < 8 {
+        if d % 365 == 0 { format!("{y}y") } else { format!("{y}y{}d", d % 365) }
+    } else {
+        format!("{y}y")
+    }
+}
+
+fn age(ts: Option<&Value>, now: DateTime<Utc>) -> String {
+    match ts.and_then(Value::as_str).and_then(|s| DateTime::parse_from_rfc3339(s).ok()) {
+        Some(t) => human_duration((now - t.with_timezone(&Utc)).num_seconds()),
+        None => "<unknown>".into(),
+    }
+}
+
+/// Evaluate a printer-column JSONPath (`.a.b`, `.a[0].b`, `.a[*].b`, `.a[?(@.k=="v")].b`).
+pub fn json_path(obj: &Value, path: &str) -> Vec<Value> {
+    let path = path.trim().trim_start_matches('{').trim_end_matches('}').trim_start_matches('$');
+    let mut current = vec![obj.clone()];
+    let mut rest = path;
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix('.') {
+            let end = r.find(['.', '[']).unwrap_or(r.len());
+            let field = &r[..end];
+            current = current.iter().filter_map(|v| v.get(field).cloned()).collect();
+            rest = &r[end..];
+        } else if let Some(r) = rest.strip_prefix('[') {
+            let end = r.find(']').unwrap_or(r.len());
+            let sel = &r[..end];
+            rest = r.get(end + 1..).unwrap_or("");
+            let mut next = vec![];
+            for v in &current {
+                let Some(items) = v.as_array() else { continue };
+                if sel == "*" {
+                    next.extend(items.iter().cloned());
+                } else if let Ok(i) = sel.parse::<usize>() {
+                    next.extend(items.get(i).cloned());
+                } else if let Some(f) = sel.strip_prefix("?(@.").and_then(|f| f.strip_suffix(')')) {
+                    if let Some((k, want)) = f.split_once("==") {
+                        let want = want.trim().trim_matches('"').trim_matches('\'');
+                        next.extend(items.iter().filter(|i| {
+                            json_path(i, &format!(".{}", k.trim())).first().map(cell_string).as_deref() == Some(want)
+                        }).cloned());
+                    }
+                }
+            }
+            current = next;
+        } else {
+            break;
+        }
+    }
+    current
+}
+
+fn cell_string(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+fn col(name: &str, type_: &str, format: &str, priority: i64) -> PrinterColumn {
+    PrinterColumn { name: name.into(), type_: type_.into(), format: format.into(), description: String::new(), priority, json_path: String::new() }
+}
+
+fn s(v: &Value, p: &str) -> String {
+    v.pointer(p).map(cell_string).unwrap_or_default()
+}
+
+fn i(v: &Value, p: &str) -> i64 {
+    v.pointer(p).and_then(Value::as_i64).unwrap_or(0)
+}
+
+fn builtin(res: &Resource, now: DateTime<Utc>) -> Option<(Vec<PrinterColumn>, Box<dyn Fn(&Value) -> Vec<Value>>)> {
+    let name = col("Name", "string", "name", 0);
+    let age_col = col("Age", "string", "", 0);
+    let age_of = move |o: &Value| json!(age(o.pointer("/metadata/creationTimestamp"), now));
+    let nm = |o: &Value| json!(s(o, "/metadata/name"));
+    Some(match (res.group.as_str(), res.kind.as_str()) {
+        ("", "Pod") => (
+            vec![name, col("Ready", "string", "", 0), col("Status", "string", "", 0), col("Restarts", "string", "", 0), age_col, col("IP", "string", "", 1), col("Node", "string", "", 1)],
+            Box::new(move |o| {
+                let statuses = o.pointer("/status/containerStatuses").and_then(Value::as_array).cloned().unwrap_or_default();
+                let total = o.pointer("/spec/containers").and_then(Value::as_array).map_or(0, Vec::len);
+                let ready = statuses.iter().filter(|c| c["ready"] == json!(true)).count();
+                let restarts: i64 = statuses.iter().map(|c| c["restartCount"].as_i64().unwrap_or(0)).sum();
+                let mut status = s(o, "/status/reason");
+                if status.is_empty() {
+                    status = s(o, "/status/phase");
+                }
+                for c in &statuses {
+                    if let Some(r) = c.pointer("/state/waiting/reason").and_then(Value::as_str) {
+                        status = r.to_string();
+                    }
+                }
+                if o.pointer("/metadata/deletionTimestamp").is_some() {
+                    status = "Terminating".into();
+                }
+                let ip = s(o, "/status/podIP");
+                let node = s(o, "/spec/nodeName");
+                vec![nm(o), json!(format!("{ready}/{total}")), json!(status), json!(restarts.to_string()), age_of(o),
+                     json!(if ip.is_empty() { "<none>".into() } else { ip }), json!(if node.is_empty() { "<none>".into() } else { node })]
+            }),
+        ),
+        ("", "ConfigMap") => (vec![name, col("Data", "integer", "", 0), age_col], Box::new(move |o| {
+            let n = o.get("data").and_then(Value::as_object).map_or(0, |m| m.len()) + o.get("binaryData").and_then(Value::as_object).map_or(0, |m| m.len());
+            vec![nm(o), json!(n), age_of(o)]
+        })),
+        ("", "Secret") => (vec![name, col("Type", "string", "", 0), col("Data", "integer", "", 0), age_col], Box::new(move |o| {
+            let n = o.get("data").and_then(Value::as_object).map_or(0, |m| m.len());
+            vec![nm(o), json!(s(o, "/type")), json!(n), age_of(o)]
+        })),
+        ("", "Namespace") => (vec![name, col("Status", "string", "", 0), age_col], Box::new(move |o| vec![nm(o), json!(s(o, "/status/phase")), age_of(o)])),
+        ("", "ServiceAccount") => (vec![name, col("Secrets", "string", "", 0), age_col], Box::new(move |o| {
+            vec![nm(o), json!(o.get("secrets").and_then(Value::as_array).map_or(0, Vec::len)), age_of(o)]
+        })),
+        ("", "Node") => (vec![name, col("Status", "string", "", 0), col("Roles", "string", "", 0), age_col, col("Version", "string", "", 0)], Box::new(move |o| {
+            let ready = json_path(o, ".status.conditions[?(@.type==\"Ready\")].status").first().map(cell_string);
+            let status = match ready.as_deref() { Some("True") => "Ready", Some(_) => "NotReady", None => "Unknown" };
+            vec![nm(o), json!(status), json!("<none>"), age_of(o), json!(s(o, "/status/nodeInfo/kubeletVersion"))]
+        })),
+        ("", "Service") => (vec![name, col("Type", "string", "", 0), col("Cluster-IP", "string", "", 0), col("External-IP", "string", "", 0), col("Port(s)", "string", "", 0), age_col], Box::new(move |o| {
+            let t = { let t = s(o, "/spec/type"); if t.is_empty() { "ClusterIP".to_string() } else { t } };
+            let ports: Vec<String> = o.pointer("/spec/ports").and_then(Value::as_array).cloned().unwrap_or_default().iter().map(|p| {
+                format!("{}/{}", p["port"], p.get("protocol").and_then(Value::as_str).unwrap_or("TCP"))
+            }).collect();
+            let ip = { let ip = s(o, "/spec/clusterIP"); if ip.is_empty() { "<none>".to_string() } else { ip } };
+            vec![nm(o), json!(t), json!(ip), json!("<none>"), json!(if ports.is_empty() { "<none>".to_string() } else { ports.join(",") }), age_of(o)]
+        })),
+        ("", "Event") | ("events.k8s.io", "Event") => (
+            vec![col("Last Seen", "string", "", 0), col("Type", "string", "", 0), col("Reason", "string", "", 0), col("Object", "string", "", 0), col("Message", "string", "", 0), col("Name", "string", "name", 1)],
+            Box::new(move |o| {
+                let core = res_is_core(o);
+                let last = if core {
+                    o.get("lastTimestamp").filter(|v| !v.is_null()).or_else(|| o.get("eventTime")).or_else(|| o.pointer("/metadata/creationTimestamp")).cloned()
+                } else {
+                    o.get("deprecatedLastTimestamp").filter(|v| !v.is_null()).or_else(|| o.get("eventTime")).or_else(|| o.pointer("/metadata/creationTimestamp")).cloned()
+                };
+                let obj_ref = if core { o.get("involvedObject") } else { o.get("regarding") }.cloned().unwrap_or_default();
+                let object = format!("{}/{}", s(&obj_ref, "/kind").to_lowercase(), s(&obj_ref, "/name"));
+                let msg = if core { s(o, "/message") } else { s(o, "/note") };
+                vec![json!(age(last.as_ref(), now)), json!(s(o, "/type")), json!(s(o, "/reason")), json!(object), json!(msg), nm(o)]
+            }),
+        ),
+        ("batch", "Job") => (vec![name, col("Status", "string", "", 0), col("Completions", "string", "", 0), col("Duration", "string", "", 0), age_col], Box::new(move |o| {
+            let completions = o.pointer("/spec/completions").and_then(Value::as_i64);
+            let succeeded = i(o, "/status/succeeded");
+            let comp = match completions { Some(c) => format!("{succeeded}/{c}"), None => format!("{succeeded}/1 of {}", o.pointer("/spec/parallelism").and_then(Value::as_i64).unwrap_or(1)) };
+            let cond = |t: &str| json_path(o, &format!(".status.conditions[?(@.type==\"{t}\")].status")).first().map(cell_string) == Some("True".into());
+            let status = if cond("Complete") { "Complete" } else if cond("Failed") { "Failed" } else if cond("FailureTarget") { "FailureTarget" } else if cond("Suspended") { "Suspended" } else if o.pointer("/metadata/deletionTimestamp").is_some() { "Terminating" } else { "Running" };
+            let start = o.pointer("/status/startTime").and_then(Value::as_str).and_then(|s| DateTime::parse_from_rfc3339(s).ok());
+            let end = o.pointer("/status/completionTime").and_then(Value::as_str).and_then(|s| DateTime::parse_from_rfc3339(s).ok());
+            let duration = match (start, end) {
+                (Some(a), Some(b)) => human_duration((b - a).num_seconds()),
+                (Some(a), None) => human_duration((now - a.with_timezone(&Utc)).num_seconds()),
+                _ => String::new(),
+            };
+            vec![nm(o), json!(status), json!(comp), json!(duration), age_of(o)]
+        })),
+        ("apps", "Deployment") => (vec![name, col("Ready", "string", "", 0), col("Up-to-date", "integer", "", 0), col("Available", "integer", "", 0), age_col], Box::new(move |o| {
+            vec![nm(o), json!(format!("{}/{}", i(o, "/status/readyReplicas"), o.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1))), json!(i(o, "/status/updatedReplicas")), json!(i(o, "/status/availableReplicas")), age_of(o)]
+        })),
+        ("apps", "ReplicaSet") => (vec![name, col("Desired", "integer", "", 0), col("Current", "integer", "", 0), col("Ready", "integer", "", 0), age_col], Box::new(move |o| {
+            vec![nm(o), json!(o.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1)), json!(i(o, "/status/replicas")), json!(i(o, "/status/readyReplicas")), age_of(o)]
+        })),
+        ("apps", "ControllerRevision") => (vec![name, col("Controller", "string", "", 0), col("Revision", "integer", "", 0), age_col], Box::new(move |o| {
+            let owner = json_path(o, ".metadata.ownerReferences[?(@.controller==true)]").first().map(|r| format!("{}/{}", s(r, "/kind").to_lowercase(), s(r, "/name"))).unwrap_or("<none>".into());
+            vec![nm(o), json!(owner), json!(i(o, "/revision")), age_of(o)]
+        })),
+        ("coordination.k8s.io", "Lease") => (vec![name, col("Holder", "string", "", 0), age_col], Box::new(move |o| vec![nm(o), json!(s(o, "/spec/holderIdentity")), age_of(o)])),
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => (vec![name, col("Created At", "date", "", 0)], Box::new(move |o| vec![nm(o), json!(s(o, "/metadata/creationTimestamp"))])),
+        ("rbac.authorization.k8s.io", "Role") | ("rbac.authorization.k8s.io", "ClusterRole") => (vec![name, col("Created At", "string", "", 0)], Box::new(move |o| vec![nm(o), json!(s(o, "/metadata/creationTimestamp"))])),
+        ("rbac.authorization.k8s.io", "RoleBinding") | ("rbac.authorization.k8s.io", "ClusterRoleBinding") => (vec![name, col("Role", "string", "", 0), age_col], Box::new(move |o| {
+            vec![nm(o), json!(format!("{}/{}", s(o, "/roleRef/kind"), s(o, "/roleRef/name"))), age_of(o)]
+        })),
+        _ => return None,
+    })
+}
+
+fn res_is_core(o: &Value) -> bool {
+    o.get("apiVersion").and_then(Value::as_str) == Some("v1")
+}
+
+fn custom(res: &Resource, now: DateTime<Utc>) -> (Vec<PrinterColumn>, Box<dyn Fn(&Value) -> Vec<Value>>) {
+    let mut cols = vec![col("Name", "string", "name", 0)];
+    let user = res.printer_columns.clone();
+    if user.is_empty() {
+        cols.push(col("Age", "date", "", 0));
+        return (cols, Box::new(move |o| vec![json!(s(o, "/metadata/name")), json!(age(o.pointer("/metadata/creationTimestamp"), now))]));
+    }
+    cols.extend(user.iter().cloned());
+    (cols, Box::new(move |o| {
+        let mut cells = vec![json!(s(o, "/metadata/name"))];
+        for c in &user {
+            let vals = json_path(o, &c.json_path);
+            let cell = match vals.first() {
+                None => Value::Null,
+                Some(v) if c.type_ == "date" => json!(age(Some(v), now)),
+                Some(_) if vals.len() > 1 => json!(vals.iter().map(cell_string).collect::<Vec<_>>().join(",")),
+                Some(v) => match c.type_.as_str() {
+                    "integer" | "number" | "boolean" => v.clone(),
+                    _ => json!(cell_string(v)),
+                },
+            };
+            cells.push(cell);
+        }
+        cells
+    }))
+}
+
+/// Render objects as a Table. `include` is `includeObject`: None, Metadata (default) or Object.
+pub fn to_table(res: &Resource, objects: &[Value], list_meta: Value, include: &str, now: DateTime<Utc>) -> Value {
+    let (cols, cells) = if res.custom {
+        custom(res, now)
+    } else {
+        builtin(res, now).unwrap_or_else(|| {
+            let mut c = custom(res, now);
+            c.0[1] = col("Age", "string", "", 0);
+            c
+        })
+    };
+    let defs: Vec<Value> = cols
+        .iter()
+        .map(|c| {
+            let t = if c.type_ == "date" && !res.custom { "string".to_string() } else { c.type_.clone() };
+            json!({"name": c.name, "type": t, "format": c.format, "description": c.description, "priority": c.priority})
+        })
+        .collect();
+    let rows: Vec<Value> = objects
+        .iter()
+        .map(|o| {
+            let mut row = json!({"cells": cells(o)});
+            match include {
+                "None" => {}
+                "Object" => row["object"] = o.clone(),
+                _ => {
+                    row["object"] = json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": o["metadata"]});
+                }
+            }
+            row
+        })
+        .collect();
+    json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": list_meta, "columnDefinitions": defs, "rows": rows})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn human_duration_matches_apimachinery() {
+        for (s, want) in [(5, "5s"), (119, "119s"), (125, "2m5s"), (600, "10m"), (3 * 3600 + 60, "3h1m"), (9 * 3600, "9h"), (50 * 3600, "2d2h"), (10 * 86400, "10d")] {
+            assert_eq!(human_duration(s), want);
+        }
+    }
+
+    #[test]
+    fn json_path_filters_conditions() {
+        let o = json!({"status": {"conditions": [{"type": "A", "status": "False"}, {"type": "Ready", "status": "True"}]}});
+        assert_eq!(json_path(&o, ".status.conditions[?(@.type==\"Ready\")].status"), vec![json!("True")]);
+        assert_eq!(json_path(&o, ".status.conditions[0].type"), vec![json!("A")]);
+    }
+}

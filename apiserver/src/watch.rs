@@ -1,0 +1,173 @@
+//! WATCH: newline-delimited JSON events from a resourceVersion, with synthetic ADDED events for
+//! the current state, `sendInitialEvents` + the `k8s.io/initial-events-end` bookmark, periodic
+//! BOOKMARKs, `timeoutSeconds`, and a 410 `Expired` ERROR event for a resourceVersion older than
+//! the retained event window, as upstream's watch cache behaves.
+
+use crate::resources::Resource;
+use crate::rest::Core;
+use crate::selector::{FieldSelector, LabelSelector};
+use crate::status::ApiError;
+use crate::store::{Event, EventType};
+use bytes::Bytes;
+use futures::Stream;
+use serde_json::{Value, json};
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// Parsed watch query.
+#[derive(Debug, Clone, Default)]
+pub struct WatchParams {
+    /// `resourceVersion` ("" = unset).
+    pub resource_version: String,
+    /// `sendInitialEvents=true`.
+    pub send_initial_events: bool,
+    /// `allowWatchBookmarks=true`.
+    pub bookmarks: bool,
+    /// `timeoutSeconds`.
+    pub timeout: Option<Duration>,
+    /// Namespace filter.
+    pub namespace: Option<String>,
+    /// `labelSelector`.
+    pub labels: LabelSelector,
+    /// `fieldSelector`.
+    pub fields: FieldSelector,
+}
+
+impl WatchParams {
+    fn matches(&self, ns: &str, obj: &Value) -> bool {
+        self.namespace.as_deref().is_none_or(|n| n == ns) && self.labels.matches(obj) && self.fields.matches(obj)
+    }
+}
+
+fn line(kind: &str, object: &Value) -> Bytes {
+    let mut s = serde_json::to_string(&json!({"type": kind, "object": object})).expect("json");
+    s.push('\n');
+    Bytes::from(s)
+}
+
+struct State {
+    core: Arc<Core>,
+    res: Resource,
+    params: WatchParams,
+    last_rv: u64,
+    pending: VecDeque<Bytes>,
+    rx: tokio::sync::watch::Receiver<u64>,
+    deadline: Instant,
+    next_bookmark: Instant,
+    done: bool,
+}
+
+impl State {
+    fn bookmark(&self, initial_end: bool) -> Bytes {
+        let mut meta = json!({"resourceVersion": self.last_rv.to_string(), "creationTimestamp": null});
+        if initial_end {
+            meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        line("BOOKMARK", &json!({"kind": self.res.kind, "apiVersion": self.res.api_version(), "metadata": meta}))
+    }
+
+    fn translate(&self, ev: &Event) -> Option<Bytes> {
+        let ns = ev.key.namespace.as_str();
+        let now = self.params.matches(ns, &ev.object);
+        let obj = self.core.present(&self.res, (*ev.object).clone());
+        match ev.kind {
+            EventType::Added => now.then(|| line("ADDED", &obj)),
+            EventType::Deleted => now.then(|| line("DELETED", &obj)),
+            EventType::Modified => {
+                let before = ev.prev.as_ref().is_some_and(|p| self.params.matches(ns, p));
+                match (before, now) {
+                    (true, true) => Some(line("MODIFIED", &obj)),
+                    (false, true) => Some(line("ADDED", &obj)),
+                    (true, false) => Some(line("DELETED", &obj)),
+                    (false, false) => None,
+                }
+            }
+        }
+    }
+
+    /// Queue every event after `last_rv`; on an expired window queue the 410 ERROR and finish.
+    fn drain(&mut self) {
+        match self.core.store.events_since(&self.res.group_resource(), self.last_rv) {
+            Ok((events, current)) => {
+                for ev in &events {
+                    if let Some(b) = self.translate(ev) {
+                        self.pending.push_back(b);
+                    }
+                }
+                self.last_rv = self.last_rv.max(current);
+            }
+            Err(oldest) => {
+                let e = ApiError::expired(format!("too old resource version: {} ({})", self.last_rv, oldest));
+                self.pending.push_back(line("ERROR", &e.to_status()));
+                self.done = true;
+            }
+        }
+    }
+}
+
+/// Start a watch. Errors before the stream starts (bad parameters) are returned directly.
+pub fn watch(core: Arc<Core>, res: Resource, params: WatchParams) -> Result<impl Stream<Item = Bytes> + Send + 'static, ApiError> {
+    let rx = core.store.subscribe();
+    let now = Instant::now();
+    let timeout = params.timeout.unwrap_or(core.config.max_watch_timeout).min(core.config.max_watch_timeout);
+    let mut st = State {
+        core: core.clone(),
+        res,
+        params,
+        last_rv: 0,
+        pending: VecDeque::new(),
+        rx,
+        deadline: now + timeout,
+        next_bookmark: now + core.config.bookmark_interval,
+        done: false,
+    };
+    let rv = st.params.resource_version.clone();
+    if st.params.send_initial_events || rv.is_empty() || rv == "0" {
+        let (items, at) = core.store.snapshot(&st.res.group_resource());
+        for obj in items {
+            let ns = obj.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default().to_string();
+            if st.params.matches(&ns, &obj) {
+                st.pending.push_back(line("ADDED", &core.present(&st.res, obj)));
+            }
+        }
+        st.last_rv = at;
+        if st.params.send_initial_events && st.params.bookmarks {
+            let b = st.bookmark(true);
+            st.pending.push_back(b);
+        }
+    } else {
+        st.last_rv = rv.parse().map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv}")))?;
+        st.drain();
+    }
+    Ok(futures::stream::unfold(st, |mut st| async move {
+        loop {
+            if let Some(b) = st.pending.pop_front() {
+                return Some((b, st));
+            }
+            if st.done {
+                return None;
+            }
+            st.drain();
+            if !st.pending.is_empty() || st.done {
+                continue;
+            }
+            let bookmarks = st.params.bookmarks;
+            let next_bookmark = st.next_bookmark;
+            tokio::select! {
+                changed = st.rx.changed() => {
+                    if changed.is_err() {
+                        return None;
+                    }
+                }
+                _ = tokio::time::sleep_until(st.deadline) => return None,
+                _ = tokio::time::sleep_until(next_bookmark), if bookmarks => {
+                    st.next_bookmark = Instant::now() + st.core.config.bookmark_interval;
+                    let b = st.bookmark(false);
+                    st.pending.push_back(b);
+                }
+            }
+        }
+    }))
+}
