@@ -280,7 +280,11 @@ fn path_string(p: &[PathElem]) -> String {
                 s.push('.');
                 s.push_str(f);
             }
-            PathElem::Key(k) => s.push_str(&format!("[{}]", k.trim_start_matches('{').trim_end_matches('}').replace("\":", "=").replace('"', ""))),
+            PathElem::Key(k) => {
+                let m: Map<String, Value> = serde_json::from_str(k).unwrap_or_default();
+                let parts: Vec<String> = m.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                s.push_str(&format!("[{}]", parts.join(",")));
+            }
             PathElem::Value(v) => s.push_str(&format!("[{v}]")),
         }
     }
@@ -298,6 +302,23 @@ pub struct Writer<'a> {
     pub subresource: &'a str,
     /// Timestamp to stamp.
     pub time: String,
+    /// Whether the resource has a status subresource (main-resource writes then own no status).
+    pub status_subresource: bool,
+}
+
+impl Writer<'_> {
+    fn leaves(&self, obj: &Value) -> FieldSet {
+        let mut set = leaves(obj);
+        if self.status_subresource {
+            let status = PathElem::Field("status".into());
+            if self.subresource.is_empty() {
+                set.retain(|p| p.first() != Some(&status));
+            } else if self.subresource == "status" {
+                set.retain(|p| p.first() == Some(&status));
+            }
+        }
+        set
+    }
 }
 
 /// Server-side apply of `applied` onto `live` (None = create). Returns the new object, with
@@ -314,7 +335,7 @@ pub fn apply(
         m.remove("managedFields");
         m.remove("resourceVersion");
     }
-    let new_set = leaves(&applied);
+    let new_set = w.leaves(&applied);
     let mut entries = live.map(read_entries).unwrap_or_default();
     let mut conflicts: Vec<(String, String, FieldPath)> = vec![];
     for e in entries.iter() {
@@ -322,6 +343,9 @@ pub fn apply(
             continue;
         }
         for p in e.fields.intersection(&new_set) {
+            if matches!(p.last(), Some(PathElem::Key(_)) | Some(PathElem::Value(_))) {
+                continue; // membership of a list element is shared, never a conflict
+            }
             let live_v = live.and_then(|l| value_at(l, p));
             if live_v != value_at(&applied, p) {
                 conflicts.push((e.manager.clone(), e.api_version.clone(), p.clone()));
@@ -384,13 +408,14 @@ pub fn apply(
 /// Record a non-apply write: `manager` now owns every leaf it changed; others lose those.
 pub fn record_update(old: Option<&Value>, new: &mut Value, w: &Writer<'_>) {
     let mut entries = old.map(read_entries).unwrap_or_default();
-    let new_leaves = leaves(new);
+    let new_leaves = w.leaves(new);
+    let all_leaves = leaves(new);
     let changed: FieldSet = match old {
         None => new_leaves.clone(),
         Some(o) => new_leaves.iter().filter(|p| value_at(o, p) != value_at(new, p)).cloned().collect(),
     };
     for e in entries.iter_mut() {
-        e.fields.retain(|p| new_leaves.contains(p) && !changed.contains(p));
+        e.fields.retain(|p| all_leaves.contains(p) && !changed.contains(p));
     }
     if !changed.is_empty() {
         match entries.iter_mut().find(|e| e.manager == w.manager && e.operation == "Update" && e.subresource == w.subresource) {
@@ -416,7 +441,7 @@ mod tests {
     use super::*;
 
     fn w(m: &str) -> Writer<'_> {
-        Writer { manager: m, api_version: "v1", subresource: "", time: "2024-01-01T00:00:00Z".into() }
+        Writer { manager: m, api_version: "v1", subresource: "", time: "2024-01-01T00:00:00Z".into(), status_subresource: true }
     }
 
     #[test]

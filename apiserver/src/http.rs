@@ -98,6 +98,10 @@ impl Req<'_> {
     }
 
     fn body_json(&self) -> Result<Value> {
+        if self.content_type.contains("protobuf") || self.content_type.contains("cbor") {
+            // Only JSON and YAML bodies are understood (see README: protobuf is not served).
+            return Err(ApiError::unsupported_media_type(&["application/json", "application/yaml"]));
+        }
         if self.content_type.contains("yaml") {
             serde_yaml::from_slice(self.body).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))
         } else {

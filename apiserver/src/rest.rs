@@ -282,8 +282,7 @@ impl Core {
     }
 
     fn writer<'a>(&self, res: &'a Resource, opts: &'a WriteOptions, sub: Sub, api_version: &'a str) -> Writer<'a> {
-        let _ = res;
-        Writer { manager: &opts.field_manager, api_version, subresource: sub.name(), time: self.now() }
+        Writer { manager: &opts.field_manager, api_version, subresource: sub.name(), time: self.now(), status_subresource: res.status }
     }
 
     fn namespace_exists(&self, ns: &str) -> bool {
@@ -350,13 +349,14 @@ impl Core {
     /// Admission + schema pipeline shared by create and update, in upstream's order.
     fn admit(&self, res: &Resource, mut obj: Value, old: Option<&Value>, opts: &WriteOptions) -> Result<Value> {
         let name = meta_str(&obj, "name");
+        let mut pruned = vec![];
         if let Some(s) = &res.schema {
-            schema::prune(s, &mut obj, true);
+            pruned = schema::prune(s, &mut obj, true);
             schema::apply_defaults(s, &mut obj);
         }
         obj = self.admission.mutate(&res.group, &res.kind, obj, old)?;
         if let Some(s) = &res.schema {
-            let pruned = schema::prune(s, &mut obj, true);
+            pruned.extend(schema::prune(s, &mut obj, true));
             if opts.strict && !pruned.is_empty() {
                 let list: Vec<String> = pruned.iter().map(|p| format!("unknown field \"{p}\"")).collect();
                 return Err(ApiError::bad_request(format!("strict decoding error: {}", list.join(", "))));

@@ -1,0 +1,268 @@
+//! The real kubectl (/usr/bin/kubectl) against a server started per test over HTTP.
+
+mod common;
+
+use apiserver::{ApiServer, ServerHandle};
+use std::path::PathBuf;
+
+struct Cluster {
+    _server: ApiServer,
+    handle: ServerHandle,
+    dir: tempfile::TempDir,
+}
+
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Cluster {
+    async fn start() -> Cluster {
+        let server = ApiServer::new();
+        let handle = server.serve().await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        handle.write_kubeconfig(dir.path().join("kubeconfig")).unwrap();
+        Cluster { _server: server, handle, dir }
+    }
+
+    fn file(&self, name: &str, contents: &str) -> PathBuf {
+        let p = self.dir.path().join(name);
+        std::fs::write(&p, contents).unwrap();
+        p
+    }
+
+    async fn kubectl(&self, args: &[&str]) -> Out {
+        let out = tokio::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(self.dir.path().join("kubeconfig"))
+            .arg("--cache-dir")
+            .arg(self.dir.path().join("cache"))
+            .args(args)
+            .env("HOME", self.dir.path())
+            .output()
+            .await
+            .expect("kubectl runs");
+        Out {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    async fn ok(&self, args: &[&str]) -> String {
+        let o = self.kubectl(args).await;
+        assert_eq!(o.code, 0, "kubectl {args:?} failed (server {}): {}{}", self.handle.url(), o.stdout, o.stderr);
+        o.stdout
+    }
+}
+
+fn header(table: &str) -> Vec<String> {
+    table.lines().next().unwrap_or_default().split_whitespace().map(String::from).collect()
+}
+
+const POD: &str = "apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  labels: {app: web}
+spec:
+  containers:
+  - name: app
+    image: nginx:1
+    ports: [{containerPort: 80}]
+";
+
+const CRD: &str = "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: crontabs.stable.example.com
+spec:
+  group: stable.example.com
+  scope: Namespaced
+  names: {plural: crontabs, singular: crontab, kind: CronTab, shortNames: [ct]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        description: CronTab runs things on a schedule.
+        properties:
+          spec:
+            type: object
+            description: The desired schedule.
+            required: [cronSpec]
+            properties:
+              cronSpec: {type: string, description: The cron expression.}
+              image: {type: string}
+              replicas: {type: integer, minimum: 0, default: 1}
+              selector: {type: string}
+          status:
+            type: object
+            properties:
+              replicas: {type: integer}
+    subresources:
+      status: {}
+      scale: {specReplicasPath: .spec.replicas, statusReplicasPath: .status.replicas, labelSelectorPath: .spec.selector}
+    additionalPrinterColumns:
+    - {name: Spec, type: string, jsonPath: .spec.cronSpec}
+    - {name: Replicas, type: integer, jsonPath: .spec.replicas}
+    - {name: Age, type: date, jsonPath: .metadata.creationTimestamp}
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_api_resources_lists_the_builtin_table() {
+    let c = Cluster::start().await;
+    let out = c.ok(&["api-resources"]).await;
+    for want in ["pods", "deployments", "customresourcedefinitions", "leases", "clusterrolebindings"] {
+        assert!(out.contains(want), "{want} missing from:\n{out}");
+    }
+    assert!(out.lines().any(|l| l.starts_with("pods") && l.contains("po") && l.contains("true") && l.contains("Pod")));
+    let ns = c.ok(&["get", "namespaces"]).await;
+    assert_eq!(header(&ns), ["NAME", "STATUS", "AGE"]);
+    assert!(ns.contains("kube-system") && ns.contains("Active"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_apply_creates_then_configures_and_get_prints_it() {
+    let c = Cluster::start().await;
+    let f = c.file("pod.yaml", POD);
+    assert!(c.ok(&["apply", "-f", f.to_str().unwrap()]).await.contains("pod/web created"));
+    let f2 = c.file("pod2.yaml", &POD.replace("nginx:1", "nginx:2"));
+    assert!(c.ok(&["apply", "-f", f2.to_str().unwrap()]).await.contains("pod/web configured"));
+    let table = c.ok(&["get", "pods"]).await;
+    assert_eq!(header(&table), ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]);
+    assert!(table.lines().nth(1).unwrap().starts_with("web"), "{table}");
+    assert!(table.contains("0/1") && table.contains("Pending"));
+    let yaml = c.ok(&["get", "pod", "web", "-o", "yaml"]).await;
+    assert!(yaml.contains("image: nginx:2") && yaml.contains("resourceVersion:") && yaml.contains("uid:"), "{yaml}");
+    let json: serde_json::Value = serde_json::from_str(&c.ok(&["get", "pod", "web", "-o", "json"]).await).unwrap();
+    assert_eq!(json["metadata"]["labels"]["app"], "web");
+    let sel = c.ok(&["get", "pods", "-l", "app in (web,db)", "-o", "name"]).await;
+    assert_eq!(sel.trim(), "pod/web");
+    let none = c.kubectl(&["get", "pods", "-l", "app!=web"]).await;
+    assert!(none.stderr.contains("No resources found"), "{}", none.stderr);
+    let described = c.ok(&["describe", "pod", "web"]).await;
+    assert!(described.contains("Name:") && described.contains("web") && described.contains("nginx:2"), "{described}");
+    let missing = c.kubectl(&["get", "pod", "nope"]).await;
+    assert_eq!(missing.code, 1);
+    assert!(missing.stderr.contains("Error from server (NotFound): pods \"nope\" not found"), "{}", missing.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_patch_label_and_annotate_each_patch_type() {
+    let c = Cluster::start().await;
+    let f = c.file("pod.yaml", POD);
+    c.ok(&["apply", "-f", f.to_str().unwrap()]).await;
+    c.ok(&["patch", "pod", "web", "--type", "merge", "-p", r#"{"metadata":{"labels":{"m":"1"}}}"#]).await;
+    c.ok(&["patch", "pod", "web", "--type", "json", "-p", r#"[{"op":"add","path":"/metadata/labels/j","value":"2"}]"#]).await;
+    c.ok(&["patch", "pod", "web", "--type", "strategic", "-p", r#"{"spec":{"containers":[{"name":"app","image":"nginx:3"}]}}"#]).await;
+    let failed = c.kubectl(&["patch", "pod", "web", "--type", "json", "-p", r#"[{"op":"test","path":"/metadata/labels/j","value":"9"}]"#]).await;
+    assert_eq!(failed.code, 1, "failed json patch test must fail");
+    c.ok(&["label", "pod", "web", "x=y"]).await;
+    c.ok(&["annotate", "pod", "web", "note=hi"]).await;
+    let out: serde_json::Value = serde_json::from_str(&c.ok(&["get", "pod", "web", "-o", "json"]).await).unwrap();
+    assert_eq!(out["metadata"]["labels"], serde_json::json!({"app": "web", "m": "1", "j": "2", "x": "y"}));
+    assert_eq!(out["metadata"]["annotations"]["note"], "hi");
+    let containers = out["spec"]["containers"].as_array().unwrap();
+    assert_eq!(containers.len(), 1, "strategic merge kept one container");
+    assert_eq!(containers[0]["image"], "nginx:3");
+    assert_eq!(containers[0]["ports"][0]["containerPort"], 80, "strategic merge kept ports");
+    let relabel = c.kubectl(&["label", "pod", "web", "x=z"]).await;
+    assert_eq!(relabel.code, 1, "label without --overwrite refuses");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_server_side_apply_conflicts_unless_forced() {
+    let c = Cluster::start().await;
+    let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ssa}\ndata: {a: \"1\", b: \"2\"}\n";
+    let f = c.file("cm.yaml", cm);
+    assert!(c.ok(&["apply", "--server-side", "-f", f.to_str().unwrap()]).await.contains("serverside-applied"));
+    let f2 = c.file("cm2.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ssa}\ndata: {a: \"1\"}\n");
+    c.ok(&["apply", "--server-side", "-f", f2.to_str().unwrap()]).await;
+    let data = c.ok(&["get", "cm", "ssa", "-o", "jsonpath={.data}"]).await;
+    assert_eq!(data, r#"{"a":"1"}"#, "field dropped from the applied config is removed");
+    c.ok(&["patch", "cm", "ssa", "--type", "merge", "-p", r#"{"data":{"a":"changed"}}"#]).await;
+    let conflict = c.kubectl(&["apply", "--server-side", "-f", f2.to_str().unwrap()]).await;
+    assert_eq!(conflict.code, 1);
+    assert!(conflict.stderr.contains("conflict with \"kubectl-patch\""), "{}", conflict.stderr);
+    c.ok(&["apply", "--server-side", "--force-conflicts", "-f", f2.to_str().unwrap()]).await;
+    assert_eq!(c.ok(&["get", "cm", "ssa", "-o", "jsonpath={.data.a}"]).await, "1");
+    let table = c.ok(&["get", "configmaps"]).await;
+    assert_eq!(header(&table), ["NAME", "DATA", "AGE"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_crd_custom_object_scale_and_explain() {
+    let c = Cluster::start().await;
+    let crd = c.file("crd.yaml", CRD);
+    c.ok(&["create", "-f", crd.to_str().unwrap()]).await;
+    c.ok(&["wait", "--for", "condition=established", "crd/crontabs.stable.example.com"]).await;
+    let ct = c.file("ct.yaml", "apiVersion: stable.example.com/v1\nkind: CronTab\nmetadata: {name: my}\nspec: {cronSpec: \"*/5 * * * *\", image: busybox}\n");
+    assert!(c.ok(&["create", "-f", ct.to_str().unwrap()]).await.contains("crontab.stable.example.com/my created"));
+    let table = c.ok(&["get", "ct"]).await;
+    assert_eq!(header(&table), ["NAME", "SPEC", "REPLICAS", "AGE"]);
+    assert!(table.lines().nth(1).unwrap().contains("*/5 * * * *"), "{table}");
+    c.ok(&["scale", "crontab", "my", "--replicas=3"]).await;
+    assert_eq!(c.ok(&["get", "crontab", "my", "-o", "jsonpath={.spec.replicas} {.metadata.generation}"]).await, "3 2");
+    let explain = c.ok(&["explain", "crontab.spec"]).await;
+    assert!(explain.contains("The desired schedule.") && explain.contains("cronSpec") && explain.contains("The cron expression."), "{explain}");
+    let bad = c.file("bad.yaml", "apiVersion: stable.example.com/v1\nkind: CronTab\nmetadata: {name: bad}\nspec: {cronSpec: x, replicas: -1}\n");
+    let refused = c.kubectl(&["apply", "-f", bad.to_str().unwrap()]).await;
+    assert_eq!(refused.code, 1);
+    assert!(
+        refused.stderr.contains("spec.replicas: Invalid value: -1: spec.replicas in body should be greater than or equal to 0"),
+        "{}",
+        refused.stderr
+    );
+    let unknown = c.file("unknown.yaml", "apiVersion: stable.example.com/v1\nkind: CronTab\nmetadata: {name: unk}\nspec: {cronSpec: x, bogus: 1}\n");
+    let strict = c.kubectl(&["apply", "-f", unknown.to_str().unwrap()]).await;
+    assert_eq!(strict.code, 1, "kubectl validates strictly by default: {}", strict.stdout);
+    assert!(strict.stderr.contains("unknown field \"spec.bogus\""), "{}", strict.stderr);
+    c.ok(&["delete", "crd", "crontabs.stable.example.com"]).await;
+    let gone = c.kubectl(&["get", "crontabs.stable.example.com"]).await;
+    assert_eq!(gone.code, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_delete_honours_cascade_modes() {
+    let c = Cluster::start().await;
+    let mut docs = String::new();
+    for n in ["bg", "orphan", "fg"] {
+        docs.push_str(&format!("---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {n}}}\n"));
+    }
+    let f = c.file("cms.yaml", &docs);
+    c.ok(&["apply", "-f", f.to_str().unwrap()]).await;
+    assert!(c.ok(&["delete", "cm", "bg", "--cascade=background"]).await.contains("configmap \"bg\" deleted"));
+    c.ok(&["delete", "cm", "orphan", "--cascade=orphan", "--wait=false"]).await;
+    c.ok(&["delete", "cm", "fg", "--cascade=foreground", "--wait=false"]).await;
+    let left = c.ok(&["get", "cm", "-o", "custom-columns=N:.metadata.name,F:.metadata.finalizers,D:.metadata.deletionTimestamp", "--no-headers"]).await;
+    let lines: Vec<&str> = left.lines().collect();
+    assert_eq!(lines.len(), 2, "{left}");
+    assert!(lines.iter().any(|l| l.starts_with("fg") && l.contains("[foregroundDeletion]")), "{left}");
+    assert!(lines.iter().any(|l| l.starts_with("orphan") && l.contains("[orphan]")), "{left}");
+    c.ok(&["patch", "cm", "fg", "--type", "json", "-p", r#"[{"op":"remove","path":"/metadata/finalizers"}]"#]).await;
+    let after = c.ok(&["get", "cm", "-o", "name"]).await;
+    assert_eq!(after.trim(), "configmap/orphan", "removing the last finalizer deletes");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_get_prints_builtin_columns() {
+    let c = Cluster::start().await;
+    let job = "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j1}\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers: [{name: c, image: busybox}]\n";
+    let dep = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d1}\nspec:\n  replicas: 2\n  selector: {matchLabels: {app: d}}\n  template:\n    metadata: {labels: {app: d}}\n    spec:\n      containers: [{name: c, image: nginx}]\n";
+    let f = c.file("objs.yaml", &format!("{job}---\n{dep}"));
+    c.ok(&["apply", "-f", f.to_str().unwrap()]).await;
+    assert_eq!(header(&c.ok(&["get", "jobs"]).await), ["NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE"]);
+    assert_eq!(header(&c.ok(&["get", "deployments"]).await), ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"]);
+    c.ok(&["scale", "deployment", "d1", "--replicas=4"]).await;
+    assert_eq!(c.ok(&["get", "deploy", "d1", "-o", "jsonpath={.spec.replicas}"]).await, "4");
+    let ev = "apiVersion: v1\nkind: Event\nmetadata: {name: e1}\ninvolvedObject: {kind: Job, name: j1, namespace: default}\nreason: Created\nmessage: hello\ntype: Normal\n";
+    let f = c.file("ev.yaml", ev);
+    c.ok(&["apply", "-f", f.to_str().unwrap()]).await;
+    let events = c.ok(&["get", "events"]).await;
+    assert_eq!(header(&events), ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]);
+    assert!(events.contains("job/j1") && events.contains("hello"), "{events}");
+}
