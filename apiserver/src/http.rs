@@ -255,7 +255,11 @@ async fn resource(core: &Arc<Core>, group: &str, version: &str, rest: &[&str], r
             if sub == Sub::Scale {
                 return Ok(json(200, &core.update_scale(&res, ns, name, Some(ptype), r.body, &r.write_options())?));
             }
-            Ok(json(200, &core.patch(&res, ns, name, ptype, r.body, sub, &r.write_options())?))
+            let mut opts = r.write_options();
+            if ptype == PatchType::Apply && r.q("fieldManager").is_none_or(str::is_empty) {
+                opts.field_manager.clear(); // apply needs an explicit manager, as upstream
+            }
+            Ok(json(200, &core.patch(&res, ns, name, ptype, r.body, sub, &opts)?))
         }
         (Method::DELETE, Some(name)) if sub == Sub::Main => match core.delete(&res, ns, name, &r.delete_options()?)? {
             Deleted::Now(v) => Ok(json(200, &v)),

@@ -1,0 +1,298 @@
+//! Table tests of API semantics through the in-process service (raw HTTP requests).
+
+mod common;
+
+use apiserver::{ApiServer, Cause, Denial};
+use common::*;
+use serde_json::{Value, json};
+
+const CMS: &str = "/api/v1/namespaces/default/configmaps";
+const CTS: &str = "/apis/stable.example.com/v1/namespaces/default/crontabs";
+
+async fn with_crd() -> ApiServer {
+    let s = ApiServer::new();
+    let (code, body) = post(&s, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crontab_crd()).await;
+    assert_eq!(code, 201, "{body}");
+    s
+}
+
+fn cm(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"k": "v"}})
+}
+
+fn ct(name: &str, replicas: i64) -> Value {
+    json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab", "metadata": {"name": name}, "spec": {"cronSpec": "* * * * *", "replicas": replicas}})
+}
+
+#[tokio::test]
+async fn stale_resource_version_is_a_conflict() {
+    let s = ApiServer::new();
+    let (_, created) = post(&s, CMS, cm("a")).await;
+    let mut v1 = created.clone();
+    v1["data"]["k"] = json!("v1");
+    let (code, updated) = put(&s, &format!("{CMS}/a"), v1.clone()).await;
+    assert_eq!(code, 200);
+    assert_ne!(updated["metadata"]["resourceVersion"], created["metadata"]["resourceVersion"]);
+    let (code, status) = put(&s, &format!("{CMS}/a"), v1).await;
+    assert_eq!(code, 409);
+    assert_eq!(status["reason"], "Conflict");
+    assert_eq!(
+        status["message"],
+        "Operation cannot be fulfilled on configmaps \"a\": the object has been modified; please apply your changes to the latest version and try again"
+    );
+    // A patch carrying a stale resourceVersion conflicts too.
+    let stale = json!({"metadata": {"resourceVersion": created["metadata"]["resourceVersion"]}, "data": {"k": "x"}});
+    assert_eq!(patch(&s, &format!("{CMS}/a"), "application/merge-patch+json", stale).await.0, 409);
+}
+
+#[tokio::test]
+async fn errors_are_status_objects_with_upstream_codes() {
+    let s = with_crd().await;
+    post(&s, CMS, cm("a")).await;
+    let cases: Vec<(u16, &str, (u16, Value))> = vec![
+        (404, "NotFound", get(&s, &format!("{CMS}/missing")).await),
+        (409, "AlreadyExists", post(&s, CMS, cm("a")).await),
+        (404, "NotFound", post(&s, "/api/v1/namespaces/nope/configmaps", cm("b")).await),
+        (422, "Invalid", post(&s, CTS, ct("bad", -1)).await),
+        (415, "UnsupportedMediaType", patch(&s, &format!("{CTS}/x"), "application/strategic-merge-patch+json", json!({})).await),
+        (415, "UnsupportedMediaType", patch(&s, &format!("{CMS}/a"), "text/plain", json!({})).await),
+        (400, "BadRequest", get(&s, &format!("{CMS}?labelSelector=a%20in%20b")).await),
+        (405, "MethodNotAllowed", call(&s, "POST", &format!("{CMS}/a"), "application/json", Some(cm("a"))).await),
+        (404, "NotFound", get(&s, "/apis/nope.example.com/v1/things").await),
+        (422, "Invalid", patch(&s, &format!("{CMS}/a"), "application/json-patch+json", json!([{"op": "test", "path": "/data/k", "value": "no"}])).await),
+        (400, "BadRequest", post(&s, CMS, json!({"apiVersion": "apps/v1", "kind": "ConfigMap", "metadata": {"name": "z"}})).await),
+    ];
+    for (i, (code, reason, (got, body))) in cases.into_iter().enumerate() {
+        assert_eq!(got, code, "case {i}: {body}");
+        assert_eq!(body["kind"], "Status", "case {i}");
+        assert_eq!(body["apiVersion"], "v1", "case {i}");
+        assert_eq!(body["status"], "Failure", "case {i}");
+        assert_eq!(body["reason"], reason, "case {i}: {body}");
+        assert_eq!(body["code"], code, "case {i}");
+    }
+    let (_, missing_ns) = post(&s, "/api/v1/namespaces/nope/configmaps", cm("b")).await;
+    assert_eq!(missing_ns["message"], "namespaces \"nope\" not found");
+    let (_, invalid) = post(&s, CTS, ct("bad", -1)).await;
+    assert_eq!(invalid["details"]["causes"][0]["field"], "spec.replicas");
+    assert_eq!(invalid["details"]["kind"], "CronTab");
+    assert_eq!(invalid["details"]["group"], "stable.example.com");
+}
+
+#[tokio::test]
+async fn generation_bumps_only_on_spec_changes() {
+    let s = with_crd().await;
+    let (_, c) = post(&s, CTS, ct("g", 1)).await;
+    assert_eq!(c["metadata"]["generation"], 1);
+    let steps: Vec<(&str, Value, i64)> = vec![
+        ("label change", json!({"metadata": {"labels": {"a": "b"}}}), 1),
+        ("spec change", json!({"spec": {"replicas": 2}}), 2),
+        ("status via main resource is ignored", json!({"status": {"replicas": 9}}), 2),
+        ("same spec again", json!({"spec": {"replicas": 2}}), 2),
+    ];
+    for (what, p, want) in steps {
+        let (code, o) = patch(&s, &format!("{CTS}/g"), "application/merge-patch+json", p).await;
+        assert_eq!(code, 200, "{what}: {o}");
+        assert_eq!(o["metadata"]["generation"], want, "{what}");
+    }
+    let (_, o) = get(&s, &format!("{CTS}/g")).await;
+    assert!(o.get("status").is_none(), "main resource writes do not touch status");
+}
+
+#[tokio::test]
+async fn status_subresource_changes_only_status() {
+    let s = with_crd().await;
+    post(&s, CTS, ct("st", 1)).await;
+    let (code, o) = patch(&s, &format!("{CTS}/st/status"), "application/merge-patch+json", json!({"status": {"replicas": 4}, "spec": {"replicas": 7}, "metadata": {"labels": {"x": "y"}}})).await;
+    assert_eq!(code, 200, "{o}");
+    assert_eq!(o["status"]["replicas"], 4);
+    assert_eq!(o["spec"]["replicas"], 1, "spec untouched by /status");
+    assert!(o["metadata"].get("labels").is_none(), "metadata untouched by /status");
+    assert_eq!(o["metadata"]["generation"], 1);
+    let (code, scale) = get(&s, &format!("{CTS}/st/scale")).await;
+    assert_eq!(code, 200);
+    assert_eq!(scale["kind"], "Scale");
+    assert_eq!(scale["apiVersion"], "autoscaling/v1");
+    assert_eq!(scale["spec"]["replicas"], 1);
+    assert_eq!(scale["status"]["replicas"], 4);
+    let (code, scaled) = patch(&s, &format!("{CTS}/st/scale"), "application/merge-patch+json", json!({"spec": {"replicas": 5}})).await;
+    assert_eq!(code, 200, "{scaled}");
+    assert_eq!(scaled["spec"]["replicas"], 5);
+    let (_, o) = get(&s, &format!("{CTS}/st")).await;
+    assert_eq!(o["spec"]["replicas"], 5);
+    assert_eq!(o["metadata"]["generation"], 2);
+}
+
+#[tokio::test]
+async fn finalizers_hold_deletion_until_removed() {
+    let s = ApiServer::new();
+    let mut o = cm("f");
+    o["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    post(&s, CMS, o).await;
+    let (code, pending) = delete(&s, &format!("{CMS}/f"), None).await;
+    assert_eq!(code, 202);
+    assert!(pending["metadata"]["deletionTimestamp"].is_string());
+    // Still readable, and no new finalizers may be added.
+    assert_eq!(get(&s, &format!("{CMS}/f")).await.0, 200);
+    let (code, _) = patch(&s, &format!("{CMS}/f"), "application/merge-patch+json", json!({"metadata": {"finalizers": ["example.com/hold", "new"]}})).await;
+    assert_eq!(code, 422);
+    let (code, _) = patch(&s, &format!("{CMS}/f"), "application/merge-patch+json", json!({"metadata": {"finalizers": null}})).await;
+    assert_eq!(code, 200);
+    assert_eq!(get(&s, &format!("{CMS}/f")).await.0, 404);
+}
+
+#[tokio::test]
+async fn delete_preconditions_and_propagation_policies() {
+    let s = ApiServer::new();
+    for n in ["a", "b", "c"] {
+        post(&s, CMS, cm(n)).await;
+    }
+    let (code, body) = delete(&s, &format!("{CMS}/a"), Some(json!({"preconditions": {"uid": "nope"}}))).await;
+    assert_eq!(code, 409, "{body}");
+    assert!(body["message"].as_str().unwrap().contains("Precondition failed: UID in precondition: nope"));
+    let (code, body) = delete(&s, &format!("{CMS}/a"), Some(json!({"propagationPolicy": "Background"}))).await;
+    assert_eq!(code, 200);
+    assert_eq!(body["kind"], "Status");
+    assert_eq!(body["status"], "Success");
+    let (code, body) = delete(&s, &format!("{CMS}/b"), Some(json!({"propagationPolicy": "Foreground"}))).await;
+    assert_eq!(code, 202);
+    assert_eq!(body["metadata"]["finalizers"], json!(["foregroundDeletion"]));
+    let (code, body) = delete(&s, &format!("{CMS}/c"), Some(json!({"propagationPolicy": "Orphan"}))).await;
+    assert_eq!(code, 202);
+    assert_eq!(body["metadata"]["finalizers"], json!(["orphan"]));
+}
+
+#[tokio::test]
+async fn generate_name_gets_an_upstream_style_suffix() {
+    let s = ApiServer::new();
+    let (code, o) = post(&s, CMS, json!({"metadata": {"generateName": "job-"}})).await;
+    assert_eq!(code, 201);
+    let name = o["metadata"]["name"].as_str().unwrap();
+    assert_eq!(name.len(), 9);
+    assert!(name[4..].chars().all(|c| "bcdfghjklmnpqrstvwxz2456789".contains(c)), "{name}");
+    let (code, body) = post(&s, CMS, json!({"metadata": {}})).await;
+    assert_eq!(code, 422, "{body}");
+}
+
+#[tokio::test]
+async fn list_pages_with_limit_and_continue_and_selects_fields() {
+    let s = ApiServer::new();
+    for i in 0..5 {
+        let mut o = cm(&format!("c{i}"));
+        o["metadata"]["labels"] = json!({"n": i.to_string()});
+        post(&s, CMS, o).await;
+    }
+    let (_, page1) = get(&s, &format!("{CMS}?limit=2")).await;
+    assert_eq!(page1["kind"], "ConfigMapList");
+    assert_eq!(page1["items"].as_array().unwrap().len(), 2);
+    assert_eq!(page1["metadata"]["remainingItemCount"], 3);
+    let rv = page1["metadata"]["resourceVersion"].clone();
+    post(&s, CMS, cm("late")).await;
+    let token = page1["metadata"]["continue"].as_str().unwrap().to_string();
+    let (_, page2) = get(&s, &format!("{CMS}?limit=10&continue={token}")).await;
+    assert_eq!(page2["items"].as_array().unwrap().len(), 3, "continue serves the first page's snapshot");
+    assert_eq!(page2["metadata"]["resourceVersion"], rv);
+    assert!(page2["metadata"].get("continue").is_none());
+    let (_, sel) = get(&s, &format!("{CMS}?fieldSelector=metadata.name%3Dc3")).await;
+    assert_eq!(sel["items"].as_array().unwrap().len(), 1);
+    let (_, sel) = get(&s, &format!("{CMS}?labelSelector=n%20notin%20(0,1),n")).await;
+    assert_eq!(sel["items"].as_array().unwrap().len(), 3);
+    let (code, _) = get(&s, &format!("{CMS}?fieldSelector=spec.bogus%3Dx")).await;
+    assert_eq!(code, 400);
+    let (_, all) = get(&s, "/api/v1/configmaps").await;
+    assert_eq!(all["items"].as_array().unwrap().len(), 6);
+}
+
+#[tokio::test]
+async fn dry_run_does_not_persist() {
+    let s = ApiServer::new();
+    let (code, o) = post(&s, &format!("{CMS}?dryRun=All"), cm("dry")).await;
+    assert_eq!(code, 201);
+    assert_eq!(o["metadata"]["name"], "dry");
+    assert_eq!(get(&s, &format!("{CMS}/dry")).await.0, 404);
+}
+
+#[tokio::test]
+async fn strategic_merge_patch_merges_containers_by_name() {
+    let s = ApiServer::new();
+    let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "a", "image": "x:1"}, {"name": "b", "image": "y:1"}]}});
+    post(&s, "/api/v1/namespaces/default/pods", pod).await;
+    let (code, o) = patch(&s, "/api/v1/namespaces/default/pods/p", "application/strategic-merge-patch+json", json!({"spec": {"containers": [{"name": "b", "image": "y:2"}]}})).await;
+    assert_eq!(code, 200);
+    assert_eq!(o["spec"]["containers"], json!([{"name": "a", "image": "x:1"}, {"name": "b", "image": "y:2"}]));
+    let (_, o) = patch(&s, "/api/v1/namespaces/default/pods/p", "application/merge-patch+json", json!({"spec": {"containers": [{"name": "c", "image": "z"}]}})).await;
+    assert_eq!(o["spec"]["containers"], json!([{"name": "c", "image": "z"}]), "merge patch replaces lists");
+}
+
+#[tokio::test]
+async fn apply_patch_creates_and_requires_a_field_manager() {
+    let s = ApiServer::new();
+    let body = Value::String("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ap\ndata:\n  a: \"1\"\n".into());
+    let (code, _) = call(&s, "PATCH", &format!("{CMS}/ap"), "application/apply-patch+yaml", Some(body.clone())).await;
+    assert_eq!(code, 400, "fieldManager is required");
+    let (code, o) = call(&s, "PATCH", &format!("{CMS}/ap?fieldManager=me"), "application/apply-patch+yaml", Some(body)).await;
+    assert_eq!(code, 200, "{o}");
+    assert_eq!(o["data"]["a"], "1");
+    assert_eq!(o["metadata"]["managedFields"][0]["manager"], "me");
+    assert_eq!(o["metadata"]["managedFields"][0]["operation"], "Apply");
+}
+
+#[tokio::test]
+async fn admission_hooks_mutate_then_validate() {
+    let s = ApiServer::new();
+    s.admission().register_mutating("defaulter.example.com", "", "ConfigMap", |obj, _old| {
+        let mut o = obj.clone();
+        o["data"]["defaulted"] = json!("yes");
+        Ok(o)
+    });
+    s.admission().register_validating("validator.example.com", "", "ConfigMap", |obj, _old| {
+        if obj["data"]["k"] == "bad" {
+            vec![Cause::new("FieldValueInvalid", "Invalid value: \"bad\": must not be bad", "data.k")]
+        } else {
+            vec![]
+        }
+    });
+    s.admission().register_mutating("denier.example.com", "", "Secret", |_, _| Err(Denial::new("secrets are closed")));
+    let (code, o) = post(&s, CMS, cm("m")).await;
+    assert_eq!(code, 201);
+    assert_eq!(o["data"]["defaulted"], "yes");
+    let mut bad = cm("bad");
+    bad["data"]["k"] = json!("bad");
+    let (code, st) = post(&s, CMS, bad).await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        st["message"],
+        "admission webhook \"validator.example.com\" denied the request: ConfigMap \"bad\" is invalid: data.k: Invalid value: \"bad\": must not be bad"
+    );
+    let (code, st) = post(&s, "/api/v1/namespaces/default/secrets", json!({"metadata": {"name": "s"}})).await;
+    assert_eq!(code, 400);
+    assert_eq!(st["message"], "admission webhook \"denier.example.com\" denied the request: secrets are closed");
+}
+
+#[tokio::test]
+async fn deleting_a_namespace_deletes_its_objects() {
+    let s = ApiServer::new();
+    post(&s, "/api/v1/namespaces", json!({"metadata": {"name": "tmp"}})).await;
+    post(&s, "/api/v1/namespaces/tmp/configmaps", cm("x")).await;
+    let (code, _) = delete(&s, "/api/v1/namespaces/tmp", None).await;
+    assert_eq!(code, 200);
+    assert_eq!(get(&s, "/api/v1/namespaces/tmp/configmaps/x").await.0, 404);
+}
+
+#[tokio::test]
+async fn discovery_documents_describe_the_served_resources() {
+    let s = with_crd().await;
+    let (_, v) = get(&s, "/version").await;
+    assert!(v["gitVersion"].as_str().unwrap().starts_with("v1.32"));
+    let (_, apis) = get(&s, "/apis").await;
+    assert!(apis["groups"].as_array().unwrap().iter().any(|g| g["name"] == "stable.example.com"));
+    let (_, rl) = get(&s, "/apis/stable.example.com/v1").await;
+    let names: Vec<&str> = rl["resources"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["crontabs", "crontabs/status", "crontabs/scale"]);
+    let (_, core) = get(&s, "/api/v1").await;
+    assert!(core["resources"].as_array().unwrap().iter().any(|r| r["name"] == "pods/status"));
+    let (_, root) = get(&s, "/openapi/v3").await;
+    let url = root["paths"]["apis/stable.example.com/v1"]["serverRelativeURL"].as_str().unwrap().to_string();
+    let (code, doc) = get(&s, &url).await;
+    assert_eq!(code, 200);
+    assert!(doc["components"]["schemas"]["com.example.stable.v1.CronTab"].is_object());
+}
