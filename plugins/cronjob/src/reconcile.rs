@@ -1,0 +1,300 @@
+//! One level-based reconcile of a CronJob: the tutorial's steps 1-7 with
+//! upstream Kubernetes' decisions and Events.
+//!
+//! 1. Sort the children into active, successful and failed Jobs, and note
+//!    what changed since the stored status (SawCompletedJob, MissingJob,
+//!    UnexpectedJob).
+//! 2. Rebuild the status from the children: active references, the last
+//!    scheduled time (the later of the stored one and the children's
+//!    scheduled-time annotations, so a lost status write is recovered from
+//!    the Jobs themselves) and the last successful time.
+//! 3. Delete finished Jobs beyond the history limits, oldest first.
+//! 4. Stop on an invalid spec (Warning Event, `Valid=False` condition, no
+//!    requeue), a parent being deleted, or a suspended CronJob.
+//! 5. Find the most recent due run and the next one; honour
+//!    `startingDeadlineSeconds`.
+//! 6. Apply the concurrency policy and create the Job, named
+//!    deterministically from its scheduled time.
+//! 7. Requeue for the next run.
+//!
+//! Actions come out in the order the host should carry them out: Events of
+//! what was observed, deletions, the new Job, then the status (so a failed
+//! create records no `lastScheduleTime`), then the requeue.
+
+use chrono::{DateTime, Duration, SecondsFormat, Utc};
+use chrono_tz::Tz;
+use operator_plugin_sdk::{Action, Condition, FieldError, Object, ReconcileError, Time, conditions};
+
+use crate::api::{ConcurrencyPolicy, CronJob, CronJobStatus, JobReference, VALID_CONDITION};
+use crate::jobs::{self, ChildJob, Finished};
+use crate::runs::{self, Missed};
+use crate::schedule::{self, Schedule};
+use crate::validate;
+
+/// Upstream pads every requeue by 100 ms so that clock skew never wakes the
+/// controller just before the scheduled time.
+const NEXT_SCHEDULE_DELTA_MS: i64 = 100;
+
+pub fn reconcile(parent: &Object, children: &[Object], now: Time) -> Result<Vec<Action>, ReconcileError> {
+    let cron_job = CronJob::from_object(parent)?;
+    let now = now.0;
+    let mut jobs: Vec<ChildJob<'_>> = children.iter().filter(|c| c.kind() == "Job").map(ChildJob::new).collect();
+    jobs.sort_by(|a, b| a.name().cmp(b.name()));
+
+    let mut r = Reconciler { parent, cron_job: &cron_job, jobs: &jobs, now, actions: Vec::new() };
+    r.observe();
+    let mut status = r.rebuild_status();
+    r.delete_old_jobs();
+    let requeue = r.schedule(&mut status);
+    r.actions.push(Action::SetStatus(serde_json::to_value(&status).map_err(|e| {
+        ReconcileError::permanent("InternalError", format!("cannot serialise the status of CronJob {}: {e}", parent.name()))
+    })?));
+    if let Some(at) = requeue {
+        let ms = (at - now).num_milliseconds().max(0) + NEXT_SCHEDULE_DELTA_MS;
+        r.actions.push(Action::RequeueAfterMs(u64::try_from(ms).unwrap_or(u64::MAX)));
+    }
+    Ok(r.actions)
+}
+
+struct Reconciler<'a> {
+    parent: &'a Object,
+    cron_job: &'a CronJob,
+    /// Sorted by name, so every list the plugin emits is in a stable order.
+    jobs: &'a [ChildJob<'a>],
+    now: DateTime<Utc>,
+    actions: Vec<Action>,
+}
+
+fn rfc3339(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+fn parse_time(text: Option<&str>) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(text?).ok().map(|t| t.with_timezone(&Utc))
+}
+
+fn reference(job: &ChildJob<'_>) -> JobReference {
+    JobReference {
+        api_version: "batch/v1".into(),
+        kind: "Job".into(),
+        namespace: job.object.namespace().into(),
+        name: job.name().into(),
+        uid: job.uid().into(),
+    }
+}
+
+impl Reconciler<'_> {
+    fn stored(&self) -> &CronJobStatus {
+        &self.cron_job.status
+    }
+
+    /// A stored active reference matches a child by UID, or by name when it has none.
+    fn refers_to(r: &JobReference, job: &ChildJob<'_>) -> bool {
+        if r.uid.is_empty() { r.name == job.name() } else { r.uid == job.uid() }
+    }
+
+    /// Step 1: what changed since the status was written, as upstream reports it.
+    fn observe(&mut self) {
+        for job in self.jobs {
+            let was_active = self.stored().active.iter().any(|r| Self::refers_to(r, job));
+            match job.finished {
+                Some(how) if was_active => self.actions.push(Action::normal(
+                    "SawCompletedJob",
+                    format!("Saw completed job: {}, condition: {}", job.name(), how.as_str()),
+                )),
+                None if !was_active && !job.is_ours(self.parent.name()) => self.actions.push(Action::warning(
+                    "UnexpectedJob",
+                    format!("Saw a job that the controller did not create or forgot: {}", job.name()),
+                )),
+                _ => {}
+            }
+        }
+        let mut missing: Vec<String> = self
+            .stored()
+            .active
+            .iter()
+            .filter(|r| !self.jobs.iter().any(|j| Self::refers_to(r, j)))
+            .map(|r| r.name.clone())
+            .collect();
+        missing.sort();
+        for name in missing {
+            self.actions.push(Action::normal("MissingJob", format!("Active job went missing: {name}")));
+        }
+    }
+
+    /// Step 2: the status as the children show it.
+    fn rebuild_status(&self) -> CronJobStatus {
+        let stored = self.stored();
+        let last_schedule = self.jobs.iter().filter_map(|j| j.scheduled_at).chain(parse_time(stored.last_schedule_time.as_deref())).max();
+        let last_successful = self
+            .jobs
+            .iter()
+            .filter(|j| j.finished == Some(Finished::Complete))
+            .filter_map(|j| j.completion_time)
+            .chain(parse_time(stored.last_successful_time.as_deref()))
+            .max();
+        CronJobStatus {
+            active: self.jobs.iter().filter(|j| j.is_active()).map(reference).collect(),
+            last_schedule_time: last_schedule.map(rfc3339),
+            last_successful_time: last_successful.map(rfc3339),
+            conditions: stored.conditions.clone(),
+        }
+    }
+
+    /// Step 3: upstream's `cleanupFinishedJobs`. Jobs already being deleted
+    /// are neither counted nor deleted again.
+    fn delete_old_jobs(&mut self) {
+        let spec = &self.cron_job.spec;
+        for (limit, kind) in [(spec.successful_jobs_history_limit, Finished::Complete), (spec.failed_jobs_history_limit, Finished::Failed)] {
+            let Some(limit) = limit.and_then(|l| usize::try_from(l).ok()) else { continue };
+            let mut finished: Vec<&ChildJob<'_>> =
+                self.jobs.iter().filter(|j| j.finished == Some(kind) && !j.is_being_deleted()).collect();
+            if finished.len() <= limit {
+                continue;
+            }
+            jobs::sort_by_start_time(&mut finished);
+            let excess = finished.len() - limit;
+            for job in &finished[..excess] {
+                self.delete(job);
+            }
+        }
+    }
+
+    fn delete(&mut self, job: &ChildJob<'_>) {
+        self.actions.push(Action::delete(job.object.object_ref()));
+        self.actions.push(Action::normal("SuccessfulDelete", format!("Deleted job {}", job.name())));
+    }
+
+    /// Sets the plugin's `Valid` condition; returns whether its status or
+    /// message changed (a Warning is emitted only then, not on every pass).
+    fn set_valid(&self, status: &mut CronJobStatus, valid: bool, reason: &str, message: String) -> bool {
+        let before = conditions::find(&status.conditions, VALID_CONDITION).cloned();
+        let condition = Condition::new(VALID_CONDITION, valid, reason, message).observed(self.parent.generation());
+        conditions::set(&mut status.conditions, condition, Time(self.now));
+        let after = conditions::find(&status.conditions, VALID_CONDITION);
+        before.as_ref().map(|c| (&c.status, &c.reason, &c.message)) != after.map(|c| (&c.status, &c.reason, &c.message))
+    }
+
+    /// Steps 4-7. Returns when to reconcile again, if at all.
+    fn schedule(&mut self, status: &mut CronJobStatus) -> Option<DateTime<Utc>> {
+        let errors = validate::validate(self.parent);
+        if !errors.is_empty() {
+            self.refuse(status, &errors);
+            return None;
+        }
+        let spec = &self.cron_job.spec;
+        let schedule_text = spec.schedule.clone().unwrap_or_default();
+        // validate() has checked both, so neither fails here; stay defensive anyway.
+        let zone: Tz = schedule::zone::load(spec.time_zone.as_deref().unwrap_or("")).unwrap_or(chrono_tz::UTC);
+        let Ok(schedule) = schedule::parse(&schedule_text, zone) else { return None };
+        self.set_valid(status, true, "Valid", "the spec can be scheduled".into());
+
+        if self.parent.is_being_deleted() || spec.suspend == Some(true) {
+            return None;
+        }
+
+        let last = parse_time(status.last_schedule_time.as_deref());
+        // Upstream: with no run recorded, count from the CronJob's creation.
+        let earliest = last.or_else(|| self.parent.creation_timestamp().map(|t| t.0)).unwrap_or(self.now);
+        let deadline = spec.starting_deadline_seconds.map(Duration::seconds);
+        let earliest_in_deadline = deadline.map_or(earliest, |d| earliest.max(self.now - d));
+
+        let due = match runs::most_recent(&schedule, earliest_in_deadline, self.now) {
+            Ok(due) => due,
+            Err(e) => {
+                self.actions.push(Action::warning("InvalidSchedule", format!("invalid schedule: {schedule_text} : {}", e.0)));
+                return None;
+            }
+        };
+        let next = runs::next_run(&schedule, earliest, self.now);
+        let Some(scheduled) = due.most_recent else {
+            self.report_missed_deadline(&schedule, earliest, earliest_in_deadline);
+            return next;
+        };
+        if due.missed == Missed::Many {
+            self.actions.push(Action::warning(
+                "TooManyMissedTimes",
+                "too many missed start times. Set or decrease .spec.startingDeadlineSeconds or check clock skew",
+            ));
+        }
+        if deadline.is_some_and(|d| scheduled + d < self.now) {
+            self.push_miss_schedule(scheduled);
+            return next;
+        }
+        let name = jobs::job_name(self.parent.name(), scheduled);
+        if self.jobs.iter().any(|j| j.name() == name) {
+            // Already run (its annotation may have been edited away): nothing to do until the next run.
+            return next;
+        }
+        let active: Vec<&ChildJob<'_>> = self.jobs.iter().filter(|j| j.is_active()).collect();
+        match ConcurrencyPolicy::parse(spec.concurrency_policy.as_deref()) {
+            Some(ConcurrencyPolicy::Forbid) if !active.is_empty() => {
+                self.actions.push(Action::normal(
+                    "JobAlreadyActive",
+                    "Not starting job because prior execution is running and concurrency policy is Forbid",
+                ));
+                return next;
+            }
+            Some(ConcurrencyPolicy::Replace) => {
+                for job in active.iter().filter(|j| !j.is_being_deleted()) {
+                    self.delete(job);
+                    status.active.retain(|r| r.name != job.name());
+                }
+            }
+            _ => {}
+        }
+        let template = spec.job_template.clone().unwrap_or_default();
+        self.actions.push(Action::Create(jobs::job_from_template(self.parent, &template, scheduled, zone)));
+        self.actions.push(Action::normal("SuccessfulCreate", format!("Created job {name}")));
+        status.last_schedule_time = Some(rfc3339(scheduled));
+        runs::next_run(&schedule, scheduled, self.now)
+    }
+
+    /// Upstream's MissSchedule check can never fire (its search already starts
+    /// at the deadline); here a run whose deadline passed unrun is reported.
+    fn report_missed_deadline(&mut self, schedule: &Schedule, earliest: DateTime<Utc>, earliest_in_deadline: DateTime<Utc>) {
+        if earliest_in_deadline == earliest {
+            return;
+        }
+        if let Ok(runs::Due { most_recent: Some(missed), .. }) = runs::most_recent(schedule, earliest, self.now) {
+            self.push_miss_schedule(missed);
+        }
+    }
+
+    fn push_miss_schedule(&mut self, scheduled: DateTime<Utc>) {
+        self.actions.push(Action::warning(
+            "MissSchedule",
+            format!("Missed scheduled time to start a job: {}", scheduled.format("%a, %d %b %Y %H:%M:%S %z")),
+        ));
+    }
+
+    /// An invalid CronJob already stored (admission is not guaranteed): say
+    /// why, once per distinct problem, and wait for an edit. No requeue: the
+    /// watch delivers the edit, and retrying cannot help before it.
+    fn refuse(&mut self, status: &mut CronJobStatus, errors: &[FieldError]) {
+        let spec = &self.cron_job.spec;
+        let message = errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
+        let first = &errors[0];
+        let (reason, event) = match first.field.as_str() {
+            "spec.timeZone" => (
+                "UnknownTimeZone",
+                format!("invalid timeZone: {:?}: {}", spec.time_zone.clone().unwrap_or_default(), first.detail),
+            ),
+            "spec.schedule" if spec.schedule.as_deref().is_some_and(|s| s.contains("TZ")) => (
+                "UnsupportedSchedule",
+                format!(
+                    "CRON_TZ or TZ used in schedule {:?} is not officially supported, see https://kubernetes.io/docs/concepts/workloads/controllers/cron-jobs/ for more details",
+                    spec.schedule.clone().unwrap_or_default()
+                ),
+            ),
+            "spec.schedule" => (
+                "UnparseableSchedule",
+                format!("unparseable schedule: {:?} : {}", spec.schedule.clone().unwrap_or_default(), first.detail),
+            ),
+            _ => ("InvalidSpec", message.clone()),
+        };
+        if self.set_valid(status, false, reason, message) {
+            self.actions.push(Action::warning(reason, event));
+        }
+    }
+}
