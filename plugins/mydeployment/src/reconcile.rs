@@ -1,0 +1,248 @@
+//! One reconcile: read the MyDeployment, its Pods and its revisions; decide
+//! the next safe step; answer with actions, Events and the rebuilt status.
+//!
+//! Order of actions, always the same for the same input: the desired
+//! template's ControllerRevision first (as upstream creates the new
+//! ReplicaSet before any of its Pods), then Pod creations and deletions step
+//! by step, then pruning of old revisions, then Events, the status and a
+//! requeue.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use operator_plugin_sdk::serde_json::{Map, Value};
+use operator_plugin_sdk::{Action, Object, ReconcileError, Time, json};
+
+use crate::api::{MyDeployment, POD_TEMPLATE_HASH_LABEL, ResolvedStrategy, Status};
+use crate::fenceposts::{max_surge, max_unavailable};
+use crate::history::{self, Revision, Target};
+use crate::pods::PodView;
+use crate::rollout::{self, Plan, Step, World};
+use crate::status::{self, Observed};
+use crate::validate;
+
+/// Event reason for every change of a template's Pod count (upstream's
+/// `ScalingReplicaSet`, for a controller without ReplicaSets).
+pub const SCALING: &str = "ScalingPods";
+
+pub fn reconcile(parent: &Object, children: &[Object], now: Time) -> Result<Vec<Action>, ReconcileError> {
+    // The garbage collector removes the Pods and revisions through their
+    // ownerReferences; creating anything now would only race it.
+    if parent.is_being_deleted() {
+        return Ok(Vec::new());
+    }
+    let spec = validate::parse_spec(parent.spec()).map_err(|e| ReconcileError::permanent("InvalidSpec", e.to_string()))?;
+    let mut errors = Vec::new();
+    validate::validate_spec(&spec, &mut errors);
+    if !errors.is_empty() {
+        return Err(ReconcileError::permanent("InvalidSpec", validate::summary(&errors)));
+    }
+    // A status the types cannot read is treated as empty: it is ours to rebuild.
+    let previous: Status = parent.parse::<MyDeployment>().map(|d| d.status).unwrap_or_default();
+    let name = parent.name();
+
+    let mut pods: Vec<PodView> = children.iter().filter(|c| c.kind() == "Pod").map(PodView::from_object).collect();
+    pods.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut revisions: Vec<Revision> = children.iter().filter(|c| c.kind() == "ControllerRevision").map(|c| Revision::from_object(c, name)).collect();
+    revisions.sort_by(|a, b| a.number.cmp(&b.number).then_with(|| a.name.cmp(&b.name)));
+
+    let target = history::resolve_target(name, &spec.template, spec.rollback_to.as_ref().map(|r| r.revision), &revisions, previous.collision_count)?;
+    let paused = spec.paused();
+    let mut actions = Vec::new();
+
+    // The desired template's revision: created when new, renumbered to the
+    // newest when an earlier template comes back. A paused deployment does
+    // not start a rollout, so it records no new revision either.
+    let newest = revisions.iter().map(|r| r.number).max().unwrap_or(0);
+    let mut target_number = target.stored.map(|i| revisions[i].number);
+    let mut new_revision_created = false;
+    if !paused {
+        match target.stored {
+            None => {
+                actions.push(Action::Create(history::new_revision_object(&target, newest + 1)));
+                target_number = Some(newest + 1);
+                new_revision_created = true;
+            }
+            Some(i) if revisions[i].number < newest => {
+                let r = &revisions[i];
+                actions.push(Action::Patch { target: r.object.object_ref(), patch: history::renumber_patch(r, newest + 1) });
+                target_number = Some(newest + 1);
+            }
+            Some(_) => {}
+        }
+    }
+
+    let number_of = |hash: &str| -> Option<i64> {
+        if hash == target.hash { target_number } else { revisions.iter().find(|r| r.hash == hash).map(|r| r.number) }
+    };
+    let min_ready = spec.min_ready_seconds();
+    let world = World::new(&target.hash, number_of, pods.iter().collect(), min_ready, now);
+    let replicas = spec.replicas();
+    let strategy = spec.strategy();
+    let surge = max_surge(&strategy, replicas);
+    let unavailable = max_unavailable(&strategy, replicas);
+
+    let plan = if paused {
+        let latest = revisions.iter().max_by_key(|r| r.number).map(|r| r.hash.as_str());
+        rollout::paused(&world, replicas, surge, matches!(strategy, ResolvedStrategy::RollingUpdate { .. }), latest)
+    } else {
+        match strategy {
+            ResolvedStrategy::Recreate => rollout::recreate(&world, replicas),
+            ResolvedStrategy::RollingUpdate { .. } => rollout::rolling(&world, replicas, surge, unavailable),
+        }
+    };
+
+    let mut events = Vec::new();
+    apply_plan(name, &plan, &target, &revisions, &number_of, &mut actions, &mut events);
+    prune(&spec, &previous, &target, &revisions, &pods, &mut actions);
+
+    let observed = observe(&world, &pods);
+    let current_revision = current_revision(&previous, &target, &revisions, &world, replicas, observed);
+    let out = status::compute(&status::Input {
+        name,
+        generation: parent.generation(),
+        spec: &spec,
+        previous: &previous,
+        observed,
+        max_unavailable: unavailable,
+        selector: spec.selector.as_ref().map(ToString::to_string).unwrap_or_default(),
+        target_name: &target.name,
+        target_number,
+        current_revision,
+        collision_count: target.collision_count,
+        rollback: &target.rollback,
+        new_revision_created,
+        now,
+    });
+    actions.extend(events);
+    actions.extend(out.events);
+    let status = operator_plugin_sdk::serde_json::to_value(&out.status)
+        .map_err(|e| ReconcileError::permanent("InternalError", format!("status cannot be serialised: {e}")))?;
+    actions.push(Action::SetStatus(status));
+
+    // Look again when a ready Pod passes minReadySeconds (the host also calls
+    // on every Pod change), or when the progress deadline passes.
+    let availability = pods
+        .iter()
+        .filter(|p| p.is_active())
+        .filter_map(|p| p.available_at(min_ready, now))
+        .map(|at| u64::try_from(at - now.unix_millis()).unwrap_or(0))
+        .min();
+    if let Some(ms) = [availability, out.requeue_after_ms].into_iter().flatten().min() {
+        actions.push(Action::RequeueAfterMs(ms.max(1)));
+    }
+    Ok(actions)
+}
+
+/// How a template's Pods are named in Events.
+fn describe(parent: &str, hash: &str, number: Option<i64>) -> String {
+    match (number, hash) {
+        (Some(n), _) => format!("revision {n} ({})", history::revision_name(parent, hash)),
+        (None, "") => "pods without a pod-template-hash".to_string(),
+        (None, h) => format!("pods with pod-template-hash {h}"),
+    }
+}
+
+fn apply_plan(
+    parent: &str,
+    plan: &Plan,
+    target: &Target,
+    revisions: &[Revision],
+    number_of: &dyn Fn(&str) -> Option<i64>,
+    actions: &mut Vec<Action>,
+    events: &mut Vec<Action>,
+) {
+    for step in &plan.steps {
+        match step {
+            Step::ScaleUp { hash, from, to } => {
+                let template = if *hash == target.hash { Some(&target.template) } else { revisions.iter().find(|r| r.hash == *hash).map(|r| &r.template) };
+                let Some(template) = template else {
+                    events.push(Action::warning("MissingRevision", format!("cannot create Pods with pod-template-hash {hash}: its revision is gone")));
+                    continue;
+                };
+                let pod = pod_from_template(parent, hash, template);
+                for _ in *from..*to {
+                    actions.push(Action::Create(pod.clone()));
+                }
+                events.push(Action::normal(SCALING, format!("Scaled up {} from {from} to {to}", describe(parent, hash, number_of(hash)))));
+            }
+            Step::ScaleDown { hash, from, to, victims } => {
+                for pod in victims {
+                    actions.push(Action::delete(pod.object.object_ref()));
+                }
+                let names = victims.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", ");
+                events.push(Action::normal(
+                    SCALING,
+                    format!("Scaled down {} from {from} to {to}: deleting {names}", describe(parent, hash, number_of(hash))),
+                ));
+            }
+        }
+    }
+}
+
+/// A Pod for `template` (`controller.GetPodFromTemplate`): the template's
+/// labels plus `pod-template-hash`, its annotations and finalizers, its
+/// spec, and `generateName: <name>-<hash>-` so the API server picks the
+/// suffix. The host adds the namespace and the controller ownerReference.
+pub fn pod_from_template(parent: &str, hash: &str, template: &Value) -> Value {
+    let mut labels: Map<String, Value> = template.pointer("/metadata/labels").and_then(Value::as_object).cloned().unwrap_or_default();
+    labels.insert(POD_TEMPLATE_HASH_LABEL.into(), Value::String(hash.into()));
+    let mut metadata = Map::new();
+    metadata.insert("generateName".into(), Value::String(format!("{}-", history::revision_name(parent, hash))));
+    metadata.insert("labels".into(), Value::Object(labels));
+    for key in ["annotations", "finalizers"] {
+        if let Some(v) = template.pointer(&format!("/metadata/{key}")).filter(|v| !v.is_null()) {
+            metadata.insert(key.into(), v.clone());
+        }
+    }
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": metadata,
+        "spec": template.get("spec").cloned().unwrap_or_else(|| json!({})),
+    })
+}
+
+/// Deletes revisions beyond `revisionHistoryLimit`, and with each the
+/// finished Pods of its template (upstream's garbage collector would take
+/// them with their ReplicaSet).
+fn prune(spec: &crate::api::Spec, previous: &Status, target: &Target, revisions: &[Revision], pods: &[PodView], actions: &mut Vec<Action>) {
+    let live: BTreeSet<String> = pods.iter().filter(|p| p.is_active() || p.terminating).map(|p| p.hash.clone()).collect();
+    for r in history::revisions_to_prune(revisions, &target.name, &live, &previous.current_revision, spec.revision_history_limit()) {
+        for pod in pods.iter().filter(|p| p.hash == r.hash && !p.terminating) {
+            actions.push(Action::delete(pod.object.object_ref()));
+        }
+        actions.push(Action::delete(r.object.object_ref()));
+    }
+}
+
+fn observe(world: &World, pods: &[PodView]) -> Observed {
+    let active: Vec<&PodView> = pods.iter().filter(|p| p.is_active()).collect();
+    let count = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
+    Observed {
+        replicas: count(active.len()),
+        updated: world.target_group().size(),
+        ready: count(active.iter().filter(|p| p.ready).count()),
+        available: world.available(&active),
+        terminating: count(pods.iter().filter(|p| p.terminating).count()),
+    }
+}
+
+/// The revision of the last complete rollout (StatefulSet's
+/// `currentRevision`): the target once every wanted Pod runs it and is
+/// available; until then what the previous status said; failing that, the
+/// template most active Pods run.
+fn current_revision(previous: &Status, target: &Target, revisions: &[Revision], world: &World, replicas: i32, o: Observed) -> String {
+    if o.updated == replicas && o.replicas == replicas && o.available == replicas {
+        return target.name.clone();
+    }
+    if !previous.current_revision.is_empty() && (previous.current_revision == target.name || revisions.iter().any(|r| r.name == previous.current_revision)) {
+        return previous.current_revision.clone();
+    }
+    let sizes: BTreeMap<&str, i32> = world.groups.iter().map(|g| (g.hash.as_str(), g.size())).collect();
+    revisions
+        .iter()
+        .filter(|r| sizes.get(r.hash.as_str()).copied().unwrap_or(0) > 0)
+        .max_by_key(|r| (sizes[r.hash.as_str()], r.number))
+        .map(|r| r.name.clone())
+        .unwrap_or_else(|| target.name.clone())
+}

@@ -1,0 +1,332 @@
+//! The next safe step of a rollout, decided from the Pods that exist.
+//!
+//! Upstream's Deployment controller moves ReplicaSet sizes and lets the
+//! ReplicaSet controller create and delete Pods. A MyDeployment owns Pods
+//! directly, so here a "ReplicaSet" is the group of active Pods sharing one
+//! `pod-template-hash`, its size is simply how many there are, and scaling it
+//! means creating Pods from its template or deleting the Pods the ReplicaSet
+//! controller would have picked. The rules are upstream's:
+//! `rolloutRolling` (`reconcileNewReplicaSet`, `cleanupUnhealthyReplicas`,
+//! `scaleDownOldReplicaSetsForRollingUpdate`), `rolloutRecreate`, and `scale`
+//! for paused deployments.
+//!
+//! Terminating Pods are not active: like upstream's default
+//! (`podReplacementPolicy: TerminationStarted` semantics) they neither count
+//! as replicas nor against maxSurge, so a deleted Pod is replaced at once.
+//! Recreate is the exception, as upstream: new Pods wait until no old Pod
+//! exists at all, terminating ones included.
+
+use operator_plugin_sdk::Time;
+
+use crate::pods::{PodView, pods_to_delete};
+
+/// The active Pods of one template.
+#[derive(Clone, Debug)]
+pub struct Group<'a> {
+    pub hash: String,
+    /// The revision number, when the template is stored.
+    pub number: Option<i64>,
+    pub pods: Vec<&'a PodView>,
+}
+
+impl Group<'_> {
+    pub fn size(&self) -> i32 {
+        count(self.pods.len())
+    }
+}
+
+/// Everything the planner looks at.
+#[derive(Clone, Debug)]
+pub struct World<'a> {
+    /// The hash of the desired template.
+    pub target: String,
+    /// Every hash that has active Pods, plus the target, oldest revision
+    /// first (unknown revisions before known ones).
+    pub groups: Vec<Group<'a>>,
+    /// Every Pod, also finished and terminating ones.
+    pub all_pods: Vec<&'a PodView>,
+    pub min_ready_seconds: i32,
+    pub now: Time,
+}
+
+fn count(n: usize) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
+}
+
+impl<'a> World<'a> {
+    pub fn new(target: &str, numbered: impl Fn(&str) -> Option<i64>, all_pods: Vec<&'a PodView>, min_ready_seconds: i32, now: Time) -> Self {
+        let mut groups: Vec<Group<'a>> = Vec::new();
+        for pod in all_pods.iter().copied().filter(|p| p.is_active()) {
+            match groups.iter_mut().find(|g| g.hash == pod.hash) {
+                Some(g) => g.pods.push(pod),
+                None => groups.push(Group { hash: pod.hash.clone(), number: numbered(&pod.hash), pods: vec![pod] }),
+            }
+        }
+        if !groups.iter().any(|g| g.hash == target) {
+            groups.push(Group { hash: target.to_string(), number: numbered(target), pods: Vec::new() });
+        }
+        groups.sort_by(|a, b| a.number.cmp(&b.number).then_with(|| a.hash.cmp(&b.hash)));
+        World { target: target.to_string(), groups, all_pods, min_ready_seconds, now }
+    }
+
+    pub fn target_group(&self) -> &Group<'a> {
+        self.groups.iter().find(|g| g.hash == self.target).expect("World::new always adds the target group")
+    }
+
+    pub fn old_groups(&self) -> impl Iterator<Item = &Group<'a>> {
+        self.groups.iter().filter(|g| g.hash != self.target)
+    }
+
+    pub fn available(&self, pods: &[&PodView]) -> i32 {
+        count(pods.iter().filter(|p| p.is_available(self.min_ready_seconds, self.now)).count())
+    }
+
+    pub fn total(&self) -> i32 {
+        self.groups.iter().map(Group::size).sum()
+    }
+
+    pub fn total_available(&self) -> i32 {
+        self.groups.iter().map(|g| self.available(&g.pods)).sum()
+    }
+
+    fn active_pods(&self) -> Vec<&'a PodView> {
+        self.groups.iter().flat_map(|g| g.pods.iter().copied()).collect()
+    }
+}
+
+/// One scaling of one template's Pods.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Step<'a> {
+    /// Create `to - from` Pods from the template with this hash.
+    ScaleUp { hash: String, from: i32, to: i32 },
+    /// Delete `victims`, taking the group from `from` to `to` Pods.
+    ScaleDown { hash: String, from: i32, to: i32, victims: Vec<&'a PodView> },
+}
+
+/// What to do in this reconcile.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Plan<'a> {
+    pub steps: Vec<Step<'a>>,
+}
+
+impl<'a> Plan<'a> {
+    fn scale_up(&mut self, group: &Group<'a>, by: i32) {
+        if by > 0 {
+            self.steps.push(Step::ScaleUp { hash: group.hash.clone(), from: group.size(), to: group.size() + by });
+        }
+    }
+
+    /// Deletes `by` Pods of `candidates` (a subset of `group`) in upstream's order.
+    fn scale_down(&mut self, world: &World<'a>, group: &Group<'a>, candidates: &[&'a PodView], by: i32, already: i32) {
+        let by = usize::try_from(by).unwrap_or(0);
+        if by == 0 {
+            return;
+        }
+        let victims = pods_to_delete(candidates, &world.active_pods(), by, world.now);
+        if victims.is_empty() {
+            return;
+        }
+        let from = group.size() - already;
+        let to = from - count(victims.len());
+        self.steps.push(Step::ScaleDown { hash: group.hash.clone(), from, to, victims });
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.steps.is_empty()
+    }
+
+    /// Pods this plan deletes from the group with `hash`.
+    fn deleted_from(&self, hash: &str) -> Vec<&'a PodView> {
+        self.steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::ScaleDown { hash: h, victims, .. } if h == hash => Some(victims.clone()),
+                _ => None,
+            })
+            .flatten()
+            .collect()
+    }
+}
+
+/// `rolloutRolling`: first grow the new template within maxSurge (and
+/// return), else shrink old templates within maxUnavailable.
+pub fn rolling<'a>(world: &World<'a>, replicas: i32, max_surge: i32, max_unavailable: i32) -> Plan<'a> {
+    let mut plan = Plan::default();
+    let new = world.target_group();
+    let total = world.total();
+
+    // reconcileNewReplicaSet / NewRSNewReplicas.
+    if new.size() > replicas {
+        plan.scale_down(world, new, &new.pods, new.size() - replicas, 0);
+        return plan;
+    }
+    if new.size() < replicas {
+        let max_total = replicas + max_surge;
+        if total < max_total {
+            let up = (max_total - total).min(replicas - new.size());
+            plan.scale_up(new, up);
+            if !plan.is_empty() {
+                return plan;
+            }
+        }
+    }
+
+    // reconcileOldReplicaSets.
+    let old_total: i32 = world.old_groups().map(Group::size).sum();
+    if old_total == 0 {
+        return plan;
+    }
+    let min_available = replicas - max_unavailable;
+    let new_unavailable = new.size() - world.available(&new.pods);
+    let max_scaled_down = total - min_available - new_unavailable;
+    if max_scaled_down <= 0 {
+        return plan;
+    }
+
+    // cleanupUnhealthyReplicas: unavailable old Pods cost no availability.
+    // Upstream lowers the ReplicaSet's size and lets its ranking pick; we
+    // pick among the unavailable Pods only, which is what that ranking
+    // yields whenever readiness and availability agree.
+    let mut cleaned = 0;
+    for group in world.old_groups() {
+        if cleaned >= max_scaled_down {
+            break;
+        }
+        let unhealthy: Vec<&PodView> = group.pods.iter().copied().filter(|p| !p.is_available(world.min_ready_seconds, world.now)).collect();
+        let by = (max_scaled_down - cleaned).min(count(unhealthy.len()));
+        plan.scale_down(world, group, &unhealthy, by, 0);
+        cleaned += by;
+    }
+
+    // scaleDownOldReplicaSetsForRollingUpdate: available Pods above the minimum.
+    let available = world.total_available();
+    if available <= min_available {
+        return plan;
+    }
+    let mut budget = available - min_available;
+    for group in world.old_groups() {
+        if budget <= 0 {
+            break;
+        }
+        let gone = plan.deleted_from(&group.hash);
+        let remaining: Vec<&PodView> = group.pods.iter().copied().filter(|p| !gone.iter().any(|g| g.uid == p.uid && g.name == p.name)).collect();
+        let by = budget.min(count(remaining.len()));
+        plan.scale_down(world, group, &remaining, by, count(gone.len()));
+        budget -= by;
+    }
+    plan
+}
+
+/// `rolloutRecreate`: delete every old Pod; wait until none exists (not even
+/// terminating); then bring the new template to `replicas`.
+pub fn recreate<'a>(world: &World<'a>, replicas: i32) -> Plan<'a> {
+    let mut plan = Plan::default();
+    for group in world.old_groups() {
+        plan.scale_down(world, group, &group.pods, group.size(), 0);
+    }
+    if !plan.is_empty() || old_pods_running(world) {
+        return plan;
+    }
+    let new = world.target_group();
+    if new.size() < replicas {
+        plan.scale_up(new, replicas - new.size());
+    } else if new.size() > replicas {
+        plan.scale_down(world, new, &new.pods, new.size() - replicas, 0);
+    }
+    plan
+}
+
+/// `oldPodsRunning`: any Pod of another template not in a terminal phase.
+fn old_pods_running(world: &World) -> bool {
+    world.all_pods.iter().any(|p| p.hash != world.target && p.phase != "Succeeded" && p.phase != "Failed")
+}
+
+/// `scale` for a paused deployment: no template change is rolled out, but
+/// the replica count is honoured. One active template (or, with none, the
+/// newest stored one, `latest`) takes the whole count; several share it in
+/// proportion to their sizes, up to `replicas + maxSurge` for RollingUpdate,
+/// as upstream's proportional scaling does.
+pub fn paused<'a>(world: &World<'a>, replicas: i32, max_surge: i32, rolling_update: bool, latest: Option<&str>) -> Plan<'a> {
+    let mut plan = Plan::default();
+    let active: Vec<&Group<'a>> = world.groups.iter().filter(|g| g.size() > 0).collect();
+    match active.as_slice() {
+        [] => {
+            if let Some(group) = latest.and_then(|h| world.groups.iter().find(|g| g.hash == h)) {
+                plan.scale_up(group, replicas);
+            } else if let Some(hash) = latest {
+                plan.steps.push(Step::ScaleUp { hash: hash.to_string(), from: 0, to: replicas });
+            }
+        }
+        [only] => {
+            if only.size() < replicas {
+                plan.scale_up(only, replicas - only.size());
+            } else if only.size() > replicas {
+                plan.scale_down(world, only, &only.pods, only.size() - replicas, 0);
+            }
+        }
+        several => {
+            let new = world.target_group();
+            // IsSaturated: the new template alone serves every replica.
+            if new.size() == replicas && world.available(&new.pods) == replicas {
+                for group in several.iter().filter(|g| g.hash != world.target) {
+                    plan.scale_down(world, group, &group.pods, group.size(), 0);
+                }
+                return plan;
+            }
+            if rolling_update {
+                proportional(world, several, replicas, max_surge, &mut plan);
+            }
+        }
+    }
+    plan
+}
+
+/// Upstream's proportional scaling (`scale` with `GetProportion`). Upstream
+/// scales each ReplicaSet by `size * (replicas + maxSurge) / maxReplicasAnnotation`;
+/// a Pod group has no annotation, so the denominator is the current total,
+/// which is what the annotation records whenever the last scaling completed.
+fn proportional<'a>(world: &World<'a>, groups: &[&Group<'a>], replicas: i32, max_surge: i32, plan: &mut Plan<'a>) {
+    let total: i32 = groups.iter().map(|g| g.size()).sum();
+    let allowed = if replicas > 0 { replicas + max_surge } else { 0 };
+    let to_add = allowed - total;
+    if to_add == 0 {
+        return;
+    }
+    let mut ordered: Vec<&Group<'a>> = groups.to_vec();
+    // ReplicaSetsBySizeNewer when growing, BySizeOlder when shrinking.
+    ordered.sort_by(|a, b| {
+        let by_size = b.size().cmp(&a.size());
+        let by_age = if to_add > 0 { b.number.cmp(&a.number) } else { a.number.cmp(&b.number) };
+        by_size.then(by_age)
+    });
+    let mut added = 0;
+    let mut sizes: Vec<i32> = Vec::with_capacity(ordered.len());
+    for group in &ordered {
+        let proportion = if to_add == added || group.size() == 0 {
+            0
+        } else {
+            let fraction = if replicas == 0 {
+                -group.size()
+            } else {
+                // integer.RoundToInt32: round half away from zero.
+                let exact = f64::from(group.size()) * f64::from(allowed) / f64::from(total.max(1));
+                exact.round() as i32 - group.size()
+            };
+            let remaining = to_add - added;
+            if to_add > 0 { fraction.min(remaining) } else { fraction.max(remaining) }
+        };
+        added += proportion;
+        sizes.push(group.size() + proportion);
+    }
+    // Leftovers go to the first (largest) group.
+    if let Some(first) = sizes.first_mut() {
+        *first = (*first + to_add - added).max(0);
+    }
+    for (group, size) in ordered.iter().zip(sizes) {
+        if size > group.size() {
+            plan.scale_up(group, size - group.size());
+        } else if size < group.size() {
+            plan.scale_down(world, group, &group.pods, group.size() - size, 0);
+        }
+    }
+}
