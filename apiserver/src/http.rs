@@ -282,6 +282,7 @@ fn watch_response(core: &Arc<Core>, res: Resource, ns: Option<&str>, lo: ListOpt
         namespace: ns.map(String::from),
         labels: lo.labels,
         fields: lo.fields,
+        table: r.wants_table().then(|| r.q("includeObject").unwrap_or("Metadata").to_string()),
     };
     if params.send_initial_events && r.q("resourceVersionMatch") != Some("NotOlderThan") {
         return Err(ApiError::invalid("meta.k8s.io", "ListOptions", "", vec![crate::status::Cause::new(

@@ -33,6 +33,8 @@ pub struct WatchParams {
     pub labels: LabelSelector,
     /// `fieldSelector`.
     pub fields: FieldSelector,
+    /// Render each object as a one-row `Table` (`kubectl get -w`): `includeObject` value.
+    pub table: Option<String>,
 }
 
 impl WatchParams {
@@ -48,6 +50,7 @@ fn line(kind: &str, object: &Value) -> Bytes {
 }
 
 struct State {
+    headers_sent: bool,
     core: Arc<Core>,
     res: Resource,
     params: WatchParams,
@@ -68,15 +71,35 @@ impl State {
         line("BOOKMARK", &json!({"kind": self.res.kind, "apiVersion": self.res.api_version(), "metadata": meta}))
     }
 
-    fn translate(&self, ev: &Event) -> Option<Bytes> {
+    /// The wire form of an object: itself, or a one-row Table (headers only on the first).
+    fn render(&mut self, obj: Value) -> Value {
+        match self.params.table.clone() {
+            None => obj,
+            Some(include) => {
+                let meta = json!({"resourceVersion": obj["metadata"]["resourceVersion"]});
+                let mut t = crate::table::to_table(&self.res, &[obj], meta, &include, self.core.config.clock.now());
+                if self.headers_sent {
+                    t["columnDefinitions"] = json!([]);
+                }
+                self.headers_sent = true;
+                t
+            }
+        }
+    }
+
+    fn translate(&mut self, ev: &Event) -> Option<Bytes> {
         let ns = ev.key.namespace.as_str();
         let now = self.params.matches(ns, &ev.object);
+        let before = ev.prev.as_ref().is_some_and(|p| self.params.matches(ns, p));
+        if !now && !(ev.kind == EventType::Modified && before) {
+            return None;
+        }
         let obj = self.core.present(&self.res, (*ev.object).clone());
+        let obj = self.render(obj);
         match ev.kind {
             EventType::Added => now.then(|| line("ADDED", &obj)),
             EventType::Deleted => now.then(|| line("DELETED", &obj)),
             EventType::Modified => {
-                let before = ev.prev.as_ref().is_some_and(|p| self.params.matches(ns, p));
                 match (before, now) {
                     (true, true) => Some(line("MODIFIED", &obj)),
                     (false, true) => Some(line("ADDED", &obj)),
@@ -122,6 +145,7 @@ pub fn watch(core: Arc<Core>, res: Resource, params: WatchParams) -> Result<impl
         deadline: now + timeout,
         next_bookmark: now + core.config.bookmark_interval,
         done: false,
+        headers_sent: false,
     };
     let rv = st.params.resource_version.clone();
     if st.params.send_initial_events || rv.is_empty() || rv == "0" {
@@ -129,7 +153,8 @@ pub fn watch(core: Arc<Core>, res: Resource, params: WatchParams) -> Result<impl
         for obj in items {
             let ns = obj.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default().to_string();
             if st.params.matches(&ns, &obj) {
-                st.pending.push_back(line("ADDED", &core.present(&st.res, obj)));
+                let rendered = st.render(core.present(&st.res, obj));
+                st.pending.push_back(line("ADDED", &rendered));
             }
         }
         st.last_rv = at;
