@@ -298,3 +298,6 @@ impl Reconciler<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
