@@ -330,3 +330,189 @@ fn proportional<'a>(world: &World<'a>, groups: &[&Group<'a>], replicas: i32, max
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use operator_plugin_sdk::{Object, json};
+
+    const NOW: i64 = 1_772_366_400_000; // 2026-03-01T12:00:00Z
+
+    fn now() -> Time {
+        Time::from_unix_millis(NOW)
+    }
+
+    /// A Pod of template `hash`: `state` is `available`, `ready` (ready just
+    /// now, so not available under minReadySeconds), `pending`, `terminating`
+    /// or `failed`.
+    fn pod(hash: &str, i: usize, state: &str) -> PodView {
+        let ago = |s: i64| Time::from_unix_millis(NOW - s * 1000).to_rfc3339();
+        let ready = matches!(state, "available" | "ready" | "terminating");
+        let mut obj = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("web-{hash}-{i}"), "uid": format!("{hash}-{i}"), "creationTimestamp": ago(3600 - i as i64), "labels": {"pod-template-hash": hash}},
+            "spec": {"nodeName": if state == "pending" { "" } else { "node-1" }},
+            "status": {
+                "phase": match state { "pending" => "Pending", "failed" => "Failed", _ => "Running" },
+                "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }, "lastTransitionTime": if state == "ready" { ago(0) } else { ago(600) }}]
+            }
+        });
+        if state == "terminating" {
+            obj["metadata"]["deletionTimestamp"] = json!(ago(5));
+        }
+        PodView::from_object(&Object(obj))
+    }
+
+    fn pods(spec: &[(&str, usize, &str)]) -> Vec<PodView> {
+        let mut out = Vec::new();
+        for (hash, n, state) in spec {
+            for _ in 0..*n {
+                let i = out.len();
+                out.push(pod(hash, i, state));
+            }
+        }
+        out
+    }
+
+    fn world<'a>(target: &str, pods: &'a [PodView], min_ready: i32) -> World<'a> {
+        // "old" is revision 1, "mid" 2, "new" 3.
+        let number = |h: &str| match h {
+            "old" => Some(1),
+            "mid" => Some(2),
+            "new" => Some(3),
+            _ => None,
+        };
+        World::new(target, number, pods.iter().collect(), min_ready, now())
+    }
+
+    /// The plan as (hash, signed change) pairs; deletions list how many.
+    fn summary(plan: &Plan) -> Vec<(String, i32)> {
+        plan.steps
+            .iter()
+            .map(|s| match s {
+                Step::ScaleUp { hash, from, to } | Step::ScaleDown { hash, from, to, .. } => (hash.clone(), to - from),
+            })
+            .collect()
+    }
+
+    fn s(pairs: &[(&str, i32)]) -> Vec<(String, i32)> {
+        pairs.iter().map(|(h, n)| (h.to_string(), *n)).collect()
+    }
+
+    #[test]
+    fn rolling_update_steps_match_upstream() {
+        // (pods, replicas, maxSurge, maxUnavailable, minReadySeconds, expected steps, why)
+        #[allow(clippy::type_complexity)]
+        let cases: Vec<(Vec<(&str, usize, &str)>, i32, i32, i32, i32, Vec<(&str, i32)>, &str)> = vec![
+            (vec![], 3, 1, 0, 0, vec![("new", 3)], "a new deployment creates every replica (surge headroom is the whole count)"),
+            (vec![("new", 2, "available")], 3, 1, 0, 0, vec![("new", 1)], "a missing Pod is replaced"),
+            (vec![("new", 5, "available")], 3, 1, 0, 0, vec![("new", -2)], "extra Pods are removed"),
+            (vec![("old", 3, "available")], 3, 1, 0, 0, vec![("new", 1)], "surge 1 allows one new Pod, and then waits"),
+            (vec![("old", 3, "available"), ("new", 1, "pending")], 3, 1, 0, 0, vec![], "nothing is removed while the new Pod is unavailable"),
+            (vec![("old", 3, "available"), ("new", 1, "available")], 3, 1, 0, 0, vec![("old", -1)], "an available new Pod lets one old one go"),
+            (vec![("old", 3, "available")], 3, 0, 1, 0, vec![("old", -1)], "no surge: one old Pod goes first"),
+            (vec![("old", 2, "available")], 3, 0, 1, 0, vec![("new", 1)], "...and a new one takes its place"),
+            (vec![("old", 2, "available"), ("new", 1, "ready")], 3, 0, 1, 30, vec![], "a ready Pod inside minReadySeconds is not available yet"),
+            (vec![("old", 3, "pending")], 3, 0, 1, 0, vec![("old", -1)], "unavailable old Pods go, but only within total - minAvailable"),
+            (
+                vec![("old", 2, "available"), ("old", 1, "pending"), ("new", 1, "available")],
+                3,
+                1,
+                0,
+                0,
+                vec![("old", -1)],
+                "the unhealthy old Pod goes first, then availability allows no more",
+            ),
+            (
+                vec![("old", 2, "available"), ("mid", 2, "available"), ("new", 2, "available")],
+                4,
+                1,
+                1,
+                0,
+                vec![("old", -2), ("mid", -1)],
+                "the oldest template shrinks first",
+            ),
+            (vec![("old", 3, "available"), ("old", 1, "terminating")], 3, 1, 0, 0, vec![("new", 1)], "terminating Pods do not use up the surge"),
+            (vec![("old", 3, "available"), ("old", 2, "failed")], 3, 1, 0, 0, vec![("new", 1)], "failed Pods are not replicas"),
+            (vec![("old", 3, "available")], 5, 2, 1, 0, vec![("new", 4)], "scale up with a new template fills up to replicas + surge"),
+            (vec![("old", 5, "available")], 2, 1, 0, 0, vec![("old", -3)], "scale down with a new template removes old Pods down to the minimum"),
+            (vec![("old", 3, "available")], 0, 0, 0, 0, vec![("old", -3)], "zero replicas removes everything"),
+        ];
+        for (spec, replicas, surge, unavailable, min_ready, want, why) in cases {
+            let pods = pods(&spec);
+            let plan = rolling(&world("new", &pods, min_ready), replicas, surge, unavailable);
+            assert_eq!(summary(&plan), s(&want), "{why}");
+        }
+    }
+
+    #[test]
+    fn unhealthy_cleanup_picks_only_unavailable_pods() {
+        let pods = pods(&[("old", 2, "available"), ("old", 1, "pending"), ("new", 1, "available")]);
+        let plan = rolling(&world("new", &pods, 0), 3, 1, 0);
+        let Step::ScaleDown { victims, from, to, .. } = &plan.steps[0] else { panic!("{plan:?}") };
+        assert_eq!(victims.iter().map(|v| v.phase.as_str()).collect::<Vec<_>>(), vec!["Pending"]);
+        assert_eq!((*from, *to), (3, 2));
+    }
+
+    #[test]
+    fn scale_down_of_the_new_template_removes_unready_pods_first() {
+        let mut pods = pods(&[("new", 3, "available"), ("new", 1, "pending")]);
+        pods.sort_by(|a, b| a.name.cmp(&b.name));
+        let plan = rolling(&world("new", &pods, 0), 2, 1, 0);
+        let Step::ScaleDown { victims, .. } = &plan.steps[0] else { panic!("{plan:?}") };
+        // The pending one first. The available ones were created within the
+        // same power-of-two age bucket, so (LogarithmicScaleDown) the UID
+        // decides among them rather than the exact creation second.
+        assert_eq!(victims.iter().map(|v| v.name.as_str()).collect::<Vec<_>>(), vec!["web-new-3", "web-new-0"]);
+    }
+
+    #[test]
+    fn recreate_steps_match_upstream() {
+        #[allow(clippy::type_complexity)]
+        let cases: Vec<(Vec<(&str, usize, &str)>, i32, Vec<(&str, i32)>, &str)> = vec![
+            (vec![("old", 3, "available")], 3, vec![("old", -3)], "every old Pod goes at once"),
+            (vec![("old", 2, "terminating")], 3, vec![], "new Pods wait until old ones are gone, terminating included"),
+            (vec![("old", 2, "failed")], 3, vec![("new", 3)], "finished old Pods do not block"),
+            (vec![], 3, vec![("new", 3)], "with no old Pods the new template is scaled up"),
+            (vec![("new", 4, "available")], 3, vec![("new", -1)], "and scaled down"),
+        ];
+        for (spec, replicas, want, why) in cases {
+            let pods = pods(&spec);
+            assert_eq!(summary(&recreate(&world("new", &pods, 0), replicas)), s(&want), "{why}");
+        }
+    }
+
+    #[test]
+    fn paused_deployments_only_scale() {
+        #[allow(clippy::type_complexity)]
+        let cases: Vec<(Vec<(&str, usize, &str)>, i32, Option<&str>, Vec<(&str, i32)>, &str)> = vec![
+            (vec![("old", 3, "available")], 3, Some("old"), vec![], "no rollout of the new template"),
+            (vec![("old", 3, "available")], 5, Some("old"), vec![("old", 2)], "scale up the only active template"),
+            (vec![("old", 3, "available")], 1, Some("old"), vec![("old", -2)], "scale down the only active template"),
+            (vec![], 2, Some("old"), vec![("old", 2)], "with no Pods, the newest stored revision"),
+            (vec![], 2, None, vec![], "with no Pods and no revision, nothing"),
+            (
+                vec![("old", 2, "available"), ("new", 2, "available")],
+                6,
+                Some("new"),
+                // allowed 6 + surge 1 = 7 for 4 Pods: +3; each group 2*7/4 = 3.5 -> 4 (+2), capped to what is left.
+                vec![("new", 2), ("old", 1)],
+                "several templates grow in proportion, newer first on ties",
+            ),
+            (
+                vec![("old", 4, "available"), ("new", 2, "available")],
+                1,
+                Some("new"),
+                // allowed 1 + 1 = 2 for 6 Pods: -4; old 4*2/6 -> 1 (-3), new 2*2/6 -> 1 (-1).
+                vec![("old", -3), ("new", -1)],
+                "several templates shrink in proportion, larger first",
+            ),
+            (vec![("old", 2, "available"), ("new", 3, "available")], 3, Some("new"), vec![("old", -2)], "a saturated new template retires the old ones"),
+        ];
+        for (spec, replicas, latest, want, why) in cases {
+            let pods = pods(&spec);
+            let plan = paused(&world("new", &pods, 0), replicas, 1, true, latest);
+            assert_eq!(summary(&plan), s(&want), "{why}");
+        }
+    }
+}
