@@ -11,6 +11,7 @@
 pub mod admission;
 pub mod clock;
 pub mod crd;
+pub mod defaults;
 pub mod discovery;
 pub mod fields;
 pub mod http;

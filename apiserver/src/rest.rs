@@ -349,6 +349,9 @@ impl Core {
     /// Admission + schema pipeline shared by create and update, in upstream's order.
     fn admit(&self, res: &Resource, mut obj: Value, old: Option<&Value>, opts: &WriteOptions) -> Result<Value> {
         let name = meta_str(&obj, "name");
+        if !res.custom {
+            crate::defaults::apply(&res.group, &res.kind, &mut obj, old.is_none());
+        }
         let mut pruned = vec![];
         if let Some(s) = &res.schema {
             pruned = schema::prune(s, &mut obj, true);
@@ -493,6 +496,19 @@ impl Core {
             }
             ("", "Pod") => {
                 obj["status"] = json!({"phase": "Pending", "qosClass": "BestEffort"});
+            }
+            ("batch", "Job") => crate::defaults::job_selector(obj),
+            ("", "Service") => {
+                let ip_needed = obj.pointer("/spec/type").and_then(Value::as_str) != Some("ExternalName")
+                    && obj.pointer("/spec/clusterIP").and_then(Value::as_str).is_none_or(str::is_empty);
+                if ip_needed && obj.get("spec").is_some_and(Value::is_object) {
+                    let n = self.next_snapshot.fetch_add(1, Ordering::Relaxed);
+                    let ip = format!("10.96.{}.{}", (n / 250) % 250, n % 250 + 2);
+                    obj["spec"]["clusterIP"] = json!(ip);
+                    obj["spec"]["clusterIPs"] = json!([ip]);
+                    obj["spec"]["ipFamilies"] = json!(["IPv4"]);
+                    obj["spec"]["ipFamilyPolicy"] = json!("SingleStack");
+                }
             }
             ("apiextensions.k8s.io", "CustomResourceDefinition") => {
                 let status = crd::accepted_status(obj, now);

@@ -1,0 +1,177 @@
+//! Defaulting for built-in kinds (what upstream's `SetDefaults_*` functions and create-time
+//! strategies fill in), so objects read back as a real cluster would show them: pod and
+//! pod-template defaults, Deployment/ReplicaSet/Job spec defaults, Job selectors, Service
+//! cluster IPs, Secret type.
+
+use serde_json::{Value, json};
+
+fn set_default(obj: &mut Value, key: &str, v: Value) {
+    if let Some(m) = obj.as_object_mut() {
+        m.entry(key.to_string()).or_insert(v);
+    }
+}
+
+fn image_pull_policy(image: &str) -> &'static str {
+    let last = image.rsplit('/').next().unwrap_or(image);
+    let tag = last.split_once('@').map(|_| "digest").or_else(|| last.split_once(':').map(|(_, t)| t));
+    match tag {
+        None | Some("latest") => "Always",
+        _ => "IfNotPresent",
+    }
+}
+
+/// Defaults of a PodSpec (also inside templates).
+pub fn pod_spec(spec: &mut Value, in_template_of_job: bool) {
+    if !spec.is_object() {
+        return;
+    }
+    if !in_template_of_job {
+        set_default(spec, "restartPolicy", json!("Always"));
+    }
+    set_default(spec, "dnsPolicy", json!("ClusterFirst"));
+    set_default(spec, "schedulerName", json!("default-scheduler"));
+    set_default(spec, "terminationGracePeriodSeconds", json!(30));
+    set_default(spec, "securityContext", json!({}));
+    for list in ["containers", "initContainers"] {
+        if let Some(cs) = spec.get_mut(list).and_then(Value::as_array_mut) {
+            for c in cs {
+                let image = c.get("image").and_then(Value::as_str).unwrap_or_default().to_string();
+                set_default(c, "imagePullPolicy", json!(image_pull_policy(&image)));
+                set_default(c, "terminationMessagePath", json!("/dev/termination-log"));
+                set_default(c, "terminationMessagePolicy", json!("File"));
+                set_default(c, "resources", json!({}));
+                if let Some(ports) = c.get_mut("ports").and_then(Value::as_array_mut) {
+                    for p in ports {
+                        set_default(p, "protocol", json!("TCP"));
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn template(obj: &mut Value, job: bool) {
+    if let Some(spec) = obj.pointer_mut("/spec/template/spec") {
+        pod_spec(spec, job);
+    }
+}
+
+/// Apply the defaults of a built-in kind (`group`, `kind`) in place. `creating` adds the
+/// create-time-only defaults (service account, cluster IP).
+pub fn apply(group: &str, kind: &str, obj: &mut Value, creating: bool) {
+    match (group, kind) {
+        ("", "Pod") => {
+            if let Some(spec) = obj.get_mut("spec") {
+                pod_spec(spec, false);
+                set_default(spec, "enableServiceLinks", json!(true));
+                if creating {
+                    set_default(spec, "serviceAccountName", json!("default"));
+                    let sa = spec["serviceAccountName"].clone();
+                    set_default(spec, "serviceAccount", sa);
+                    set_default(spec, "priority", json!(0));
+                }
+            }
+        }
+        ("apps", "Deployment") => {
+            if let Some(spec) = obj.get_mut("spec") {
+                set_default(spec, "replicas", json!(1));
+                set_default(spec, "revisionHistoryLimit", json!(10));
+                set_default(spec, "progressDeadlineSeconds", json!(600));
+                set_default(spec, "strategy", json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}}));
+            }
+            template(obj, false);
+        }
+        ("apps", "ReplicaSet") => {
+            if let Some(spec) = obj.get_mut("spec") {
+                set_default(spec, "replicas", json!(1));
+            }
+            template(obj, false);
+        }
+        ("batch", "Job") => {
+            if let Some(spec) = obj.get_mut("spec") {
+                let both_unset = spec.get("completions").is_none() && spec.get("parallelism").is_none();
+                if both_unset {
+                    set_default(spec, "completions", json!(1));
+                }
+                set_default(spec, "parallelism", json!(1));
+                set_default(spec, "backoffLimit", json!(6));
+                set_default(spec, "completionMode", json!("NonIndexed"));
+                set_default(spec, "suspend", json!(false));
+                set_default(spec, "manualSelector", Value::Null);
+                if spec.get("manualSelector") == Some(&Value::Null) {
+                    spec.as_object_mut().expect("object").remove("manualSelector");
+                }
+                set_default(spec, "podReplacementPolicy", json!("TerminatingOrFailed"));
+            }
+            template(obj, true);
+        }
+        ("", "Service") => {
+            if let Some(spec) = obj.get_mut("spec") {
+                set_default(spec, "type", json!("ClusterIP"));
+                set_default(spec, "sessionAffinity", json!("None"));
+                set_default(spec, "internalTrafficPolicy", json!("Cluster"));
+                if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
+                    for p in ports {
+                        set_default(p, "protocol", json!("TCP"));
+                        let port = p.get("port").cloned().unwrap_or(Value::Null);
+                        set_default(p, "targetPort", port);
+                    }
+                }
+            }
+        }
+        ("", "Secret") => set_default(obj, "type", json!("Opaque")),
+        _ => {}
+    }
+}
+
+/// Job create-time strategy: the controller-uid selector and template labels.
+pub fn job_selector(obj: &mut Value) {
+    let uid = obj.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default().to_string();
+    let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
+    let manual = obj.pointer("/spec/manualSelector").and_then(Value::as_bool).unwrap_or(false);
+    if manual || !obj.get("spec").is_some_and(Value::is_object) {
+        return;
+    }
+    obj["spec"]["selector"] = json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}});
+    if !obj.pointer("/spec/template").is_some_and(Value::is_object) {
+        obj["spec"]["template"] = json!({});
+    }
+    let tmpl = obj.pointer_mut("/spec/template").expect("template");
+    if !tmpl.get("metadata").is_some_and(Value::is_object) {
+        tmpl["metadata"] = json!({});
+    }
+    if !tmpl["metadata"].get("labels").is_some_and(Value::is_object) {
+        tmpl["metadata"]["labels"] = json!({});
+    }
+    let labels = &mut tmpl["metadata"]["labels"];
+    labels["batch.kubernetes.io/controller-uid"] = json!(uid);
+    labels["batch.kubernetes.io/job-name"] = json!(name);
+    labels["controller-uid"] = json!(uid);
+    labels["job-name"] = json!(name);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn image_pull_policy_follows_the_tag() {
+        assert_eq!(image_pull_policy("nginx"), "Always");
+        assert_eq!(image_pull_policy("nginx:latest"), "Always");
+        assert_eq!(image_pull_policy("nginx:1.27"), "IfNotPresent");
+        assert_eq!(image_pull_policy("registry:5000/nginx"), "Always");
+    }
+
+    #[test]
+    fn job_defaults_and_selector() {
+        let mut j = json!({"metadata": {"name": "j", "uid": "u1"}, "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox:1"}]}}}});
+        apply("batch", "Job", &mut j, true);
+        job_selector(&mut j);
+        assert_eq!(j["spec"]["completions"], 1);
+        assert_eq!(j["spec"]["backoffLimit"], 6);
+        assert_eq!(j["spec"]["selector"]["matchLabels"]["batch.kubernetes.io/controller-uid"], "u1");
+        assert_eq!(j["spec"]["template"]["metadata"]["labels"]["job-name"], "j");
+        assert_eq!(j["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"], "IfNotPresent");
+        assert!(j["spec"]["template"]["spec"].get("restartPolicy").is_some());
+    }
+}
