@@ -124,10 +124,13 @@ mod tests {
         most_recent(&parse(spec, chrono_tz::UTC).unwrap(), t(earliest), t(now))
     }
 
+    /// (what, schedule, earliest, now, most recent, missed)
+    type Case = (&'static str, &'static str, &'static str, &'static str, Option<&'static str>, Missed);
+
     #[test]
     fn the_most_recent_activation_is_due() {
         #[rustfmt::skip]
-        let cases: &[(&str, &str, &str, &str, Option<&str>, Missed)] = &[
+        let cases: &[Case] = &[
             ("nothing due before the first activation", "*/5 * * * *", "2024-05-01T10:00:00Z", "2024-05-01T10:04:59Z", None, Missed::None),
             ("an activation at exactly now is due", "*/5 * * * *", "2024-05-01T10:00:00Z", "2024-05-01T10:05:00Z", Some("2024-05-01T10:05:00Z"), Missed::None),
             ("one activation passed", "*/5 * * * *", "2024-05-01T10:00:00Z", "2024-05-01T10:07:00Z", Some("2024-05-01T10:05:00Z"), Missed::None),
