@@ -14,7 +14,8 @@ pub const PLURAL: &str = "cronjobs";
 /// The tutorial's record of a Job's scheduled time (RFC 3339, UTC).
 pub const SCHEDULED_AT_ANNOTATION: &str = "batch.tutorial.kubebuilder.io/scheduled-at";
 /// Upstream's record of the same (RFC 3339 in the CronJob's time zone).
-pub const UPSTREAM_SCHEDULED_TIMESTAMP_ANNOTATION: &str = "batch.kubernetes.io/cronjob-scheduled-timestamp";
+pub const UPSTREAM_SCHEDULED_TIMESTAMP_ANNOTATION: &str =
+    "batch.kubernetes.io/cronjob-scheduled-timestamp";
 
 /// The plugin's own status condition: whether the spec can be scheduled.
 pub const VALID_CONDITION: &str = "Valid";
@@ -122,8 +123,12 @@ impl CronJob {
         if let Some(status) = value.get_mut("status").and_then(Value::as_object_mut) {
             status.remove("conditions");
         }
-        let mut cron_job: CronJob = serde_json::from_value(value)
-            .map_err(|e| ReconcileError::permanent("InvalidSpec", format!("cannot read CronJob {}: {e}", parent.name())))?;
+        let mut cron_job: CronJob = serde_json::from_value(value).map_err(|e| {
+            ReconcileError::permanent(
+                "InvalidSpec",
+                format!("cannot read CronJob {}: {e}", parent.name()),
+            )
+        })?;
         cron_job.status.conditions = conditions;
         Ok(cron_job)
     }

@@ -36,15 +36,24 @@ pub struct ChildJob<'a> {
 
 fn time_at(object: &Object, pointer: &str) -> Option<DateTime<Utc>> {
     let text = object.pointer(pointer)?.as_str()?;
-    DateTime::parse_from_rfc3339(text).ok().map(|t| t.with_timezone(&Utc))
+    DateTime::parse_from_rfc3339(text)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
 }
 
 impl<'a> ChildJob<'a> {
     pub fn new(object: &'a Object) -> Self {
-        let scheduled_at = [SCHEDULED_AT_ANNOTATION, UPSTREAM_SCHEDULED_TIMESTAMP_ANNOTATION]
-            .iter()
-            .find_map(|key| object.annotation(key).and_then(|t| DateTime::parse_from_rfc3339(t).ok()))
-            .map(|t| t.with_timezone(&Utc));
+        let scheduled_at = [
+            SCHEDULED_AT_ANNOTATION,
+            UPSTREAM_SCHEDULED_TIMESTAMP_ANNOTATION,
+        ]
+        .iter()
+        .find_map(|key| {
+            object
+                .annotation(key)
+                .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+        })
+        .map(|t| t.with_timezone(&Utc));
         ChildJob {
             object,
             finished: finished(object),
@@ -73,7 +82,8 @@ impl<'a> ChildJob<'a> {
     /// True when the Job carries the name this controller gives the run it
     /// records as scheduled, i.e. this controller created it.
     pub fn is_ours(&self, cron_job_name: &str) -> bool {
-        self.scheduled_at.is_some_and(|at| self.name() == job_name(cron_job_name, at))
+        self.scheduled_at
+            .is_some_and(|at| self.name() == job_name(cron_job_name, at))
     }
 }
 
@@ -117,7 +127,12 @@ pub fn job_name(cron_job_name: &str, scheduled: DateTime<Utc>) -> String {
 fn string_map(value: Option<&Value>) -> Map<String, Value> {
     value
         .and_then(Value::as_object)
-        .map(|m| m.iter().filter(|(_, v)| v.is_string()).map(|(k, v)| (k.clone(), v.clone())).collect())
+        .map(|m| {
+            m.iter()
+                .filter(|(_, v)| v.is_string())
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -125,13 +140,25 @@ fn string_map(value: Option<&Value>) -> Map<String, Value> {
 /// template's labels, annotations and spec, the deterministic name, and the
 /// scheduled time recorded twice (the tutorial's key in UTC, upstream's in
 /// the CronJob's zone). The host adds namespace and owner reference.
-pub fn job_from_template(parent: &Object, template: &Value, scheduled: DateTime<Utc>, zone: Tz) -> Value {
+pub fn job_from_template(
+    parent: &Object,
+    template: &Value,
+    scheduled: DateTime<Utc>,
+    zone: Tz,
+) -> Value {
     let labels = string_map(template.pointer("/metadata/labels"));
     let mut annotations = string_map(template.pointer("/metadata/annotations"));
-    annotations.insert(SCHEDULED_AT_ANNOTATION.into(), json!(scheduled.to_rfc3339_opts(SecondsFormat::Secs, true)));
+    annotations.insert(
+        SCHEDULED_AT_ANNOTATION.into(),
+        json!(scheduled.to_rfc3339_opts(SecondsFormat::Secs, true)),
+    );
     annotations.insert(
         UPSTREAM_SCHEDULED_TIMESTAMP_ANNOTATION.into(),
-        json!(scheduled.with_timezone(&zone).to_rfc3339_opts(SecondsFormat::Secs, true)),
+        json!(
+            scheduled
+                .with_timezone(&zone)
+                .to_rfc3339_opts(SecondsFormat::Secs, true)
+        ),
     );
     let mut metadata = Map::new();
     metadata.insert("name".into(), json!(job_name(parent.name(), scheduled)));
@@ -153,7 +180,9 @@ mod tests {
     use super::*;
 
     fn job(name: &str, status: Value) -> Object {
-        Object(json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name}, "status": status}))
+        Object(
+            json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name}, "status": status}),
+        )
     }
 
     #[test]
@@ -161,12 +190,30 @@ mod tests {
         let cases = [
             (json!({}), None),
             (json!({"active": 1}), None),
-            (json!({"conditions": [{"type": "Complete", "status": "True"}]}), Some(Finished::Complete)),
-            (json!({"conditions": [{"type": "Failed", "status": "True"}]}), Some(Finished::Failed)),
-            (json!({"conditions": [{"type": "Complete", "status": "False"}]}), None),
-            (json!({"conditions": [{"type": "Suspended", "status": "True"}]}), None),
-            (json!({"conditions": [{"type": "SuccessCriteriaMet", "status": "True"}]}), None),
-            (json!({"conditions": [{"type": "FailureTarget", "status": "True"}]}), None),
+            (
+                json!({"conditions": [{"type": "Complete", "status": "True"}]}),
+                Some(Finished::Complete),
+            ),
+            (
+                json!({"conditions": [{"type": "Failed", "status": "True"}]}),
+                Some(Finished::Failed),
+            ),
+            (
+                json!({"conditions": [{"type": "Complete", "status": "False"}]}),
+                None,
+            ),
+            (
+                json!({"conditions": [{"type": "Suspended", "status": "True"}]}),
+                None,
+            ),
+            (
+                json!({"conditions": [{"type": "SuccessCriteriaMet", "status": "True"}]}),
+                None,
+            ),
+            (
+                json!({"conditions": [{"type": "FailureTarget", "status": "True"}]}),
+                None,
+            ),
             (
                 json!({"conditions": [{"type": "FailureTarget", "status": "True"}, {"type": "Failed", "status": "True"}]}),
                 Some(Finished::Failed),
@@ -179,7 +226,9 @@ mod tests {
 
     #[test]
     fn job_names_count_minutes_since_the_epoch() {
-        let at = DateTime::parse_from_rfc3339("2024-05-01T10:01:00Z").unwrap().with_timezone(&Utc);
+        let at = DateTime::parse_from_rfc3339("2024-05-01T10:01:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
         assert_eq!(job_name("hello", at), "hello-28575961");
         assert_eq!(job_name("hello", at).len(), "hello".len() + 9);
     }
@@ -190,18 +239,32 @@ mod tests {
         let b = job("b", json!({"startTime": "2024-05-01T10:01:00Z"}));
         let c = job("c", json!({}));
         let d = job("d", json!({"startTime": "2024-05-01T10:01:00Z"}));
-        let (a, b, c, d) = (ChildJob::new(&a), ChildJob::new(&b), ChildJob::new(&c), ChildJob::new(&d));
+        let (a, b, c, d) = (
+            ChildJob::new(&a),
+            ChildJob::new(&b),
+            ChildJob::new(&c),
+            ChildJob::new(&d),
+        );
         let mut all = vec![&c, &a, &d, &b];
         sort_by_start_time(&mut all);
-        assert_eq!(all.iter().map(|j| j.name()).collect::<Vec<_>>(), ["b", "d", "a", "c"]);
+        assert_eq!(
+            all.iter().map(|j| j.name()).collect::<Vec<_>>(),
+            ["b", "d", "a", "c"]
+        );
     }
 
     #[test]
     fn either_annotation_gives_the_scheduled_time() {
-        let tutorial = Object(json!({"metadata": {"annotations": {SCHEDULED_AT_ANNOTATION: "2024-05-01T10:01:00Z"}}}));
-        let upstream =
-            Object(json!({"metadata": {"annotations": {UPSTREAM_SCHEDULED_TIMESTAMP_ANNOTATION: "2024-05-01T06:01:00-04:00"}}}));
-        assert_eq!(ChildJob::new(&tutorial).scheduled_at, ChildJob::new(&upstream).scheduled_at);
+        let tutorial = Object(
+            json!({"metadata": {"annotations": {SCHEDULED_AT_ANNOTATION: "2024-05-01T10:01:00Z"}}}),
+        );
+        let upstream = Object(
+            json!({"metadata": {"annotations": {UPSTREAM_SCHEDULED_TIMESTAMP_ANNOTATION: "2024-05-01T06:01:00-04:00"}}}),
+        );
+        assert_eq!(
+            ChildJob::new(&tutorial).scheduled_at,
+            ChildJob::new(&upstream).scheduled_at
+        );
         assert!(ChildJob::new(&tutorial).scheduled_at.is_some());
     }
 }

@@ -16,7 +16,10 @@ pub mod runs;
 pub mod schedule;
 pub mod validate;
 
-use operator_plugin_sdk::{Action, FieldError, GroupVersionKind, Manifest, Object, Plugin, ReconcileError, Time, export_plugin};
+use operator_plugin_sdk::{
+    Action, FieldError, GroupVersionKind, Manifest, Object, Plugin, ReconcileError, Time,
+    export_plugin,
+};
 
 /// The plugin.
 pub struct CronJobPlugin;
@@ -33,7 +36,11 @@ impl Plugin for CronJobPlugin {
         }
     }
 
-    fn reconcile(parent: &Object, children: &[Object], now: Time) -> Result<Vec<Action>, ReconcileError> {
+    fn reconcile(
+        parent: &Object,
+        children: &[Object],
+        now: Time,
+    ) -> Result<Vec<Action>, ReconcileError> {
         reconcile::reconcile(parent, children, now)
     }
 

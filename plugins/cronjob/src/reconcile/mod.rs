@@ -23,7 +23,9 @@
 
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use chrono_tz::Tz;
-use operator_plugin_sdk::{Action, Condition, FieldError, Object, ReconcileError, Time, conditions};
+use operator_plugin_sdk::{
+    Action, Condition, FieldError, Object, ReconcileError, Time, conditions,
+};
 
 use crate::api::{ConcurrencyPolicy, CronJob, CronJobStatus, JobReference, VALID_CONDITION};
 use crate::jobs::{self, ChildJob, Finished};
@@ -35,23 +37,48 @@ use crate::validate;
 /// controller just before the scheduled time.
 const NEXT_SCHEDULE_DELTA_MS: i64 = 100;
 
-pub fn reconcile(parent: &Object, children: &[Object], now: Time) -> Result<Vec<Action>, ReconcileError> {
+pub fn reconcile(
+    parent: &Object,
+    children: &[Object],
+    now: Time,
+) -> Result<Vec<Action>, ReconcileError> {
     let cron_job = CronJob::from_object(parent)?;
     let now = now.0;
-    let mut jobs: Vec<ChildJob<'_>> = children.iter().filter(|c| c.kind() == "Job").map(ChildJob::new).collect();
+    let mut jobs: Vec<ChildJob<'_>> = children
+        .iter()
+        .filter(|c| c.kind() == "Job")
+        .map(ChildJob::new)
+        .collect();
     jobs.sort_by(|a, b| a.name().cmp(b.name()));
 
-    let mut r = Reconciler { parent, cron_job: &cron_job, jobs: &jobs, now, actions: Vec::new() };
+    let mut r = Reconciler {
+        parent,
+        cron_job: &cron_job,
+        jobs: &jobs,
+        now,
+        actions: Vec::new(),
+    };
     r.observe();
     let mut status = r.rebuild_status();
     r.delete_old_jobs();
     let requeue = r.schedule(&mut status);
-    r.actions.push(Action::SetStatus(serde_json::to_value(&status).map_err(|e| {
-        ReconcileError::permanent("InternalError", format!("cannot serialise the status of CronJob {}: {e}", parent.name()))
-    })?));
+    r.actions
+        .push(Action::SetStatus(serde_json::to_value(&status).map_err(
+            |e| {
+                ReconcileError::permanent(
+                    "InternalError",
+                    format!(
+                        "cannot serialise the status of CronJob {}: {e}",
+                        parent.name()
+                    ),
+                )
+            },
+        )?));
     if let Some(at) = requeue {
         let ms = (at - now).num_milliseconds().max(0) + NEXT_SCHEDULE_DELTA_MS;
-        r.actions.push(Action::RequeueAfterMs(u64::try_from(ms).unwrap_or(u64::MAX)));
+        r.actions.push(Action::RequeueAfterMs(
+            u64::try_from(ms).unwrap_or(u64::MAX),
+        ));
     }
     Ok(r.actions)
 }
@@ -70,7 +97,9 @@ fn rfc3339(t: DateTime<Utc>) -> String {
 }
 
 fn parse_time(text: Option<&str>) -> Option<DateTime<Utc>> {
-    DateTime::parse_from_rfc3339(text?).ok().map(|t| t.with_timezone(&Utc))
+    DateTime::parse_from_rfc3339(text?)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
 }
 
 fn reference(job: &ChildJob<'_>) -> JobReference {
@@ -90,7 +119,11 @@ impl Reconciler<'_> {
 
     /// A stored active reference matches a child by UID, or by name when it has none.
     fn refers_to(r: &JobReference, job: &ChildJob<'_>) -> bool {
-        if r.uid.is_empty() { r.name == job.name() } else { r.uid == job.uid() }
+        if r.uid.is_empty() {
+            r.name == job.name()
+        } else {
+            r.uid == job.uid()
+        }
     }
 
     /// Step 1: what changed since the status was written, as upstream reports it.
@@ -100,12 +133,21 @@ impl Reconciler<'_> {
             match job.finished {
                 Some(how) if was_active => self.actions.push(Action::normal(
                     "SawCompletedJob",
-                    format!("Saw completed job: {}, condition: {}", job.name(), how.as_str()),
+                    format!(
+                        "Saw completed job: {}, condition: {}",
+                        job.name(),
+                        how.as_str()
+                    ),
                 )),
-                None if !was_active && !job.is_ours(self.parent.name()) => self.actions.push(Action::warning(
-                    "UnexpectedJob",
-                    format!("Saw a job that the controller did not create or forgot: {}", job.name()),
-                )),
+                None if !was_active && !job.is_ours(self.parent.name()) => {
+                    self.actions.push(Action::warning(
+                        "UnexpectedJob",
+                        format!(
+                            "Saw a job that the controller did not create or forgot: {}",
+                            job.name()
+                        ),
+                    ))
+                }
                 _ => {}
             }
         }
@@ -118,14 +160,22 @@ impl Reconciler<'_> {
             .collect();
         missing.sort();
         for name in missing {
-            self.actions.push(Action::normal("MissingJob", format!("Active job went missing: {name}")));
+            self.actions.push(Action::normal(
+                "MissingJob",
+                format!("Active job went missing: {name}"),
+            ));
         }
     }
 
     /// Step 2: the status as the children show it.
     fn rebuild_status(&self) -> CronJobStatus {
         let stored = self.stored();
-        let last_schedule = self.jobs.iter().filter_map(|j| j.scheduled_at).chain(parse_time(stored.last_schedule_time.as_deref())).max();
+        let last_schedule = self
+            .jobs
+            .iter()
+            .filter_map(|j| j.scheduled_at)
+            .chain(parse_time(stored.last_schedule_time.as_deref()))
+            .max();
         let last_successful = self
             .jobs
             .iter()
@@ -134,7 +184,12 @@ impl Reconciler<'_> {
             .chain(parse_time(stored.last_successful_time.as_deref()))
             .max();
         CronJobStatus {
-            active: self.jobs.iter().filter(|j| j.is_active()).map(reference).collect(),
+            active: self
+                .jobs
+                .iter()
+                .filter(|j| j.is_active())
+                .map(reference)
+                .collect(),
             last_schedule_time: last_schedule.map(rfc3339),
             last_successful_time: last_successful.map(rfc3339),
             conditions: stored.conditions.clone(),
@@ -145,10 +200,18 @@ impl Reconciler<'_> {
     /// are neither counted nor deleted again.
     fn delete_old_jobs(&mut self) {
         let spec = &self.cron_job.spec;
-        for (limit, kind) in [(spec.successful_jobs_history_limit, Finished::Complete), (spec.failed_jobs_history_limit, Finished::Failed)] {
-            let Some(limit) = limit.and_then(|l| usize::try_from(l).ok()) else { continue };
-            let mut finished: Vec<&ChildJob<'_>> =
-                self.jobs.iter().filter(|j| j.finished == Some(kind) && !j.is_being_deleted()).collect();
+        for (limit, kind) in [
+            (spec.successful_jobs_history_limit, Finished::Complete),
+            (spec.failed_jobs_history_limit, Finished::Failed),
+        ] {
+            let Some(limit) = limit.and_then(|l| usize::try_from(l).ok()) else {
+                continue;
+            };
+            let mut finished: Vec<&ChildJob<'_>> = self
+                .jobs
+                .iter()
+                .filter(|j| j.finished == Some(kind) && !j.is_being_deleted())
+                .collect();
             if finished.len() <= limit {
                 continue;
             }
@@ -162,17 +225,28 @@ impl Reconciler<'_> {
 
     fn delete(&mut self, job: &ChildJob<'_>) {
         self.actions.push(Action::delete(job.object.object_ref()));
-        self.actions.push(Action::normal("SuccessfulDelete", format!("Deleted job {}", job.name())));
+        self.actions.push(Action::normal(
+            "SuccessfulDelete",
+            format!("Deleted job {}", job.name()),
+        ));
     }
 
     /// Sets the plugin's `Valid` condition; returns whether its status or
     /// message changed (a Warning is emitted only then, not on every pass).
-    fn set_valid(&self, status: &mut CronJobStatus, valid: bool, reason: &str, message: String) -> bool {
+    fn set_valid(
+        &self,
+        status: &mut CronJobStatus,
+        valid: bool,
+        reason: &str,
+        message: String,
+    ) -> bool {
         let before = conditions::find(&status.conditions, VALID_CONDITION).cloned();
-        let condition = Condition::new(VALID_CONDITION, valid, reason, message).observed(self.parent.generation());
+        let condition = Condition::new(VALID_CONDITION, valid, reason, message)
+            .observed(self.parent.generation());
         conditions::set(&mut status.conditions, condition, Time(self.now));
         let after = conditions::find(&status.conditions, VALID_CONDITION);
-        before.as_ref().map(|c| (&c.status, &c.reason, &c.message)) != after.map(|c| (&c.status, &c.reason, &c.message))
+        before.as_ref().map(|c| (&c.status, &c.reason, &c.message))
+            != after.map(|c| (&c.status, &c.reason, &c.message))
     }
 
     /// Steps 4-7. Returns when to reconcile again, if at all.
@@ -185,8 +259,11 @@ impl Reconciler<'_> {
         let spec = &self.cron_job.spec;
         let schedule_text = spec.schedule.clone().unwrap_or_default();
         // validate() has checked both, so neither fails here; stay defensive anyway.
-        let zone: Tz = schedule::zone::load(spec.time_zone.as_deref().unwrap_or("")).unwrap_or(chrono_tz::UTC);
-        let Ok(schedule) = schedule::parse(&schedule_text, zone) else { return None };
+        let zone: Tz =
+            schedule::zone::load(spec.time_zone.as_deref().unwrap_or("")).unwrap_or(chrono_tz::UTC);
+        let Ok(schedule) = schedule::parse(&schedule_text, zone) else {
+            return None;
+        };
         self.set_valid(status, true, "Valid", "the spec can be scheduled".into());
 
         if self.parent.is_being_deleted() || spec.suspend == Some(true) {
@@ -195,14 +272,19 @@ impl Reconciler<'_> {
 
         let last = parse_time(status.last_schedule_time.as_deref());
         // Upstream: with no run recorded, count from the CronJob's creation.
-        let earliest = last.or_else(|| self.parent.creation_timestamp().map(|t| t.0)).unwrap_or(self.now);
+        let earliest = last
+            .or_else(|| self.parent.creation_timestamp().map(|t| t.0))
+            .unwrap_or(self.now);
         let deadline = spec.starting_deadline_seconds.map(Duration::seconds);
         let earliest_in_deadline = deadline.map_or(earliest, |d| earliest.max(self.now - d));
 
         let due = match runs::most_recent(&schedule, earliest_in_deadline, self.now) {
             Ok(due) => due,
             Err(e) => {
-                self.actions.push(Action::warning("InvalidSchedule", format!("invalid schedule: {schedule_text} : {}", e.0)));
+                self.actions.push(Action::warning(
+                    "InvalidSchedule",
+                    format!("invalid schedule: {schedule_text} : {}", e.0),
+                ));
                 return None;
             }
         };
@@ -244,19 +326,36 @@ impl Reconciler<'_> {
             _ => {}
         }
         let template = spec.job_template.clone().unwrap_or_default();
-        self.actions.push(Action::Create(jobs::job_from_template(self.parent, &template, scheduled, zone)));
-        self.actions.push(Action::normal("SuccessfulCreate", format!("Created job {name}")));
+        self.actions.push(Action::Create(jobs::job_from_template(
+            self.parent,
+            &template,
+            scheduled,
+            zone,
+        )));
+        self.actions.push(Action::normal(
+            "SuccessfulCreate",
+            format!("Created job {name}"),
+        ));
         status.last_schedule_time = Some(rfc3339(scheduled));
         runs::next_run(&schedule, scheduled, self.now)
     }
 
     /// Upstream's MissSchedule check can never fire (its search already starts
     /// at the deadline); here a run whose deadline passed unrun is reported.
-    fn report_missed_deadline(&mut self, schedule: &Schedule, earliest: DateTime<Utc>, earliest_in_deadline: DateTime<Utc>) {
+    fn report_missed_deadline(
+        &mut self,
+        schedule: &Schedule,
+        earliest: DateTime<Utc>,
+        earliest_in_deadline: DateTime<Utc>,
+    ) {
         if earliest_in_deadline == earliest {
             return;
         }
-        if let Ok(runs::Due { most_recent: Some(missed), .. }) = runs::most_recent(schedule, earliest, self.now) {
+        if let Ok(runs::Due {
+            most_recent: Some(missed),
+            ..
+        }) = runs::most_recent(schedule, earliest, self.now)
+        {
             self.push_miss_schedule(missed);
         }
     }
@@ -264,7 +363,10 @@ impl Reconciler<'_> {
     fn push_miss_schedule(&mut self, scheduled: DateTime<Utc>) {
         self.actions.push(Action::warning(
             "MissSchedule",
-            format!("Missed scheduled time to start a job: {}", scheduled.format("%a, %d %b %Y %H:%M:%S %z")),
+            format!(
+                "Missed scheduled time to start a job: {}",
+                scheduled.format("%a, %d %b %Y %H:%M:%S %z")
+            ),
         ));
     }
 
@@ -273,12 +375,20 @@ impl Reconciler<'_> {
     /// watch delivers the edit, and retrying cannot help before it.
     fn refuse(&mut self, status: &mut CronJobStatus, errors: &[FieldError]) {
         let spec = &self.cron_job.spec;
-        let message = errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
+        let message = errors
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ");
         let first = &errors[0];
         let (reason, event) = match first.field.as_str() {
             "spec.timeZone" => (
                 "UnknownTimeZone",
-                format!("invalid timeZone: {:?}: {}", spec.time_zone.clone().unwrap_or_default(), first.detail),
+                format!(
+                    "invalid timeZone: {:?}: {}",
+                    spec.time_zone.clone().unwrap_or_default(),
+                    first.detail
+                ),
             ),
             "spec.schedule" if spec.schedule.as_deref().is_some_and(|s| s.contains("TZ")) => (
                 "UnsupportedSchedule",
@@ -289,7 +399,11 @@ impl Reconciler<'_> {
             ),
             "spec.schedule" => (
                 "UnparseableSchedule",
-                format!("unparseable schedule: {:?} : {}", spec.schedule.clone().unwrap_or_default(), first.detail),
+                format!(
+                    "unparseable schedule: {:?} : {}",
+                    spec.schedule.clone().unwrap_or_default(),
+                    first.detail
+                ),
             ),
             _ => ("InvalidSpec", message.clone()),
         };

@@ -11,7 +11,9 @@ use crate::jobs::job_name;
 const CREATED: &str = "2024-05-01T09:00:30Z";
 
 fn t(text: &str) -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339(text).unwrap().with_timezone(&Utc)
+    DateTime::parse_from_rfc3339(text)
+        .unwrap()
+        .with_timezone(&Utc)
 }
 
 /// A CronJob `hello` with the tutorial's defaults, `*/5 * * * *`, merged with `spec` and given `status`.
@@ -58,8 +60,10 @@ fn job(scheduled: &str, state: State) -> Object {
     let name = job_name("hello", at);
     let status = match state {
         State::Active => json!({"active": 1, "startTime": scheduled}),
-        State::Complete(start, done) => json!({"succeeded": 1, "startTime": start, "completionTime": done,
-            "conditions": [{"type": "SuccessCriteriaMet", "status": "True"}, {"type": "Complete", "status": "True"}]}),
+        State::Complete(start, done) => {
+            json!({"succeeded": 1, "startTime": start, "completionTime": done,
+            "conditions": [{"type": "SuccessCriteriaMet", "status": "True"}, {"type": "Complete", "status": "True"}]})
+        }
         State::Failed(start) => json!({"failed": 2, "startTime": start,
             "conditions": [{"type": "FailureTarget", "status": "True"}, {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]}),
     };
@@ -88,19 +92,44 @@ fn run(parent: &Object, children: &[Object], now: &str) -> Outcome {
 
 impl Outcome {
     fn created(&self) -> Vec<&Value> {
-        self.0.iter().filter_map(|a| if let Action::Create(j) = a { Some(j) } else { None }).collect()
+        self.0
+            .iter()
+            .filter_map(|a| {
+                if let Action::Create(j) = a {
+                    Some(j)
+                } else {
+                    None
+                }
+            })
+            .collect()
     }
     fn created_names(&self) -> Vec<&str> {
-        self.created().iter().map(|j| j["metadata"]["name"].as_str().unwrap()).collect()
+        self.created()
+            .iter()
+            .map(|j| j["metadata"]["name"].as_str().unwrap())
+            .collect()
     }
     fn deleted(&self) -> Vec<&str> {
-        self.0.iter().filter_map(|a| if let Action::Delete { target, .. } = a { Some(target.name.as_str()) } else { None }).collect()
+        self.0
+            .iter()
+            .filter_map(|a| {
+                if let Action::Delete { target, .. } = a {
+                    Some(target.name.as_str())
+                } else {
+                    None
+                }
+            })
+            .collect()
     }
     fn events(&self) -> Vec<(EventType, &str, &str)> {
         self.0
             .iter()
             .filter_map(|a| match a {
-                Action::Event { event_type, reason, message } => Some((*event_type, reason.as_str(), message.as_str())),
+                Action::Event {
+                    event_type,
+                    reason,
+                    message,
+                } => Some((*event_type, reason.as_str(), message.as_str())),
                 _ => None,
             })
             .collect()
@@ -109,10 +138,25 @@ impl Outcome {
         self.events().iter().map(|e| e.1).collect()
     }
     fn status(&self) -> &Value {
-        self.0.iter().find_map(|a| if let Action::SetStatus(s) = a { Some(s) } else { None }).expect("a status")
+        self.0
+            .iter()
+            .find_map(|a| {
+                if let Action::SetStatus(s) = a {
+                    Some(s)
+                } else {
+                    None
+                }
+            })
+            .expect("a status")
     }
     fn requeue_ms(&self) -> Option<u64> {
-        self.0.iter().find_map(|a| if let Action::RequeueAfterMs(ms) = a { Some(*ms) } else { None })
+        self.0.iter().find_map(|a| {
+            if let Action::RequeueAfterMs(ms) = a {
+                Some(*ms)
+            } else {
+                None
+            }
+        })
     }
     /// Milliseconds from `now` until `at`, plus upstream's 100 ms.
     fn requeue_at(&self, now: &str) -> Option<String> {
@@ -138,78 +182,230 @@ fn scheduling_decisions_follow_upstream() {
     }
     let name = |at: &str| Box::leak(job_name("hello", t(at)).into_boxed_str()) as &'static str;
     let cases = vec![
-        Case { what: "a new CronJob waits for its first run", spec: json!({}), status: json!({}), children: vec![],
-            now: "2024-05-01T09:03:00Z", created: vec![], deleted: vec![], reasons: vec![], requeue_at: Some("2024-05-01T09:05:00Z") },
-        Case { what: "a due run creates its Job", spec: json!({}), status: json!({}), children: vec![],
-            now: "2024-05-01T09:05:10Z", created: vec![name("2024-05-01T09:05:00Z")], deleted: vec![],
-            reasons: vec!["SuccessfulCreate"], requeue_at: Some("2024-05-01T09:10:00Z") },
-        Case { what: "a restarted host runs only the most recent missed run", spec: json!({}),
-            status: json!({"lastScheduleTime": "2024-05-01T09:05:00Z"}), children: vec![],
-            now: "2024-05-01T09:27:00Z", created: vec![name("2024-05-01T09:25:00Z")], deleted: vec![],
-            reasons: vec!["SuccessfulCreate"], requeue_at: Some("2024-05-01T09:30:00Z") },
-        Case { what: "more than 100 missed runs warn and still run the most recent", spec: json!({"schedule": "*/1 * * * *"}),
-            status: json!({}), children: vec![], now: "2024-05-02T09:00:30Z", created: vec![name("2024-05-02T09:00:00Z")],
-            deleted: vec![], reasons: vec!["TooManyMissedTimes", "SuccessfulCreate"], requeue_at: Some("2024-05-02T09:01:00Z") },
-        Case { what: "a run whose starting deadline passed is reported missed, not run",
-            spec: json!({"startingDeadlineSeconds": 60}), status: json!({"lastScheduleTime": "2024-05-01T09:00:00Z"}),
-            children: vec![], now: "2024-05-01T09:07:30Z", created: vec![], deleted: vec![], reasons: vec!["MissSchedule"],
-            requeue_at: Some("2024-05-01T09:10:00Z") },
-        Case { what: "a run still within its starting deadline runs late",
-            spec: json!({"startingDeadlineSeconds": 200}), status: json!({"lastScheduleTime": "2024-05-01T09:00:00Z"}),
-            children: vec![], now: "2024-05-01T09:07:30Z", created: vec![name("2024-05-01T09:05:00Z")], deleted: vec![],
-            reasons: vec!["SuccessfulCreate"], requeue_at: Some("2024-05-01T09:10:00Z") },
+        Case {
+            what: "a new CronJob waits for its first run",
+            spec: json!({}),
+            status: json!({}),
+            children: vec![],
+            now: "2024-05-01T09:03:00Z",
+            created: vec![],
+            deleted: vec![],
+            reasons: vec![],
+            requeue_at: Some("2024-05-01T09:05:00Z"),
+        },
+        Case {
+            what: "a due run creates its Job",
+            spec: json!({}),
+            status: json!({}),
+            children: vec![],
+            now: "2024-05-01T09:05:10Z",
+            created: vec![name("2024-05-01T09:05:00Z")],
+            deleted: vec![],
+            reasons: vec!["SuccessfulCreate"],
+            requeue_at: Some("2024-05-01T09:10:00Z"),
+        },
+        Case {
+            what: "a restarted host runs only the most recent missed run",
+            spec: json!({}),
+            status: json!({"lastScheduleTime": "2024-05-01T09:05:00Z"}),
+            children: vec![],
+            now: "2024-05-01T09:27:00Z",
+            created: vec![name("2024-05-01T09:25:00Z")],
+            deleted: vec![],
+            reasons: vec!["SuccessfulCreate"],
+            requeue_at: Some("2024-05-01T09:30:00Z"),
+        },
+        Case {
+            what: "more than 100 missed runs warn and still run the most recent",
+            spec: json!({"schedule": "*/1 * * * *"}),
+            status: json!({}),
+            children: vec![],
+            now: "2024-05-02T09:00:30Z",
+            created: vec![name("2024-05-02T09:00:00Z")],
+            deleted: vec![],
+            reasons: vec!["TooManyMissedTimes", "SuccessfulCreate"],
+            requeue_at: Some("2024-05-02T09:01:00Z"),
+        },
+        Case {
+            what: "a run whose starting deadline passed is reported missed, not run",
+            spec: json!({"startingDeadlineSeconds": 60}),
+            status: json!({"lastScheduleTime": "2024-05-01T09:00:00Z"}),
+            children: vec![],
+            now: "2024-05-01T09:07:30Z",
+            created: vec![],
+            deleted: vec![],
+            reasons: vec!["MissSchedule"],
+            requeue_at: Some("2024-05-01T09:10:00Z"),
+        },
+        Case {
+            what: "a run still within its starting deadline runs late",
+            spec: json!({"startingDeadlineSeconds": 200}),
+            status: json!({"lastScheduleTime": "2024-05-01T09:00:00Z"}),
+            children: vec![],
+            now: "2024-05-01T09:07:30Z",
+            created: vec![name("2024-05-01T09:05:00Z")],
+            deleted: vec![],
+            reasons: vec!["SuccessfulCreate"],
+            requeue_at: Some("2024-05-01T09:10:00Z"),
+        },
         // Upstream searches (now - 0s, now], which never holds an activation: such a CronJob never runs.
-        Case { what: "a deadline of zero never runs, as upstream, and says so",
-            spec: json!({"startingDeadlineSeconds": 0}), status: json!({"lastScheduleTime": "2024-05-01T09:00:00Z"}),
-            children: vec![], now: "2024-05-01T09:05:00Z", created: vec![], deleted: vec![],
-            reasons: vec!["MissSchedule"], requeue_at: Some("2024-05-01T09:10:00Z") },
-        Case { what: "Forbid skips a run while a job is active", spec: json!({"concurrencyPolicy": "Forbid"}),
-            status: json!({"lastScheduleTime": "2024-05-01T09:00:00Z", "active": [active_ref("2024-05-01T09:00:00Z")]}),
-            children: vec![job("2024-05-01T09:00:00Z", State::Active)], now: "2024-05-01T09:05:01Z", created: vec![],
-            deleted: vec![], reasons: vec!["JobAlreadyActive"], requeue_at: Some("2024-05-01T09:10:00Z") },
-        Case { what: "Forbid runs the pending run once the active job finished",
+        Case {
+            what: "a deadline of zero never runs, as upstream, and says so",
+            spec: json!({"startingDeadlineSeconds": 0}),
+            status: json!({"lastScheduleTime": "2024-05-01T09:00:00Z"}),
+            children: vec![],
+            now: "2024-05-01T09:05:00Z",
+            created: vec![],
+            deleted: vec![],
+            reasons: vec!["MissSchedule"],
+            requeue_at: Some("2024-05-01T09:10:00Z"),
+        },
+        Case {
+            what: "Forbid skips a run while a job is active",
             spec: json!({"concurrencyPolicy": "Forbid"}),
             status: json!({"lastScheduleTime": "2024-05-01T09:00:00Z", "active": [active_ref("2024-05-01T09:00:00Z")]}),
-            children: vec![job("2024-05-01T09:00:00Z", State::Complete("2024-05-01T09:00:01Z", "2024-05-01T09:06:00Z"))],
-            now: "2024-05-01T09:06:01Z", created: vec![name("2024-05-01T09:05:00Z")], deleted: vec![],
-            reasons: vec!["SawCompletedJob", "SuccessfulCreate"], requeue_at: Some("2024-05-01T09:10:00Z") },
-        Case { what: "Replace deletes the active jobs before creating", spec: json!({"concurrencyPolicy": "Replace"}),
+            children: vec![job("2024-05-01T09:00:00Z", State::Active)],
+            now: "2024-05-01T09:05:01Z",
+            created: vec![],
+            deleted: vec![],
+            reasons: vec!["JobAlreadyActive"],
+            requeue_at: Some("2024-05-01T09:10:00Z"),
+        },
+        Case {
+            what: "Forbid runs the pending run once the active job finished",
+            spec: json!({"concurrencyPolicy": "Forbid"}),
             status: json!({"lastScheduleTime": "2024-05-01T09:00:00Z", "active": [active_ref("2024-05-01T09:00:00Z")]}),
-            children: vec![job("2024-05-01T09:00:00Z", State::Active)], now: "2024-05-01T09:05:01Z",
-            created: vec![name("2024-05-01T09:05:00Z")], deleted: vec![name("2024-05-01T09:00:00Z")],
-            reasons: vec!["SuccessfulDelete", "SuccessfulCreate"], requeue_at: Some("2024-05-01T09:10:00Z") },
-        Case { what: "Allow runs alongside active jobs", spec: json!({}),
+            children: vec![job(
+                "2024-05-01T09:00:00Z",
+                State::Complete("2024-05-01T09:00:01Z", "2024-05-01T09:06:00Z"),
+            )],
+            now: "2024-05-01T09:06:01Z",
+            created: vec![name("2024-05-01T09:05:00Z")],
+            deleted: vec![],
+            reasons: vec!["SawCompletedJob", "SuccessfulCreate"],
+            requeue_at: Some("2024-05-01T09:10:00Z"),
+        },
+        Case {
+            what: "Replace deletes the active jobs before creating",
+            spec: json!({"concurrencyPolicy": "Replace"}),
             status: json!({"lastScheduleTime": "2024-05-01T09:00:00Z", "active": [active_ref("2024-05-01T09:00:00Z")]}),
-            children: vec![job("2024-05-01T09:00:00Z", State::Active)], now: "2024-05-01T09:05:01Z",
-            created: vec![name("2024-05-01T09:05:00Z")], deleted: vec![], reasons: vec!["SuccessfulCreate"],
-            requeue_at: Some("2024-05-01T09:10:00Z") },
-        Case { what: "a run recorded only on its Job (status write lost) is not repeated", spec: json!({}), status: json!({}),
-            children: vec![job("2024-05-01T09:05:00Z", State::Active)], now: "2024-05-01T09:06:00Z", created: vec![],
-            deleted: vec![], reasons: vec![], requeue_at: Some("2024-05-01T09:10:00Z") },
-        Case { what: "a suspended CronJob starts nothing and is not requeued", spec: json!({"suspend": true}), status: json!({}),
-            children: vec![], now: "2024-05-01T09:05:10Z", created: vec![], deleted: vec![], reasons: vec![], requeue_at: None },
-        Case { what: "a schedule that never fires is reported and not requeued", spec: json!({"schedule": "0 0 30 2 *"}),
-            status: json!({}), children: vec![], now: "2024-05-01T09:05:10Z", created: vec![], deleted: vec![],
-            reasons: vec!["InvalidSchedule"], requeue_at: None },
-        Case { what: "an unparseable schedule is reported and not requeued", spec: json!({"schedule": "61 * * * *"}),
-            status: json!({}), children: vec![], now: "2024-05-01T09:05:10Z", created: vec![], deleted: vec![],
-            reasons: vec!["UnparseableSchedule"], requeue_at: None },
-        Case { what: "an unknown time zone is reported and not requeued", spec: json!({"timeZone": "Mars/Olympus_Mons"}),
-            status: json!({}), children: vec![], now: "2024-05-01T09:05:10Z", created: vec![], deleted: vec![],
-            reasons: vec!["UnknownTimeZone"], requeue_at: None },
-        Case { what: "TZ inside the schedule is reported and not run", spec: json!({"schedule": "TZ=UTC */5 * * * *"}),
-            status: json!({}), children: vec![], now: "2024-05-01T09:05:10Z", created: vec![], deleted: vec![],
-            reasons: vec!["UnsupportedSchedule"], requeue_at: None },
-        Case { what: "other invalid fields are reported as InvalidSpec", spec: json!({"concurrencyPolicy": "Sometimes"}),
-            status: json!({}), children: vec![], now: "2024-05-01T09:05:10Z", created: vec![], deleted: vec![],
-            reasons: vec!["InvalidSpec"], requeue_at: None },
-        Case { what: "the 31st skips to the next month that has one", spec: json!({"schedule": "0 0 31 * *"}),
-            status: json!({"lastScheduleTime": "2024-01-31T00:00:00Z"}), children: vec![], now: "2024-03-31T00:00:30Z",
-            created: vec![name("2024-03-31T00:00:00Z")], deleted: vec![], reasons: vec!["SuccessfulCreate"],
-            requeue_at: Some("2024-05-31T00:00:00Z") },
-        Case { what: "@every runs are anchored to the creation time", spec: json!({"schedule": "@every 7m"}), status: json!({}),
-            children: vec![], now: "2024-05-01T09:10:00Z", created: vec![name("2024-05-01T09:07:30Z")], deleted: vec![],
-            reasons: vec!["SuccessfulCreate"], requeue_at: Some("2024-05-01T09:14:30Z") },
+            children: vec![job("2024-05-01T09:00:00Z", State::Active)],
+            now: "2024-05-01T09:05:01Z",
+            created: vec![name("2024-05-01T09:05:00Z")],
+            deleted: vec![name("2024-05-01T09:00:00Z")],
+            reasons: vec!["SuccessfulDelete", "SuccessfulCreate"],
+            requeue_at: Some("2024-05-01T09:10:00Z"),
+        },
+        Case {
+            what: "Allow runs alongside active jobs",
+            spec: json!({}),
+            status: json!({"lastScheduleTime": "2024-05-01T09:00:00Z", "active": [active_ref("2024-05-01T09:00:00Z")]}),
+            children: vec![job("2024-05-01T09:00:00Z", State::Active)],
+            now: "2024-05-01T09:05:01Z",
+            created: vec![name("2024-05-01T09:05:00Z")],
+            deleted: vec![],
+            reasons: vec!["SuccessfulCreate"],
+            requeue_at: Some("2024-05-01T09:10:00Z"),
+        },
+        Case {
+            what: "a run recorded only on its Job (status write lost) is not repeated",
+            spec: json!({}),
+            status: json!({}),
+            children: vec![job("2024-05-01T09:05:00Z", State::Active)],
+            now: "2024-05-01T09:06:00Z",
+            created: vec![],
+            deleted: vec![],
+            reasons: vec![],
+            requeue_at: Some("2024-05-01T09:10:00Z"),
+        },
+        Case {
+            what: "a suspended CronJob starts nothing and is not requeued",
+            spec: json!({"suspend": true}),
+            status: json!({}),
+            children: vec![],
+            now: "2024-05-01T09:05:10Z",
+            created: vec![],
+            deleted: vec![],
+            reasons: vec![],
+            requeue_at: None,
+        },
+        Case {
+            what: "a schedule that never fires is reported and not requeued",
+            spec: json!({"schedule": "0 0 30 2 *"}),
+            status: json!({}),
+            children: vec![],
+            now: "2024-05-01T09:05:10Z",
+            created: vec![],
+            deleted: vec![],
+            reasons: vec!["InvalidSchedule"],
+            requeue_at: None,
+        },
+        Case {
+            what: "an unparseable schedule is reported and not requeued",
+            spec: json!({"schedule": "61 * * * *"}),
+            status: json!({}),
+            children: vec![],
+            now: "2024-05-01T09:05:10Z",
+            created: vec![],
+            deleted: vec![],
+            reasons: vec!["UnparseableSchedule"],
+            requeue_at: None,
+        },
+        Case {
+            what: "an unknown time zone is reported and not requeued",
+            spec: json!({"timeZone": "Mars/Olympus_Mons"}),
+            status: json!({}),
+            children: vec![],
+            now: "2024-05-01T09:05:10Z",
+            created: vec![],
+            deleted: vec![],
+            reasons: vec!["UnknownTimeZone"],
+            requeue_at: None,
+        },
+        Case {
+            what: "TZ inside the schedule is reported and not run",
+            spec: json!({"schedule": "TZ=UTC */5 * * * *"}),
+            status: json!({}),
+            children: vec![],
+            now: "2024-05-01T09:05:10Z",
+            created: vec![],
+            deleted: vec![],
+            reasons: vec!["UnsupportedSchedule"],
+            requeue_at: None,
+        },
+        Case {
+            what: "other invalid fields are reported as InvalidSpec",
+            spec: json!({"concurrencyPolicy": "Sometimes"}),
+            status: json!({}),
+            children: vec![],
+            now: "2024-05-01T09:05:10Z",
+            created: vec![],
+            deleted: vec![],
+            reasons: vec!["InvalidSpec"],
+            requeue_at: None,
+        },
+        Case {
+            what: "the 31st skips to the next month that has one",
+            spec: json!({"schedule": "0 0 31 * *"}),
+            status: json!({"lastScheduleTime": "2024-01-31T00:00:00Z"}),
+            children: vec![],
+            now: "2024-03-31T00:00:30Z",
+            created: vec![name("2024-03-31T00:00:00Z")],
+            deleted: vec![],
+            reasons: vec!["SuccessfulCreate"],
+            requeue_at: Some("2024-05-31T00:00:00Z"),
+        },
+        Case {
+            what: "@every runs are anchored to the creation time",
+            spec: json!({"schedule": "@every 7m"}),
+            status: json!({}),
+            children: vec![],
+            now: "2024-05-01T09:10:00Z",
+            created: vec![name("2024-05-01T09:07:30Z")],
+            deleted: vec![],
+            reasons: vec!["SuccessfulCreate"],
+            requeue_at: Some("2024-05-01T09:14:30Z"),
+        },
     ];
     for c in cases {
         let parent = cron_job(c.spec.clone(), c.status.clone());
@@ -217,13 +413,22 @@ fn scheduling_decisions_follow_upstream() {
         assert_eq!(out.created_names(), c.created, "{}: created", c.what);
         assert_eq!(out.deleted(), c.deleted, "{}: deleted", c.what);
         assert_eq!(out.reasons(), c.reasons, "{}: events", c.what);
-        assert_eq!(out.requeue_at(c.now).as_deref(), c.requeue_at, "{}: requeue", c.what);
+        assert_eq!(
+            out.requeue_at(c.now).as_deref(),
+            c.requeue_at,
+            "{}: requeue",
+            c.what
+        );
     }
 }
 
 #[test]
 fn the_job_carries_the_template_and_its_scheduled_time() {
-    let out = run(&cron_job(json!({"timeZone": "America/New_York"}), json!({})), &[], "2024-05-01T09:05:10Z");
+    let out = run(
+        &cron_job(json!({"timeZone": "America/New_York"}), json!({})),
+        &[],
+        "2024-05-01T09:05:10Z",
+    );
     let job = out.created()[0];
     assert_eq!(job["apiVersion"], "batch/v1");
     assert_eq!(job["kind"], "Job");
@@ -235,20 +440,43 @@ fn the_job_carries_the_template_and_its_scheduled_time() {
         json!({"team": "a", "batch.tutorial.kubebuilder.io/scheduled-at": "2024-05-01T09:05:00Z",
                "batch.kubernetes.io/cronjob-scheduled-timestamp": "2024-05-01T05:05:00-04:00"})
     );
-    assert_eq!(job["spec"]["template"]["spec"]["restartPolicy"], "OnFailure");
-    assert_eq!(out.events()[0], (EventType::Normal, "SuccessfulCreate", "Created job hello-28575905"));
+    assert_eq!(
+        job["spec"]["template"]["spec"]["restartPolicy"],
+        "OnFailure"
+    );
+    assert_eq!(
+        out.events()[0],
+        (
+            EventType::Normal,
+            "SuccessfulCreate",
+            "Created job hello-28575905"
+        )
+    );
 }
 
 #[test]
 fn the_status_is_rebuilt_from_the_children() {
     let children = [
-        job("2024-05-01T09:00:00Z", State::Complete("2024-05-01T09:00:02Z", "2024-05-01T09:01:00Z")),
-        job("2024-05-01T09:05:00Z", State::Failed("2024-05-01T09:05:02Z")),
+        job(
+            "2024-05-01T09:00:00Z",
+            State::Complete("2024-05-01T09:00:02Z", "2024-05-01T09:01:00Z"),
+        ),
+        job(
+            "2024-05-01T09:05:00Z",
+            State::Failed("2024-05-01T09:05:02Z"),
+        ),
         job("2024-05-01T09:10:00Z", State::Active),
     ];
-    let out = run(&cron_job(json!({}), json!({})), &children, "2024-05-01T09:11:00Z");
+    let out = run(
+        &cron_job(json!({}), json!({})),
+        &children,
+        "2024-05-01T09:11:00Z",
+    );
     let status = out.status();
-    assert_eq!(status["active"], json!([active_ref("2024-05-01T09:10:00Z")]));
+    assert_eq!(
+        status["active"],
+        json!([active_ref("2024-05-01T09:10:00Z")])
+    );
     assert_eq!(status["lastScheduleTime"], "2024-05-01T09:10:00Z");
     assert_eq!(status["lastSuccessfulTime"], "2024-05-01T09:01:00Z");
     assert_eq!(status["conditions"][0]["type"], "Valid");
@@ -261,8 +489,15 @@ fn the_status_is_rebuilt_from_the_children() {
 #[test]
 fn stored_times_never_move_backwards() {
     let status = json!({"lastScheduleTime": "2024-05-01T09:20:00Z", "lastSuccessfulTime": "2024-05-01T09:21:00Z"});
-    let children = [job("2024-05-01T09:00:00Z", State::Complete("2024-05-01T09:00:02Z", "2024-05-01T09:01:00Z"))];
-    let out = run(&cron_job(json!({}), status), &children, "2024-05-01T09:22:00Z");
+    let children = [job(
+        "2024-05-01T09:00:00Z",
+        State::Complete("2024-05-01T09:00:02Z", "2024-05-01T09:01:00Z"),
+    )];
+    let out = run(
+        &cron_job(json!({}), status),
+        &children,
+        "2024-05-01T09:22:00Z",
+    );
     assert_eq!(out.status()["lastScheduleTime"], "2024-05-01T09:20:00Z");
     assert_eq!(out.status()["lastSuccessfulTime"], "2024-05-01T09:21:00Z");
 }
@@ -272,60 +507,153 @@ fn a_new_run_is_recorded_as_the_last_scheduled_time_after_the_create() {
     let out = run(&cron_job(json!({}), json!({})), &[], "2024-05-01T09:05:10Z");
     assert_eq!(out.status()["lastScheduleTime"], "2024-05-01T09:05:00Z");
     let position = |pred: fn(&Action) -> bool| out.0.iter().position(pred).unwrap();
-    assert!(position(|a| matches!(a, Action::Create(_))) < position(|a| matches!(a, Action::SetStatus(_))));
+    assert!(
+        position(|a| matches!(a, Action::Create(_)))
+            < position(|a| matches!(a, Action::SetStatus(_)))
+    );
     assert!(matches!(out.0.last(), Some(Action::RequeueAfterMs(_))));
 }
 
 #[test]
 fn history_limits_delete_the_oldest_finished_jobs_first() {
     let children = [
-        job("2024-05-01T08:00:00Z", State::Complete("2024-05-01T08:00:01Z", "2024-05-01T08:01:00Z")),
-        job("2024-05-01T08:05:00Z", State::Complete("2024-05-01T08:05:01Z", "2024-05-01T08:06:00Z")),
-        job("2024-05-01T08:10:00Z", State::Complete("2024-05-01T08:10:01Z", "2024-05-01T08:11:00Z")),
-        job("2024-05-01T08:15:00Z", State::Complete("2024-05-01T08:15:01Z", "2024-05-01T08:16:00Z")),
-        job("2024-05-01T08:20:00Z", State::Complete("2024-05-01T08:20:01Z", "2024-05-01T08:21:00Z")),
-        job("2024-05-01T08:25:00Z", State::Failed("2024-05-01T08:25:01Z")),
-        job("2024-05-01T08:30:00Z", State::Failed("2024-05-01T08:30:01Z")),
+        job(
+            "2024-05-01T08:00:00Z",
+            State::Complete("2024-05-01T08:00:01Z", "2024-05-01T08:01:00Z"),
+        ),
+        job(
+            "2024-05-01T08:05:00Z",
+            State::Complete("2024-05-01T08:05:01Z", "2024-05-01T08:06:00Z"),
+        ),
+        job(
+            "2024-05-01T08:10:00Z",
+            State::Complete("2024-05-01T08:10:01Z", "2024-05-01T08:11:00Z"),
+        ),
+        job(
+            "2024-05-01T08:15:00Z",
+            State::Complete("2024-05-01T08:15:01Z", "2024-05-01T08:16:00Z"),
+        ),
+        job(
+            "2024-05-01T08:20:00Z",
+            State::Complete("2024-05-01T08:20:01Z", "2024-05-01T08:21:00Z"),
+        ),
+        job(
+            "2024-05-01T08:25:00Z",
+            State::Failed("2024-05-01T08:25:01Z"),
+        ),
+        job(
+            "2024-05-01T08:30:00Z",
+            State::Failed("2024-05-01T08:30:01Z"),
+        ),
         job("2024-05-01T08:35:00Z", State::Active),
     ];
     let status = json!({"lastScheduleTime": "2024-05-01T08:35:00Z"});
-    let out = run(&cron_job(json!({}), status), &children, "2024-05-01T08:36:00Z");
-    let names = |at: &[&str]| at.iter().map(|a| job_name("hello", t(a))).collect::<Vec<_>>();
-    assert_eq!(out.deleted(), names(&["2024-05-01T08:00:00Z", "2024-05-01T08:05:00Z", "2024-05-01T08:25:00Z"]));
+    let out = run(
+        &cron_job(json!({}), status),
+        &children,
+        "2024-05-01T08:36:00Z",
+    );
+    let names = |at: &[&str]| {
+        at.iter()
+            .map(|a| job_name("hello", t(a)))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        out.deleted(),
+        names(&[
+            "2024-05-01T08:00:00Z",
+            "2024-05-01T08:05:00Z",
+            "2024-05-01T08:25:00Z"
+        ])
+    );
     assert_eq!(out.reasons(), vec!["SuccessfulDelete"; 3]);
-    assert_eq!(out.events()[0].2, format!("Deleted job {}", job_name("hello", t("2024-05-01T08:00:00Z"))));
+    assert_eq!(
+        out.events()[0].2,
+        format!(
+            "Deleted job {}",
+            job_name("hello", t("2024-05-01T08:00:00Z"))
+        )
+    );
 }
 
 #[test]
 fn history_limits_of_zero_keep_nothing_and_unset_limits_keep_everything() {
     let children = [
-        job("2024-05-01T08:00:00Z", State::Complete("2024-05-01T08:00:01Z", "2024-05-01T08:01:00Z")),
-        job("2024-05-01T08:05:00Z", State::Failed("2024-05-01T08:05:01Z")),
+        job(
+            "2024-05-01T08:00:00Z",
+            State::Complete("2024-05-01T08:00:01Z", "2024-05-01T08:01:00Z"),
+        ),
+        job(
+            "2024-05-01T08:05:00Z",
+            State::Failed("2024-05-01T08:05:01Z"),
+        ),
     ];
     let zero = json!({"successfulJobsHistoryLimit": 0, "failedJobsHistoryLimit": 0});
-    assert_eq!(run(&cron_job(zero, json!({})), &children, "2024-05-01T08:06:00Z").deleted().len(), 2);
+    assert_eq!(
+        run(
+            &cron_job(zero, json!({})),
+            &children,
+            "2024-05-01T08:06:00Z"
+        )
+        .deleted()
+        .len(),
+        2
+    );
     let unset = json!({"successfulJobsHistoryLimit": null, "failedJobsHistoryLimit": null});
-    assert_eq!(run(&cron_job(unset, json!({})), &children, "2024-05-01T08:06:00Z").deleted().len(), 0);
+    assert_eq!(
+        run(
+            &cron_job(unset, json!({})),
+            &children,
+            "2024-05-01T08:06:00Z"
+        )
+        .deleted()
+        .len(),
+        0
+    );
 }
 
 #[test]
 fn jobs_already_being_deleted_are_not_deleted_again() {
-    let mut old = job("2024-05-01T08:00:00Z", State::Failed("2024-05-01T08:00:01Z"));
+    let mut old = job(
+        "2024-05-01T08:00:00Z",
+        State::Failed("2024-05-01T08:00:01Z"),
+    );
     old.0["metadata"]["deletionTimestamp"] = json!("2024-05-01T08:06:00Z");
-    let newer = job("2024-05-01T08:05:00Z", State::Failed("2024-05-01T08:05:01Z"));
-    let out = run(&cron_job(json!({}), json!({})), &[old, newer], "2024-05-01T08:06:00Z");
+    let newer = job(
+        "2024-05-01T08:05:00Z",
+        State::Failed("2024-05-01T08:05:01Z"),
+    );
+    let out = run(
+        &cron_job(json!({}), json!({})),
+        &[old, newer],
+        "2024-05-01T08:06:00Z",
+    );
     assert_eq!(out.deleted(), Vec::<&str>::new());
 }
 
 #[test]
 fn history_is_cleaned_up_even_while_suspended_or_invalid() {
     let children = [
-        job("2024-05-01T08:00:00Z", State::Failed("2024-05-01T08:00:01Z")),
-        job("2024-05-01T08:05:00Z", State::Failed("2024-05-01T08:05:01Z")),
+        job(
+            "2024-05-01T08:00:00Z",
+            State::Failed("2024-05-01T08:00:01Z"),
+        ),
+        job(
+            "2024-05-01T08:05:00Z",
+            State::Failed("2024-05-01T08:05:01Z"),
+        ),
     ];
     for spec in [json!({"suspend": true}), json!({"schedule": "bogus"})] {
-        let out = run(&cron_job(spec.clone(), json!({})), &children, "2024-05-01T08:06:00Z");
-        assert_eq!(out.deleted(), vec![job_name("hello", t("2024-05-01T08:00:00Z"))], "{spec}");
+        let out = run(
+            &cron_job(spec.clone(), json!({})),
+            &children,
+            "2024-05-01T08:06:00Z",
+        );
+        assert_eq!(
+            out.deleted(),
+            vec![job_name("hello", t("2024-05-01T08:00:00Z"))],
+            "{spec}"
+        );
         assert_eq!(out.requeue_ms(), None, "{spec}");
     }
 }
@@ -337,17 +665,39 @@ fn changes_since_the_stored_status_are_reported_as_upstream_does() {
     let mut stranger = job("2024-05-01T08:30:00Z", State::Active);
     stranger.0["metadata"]["name"] = json!("hand-made");
     stranger.0["metadata"]["annotations"] = json!({});
-    let children = [job("2024-05-01T09:00:00Z", State::Failed("2024-05-01T09:00:01Z")), stranger];
-    let out = run(&cron_job(json!({}), status), &children, "2024-05-01T09:06:00Z");
+    let children = [
+        job(
+            "2024-05-01T09:00:00Z",
+            State::Failed("2024-05-01T09:00:01Z"),
+        ),
+        stranger,
+    ];
+    let out = run(
+        &cron_job(json!({}), status),
+        &children,
+        "2024-05-01T09:06:00Z",
+    );
     let missing = job_name("hello", t("2024-05-01T08:55:00Z"));
     let completed = job_name("hello", t("2024-05-01T09:00:00Z"));
     assert_eq!(
         out.events(),
         vec![
             // Children are visited in name order.
-            (EventType::Warning, "UnexpectedJob", "Saw a job that the controller did not create or forgot: hand-made"),
-            (EventType::Normal, "SawCompletedJob", format!("Saw completed job: {completed}, condition: Failed").as_str()),
-            (EventType::Normal, "MissingJob", format!("Active job went missing: {missing}").as_str()),
+            (
+                EventType::Warning,
+                "UnexpectedJob",
+                "Saw a job that the controller did not create or forgot: hand-made"
+            ),
+            (
+                EventType::Normal,
+                "SawCompletedJob",
+                format!("Saw completed job: {completed}, condition: Failed").as_str()
+            ),
+            (
+                EventType::Normal,
+                "MissingJob",
+                format!("Active job went missing: {missing}").as_str()
+            ),
         ]
     );
 }
@@ -358,7 +708,11 @@ fn an_invalid_cronjob_warns_once_and_keeps_a_condition() {
     let first = run(&parent, &[], "2024-05-01T09:05:10Z");
     assert_eq!(
         first.events(),
-        vec![(EventType::Warning, "UnparseableSchedule", "unparseable schedule: \"* * * *\" : expected exactly 5 fields, found 4: [* * * *]")]
+        vec![(
+            EventType::Warning,
+            "UnparseableSchedule",
+            "unparseable schedule: \"* * * *\" : expected exactly 5 fields, found 4: [* * * *]"
+        )]
     );
     let condition = &first.status()["conditions"][0];
     assert_eq!(condition["type"], "Valid");
@@ -368,12 +722,20 @@ fn an_invalid_cronjob_warns_once_and_keeps_a_condition() {
     assert_eq!(first.requeue_ms(), None);
 
     // With that condition stored, a later pass says nothing new.
-    let again = run(&cron_job(json!({"schedule": "* * * *"}), first.status().clone()), &[], "2024-05-01T09:20:00Z");
+    let again = run(
+        &cron_job(json!({"schedule": "* * * *"}), first.status().clone()),
+        &[],
+        "2024-05-01T09:20:00Z",
+    );
     assert_eq!(again.events(), vec![]);
     assert_eq!(again.status(), first.status());
 
     // Fixed: the condition turns True and scheduling resumes.
-    let fixed = run(&cron_job(json!({}), first.status().clone()), &[], "2024-05-01T09:20:00Z");
+    let fixed = run(
+        &cron_job(json!({}), first.status().clone()),
+        &[],
+        "2024-05-01T09:20:00Z",
+    );
     assert_eq!(fixed.status()["conditions"][0]["status"], "True");
     assert_eq!(fixed.created_names().len(), 1);
 }
@@ -390,7 +752,11 @@ fn a_cronjob_being_deleted_starts_nothing() {
 #[test]
 fn objects_other_than_jobs_are_ignored() {
     let pod = Object(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}));
-    let out = run(&cron_job(json!({}), json!({})), &[pod], "2024-05-01T09:03:00Z");
+    let out = run(
+        &cron_job(json!({}), json!({})),
+        &[pod],
+        "2024-05-01T09:03:00Z",
+    );
     assert_eq!(out.status().get("active"), None);
 }
 
@@ -420,7 +786,10 @@ fn a_daily_0230_in_new_york_follows_dst_as_upstream_does() {
             Some("2024-11-03T02:30:00-05:00"), "2024-11-04T07:30:00Z"),
     ];
     for (what, last, now, want, next) in cases {
-        let parent = cron_job(spec.clone(), json!({"lastScheduleTime": t(last).to_rfc3339()}));
+        let parent = cron_job(
+            spec.clone(),
+            json!({"lastScheduleTime": t(last).to_rfc3339()}),
+        );
         let now_utc = t(now).to_rfc3339();
         let out = run(&parent, &[], &now_utc);
         let want: Vec<String> = want.iter().map(|w| job_name("hello", t(w))).collect();
@@ -432,10 +801,30 @@ fn a_daily_0230_in_new_york_follows_dst_as_upstream_does() {
 #[test]
 fn a_daily_0130_in_new_york_runs_twice_when_clocks_fall_back() {
     let spec = json!({"schedule": "30 1 * * *", "timeZone": "America/New_York"});
-    let first = run(&cron_job(spec.clone(), json!({"lastScheduleTime": "2024-11-02T05:30:00Z"})), &[], "2024-11-03T05:30:05Z");
-    assert_eq!(first.created()[0]["metadata"]["annotations"]["batch.kubernetes.io/cronjob-scheduled-timestamp"], "2024-11-03T01:30:00-04:00");
-    assert_eq!(first.requeue_at("2024-11-03T05:30:05Z").as_deref(), Some("2024-11-03T06:30:00Z"));
-    let second = run(&cron_job(spec, first.status().clone()), &[], "2024-11-03T06:30:05Z");
-    assert_eq!(second.created()[0]["metadata"]["annotations"]["batch.kubernetes.io/cronjob-scheduled-timestamp"], "2024-11-03T01:30:00-05:00");
+    let first = run(
+        &cron_job(
+            spec.clone(),
+            json!({"lastScheduleTime": "2024-11-02T05:30:00Z"}),
+        ),
+        &[],
+        "2024-11-03T05:30:05Z",
+    );
+    assert_eq!(
+        first.created()[0]["metadata"]["annotations"]["batch.kubernetes.io/cronjob-scheduled-timestamp"],
+        "2024-11-03T01:30:00-04:00"
+    );
+    assert_eq!(
+        first.requeue_at("2024-11-03T05:30:05Z").as_deref(),
+        Some("2024-11-03T06:30:00Z")
+    );
+    let second = run(
+        &cron_job(spec, first.status().clone()),
+        &[],
+        "2024-11-03T06:30:05Z",
+    );
+    assert_eq!(
+        second.created()[0]["metadata"]["annotations"]["batch.kubernetes.io/cronjob-scheduled-timestamp"],
+        "2024-11-03T01:30:00-05:00"
+    );
     assert_ne!(first.created_names(), second.created_names());
 }

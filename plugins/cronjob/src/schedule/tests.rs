@@ -6,7 +6,9 @@ use super::*;
 use chrono_tz::Tz;
 
 fn t(text: &str) -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339(text).unwrap().with_timezone(&Utc)
+    DateTime::parse_from_rfc3339(text)
+        .unwrap()
+        .with_timezone(&Utc)
 }
 
 fn zone(name: &str) -> Tz {
@@ -19,7 +21,9 @@ fn upcoming(spec: &str, tz: &str, start: &str, n: usize) -> Vec<DateTime<Utc>> {
     let mut out = Vec::new();
     let mut at = t(start);
     for _ in 0..n {
-        at = schedule.next(at).unwrap_or_else(|| panic!("{spec}: no next after {at}"));
+        at = schedule
+            .next(at)
+            .unwrap_or_else(|| panic!("{spec}: no next after {at}"));
         out.push(at);
     }
     out
@@ -98,7 +102,11 @@ fn schedules_fire_when_upstream_fires_them() {
     ];
     for (what, spec, tz, start, want) in cases {
         let want: Vec<_> = want.iter().map(|w| t(w)).collect();
-        assert_eq!(upcoming(spec, tz, start, want.len()), want, "{what}: {spec:?} in {tz} after {start}");
+        assert_eq!(
+            upcoming(spec, tz, start, want.len()),
+            want,
+            "{what}: {spec:?} in {tz} after {start}"
+        );
     }
 }
 
@@ -131,7 +139,11 @@ fn malformed_schedules_are_refused_with_robfigs_reasons() {
         ("TZ=Nowhere/Land * * * * *", "provided bad location Nowhere/Land: unknown time zone Nowhere/Land"),
     ];
     for (spec, want) in cases {
-        assert_eq!(parse(spec, chrono_tz::UTC).map(|_| ()), Err(ScheduleError(want.to_string())), "{spec:?}");
+        assert_eq!(
+            parse(spec, chrono_tz::UTC).map(|_| ()),
+            Err(ScheduleError(want.to_string())),
+            "{spec:?}"
+        );
     }
 }
 
@@ -142,21 +154,37 @@ mod cron_crate {
     use std::str::FromStr;
 
     fn first_after(quartz: &str, start: &str) -> DateTime<Utc> {
-        cron::Schedule::from_str(quartz).unwrap().after(&t(start)).next().unwrap()
+        cron::Schedule::from_str(quartz)
+            .unwrap()
+            .after(&t(start))
+            .next()
+            .unwrap()
     }
 
     #[test]
     fn cron_crate_ands_day_of_month_with_day_of_week() {
         // "the 1st, or any Monday": robfig's next is Monday the 29th; the cron crate waits for a 1st that is a Monday.
-        assert_eq!(first_after("0 0 0 1 * MON", "2024-01-25T00:00:00Z"), t("2024-04-01T00:00:00Z"));
-        assert_eq!(upcoming("0 0 1 * MON", "UTC", "2024-01-25T00:00:00Z", 1), vec![t("2024-01-29T00:00:00Z")]);
+        assert_eq!(
+            first_after("0 0 0 1 * MON", "2024-01-25T00:00:00Z"),
+            t("2024-04-01T00:00:00Z")
+        );
+        assert_eq!(
+            upcoming("0 0 1 * MON", "UTC", "2024-01-25T00:00:00Z", 1),
+            vec![t("2024-01-29T00:00:00Z")]
+        );
     }
 
     #[test]
     fn cron_crate_numbers_weekdays_from_one_for_sunday() {
         // Weekday 1 is Sunday there, Monday in standard cron.
-        assert_eq!(first_after("0 0 0 * * 1", "2024-06-01T00:00:00Z"), t("2024-06-02T00:00:00Z"));
-        assert_eq!(upcoming("0 0 * * 1", "UTC", "2024-06-01T00:00:00Z", 1), vec![t("2024-06-03T00:00:00Z")]);
+        assert_eq!(
+            first_after("0 0 0 * * 1", "2024-06-01T00:00:00Z"),
+            t("2024-06-02T00:00:00Z")
+        );
+        assert_eq!(
+            upcoming("0 0 * * 1", "UTC", "2024-06-01T00:00:00Z", 1),
+            vec![t("2024-06-03T00:00:00Z")]
+        );
     }
 
     #[test]
