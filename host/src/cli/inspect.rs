@@ -1,0 +1,68 @@
+//! `host inspect PLUGIN.wasm`.
+
+use std::path::PathBuf;
+
+use serde_json::json;
+
+use super::{Failure, OutputFormat, SandboxArgs};
+use crate::sandbox::contract;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The plugin component (.wasm).
+    plugin: PathBuf,
+    /// Output format: human-readable text by default.
+    #[arg(long, short)]
+    output: Option<OutputFormat>,
+}
+
+pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
+    let sandbox = sandbox.sandbox().map_err(|e| Failure::bad_input(format!("{e:#}")))?;
+    let plugin = sandbox.load_file(&args.plugin).map_err(|e| Failure::plugin(crate::error_chain(&e)))?;
+    let m = plugin.manifest();
+    let info = plugin.info();
+    let crd_names: Vec<&str> = m.crds.iter().filter_map(|c| c["metadata"]["name"].as_str()).collect();
+    let doc = json!({
+        "file": args.plugin,
+        "manifest": m,
+        "info": info,
+        "hostContractVersion": contract::host_version().to_string(),
+    });
+    match args.output {
+        Some(OutputFormat::Json) => println!("{}", serde_json::to_string_pretty(&doc).expect("serializable")),
+        Some(OutputFormat::Yaml) => print!("{}", serde_yaml::to_string(&doc).expect("serializable")),
+        None => {
+            let children: Vec<String> = m.children.iter().map(ToString::to_string).collect();
+            println!("Plugin:     {} {}", m.name, m.version);
+            println!("File:       {} ({})", args.plugin.display(), human_size(info.size_bytes));
+            println!("Digest:     sha256:{}", info.digest);
+            println!(
+                "Contract:   operator:plugin@{} (this host: {}, accepts {})",
+                info.contract_version,
+                contract::host_version(),
+                contract::host_version().compatible_range()
+            );
+            println!("Parent:     {}", m.parent);
+            println!("Children:   {}", or_none(&children.join("; ")));
+            println!("CRDs:       {}", or_none(&crd_names.join(", ")));
+            println!("Finalizer:  {}", m.finalizer.as_deref().unwrap_or("<none>"));
+            println!("Exports:");
+            info.exports.iter().for_each(|e| println!("  {e}"));
+            println!("Imports:");
+            info.imports.iter().for_each(|i| println!("  {i}"));
+        }
+    }
+    Ok(())
+}
+
+fn or_none(s: &str) -> &str {
+    if s.is_empty() { "<none>" } else { s }
+}
+
+fn human_size(bytes: usize) -> String {
+    match bytes {
+        b if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / f64::from(1 << 20)),
+        b if b >= 1 << 10 => format!("{:.1} KiB", b as f64 / f64::from(1 << 10)),
+        b => format!("{b} B"),
+    }
+}

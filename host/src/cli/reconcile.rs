@@ -1,0 +1,70 @@
+//! `host reconcile`: one offline reconcile, printing the actions.
+
+use std::path::{Path, PathBuf};
+
+use operator_plugin_sdk::Time;
+use serde_json::{Value, json};
+
+use super::{Failure, OutputFormat, SandboxArgs, input};
+use crate::sandbox::CallError;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The plugin component (.wasm).
+    #[arg(long)]
+    plugin: PathBuf,
+    /// The parent object (YAML or JSON).
+    #[arg(long)]
+    parent: PathBuf,
+    /// The children: multi-document YAML, a JSON array or a List. An empty
+    /// or missing file means no children.
+    #[arg(long)]
+    children: Option<PathBuf>,
+    /// The clock reading to reconcile at (RFC 3339). Default: now.
+    #[arg(long, value_parser = parse_time)]
+    now: Option<Time>,
+    #[arg(long, short, default_value = "json")]
+    output: OutputFormat,
+}
+
+fn parse_time(text: &str) -> Result<Time, String> {
+    Time::parse_rfc3339(text).map_err(|e| format!("{e} (expected RFC 3339, e.g. 2026-01-01T00:00:00Z)"))
+}
+
+pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
+    let parent = input::read_object(&args.parent).map_err(Failure::bad_input)?;
+    let children = match &args.children {
+        Some(path) => read_children(path)?,
+        None => Vec::new(),
+    };
+    let now = args.now.unwrap_or_else(|| Time::from(chrono::Utc::now()));
+    let sandbox = sandbox.sandbox().map_err(|e| Failure::bad_input(format!("{e:#}")))?;
+    let plugin = sandbox.load_file(&args.plugin).map_err(|e| Failure::plugin(crate::error_chain(&e)))?;
+    let children: Vec<String> = children.iter().map(Value::to_string).collect();
+    match plugin.reconcile_blocking(&parent.to_string(), &children, now.unix_millis()) {
+        Ok(actions) => {
+            print(&serde_json::to_value(&actions).expect("actions serialize"), args.output);
+            Ok(())
+        }
+        Err(CallError::Plugin { error, .. }) => {
+            print(&json!({"error": error}), args.output);
+            Err(Failure { code: 3, message: String::new() })
+        }
+        Err(e) => Err(Failure::plugin(e)),
+    }
+}
+
+fn read_children(path: &Path) -> Result<Vec<Value>, Failure> {
+    if !path.exists() {
+        eprintln!("note: children file {} does not exist; reconciling with no children", path.display());
+        return Ok(Vec::new());
+    }
+    input::read_objects(path).map_err(Failure::bad_input)
+}
+
+fn print(value: &Value, format: OutputFormat) {
+    match format {
+        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(value).expect("serializable")),
+        OutputFormat::Yaml => print!("{}", serde_yaml::to_string(value).expect("serializable")),
+    }
+}

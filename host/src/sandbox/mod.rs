@@ -1,0 +1,168 @@
+//! The sandbox: where plugin code runs.
+//!
+//! 1. One [`Sandbox`] per process holds the wasmtime `Engine` (pooling
+//!    allocator, epoch interruption) and a ticker thread that advances the
+//!    epoch, so every call has a wall-clock deadline.
+//! 2. [`Sandbox::load`] compiles a plugin once (or loads the precompiled
+//!    artifact from the [cache](cache)), checks the contract version, links
+//!    it against the only imports a plugin gets (a capped `log`, and WASI
+//!    with nothing in it: no files, no env, no sockets, a clock that reads
+//!    the call's `now`, seeded randomness) and reads its manifest.
+//! 3. Each call gets a fresh `Store` from the plugin's `InstancePre`, with a
+//!    memory cap and the deadline; a failure becomes a [`CallError`] that
+//!    names the plugin and the cause.
+//!
+//! Everything a plugin may do is decided here, in one place; defaults deny.
+
+mod bindings;
+pub mod cache;
+pub mod contract;
+mod error;
+mod limits;
+mod plugin;
+mod stdio;
+mod wasi;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+pub use bindings::InvalidOutput;
+pub use cache::{CacheOutcome, PrecompiledCache};
+pub use error::{CallError, LoadError};
+pub use plugin::{LoadedPlugin, PluginInfo};
+
+/// Limits and resources of the sandbox. Every default is chosen to deny or
+/// bound; see each field.
+#[derive(Clone, Debug)]
+pub struct SandboxConfig {
+    /// Wall-clock time one call may take. Default 1 s: a reconcile is a pure
+    /// function over in-memory JSON and takes micro- to milliseconds.
+    pub deadline: Duration,
+    /// Bytes each linear memory of a plugin instance may grow to.
+    /// Default 128 MiB, far above what a reconcile of thousands of children
+    /// needs, far below what would hurt the host.
+    pub memory_limit: usize,
+    /// Calls that may run at once (each holds one blocking thread).
+    /// Default: 2 × available cores, at least 2.
+    pub max_concurrent_calls: usize,
+    /// Bytes of stdout + stderr kept per call; the rest is dropped and
+    /// counted. Default 64 KiB.
+    pub output_cap: usize,
+    /// Bytes a plugin may send through the `log` import per call; the rest
+    /// is dropped and counted. Default 64 KiB.
+    pub log_cap: usize,
+    /// Where precompiled artifacts live. Default: none (compile each load).
+    pub cache: PrecompiledCache,
+    /// Granularity of the deadline. Default 5 ms.
+    pub epoch_tick: Duration,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
+        Self {
+            deadline: Duration::from_secs(1),
+            memory_limit: 128 << 20,
+            max_concurrent_calls: (2 * cores).max(2),
+            output_cap: 64 << 10,
+            log_cap: 64 << 10,
+            cache: PrecompiledCache::disabled(),
+            epoch_tick: Duration::from_millis(5),
+        }
+    }
+}
+
+/// The shared part of the sandbox that loaded plugins keep alive.
+pub(crate) struct Shared {
+    pub(crate) engine: Engine,
+    pub(crate) config: SandboxConfig,
+    pub(crate) linker: wasmtime::component::Linker<wasi::CallState>,
+    pub(crate) calls: tokio::sync::Semaphore,
+    compiles: std::sync::atomic::AtomicU64,
+}
+
+impl Shared {
+    pub(crate) fn deadline_ticks(&self) -> u64 {
+        let tick = self.config.epoch_tick.as_nanos().max(1);
+        // +1: the current tick may be about to end.
+        u64::try_from(self.config.deadline.as_nanos().div_ceil(tick)).unwrap_or(u64::MAX).saturating_add(1)
+    }
+}
+
+/// The engine and its limits; cheap to clone.
+#[derive(Clone)]
+pub struct Sandbox {
+    shared: Arc<Shared>,
+}
+
+impl Sandbox {
+    pub fn new(config: SandboxConfig) -> anyhow::Result<Self> {
+        let engine = Engine::new(&engine_config(&config))?;
+        let linker = wasi::linker(&engine)?;
+        let shared = Arc::new(Shared {
+            calls: tokio::sync::Semaphore::new(config.max_concurrent_calls.max(1)),
+            engine,
+            config,
+            linker,
+            compiles: Default::default(),
+        });
+        spawn_epoch_ticker(Arc::downgrade(&shared));
+        Ok(Self { shared })
+    }
+
+    pub fn config(&self) -> &SandboxConfig {
+        &self.shared.config
+    }
+
+    /// How many plugins this sandbox has compiled from source (cache misses).
+    pub fn compilations(&self) -> u64 {
+        self.shared.compiles.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Loads a plugin from its bytes. `label` names it in errors until its
+    /// manifest is read (usually the file or ConfigMap key).
+    pub fn load(&self, label: &str, bytes: &[u8]) -> Result<LoadedPlugin, LoadError> {
+        plugin::load(&self.shared, label, bytes)
+    }
+
+    /// Loads a plugin from a file.
+    pub fn load_file(&self, path: &std::path::Path) -> Result<LoadedPlugin, LoadError> {
+        let bytes = std::fs::read(path).map_err(|source| LoadError::Read { path: path.to_owned(), source })?;
+        self.load(&path.display().to_string(), &bytes)
+    }
+}
+
+fn engine_config(config: &SandboxConfig) -> Config {
+    let mut c = Config::new();
+    c.wasm_component_model(true);
+    c.epoch_interruption(true);
+    // Slots for the instances and memories of all concurrent calls, plus
+    // loads reading manifests. A component links a few core instances
+    // (the plugin, the WASI adapter and shims).
+    let slots = u32::try_from(config.max_concurrent_calls).unwrap_or(u32::MAX).saturating_mul(2).saturating_add(8);
+    let mut pool = PoolingAllocationConfig::default();
+    pool.total_component_instances(slots)
+        .total_core_instances(slots.saturating_mul(8))
+        .total_memories(slots.saturating_mul(4))
+        .total_tables(slots.saturating_mul(8))
+        .max_memory_size(config.memory_limit.next_multiple_of(64 << 10));
+    c.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    c
+}
+
+/// Advances the engine's epoch every tick until the sandbox is dropped.
+fn spawn_epoch_ticker(shared: std::sync::Weak<Shared>) {
+    std::thread::Builder::new()
+        .name("wasm-epoch".into())
+        .spawn(move || {
+            while let Some(s) = shared.upgrade() {
+                let tick = s.config.epoch_tick;
+                s.engine.increment_epoch();
+                drop(s);
+                std::thread::sleep(tick);
+            }
+        })
+        .expect("spawn epoch ticker thread");
+}

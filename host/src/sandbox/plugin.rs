@@ -1,0 +1,313 @@
+//! A loaded plugin: its compiled component, its `InstancePre`, its manifest,
+//! and the calls into it, each in a fresh Store.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use operator_plugin_sdk::{Action, FieldError, Manifest};
+use wasmtime::component::Component;
+use wasmtime::{Store, Trap};
+
+use super::bindings::{self, Plugin, PluginPre};
+use super::cache::{self, CacheOutcome};
+use super::contract::{self, Version};
+use super::error::{CallError, LoadError};
+use super::wasi::CallState;
+use super::Shared;
+
+/// What `host inspect` shows about a plugin besides its manifest.
+#[derive(Clone, Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PluginInfo {
+    /// SHA-256 of the component bytes.
+    pub digest: String,
+    pub size_bytes: usize,
+    /// The `operator:plugin` version the component was built against.
+    pub contract_version: String,
+    pub imports: Vec<String>,
+    pub exports: Vec<String>,
+    /// Whether this load compiled the component or used the cache.
+    #[serde(skip)]
+    pub cache: CacheOutcome,
+}
+
+/// A plugin ready to be called. Cheap to clone; calls may run concurrently.
+#[derive(Clone)]
+pub struct LoadedPlugin {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    shared: Arc<Shared>,
+    name: Arc<str>,
+    manifest: Manifest,
+    info: PluginInfo,
+    pre: PluginPre<CallState>,
+}
+
+pub(super) fn load(shared: &Arc<Shared>, label: &str, bytes: &[u8]) -> Result<LoadedPlugin, LoadError> {
+    let engine = &shared.engine;
+    if !wasmparser_is_component(bytes) {
+        return Err(LoadError::NotAComponent {
+            plugin: label.into(),
+            detail: if bytes.starts_with(b"\0asm") {
+                "it is a core Wasm module; build it as a component (`cargo build --target wasm32-wasip2` or `cargo component build`)".into()
+            } else {
+                "the bytes do not start with the Wasm magic number".into()
+            },
+        });
+    }
+    let digest = cache::digest(bytes);
+    let (component, outcome) = shared
+        .config
+        .cache
+        .load_or_compile(engine, &digest, || {
+            shared.compiles.fetch_add(1, Ordering::Relaxed);
+            Component::from_binary(engine, bytes)
+        })
+        .map_err(|e| LoadError::Compile { plugin: label.into(), detail: format!("{e:#}") })?;
+
+    let ty = component.component_type();
+    let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
+    let imports: Vec<String> = ty.imports(engine).map(|(n, _)| n.to_string()).collect();
+    let host = contract::host_version();
+    let found = match contract::exported_version(exports.iter().map(String::as_str)) {
+        Ok(Some(v)) => v,
+        Ok(None) => return Err(LoadError::MissingExport { plugin: label.into(), exports: exports.join(", ") }),
+        Err(detail) => return Err(LoadError::Manifest { plugin: label.into(), detail }),
+    };
+    if !found.compatible_with(host) {
+        return Err(LoadError::ContractMismatch { plugin: label.into(), found: found.to_string(), supported: host.compatible_range() });
+    }
+    // Also refuse a `log` import from another major version: the linker
+    // would report it as a missing import, which reads worse.
+    for (name, _) in ty.imports(engine) {
+        if let Some(v) = name.strip_prefix("operator:plugin/log@").and_then(Version::parse)
+            && !v.compatible_with(host)
+        {
+            return Err(LoadError::ContractMismatch { plugin: label.into(), found: v.to_string(), supported: host.compatible_range() });
+        }
+    }
+
+    let instance_pre = shared.linker.instantiate_pre(&component).map_err(|e| LoadError::Link {
+        plugin: label.into(),
+        import: format!("{e:#}"),
+    })?;
+    let pre = PluginPre::new(instance_pre).map_err(|e| LoadError::MissingExport { plugin: label.into(), exports: format!("{e:#}") })?;
+    let info = PluginInfo { digest, size_bytes: bytes.len(), contract_version: found.to_string(), imports, exports, cache: outcome };
+
+    let mut loading = Inner { shared: shared.clone(), name: label.into(), manifest: placeholder_manifest(), info, pre };
+    let manifest = loading
+        .call("manifest", 0, |store, plugin| Ok(plugin.operator_plugin_controller().call_manifest(store)?))
+        .map_err(|e| LoadError::ManifestCall { plugin: label.into(), source: Box::new(e) })?;
+    let manifest = bindings::manifest(manifest).map_err(|e| LoadError::Manifest { plugin: label.into(), detail: e.0 })?;
+    validate_manifest(&manifest).map_err(|detail| LoadError::Manifest { plugin: label.into(), detail })?;
+    loading.name = manifest.name.as_str().into();
+    loading.manifest = manifest;
+    Ok(LoadedPlugin { inner: Arc::new(loading) })
+}
+
+fn wasmparser_is_component(bytes: &[u8]) -> bool {
+    // Component binaries use layer 1 in the version field (bytes 6..8).
+    bytes.len() >= 8 && bytes.starts_with(b"\0asm") && bytes[6..8] == [1, 0]
+}
+
+fn placeholder_manifest() -> Manifest {
+    Manifest {
+        name: String::new(),
+        version: String::new(),
+        parent: operator_plugin_sdk::GroupVersionKind::new("", "", ""),
+        children: vec![],
+        crds: vec![],
+        finalizer: None,
+    }
+}
+
+/// Checks what the host relies on: a DNS-1123 label as name, a parent kind,
+/// CRDs that are CRDs.
+fn validate_manifest(m: &Manifest) -> Result<(), String> {
+    let dns_label = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 63
+            && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !s.starts_with('-')
+            && !s.ends_with('-')
+    };
+    if !dns_label(&m.name) {
+        return Err(format!("name {:?} must be a DNS-1123 label (lowercase letters, digits, '-')", m.name));
+    }
+    if m.parent.kind.is_empty() || m.parent.version.is_empty() {
+        return Err("parent must name a version and a kind".into());
+    }
+    for c in &m.children {
+        if c.kind.is_empty() || c.version.is_empty() {
+            return Err(format!("child kind {c} must name a version and a kind"));
+        }
+    }
+    for (i, crd) in m.crds.iter().enumerate() {
+        if crd["kind"] != "CustomResourceDefinition" || crd["apiVersion"] != "apiextensions.k8s.io/v1" {
+            return Err(format!("crds[{i}] is not an apiextensions.k8s.io/v1 CustomResourceDefinition"));
+        }
+    }
+    if let Some(f) = &m.finalizer
+        && !f.contains('/')
+    {
+        return Err(format!("finalizer {f:?} must be domain-qualified, e.g. example.com/cleanup"));
+    }
+    Ok(())
+}
+
+impl LoadedPlugin {
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    pub fn manifest(&self) -> &Manifest {
+        &self.inner.manifest
+    }
+
+    pub fn info(&self) -> &PluginInfo {
+        &self.inner.info
+    }
+
+    /// Runs `reconcile` on the calling thread. Use [`Self::reconcile`] from
+    /// async code.
+    pub fn reconcile_blocking(&self, parent: &str, children: &[String], now_ms: i64) -> Result<Vec<Action>, CallError> {
+        let result = self.inner.call("reconcile", now_ms, |store, plugin| {
+            Ok(plugin.operator_plugin_controller().call_reconcile(store, parent, children, now_ms)?)
+        })?;
+        match result {
+            Ok(actions) => bindings::actions(actions).map_err(|e| self.invalid("reconcile", e)),
+            Err(e) => Err(CallError::Plugin { plugin: self.name().into(), error: bindings::reconcile_error(e) }),
+        }
+    }
+
+    /// Runs `validate` on the calling thread.
+    pub fn validate_blocking(&self, object: &str, old: Option<&str>) -> Result<Vec<FieldError>, CallError> {
+        let errors = self.inner.call("validate", 0, |store, plugin| {
+            Ok(plugin.operator_plugin_controller().call_validate(store, object, old)?)
+        })?;
+        Ok(errors.into_iter().map(bindings::field_error).collect())
+    }
+
+    /// Runs `default` on the calling thread; the result is checked to be a
+    /// JSON object.
+    pub fn default_blocking(&self, object: &str) -> Result<serde_json::Value, CallError> {
+        let result = self.inner.call("default", 0, |store, plugin| Ok(plugin.operator_plugin_controller().call_default(store, object)?))?;
+        match result {
+            Ok(text) => match serde_json::from_str::<serde_json::Value>(&text) {
+                Ok(v) if v.is_object() => Ok(v),
+                Ok(_) => Err(self.invalid("default", bindings::InvalidOutput("the defaulted object must be a JSON object".into()))),
+                Err(e) => Err(self.invalid("default", bindings::InvalidOutput(format!("the defaulted object is not valid JSON: {e}")))),
+            },
+            Err(e) => Err(CallError::Plugin { plugin: self.name().into(), error: bindings::reconcile_error(e) }),
+        }
+    }
+
+    /// Runs `reconcile` on the blocking pool, at most
+    /// `max_concurrent_calls` at once across the sandbox.
+    pub async fn reconcile(&self, parent: String, children: Vec<String>, now_ms: i64) -> Result<Vec<Action>, CallError> {
+        let this = self.clone();
+        self.off_executor(move || this.reconcile_blocking(&parent, &children, now_ms)).await
+    }
+
+    /// Runs `validate` on the blocking pool.
+    pub async fn validate(&self, object: String, old: Option<String>) -> Result<Vec<FieldError>, CallError> {
+        let this = self.clone();
+        self.off_executor(move || this.validate_blocking(&object, old.as_deref())).await
+    }
+
+    /// Runs `default` on the blocking pool.
+    pub async fn default(&self, object: String) -> Result<serde_json::Value, CallError> {
+        let this = self.clone();
+        self.off_executor(move || this.default_blocking(&object)).await
+    }
+
+    async fn off_executor<R: Send + 'static>(&self, f: impl FnOnce() -> Result<R, CallError> + Send + 'static) -> Result<R, CallError> {
+        let _permit = self.inner.shared.calls.acquire().await.map_err(|_| CallError::ShuttingDown)?;
+        tokio::task::spawn_blocking(f).await.map_err(|_| CallError::ShuttingDown)?
+    }
+
+    fn invalid(&self, op: &'static str, e: bindings::InvalidOutput) -> CallError {
+        CallError::InvalidOutput { plugin: self.name().into(), op, detail: e.0 }
+    }
+}
+
+impl Inner {
+    /// One call in a fresh Store with the limits; traps become [`CallError`]s.
+    fn call<R>(&self, op: &'static str, now_ms: i64, f: impl FnOnce(&mut Store<CallState>, &Plugin) -> wasmtime::Result<R>) -> Result<R, CallError> {
+        let cfg = &self.shared.config;
+        let state = CallState::new(self.name.clone(), now_ms, cfg.memory_limit, cfg.output_cap, cfg.log_cap);
+        let mut store = Store::new(&self.shared.engine, state);
+        store.limiter(|s| &mut s.limiter);
+        store.set_epoch_deadline(self.shared.deadline_ticks());
+        store.epoch_deadline_trap();
+        let result = self
+            .pre
+            .instantiate(&mut store)
+            .map_err(|e| (e, true))
+            .and_then(|plugin| f(&mut store, &plugin).map_err(|e| (e, false)));
+        let (stdout, stdout_dropped) = store.data().stdout.take();
+        let (stderr, stderr_dropped) = store.data().stderr.take();
+        self.forward_output(&stdout, &stderr, stdout_dropped + stderr_dropped + store.data().log_dropped());
+        result.map_err(|(e, instantiating)| self.classify(op, e, instantiating, &stderr, store.data()))
+    }
+
+    fn forward_output(&self, stdout: &str, stderr: &str, dropped: u64) {
+        let plugin = &*self.name;
+        for line in stdout.lines().filter(|l| !l.is_empty()) {
+            tracing::info!(plugin, stream = "stdout", "{line}");
+        }
+        for line in stderr.lines().filter(|l| !l.is_empty()) {
+            tracing::warn!(plugin, stream = "stderr", "{line}");
+        }
+        if dropped > 0 {
+            tracing::warn!(plugin, dropped_bytes = dropped, "plugin output over the per-call cap was dropped");
+        }
+    }
+
+    fn classify(&self, op: &'static str, e: wasmtime::Error, instantiating: bool, stderr: &str, state: &CallState) -> CallError {
+        let plugin = self.name.to_string();
+        let cfg = &self.shared.config;
+        if state.limiter.memory_cap_hit.is_some() {
+            return CallError::MemoryLimit { plugin, op, limit: cfg.memory_limit };
+        }
+        if e.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
+            return CallError::DeadlineExceeded { plugin, op, deadline: cfg.deadline };
+        }
+        if let Some(message) = panic_message(stderr) {
+            return CallError::Panic { plugin, op, message };
+        }
+        if instantiating {
+            return CallError::Instantiate { plugin, detail: format!("{e:#}") };
+        }
+        let message = match e.downcast_ref::<Trap>() {
+            Some(trap) => trap.to_string(),
+            None => format!("{e:#}"),
+        };
+        CallError::Trap { plugin, op, message }
+    }
+}
+
+/// Extracts a Rust panic message from what the guest wrote to stderr:
+/// `thread '<unnamed>' panicked at src/lib.rs:1:2:\nthe message`.
+fn panic_message(stderr: &str) -> Option<String> {
+    let start = stderr.find("panicked at ")?;
+    let rest = &stderr[start + "panicked at ".len()..];
+    let (location, message) = rest.split_once('\n').unwrap_or((rest, ""));
+    let message: Vec<&str> = message.lines().take_while(|l| !l.starts_with("note: ")).collect();
+    let location = location.trim_end_matches(':');
+    Some(if message.is_empty() { location.to_string() } else { format!("{} (at {location})", message.join("\n")) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn panic_messages_are_read_from_rust_guest_stderr() {
+        let stderr = "\nthread '<unnamed>' panicked at src/lib.rs:10:5:\nboom: bad input\nnote: run with `RUST_BACKTRACE=1`\n";
+        assert_eq!(panic_message(stderr).as_deref(), Some("boom: bad input (at src/lib.rs:10:5)"));
+        assert_eq!(panic_message("no panic here"), None);
+    }
+}
