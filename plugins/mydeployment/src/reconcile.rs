@@ -95,6 +95,14 @@ pub fn reconcile(parent: &Object, children: &[Object], now: Time) -> Result<Vec<
     apply_plan(name, &plan, &target, &revisions, &number_of, &mut actions, &mut events);
     prune(&spec, &previous, &target, &revisions, &pods, &mut actions);
 
+    // A paused deployment has not started rolling out an unrecorded
+    // template: it still reports the revision it runs, as upstream keeps the
+    // Deployment's revision annotation until the new ReplicaSet exists.
+    let (update_revision, update_number) = if target_number.is_none() && !previous.update_revision.is_empty() {
+        (previous.update_revision.clone(), previous.revision)
+    } else {
+        (target.name.clone(), target_number)
+    };
     let observed = observe(&world, &pods);
     let current_revision = current_revision(&previous, &target, &revisions, &world, replicas, observed);
     let out = status::compute(&status::Input {
@@ -105,8 +113,8 @@ pub fn reconcile(parent: &Object, children: &[Object], now: Time) -> Result<Vec<
         observed,
         max_unavailable: unavailable,
         selector: spec.selector.as_ref().map(ToString::to_string).unwrap_or_default(),
-        target_name: &target.name,
-        target_number,
+        target_name: &update_revision,
+        target_number: update_number,
         current_revision,
         collision_count: target.collision_count,
         rollback: &target.rollback,

@@ -151,11 +151,16 @@ pub fn compute(input: &Input) -> Output {
         }
     }
 
-    // getNewReplicaSet's conditions.
+    // getNewReplicaSet's conditions. Upstream says FoundNewReplicaSet only
+    // when no Progressing condition exists; we also say it when the desired
+    // revision changed to a stored one (a rollback, or a template reverted),
+    // so the progress deadline is measured for that rollout too instead of
+    // leaving the previous rollout's NewReplicaSetAvailable in place.
+    let target_changed = !previous.update_revision.is_empty() && previous.update_revision != input.target_name;
     if !paused {
         if input.new_revision_created {
             set(&mut conditions, condition(PROGRESSING, "True", NEW_RS_CREATED, format!("Created new {revision_label}"), now));
-        } else if find(&conditions, PROGRESSING).is_none() {
+        } else if target_changed || find(&conditions, PROGRESSING).is_none() {
             set(&mut conditions, condition(PROGRESSING, "True", FOUND_NEW_RS, format!("Found new {revision_label}"), now));
         }
     }
