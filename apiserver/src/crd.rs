@@ -53,7 +53,7 @@ pub fn validate(crd: &Value) -> Vec<Cause> {
     if !versions.is_empty() && storage != 1 {
         causes.push(Cause::new(
             "FieldValueInvalid",
-            format!("Invalid value: []string{{...}}: must have exactly one version marked as storage version"),
+            "Invalid value: []string{...}: must have exactly one version marked as storage version".to_string(),
             "spec.versions",
         ));
     }

@@ -34,7 +34,7 @@ pub fn groups(reg: &Registry) -> Vec<(String, Vec<String>)> {
         }
     }
     for (_, vs) in out.iter_mut() {
-        vs.sort_by(|a, b| version_priority(b).cmp(&version_priority(a)));
+        vs.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
     }
     out
 }

@@ -112,6 +112,7 @@ struct Def {
     generation: bool,
 }
 
+#[allow(clippy::too_many_arguments)] // a table row constructor
 const fn d(
     group: &'static str,
     version: &'static str,

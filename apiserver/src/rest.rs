@@ -635,11 +635,10 @@ impl Core {
         let wanted_rv = body.pointer("/metadata/resourceVersion").and_then(Value::as_str).map(String::from).filter(|s| !s.is_empty());
         loop {
             let old = self.store.get(&self.key(res, ns, name)).ok_or_else(|| ApiError::not_found(&res.group, &res.plural, name))?;
-            if let Some(rv) = &wanted_rv {
-                if rv.parse::<u64>().ok() != Some(object_rv(&old)) {
+            if let Some(rv) = &wanted_rv
+                && rv.parse::<u64>().ok() != Some(object_rv(&old)) {
                     return Err(ApiError::stale(&res.group, &res.plural, name));
                 }
-            }
             let new = self.prepare_update(res, &old, body.clone(), sub, opts)?;
             match self.commit_update(res, ns, &old, new, opts) {
                 Ok(v) => return Ok(v),
@@ -651,6 +650,7 @@ impl Core {
     }
 
     /// PATCH (any patch type; main resource or `/status`).
+    #[allow(clippy::too_many_arguments)] // mirrors the request: target, patch type, body, subresource, options
     pub fn patch(&self, res: &Resource, ns: &str, name: &str, ptype: PatchType, body: &[u8], sub: Sub, opts: &WriteOptions) -> Result<Value> {
         if ptype == PatchType::Strategic && res.custom {
             return Err(ApiError::unsupported_media_type(&[
@@ -942,11 +942,10 @@ fn check_type(res: &Resource, obj: &Value) -> Result<()> {
             )));
         }
     }
-    if let Some(k) = obj.get("kind").and_then(Value::as_str) {
-        if !k.is_empty() && k != res.kind {
+    if let Some(k) = obj.get("kind").and_then(Value::as_str)
+        && !k.is_empty() && k != res.kind {
             return Err(ApiError::bad_request(format!("the kind in the data ({k}) does not match the expected kind ({})", res.kind)));
         }
-    }
     Ok(())
 }
 

@@ -179,16 +179,14 @@ impl ApiError {
             "code": self.code,
         });
         let mut details = serde_json::Map::new();
-        if let Some(n) = &self.name {
-            if !n.is_empty() {
+        if let Some(n) = &self.name
+            && !n.is_empty() {
                 details.insert("name".into(), json!(n));
             }
-        }
-        if let Some(g) = &self.group {
-            if !g.is_empty() {
+        if let Some(g) = &self.group
+            && !g.is_empty() {
                 details.insert("group".into(), json!(g));
             }
-        }
         if let Some(k) = &self.kind {
             details.insert("kind".into(), json!(k));
         }

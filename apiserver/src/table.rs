@@ -63,14 +63,13 @@ pub fn json_path(obj: &Value, path: &str) -> Vec<Value> {
                     next.extend(items.iter().cloned());
                 } else if let Ok(i) = sel.parse::<usize>() {
                     next.extend(items.get(i).cloned());
-                } else if let Some(f) = sel.strip_prefix("?(@.").and_then(|f| f.strip_suffix(')')) {
-                    if let Some((k, want)) = f.split_once("==") {
+                } else if let Some(f) = sel.strip_prefix("?(@.").and_then(|f| f.strip_suffix(')'))
+                    && let Some((k, want)) = f.split_once("==") {
                         let want = want.trim().trim_matches('"').trim_matches('\'');
                         next.extend(items.iter().filter(|i| {
                             json_path(i, &format!(".{}", k.trim())).first().map(cell_string).as_deref() == Some(want)
                         }).cloned());
                     }
-                }
             }
             current = next;
         } else {
@@ -100,7 +99,10 @@ fn i(v: &Value, p: &str) -> i64 {
     v.pointer(p).and_then(Value::as_i64).unwrap_or(0)
 }
 
-fn builtin(res: &Resource, now: DateTime<Utc>) -> Option<(Vec<PrinterColumn>, Box<dyn Fn(&Value) -> Vec<Value>>)> {
+/// Column definitions plus the function computing one row's cells.
+type Columns = (Vec<PrinterColumn>, Box<dyn Fn(&Value) -> Vec<Value>>);
+
+fn builtin(res: &Resource, now: DateTime<Utc>) -> Option<Columns> {
     let name = col("Name", "string", "name", 0);
     let age_col = col("Age", "string", "", 0);
     let age_of = move |o: &Value| json!(age(o.pointer("/metadata/creationTimestamp"), now));
@@ -210,7 +212,7 @@ fn res_is_core(o: &Value) -> bool {
     o.get("apiVersion").and_then(Value::as_str) == Some("v1")
 }
 
-fn custom(res: &Resource, now: DateTime<Utc>) -> (Vec<PrinterColumn>, Box<dyn Fn(&Value) -> Vec<Value>>) {
+fn custom(res: &Resource, now: DateTime<Utc>) -> Columns {
     let mut cols = vec![col("Name", "string", "name", 0)];
     let user = res.printer_columns.clone();
     if user.is_empty() {

@@ -91,7 +91,7 @@ impl State {
         let ns = ev.key.namespace.as_str();
         let now = self.params.matches(ns, &ev.object);
         let before = ev.prev.as_ref().is_some_and(|p| self.params.matches(ns, p));
-        if !now && !(ev.kind == EventType::Modified && before) {
+        if !(now || (ev.kind == EventType::Modified && before)) {
             return None;
         }
         let obj = self.core.present(&self.res, (*ev.object).clone());

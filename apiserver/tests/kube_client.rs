@@ -180,7 +180,7 @@ async fn too_old_resource_version_is_gone_and_the_watcher_relists() {
     let stream = reflector::reflector(writer, watcher(cms.clone(), watcher::Config::default())).applied_objects();
     let task = tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
-        while let Some(_) = stream.next().await {}
+        while stream.next().await.is_some() {}
     });
     reader.wait_until_ready().await.unwrap();
     assert_eq!(reader.state().len(), 5);
