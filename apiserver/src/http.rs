@@ -98,8 +98,16 @@ impl Req<'_> {
     }
 
     fn body_json(&self) -> Result<Value> {
-        if self.content_type.contains("protobuf") || self.content_type.contains("cbor") {
-            // Only JSON and YAML bodies are understood (see README: protobuf is not served).
+        if self.content_type.contains("protobuf") {
+            // Only the simple kinds kubectl's typed clients create are decoded (see README).
+            return crate::protobuf::decode(self.body).map_err(|e| match e {
+                crate::protobuf::Error::Unsupported(_) => {
+                    ApiError::unsupported_media_type(&["application/json", "application/yaml"])
+                }
+                crate::protobuf::Error::Malformed => ApiError::bad_request(e.to_string()),
+            });
+        }
+        if self.content_type.contains("cbor") {
             return Err(ApiError::unsupported_media_type(&["application/json", "application/yaml"]));
         }
         if self.content_type.contains("yaml") {

@@ -21,6 +21,7 @@ pub mod http;
 pub mod kubeconfig;
 pub mod openapi;
 pub mod patch;
+pub mod protobuf;
 pub mod resources;
 pub mod rest;
 pub mod schema;

@@ -266,3 +266,18 @@ async fn kubectl_get_prints_builtin_columns() {
     assert_eq!(header(&events), ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]);
     assert!(events.contains("job/j1") && events.contains("hello"), "{events}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_create_generators_send_protobuf_that_is_decoded() {
+    let c = Cluster::start().await;
+    c.ok(&["create", "namespace", "team"]).await;
+    c.ok(&["create", "configmap", "plugin", "-n", "team", "--from-literal=a=b"]).await;
+    c.ok(&["create", "secret", "generic", "s", "-n", "team", "--from-literal=p=q"]).await;
+    c.ok(&["create", "serviceaccount", "bot", "-n", "team"]).await;
+    assert_eq!(c.ok(&["get", "cm", "plugin", "-n", "team", "-o", "jsonpath={.data.a}"]).await, "b");
+    assert_eq!(c.ok(&["get", "secret", "s", "-n", "team", "-o", "jsonpath={.data.p} {.type}"]).await, "cQ== Opaque");
+    assert_eq!(c.ok(&["get", "sa", "-n", "team", "-o", "name"]).await.trim(), "serviceaccount/bot");
+    let refused = c.kubectl(&["create", "deployment", "d", "--image=nginx"]).await;
+    assert_eq!(refused.code, 1);
+    assert!(refused.stderr.contains("accepted media types include: application/json"), "{}", refused.stderr);
+}
