@@ -412,3 +412,48 @@ fn scaling_to_zero_and_back() {
     c.run(1, 0);
     assert_rolled_out(&c, 3, "nginx:1.7.9");
 }
+
+/// Seed 003's use cases, applied from the shipped samples in order, each
+/// driven to completion.
+#[test]
+fn seed_use_cases_from_the_samples_in_order() {
+    let sample = |name: &str| -> Value {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("samples").join(name);
+        let yaml: serde_yaml::Value = serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let object = MyDeploymentPlugin::default(Object(operator_plugin_sdk::serde_json::to_value(yaml).unwrap())).unwrap();
+        object.0["spec"].clone()
+    };
+    let mut c = Cluster::new(sample("my-deployment-instance.yaml"));
+    c.run(1, 0);
+    assert_rolled_out(&c, 3, "nginx:1.7.9");
+
+    // Use case 3: delete a Pod; it is replaced.
+    c.pods.remove(0);
+    c.run(1, 0);
+    assert_rolled_out(&c, 3, "nginx:1.7.9");
+
+    let replace = |c: &mut Cluster, name: &str| {
+        let spec = sample(name);
+        c.parent["spec"] = spec;
+        let g = c.parent["metadata"]["generation"].as_i64().unwrap();
+        c.parent["metadata"]["generation"] = json!(g + 1);
+    };
+    replace(&mut c, "my-deployment-instance-update-image-1.9.1.yaml");
+    c.run(1, 0);
+    assert_rolled_out(&c, 3, "nginx:1.9.1");
+    replace(&mut c, "my-deployment-instance-update-scaleup-1.9.1.yaml");
+    c.run(2, 1);
+    assert_rolled_out(&c, 5, "nginx:1.9.1");
+    replace(&mut c, "my-deployment-instance-update-scaledown-1.9.1.yaml");
+    c.run(1, 0);
+    assert_rolled_out(&c, 2, "nginx:1.9.1");
+    replace(&mut c, "my-deployment-instance-update-image-and-scaleup-1.14.yaml");
+    c.run(2, 1);
+    assert_rolled_out(&c, 5, "nginx:1.14");
+    assert_eq!(c.parent["status"]["revision"], 3);
+    replace(&mut c, "my-deployment-instance-rollback.yaml");
+    c.run(2, 1);
+    assert_rolled_out(&c, 5, "nginx:1.9.1");
+    assert_eq!(c.condition("RolledBack")["status"], "True");
+    assert_eq!(c.parent["status"]["revision"], 4);
+}
