@@ -254,3 +254,149 @@ fn current_revision(previous: &Status, target: &Target, revisions: &[Revision], 
         .map(|r| r.name.clone())
         .unwrap_or_else(|| target.name.clone())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hash::pod_template_hash;
+
+    const NOW: &str = "2026-03-01T12:00:00Z";
+
+    fn now() -> Time {
+        Time::parse_rfc3339(NOW).unwrap()
+    }
+
+    fn template(image: &str) -> Value {
+        json!({"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": image}]}})
+    }
+
+    fn parent(image: &str, replicas: i32, status: Value) -> Object {
+        Object(json!({
+            "apiVersion": "apps.example.com/v1", "kind": "MyDeployment",
+            "metadata": {"name": "web", "namespace": "default", "uid": "u-web", "generation": 1},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "web"}}, "template": template(image)},
+            "status": status
+        }))
+    }
+
+    fn pod(name: &str, hash: Option<&str>, phase: &str) -> Object {
+        let mut labels = json!({"app": "web"});
+        if let Some(h) = hash {
+            labels["pod-template-hash"] = json!(h);
+        }
+        Object(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "uid": format!("u-{name}"), "labels": labels, "creationTimestamp": "2026-03-01T10:00:00Z"},
+            "spec": {"nodeName": "n1"},
+            "status": {"phase": phase, "conditions": [{"type": "Ready", "status": if phase == "Running" { "True" } else { "False" }, "lastTransitionTime": "2026-03-01T10:00:10Z"}]}
+        }))
+    }
+
+    fn revision(name: &str, hash: &str, number: i64, data: Value) -> Object {
+        Object(json!({
+            "apiVersion": "apps/v1", "kind": "ControllerRevision",
+            "metadata": {"name": name, "namespace": "default", "labels": {"app": "web", "pod-template-hash": hash}},
+            "data": data, "revision": number
+        }))
+    }
+
+    fn status_of(actions: &[Action]) -> Status {
+        actions
+            .iter()
+            .find_map(|a| match a {
+                Action::SetStatus(s) => Some(operator_plugin_sdk::serde_json::from_value(s.clone()).unwrap()),
+                _ => None,
+            })
+            .expect("a SetStatus action")
+    }
+
+    fn created<'a>(actions: &'a [Action], kind: &str) -> Vec<&'a Value> {
+        actions.iter().filter_map(|a| if let Action::Create(o) = a { Some(o) } else { None }).filter(|o| o["kind"] == kind).collect()
+    }
+
+    fn deleted(actions: &[Action]) -> Vec<String> {
+        actions.iter().filter_map(|a| if let Action::Delete { target, .. } = a { Some(format!("{}/{}", target.kind, target.name)) } else { None }).collect()
+    }
+
+    #[test]
+    fn pods_copy_the_template_labels_annotations_finalizers_and_spec() {
+        let t = json!({
+            "metadata": {"labels": {"app": "web"}, "annotations": {"a": "1"}, "finalizers": ["example.com/keep"]},
+            "spec": {"containers": [{"name": "c", "image": "nginx"}], "nodeSelector": {"disk": "ssd"}}
+        });
+        let pod = pod_from_template("web", "abc", &t);
+        assert_eq!(
+            pod,
+            json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {
+                    "generateName": "web-abc-",
+                    "labels": {"app": "web", "pod-template-hash": "abc"},
+                    "annotations": {"a": "1"},
+                    "finalizers": ["example.com/keep"]
+                },
+                "spec": {"containers": [{"name": "c", "image": "nginx"}], "nodeSelector": {"disk": "ssd"}}
+            })
+        );
+    }
+
+    #[test]
+    fn a_hash_collision_records_the_collision_count_and_uses_a_fresh_name() {
+        let hash = pod_template_hash(&template("v2"), None);
+        let impostor = revision(&format!("web-{hash}"), &hash, 1, template("something-else"));
+        let actions = reconcile(&parent("v2", 1, json!({})), &[impostor], now()).unwrap();
+        let fresh = pod_template_hash(&template("v2"), Some(1));
+        assert_eq!(created(&actions, "ControllerRevision")[0]["metadata"]["name"], format!("web-{fresh}"));
+        assert_eq!(created(&actions, "Pod")[0]["metadata"]["labels"]["pod-template-hash"], fresh);
+        assert_eq!(status_of(&actions).collision_count, Some(1));
+    }
+
+    #[test]
+    fn pods_without_a_hash_label_are_an_old_template_to_replace() {
+        let pods: Vec<Object> = (0..3).map(|i| pod(&format!("adopted-{i}"), None, "Running")).collect();
+        let actions = reconcile(&parent("v1", 3, json!({})), &pods, now()).unwrap();
+        assert_eq!(created(&actions, "Pod").len(), 1, "one surge Pod of the template");
+        let status = status_of(&actions);
+        assert_eq!((status.replicas, status.updated_replicas), (3, 0));
+    }
+
+    #[test]
+    fn finished_pods_of_a_pruned_revision_are_deleted_with_it() {
+        let h1 = pod_template_hash(&template("v1"), None);
+        let h2 = pod_template_hash(&template("v2"), None);
+        let children = vec![
+            revision(&format!("web-{h1}"), &h1, 1, template("v1")),
+            revision(&format!("web-{h2}"), &h2, 2, template("v2")),
+            pod("old-failed", Some(&h1), "Failed"),
+            pod("new-0", Some(&h2), "Running"),
+        ];
+        let mut p = parent("v2", 1, json!({}));
+        p.0["spec"]["revisionHistoryLimit"] = json!(0);
+        let actions = reconcile(&p, &children, now()).unwrap();
+        assert_eq!(deleted(&actions), vec!["Pod/old-failed".to_string(), format!("ControllerRevision/web-{h1}")]);
+    }
+
+    #[test]
+    fn conditions_the_plugin_does_not_own_are_kept() {
+        let status = json!({"conditions": [{"type": "Reconciled", "status": "True", "reason": "Success", "lastTransitionTime": "2026-03-01T11:00:00Z"}]});
+        let actions = reconcile(&parent("v1", 0, status), &[], now()).unwrap();
+        let types: Vec<String> = status_of(&actions).conditions.iter().map(|c| c.type_.clone()).collect();
+        assert_eq!(types, ["Available", "Progressing", "Reconciled"]);
+    }
+
+    #[test]
+    fn an_unreadable_status_is_rebuilt_from_scratch() {
+        let actions = reconcile(&parent("v1", 1, json!("garbage")), &[], now()).unwrap();
+        assert_eq!(status_of(&actions).observed_generation, Some(1));
+    }
+
+    #[test]
+    fn a_pod_of_a_vanished_revision_cannot_be_recreated_and_says_so() {
+        // Paused, the only Pods run a template whose revision was deleted by hand.
+        let mut p = parent("v2", 3, json!({}));
+        p.0["spec"]["paused"] = json!(true);
+        let actions = reconcile(&p, &[pod("orphan-0", Some("gone"), "Running")], now()).unwrap();
+        assert!(created(&actions, "Pod").is_empty());
+        assert!(actions.iter().any(|a| matches!(a, Action::Event { reason, .. } if reason == "MissingRevision")));
+    }
+}

@@ -272,19 +272,19 @@ fn transition_events(input: &Input, conditions: &[DeploymentCondition]) -> Vec<A
         events.push(if now.reason == TIMED_OUT { Action::warning(&now.reason, &now.message) } else { Action::normal(&now.reason, &now.message) });
     }
 
+    // A rollback is announced when its condition appears or says something
+    // new (another revision), and once more when it is cleared.
+    let said = |c: &DeploymentCondition| (c.status.clone(), c.reason.clone(), c.message.clone());
     let rolled_back_before = find(&input.previous.conditions, ROLLED_BACK);
-    match (rolled_back_before, input.rollback) {
-        (_, Rollback::Pinned { revision, .. }) => {
-            if rolled_back_before.is_none_or(|c| c.reason != ROLLBACK || c.message != after(ROLLED_BACK).map(|c| c.message.clone()).unwrap_or_default()) {
-                events.push(Action::normal(ROLLBACK, format!("Rolled back deployment {:?} to revision {revision}", input.name)));
-            }
+    let changed = after(ROLLED_BACK).is_some_and(|now| rolled_back_before.map(said) != Some(said(now)));
+    match input.rollback {
+        Rollback::Pinned { revision, .. } if changed => {
+            events.push(Action::normal(ROLLBACK, format!("Rolled back deployment {:?} to revision {revision}", input.name)));
         }
-        (_, Rollback::NotFound { revision }) => {
-            if rolled_back_before.is_none_or(|c| c.reason != ROLLBACK_NOT_FOUND || !c.message.contains(&format!("revision {revision} "))) {
-                events.push(Action::warning(ROLLBACK_NOT_FOUND, format!("Unable to find revision {revision} to roll back to; following spec.template")));
-            }
+        Rollback::NotFound { revision } if changed => {
+            events.push(Action::warning(ROLLBACK_NOT_FOUND, format!("Unable to find revision {revision} to roll back to; following spec.template")));
         }
-        (Some(c), Rollback::None) if c.reason == ROLLBACK => {
+        Rollback::None if rolled_back_before.is_some_and(|c| c.reason == ROLLBACK) => {
             events.push(Action::normal(ROLLBACK_CLEARED, "spec.rollbackTo was cleared; following spec.template again"));
         }
         _ => {}
