@@ -120,6 +120,7 @@ pub fn resources(crd: &Value) -> Vec<Resource> {
             schema: v.pointer("/schema/openAPIV3Schema").cloned().map(Arc::new),
             printer_columns: columns,
             custom: true,
+            alias_of: None,
         });
     }
     out

@@ -218,6 +218,32 @@ async fn resource(core: &Arc<Core>, group: &str, version: &str, rest: &[&str], r
         Some(_) => return Err(ApiError::no_route()),
     };
     let method = r.method.clone();
+    if let Some(storage) = core.storage_of(&res) {
+        // A view over another resource's storage: convert bodies in, results out.
+        let to_storage = |v: Value| crate::convert::event_to_core(v);
+        let view = |v: Value| core.present(&res, v);
+        match (&method, t.name) {
+            (&Method::POST, None) => return Ok(json(201, &view(core.create(&storage, ns, to_storage(r.body_json()?), &r.write_options())?))),
+            (&Method::PUT, Some(name)) => return Ok(json(200, &view(core.update(&storage, ns, name, to_storage(r.body_json()?), Sub::Main, &r.write_options())?))),
+            (&Method::PATCH, Some(name)) => {
+                let ptype = PatchType::from_content_type(&r.content_type).ok_or_else(|| {
+                    ApiError::unsupported_media_type(&["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml", "application/strategic-merge-patch+json"])
+                })?;
+                let mut opts = r.write_options();
+                if ptype == PatchType::Apply && r.q("fieldManager").is_none_or(str::is_empty) {
+                    opts.field_manager.clear();
+                }
+                return Ok(json(200, &core.patch_view(&res, &storage, ns, name, ptype, r.body, &opts)?));
+            }
+            (&Method::DELETE, Some(name)) => {
+                return match core.delete(&storage, ns, name, &r.delete_options()?)? {
+                    Deleted::Now(v) => Ok(json(200, &view(v))),
+                    Deleted::Pending(v) => Ok(json(202, &view(v))),
+                };
+            }
+            _ => {}
+        }
+    }
     match (method, t.name) {
         (Method::GET, None) => {
             let lo = r.list_options(&res)?;

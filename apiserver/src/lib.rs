@@ -13,6 +13,7 @@
 
 pub mod admission;
 pub mod clock;
+pub mod convert;
 pub mod crd;
 pub mod defaults;
 pub mod discovery;

@@ -70,6 +70,8 @@ pub struct Resource {
     pub printer_columns: Vec<PrinterColumn>,
     /// True for CRD-defined resources.
     pub custom: bool,
+    /// Another resource whose storage this one shares (events.k8s.io Events → core Events).
+    pub alias_of: Option<GroupResource>,
 }
 
 impl Resource {
@@ -80,7 +82,7 @@ impl Resource {
 
     /// The `GroupResource` key this resource is stored under (all versions share storage).
     pub fn group_resource(&self) -> GroupResource {
-        GroupResource { group: self.group.clone(), resource: self.plural.clone() }
+        self.alias_of.clone().unwrap_or_else(|| GroupResource { group: self.group.clone(), resource: self.plural.clone() })
     }
 
     /// Verbs advertised in discovery.
@@ -177,6 +179,7 @@ pub fn builtins() -> Vec<Resource> {
             schema: None,
             printer_columns: vec![],
             custom: false,
+            alias_of: (b.group == "events.k8s.io").then(|| GroupResource { group: String::new(), resource: "events".into() }),
         })
         .collect()
 }

@@ -272,8 +272,11 @@ impl Core {
         ObjectKey { gr: res.group_resource(), namespace: if res.namespaced { ns.to_string() } else { String::new() }, name: name.to_string() }
     }
 
-    /// Stamp apiVersion/kind of the version being served.
+    /// Stamp apiVersion/kind of the version being served (converting shared-storage views).
     pub fn present(&self, res: &Resource, mut obj: Value) -> Value {
+        if res.alias_of.is_some() && res.group == "events.k8s.io" && obj.get("apiVersion").and_then(Value::as_str) == Some("v1") {
+            obj = crate::convert::event_to_v1(obj);
+        }
         if let Some(m) = obj.as_object_mut() {
             m.insert("apiVersion".into(), json!(res.api_version()));
             m.insert("kind".into(), json!(res.kind));
@@ -751,6 +754,45 @@ impl Core {
             }
         }
         Err(ApiError::stale(&res.group, &res.plural, name))
+    }
+
+    /// The resource whose storage `res` shares, if it is a view (events.k8s.io Events).
+    pub fn storage_of(&self, res: &Resource) -> Option<Resource> {
+        let gr = res.alias_of.as_ref()?;
+        self.registry.all().into_iter().find(|r| r.alias_of.is_none() && r.group == gr.group && r.plural == gr.resource)
+    }
+
+    /// PATCH through a view sharing another resource's storage: the patch applies to the view's
+    /// representation, the result is converted back and stored.
+    #[allow(clippy::too_many_arguments)] // mirrors `patch`
+    pub fn patch_view(&self, view: &Resource, storage: &Resource, ns: &str, name: &str, ptype: PatchType, body: &[u8], opts: &WriteOptions) -> Result<Value> {
+        if ptype == PatchType::Apply {
+            let applied: Value = serde_yaml::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+            let core = crate::convert::event_to_core(applied);
+            let bytes = serde_json::to_vec(&core).expect("json");
+            return self.patch(storage, ns, name, ptype, &bytes, Sub::Main, opts).map(|o| self.present(view, o));
+        }
+        let patch: Value = serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
+        for _ in 0..16 {
+            let old = self.store.get(&self.key(storage, ns, name)).ok_or_else(|| ApiError::not_found(&view.group, &view.plural, name))?;
+            let mut current = self.present(view, old.clone());
+            match ptype {
+                PatchType::Json => patch::json_patch(&mut current, &patch)?,
+                PatchType::Strategic => current = patch::strategic_merge(&current, &patch)?,
+                _ => patch::merge_patch(&mut current, &patch)?,
+            }
+            let rv = current.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or_default();
+            if !rv.is_empty() && rv != object_rv(&old).to_string() {
+                return Err(ApiError::stale(&view.group, &view.plural, name));
+            }
+            let new = self.prepare_update(storage, &old, crate::convert::event_to_core(current), Sub::Main, opts)?;
+            match self.commit_update(storage, ns, &old, new, opts) {
+                Ok(v) => return Ok(self.present(view, v)),
+                Err(StoreError::NotFound) => return Err(ApiError::not_found(&view.group, &view.plural, name)),
+                Err(_) => continue,
+            }
+        }
+        Err(ApiError::stale(&view.group, &view.plural, name))
     }
 
     /// The autoscaling/v1 Scale view of an object.

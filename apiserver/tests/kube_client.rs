@@ -217,3 +217,27 @@ async fn dynamic_objects_of_a_crd_round_trip() {
     crds.delete("crontabs.stable.example.com", &DeleteParams::default()).await.unwrap();
     assert!(cts.get("c1").await.is_err());
 }
+
+#[tokio::test]
+async fn events_recorded_through_events_k8s_io_are_core_events_too() {
+    use k8s_openapi::api::core::v1::Event as CoreEvent;
+    use kube::Resource;
+    use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+    let server = ApiServer::new();
+    let client = server.kube_client();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let p = pods.create(&PostParams::default(), &pod("ev")).await.unwrap();
+    let recorder = Recorder::new(client.clone(), Reporter { controller: "test-controller".into(), instance: None });
+    let ev = Event { type_: EventType::Normal, reason: "Reconciled".into(), note: Some("all good".into()), action: "Reconcile".into(), secondary: None };
+    recorder.publish(&ev, &p.object_ref(&())).await.unwrap();
+    recorder.publish(&ev, &p.object_ref(&())).await.unwrap();
+    let core: Api<CoreEvent> = Api::namespaced(client, "default");
+    let list = core.list(&ListParams::default().fields("involvedObject.name=ev")).await.unwrap();
+    assert_eq!(list.items.len(), 1, "repeats patch the same event");
+    let e = &list.items[0];
+    assert_eq!(e.reason.as_deref(), Some("Reconciled"));
+    assert_eq!(e.message.as_deref(), Some("all good"));
+    assert_eq!(e.reporting_component.as_deref(), Some("test-controller"));
+    assert_eq!(e.involved_object.name.as_deref(), Some("ev"));
+    assert_eq!(e.series.as_ref().and_then(|s| s.count), Some(2));
+}
