@@ -58,6 +58,10 @@ pub struct Spec {
     /// stored in this revision, not `template`.
     #[serde(default)]
     pub rollback_to: Option<RollbackTo>,
+    /// Upstream's `podReplacementPolicy` (KEP-3973, 1.33+): whether Pods
+    /// still terminating hold back new ones. Unset means `TerminationStarted`.
+    #[serde(default)]
+    pub pod_replacement_policy: Option<String>,
 }
 
 impl Spec {
@@ -79,6 +83,11 @@ impl Spec {
 
     pub fn paused(&self) -> bool {
         self.paused.unwrap_or(false)
+    }
+
+    /// True for `podReplacementPolicy: TerminationComplete`.
+    pub fn waits_for_termination(&self) -> bool {
+        self.pod_replacement_policy.as_deref() == Some(TERMINATION_COMPLETE)
     }
 
     /// The strategy with defaults resolved.
@@ -128,6 +137,11 @@ pub struct Strategy {
 }
 
 pub const ROLLING_UPDATE: &str = "RollingUpdate";
+/// Replacement Pods are created as soon as a Pod starts terminating.
+pub const TERMINATION_STARTED: &str = "TerminationStarted";
+/// Replacement Pods wait until terminating Pods are gone, and terminating
+/// Pods count against maxSurge.
+pub const TERMINATION_COMPLETE: &str = "TerminationComplete";
 pub const RECREATE: &str = "Recreate";
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -129,6 +129,11 @@ fn spec_schema() -> Value {
             "revisionHistoryLimit": {"type": "integer", "format": "int32", "minimum": 0, "description": "Old revisions (ControllerRevisions) to keep. Defaults to 10."},
             "progressDeadlineSeconds": {"type": "integer", "format": "int32", "minimum": 0, "description": "Seconds without progress before Progressing turns False. Defaults to 600."},
             "paused": {"type": "boolean", "description": "Stops rollouts of template changes; scaling continues."},
+            "podReplacementPolicy": {
+                "type": "string",
+                "enum": ["TerminationStarted", "TerminationComplete"],
+                "description": "TerminationStarted (default): a terminating Pod is replaced at once and does not count against maxSurge. TerminationComplete: replacements wait until it is gone, and it counts against maxSurge."
+            },
             "rollbackTo": {
                 "type": "object",
                 "description": "While set, Pods run the template stored in this revision instead of spec.template. Clear it to follow spec.template again.",

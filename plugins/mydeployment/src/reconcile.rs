@@ -87,7 +87,7 @@ pub fn reconcile(parent: &Object, children: &[Object], now: Time) -> Result<Vec<
     } else {
         match strategy {
             ResolvedStrategy::Recreate => rollout::recreate(&world, replicas),
-            ResolvedStrategy::RollingUpdate { .. } => rollout::rolling(&world, replicas, surge, unavailable),
+            ResolvedStrategy::RollingUpdate { .. } => rollout::rolling(&world, replicas, surge, unavailable, spec.waits_for_termination()),
         }
     };
 

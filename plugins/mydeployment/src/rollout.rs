@@ -85,6 +85,11 @@ impl<'a> World<'a> {
         self.groups.iter().map(Group::size).sum()
     }
 
+    /// Pods of `hash` (or of every template, for `None`) being deleted.
+    pub fn terminating(&self, hash: Option<&str>) -> i32 {
+        count(self.all_pods.iter().filter(|p| p.terminating && hash.is_none_or(|h| p.hash == h)).count())
+    }
+
     pub fn total_available(&self) -> i32 {
         self.groups.iter().map(|g| self.available(&g.pods)).sum()
     }
@@ -150,20 +155,25 @@ impl<'a> Plan<'a> {
 
 /// `rolloutRolling`: first grow the new template within maxSurge (and
 /// return), else shrink old templates within maxUnavailable.
-pub fn rolling<'a>(world: &World<'a>, replicas: i32, max_surge: i32, max_unavailable: i32) -> Plan<'a> {
+/// `wait_for_termination` is `podReplacementPolicy: TerminationComplete`:
+/// terminating Pods then count against the surge, and the new template's own
+/// terminating Pods are not replaced until they are gone.
+pub fn rolling<'a>(world: &World<'a>, replicas: i32, max_surge: i32, max_unavailable: i32, wait_for_termination: bool) -> Plan<'a> {
     let mut plan = Plan::default();
     let new = world.target_group();
     let total = world.total();
+    let (terminating_all, terminating_new) =
+        if wait_for_termination { (world.terminating(None), world.terminating(Some(&world.target))) } else { (0, 0) };
 
     // reconcileNewReplicaSet / NewRSNewReplicas.
     if new.size() > replicas {
         plan.scale_down(world, new, &new.pods, new.size() - replicas, 0);
         return plan;
     }
-    if new.size() < replicas {
+    if new.size() + terminating_new < replicas {
         let max_total = replicas + max_surge;
-        if total < max_total {
-            let up = (max_total - total).min(replicas - new.size());
+        if total + terminating_all < max_total {
+            let up = (max_total - total - terminating_all).min(replicas - new.size() - terminating_new);
             plan.scale_up(new, up);
             if !plan.is_empty() {
                 return plan;
@@ -440,7 +450,7 @@ mod tests {
         ];
         for (spec, replicas, surge, unavailable, min_ready, want, why) in cases {
             let pods = pods(&spec);
-            let plan = rolling(&world("new", &pods, min_ready), replicas, surge, unavailable);
+            let plan = rolling(&world("new", &pods, min_ready), replicas, surge, unavailable, false);
             assert_eq!(summary(&plan), s(&want), "{why}");
         }
     }
@@ -448,7 +458,7 @@ mod tests {
     #[test]
     fn unhealthy_cleanup_picks_only_unavailable_pods() {
         let pods = pods(&[("old", 2, "available"), ("old", 1, "pending"), ("new", 1, "available")]);
-        let plan = rolling(&world("new", &pods, 0), 3, 1, 0);
+        let plan = rolling(&world("new", &pods, 0), 3, 1, 0, false);
         let Step::ScaleDown { victims, from, to, .. } = &plan.steps[0] else { panic!("{plan:?}") };
         assert_eq!(victims.iter().map(|v| v.phase.as_str()).collect::<Vec<_>>(), vec!["Pending"]);
         assert_eq!((*from, *to), (3, 2));
@@ -458,7 +468,7 @@ mod tests {
     fn scale_down_of_the_new_template_removes_unready_pods_first() {
         let mut pods = pods(&[("new", 3, "available"), ("new", 1, "pending")]);
         pods.sort_by(|a, b| a.name.cmp(&b.name));
-        let plan = rolling(&world("new", &pods, 0), 2, 1, 0);
+        let plan = rolling(&world("new", &pods, 0), 2, 1, 0, false);
         let Step::ScaleDown { victims, .. } = &plan.steps[0] else { panic!("{plan:?}") };
         // The pending one first. The available ones were created within the
         // same power-of-two age bucket, so (LogarithmicScaleDown) the UID
@@ -513,6 +523,22 @@ mod tests {
             let pods = pods(&spec);
             let plan = paused(&world("new", &pods, 0), replicas, 1, true, latest);
             assert_eq!(summary(&plan), s(&want), "{why}");
+        }
+    }
+
+    #[test]
+    fn termination_complete_counts_terminating_pods_against_surge_and_replacement() {
+        // (pods, wait_for_termination, expected, why)
+        #[allow(clippy::type_complexity)]
+        let cases: Vec<(Vec<(&str, usize, &str)>, bool, Vec<(&str, i32)>, &str)> = vec![
+            (vec![("new", 2, "available"), ("new", 1, "terminating")], false, vec![("new", 1)], "TerminationStarted replaces at once"),
+            (vec![("new", 2, "available"), ("new", 1, "terminating")], true, vec![], "TerminationComplete waits for the Pod to go"),
+            (vec![("old", 3, "available"), ("old", 1, "terminating")], false, vec![("new", 1)], "TerminationStarted: surge ignores terminating Pods"),
+            (vec![("old", 3, "available"), ("old", 1, "terminating")], true, vec![], "TerminationComplete: the terminating Pod uses up the surge"),
+        ];
+        for (spec, wait, want, why) in cases {
+            let pods = pods(&spec);
+            assert_eq!(summary(&rolling(&world("new", &pods, 0), 3, 1, 0, wait)), s(&want), "{why}");
         }
     }
 }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use operator_plugin_sdk::serde_json::{self, Value};
 use operator_plugin_sdk::{FieldError, FieldErrorKind, Object};
 
-use crate::api::{IntOrPercent, LabelSelector, RECREATE, ROLLING_UPDATE, Spec, Strategy};
+use crate::api::{IntOrPercent, LabelSelector, RECREATE, ROLLING_UPDATE, Spec, Strategy, TERMINATION_COMPLETE, TERMINATION_STARTED};
 use crate::fenceposts::parse_percent;
 use crate::selector::OPERATORS;
 
@@ -68,6 +68,12 @@ pub fn validate_spec(spec: &Spec, errors: &mut Vec<FieldError>) {
     validate_template(&spec.template, spec.selector.as_ref(), errors);
     if let Some(strategy) = &spec.strategy {
         validate_strategy(strategy, errors);
+    }
+    if let Some(policy) = spec.pod_replacement_policy.as_deref()
+        && policy != TERMINATION_STARTED
+        && policy != TERMINATION_COMPLETE
+    {
+        errors.push(FieldError::not_supported("spec.podReplacementPolicy", policy, &[TERMINATION_COMPLETE, TERMINATION_STARTED]));
     }
     if let Some(rb) = &spec.rollback_to
         && rb.revision < 1
@@ -274,6 +280,7 @@ mod tests {
             (json!({"strategy": {"rollingUpdate": {"maxSurge": "25"}}}), vec![("spec.strategy.rollingUpdate.maxSurge", Invalid)]),
             (json!({"strategy": {"rollingUpdate": {"maxSurge": "-5%"}}}), vec![("spec.strategy.rollingUpdate.maxSurge", Invalid)]),
             (json!({"rollbackTo": {"revision": 0}}), vec![("spec.rollbackTo.revision", Invalid)]),
+            (json!({"podReplacementPolicy": "Whenever"}), vec![("spec.podReplacementPolicy", NotSupported)]),
         ];
         for (patch, want) in cases {
             let want: Vec<(String, FieldErrorKind)> = want.into_iter().map(|(f, k)| (f.to_string(), k)).collect();
