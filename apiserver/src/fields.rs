@@ -4,7 +4,7 @@
 //! field over. Fields a manager applied before and no longer applies are removed if nobody else
 //! owns them. Updates (PUT/PATCH) make their manager own the fields they changed.
 
-use crate::patch::{ListStrategy, list_strategy, strategic_merge};
+use crate::patch::{ListStrategy, Lists, strategic_merge_with};
 use crate::status::{ApiError, Cause};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeSet;
@@ -49,6 +49,11 @@ const SKIP_META: &[&str] = &[
 
 /// Leaf paths of an object (excluding identity/system metadata and apiVersion/kind).
 pub fn leaves(obj: &Value) -> FieldSet {
+    leaves_with(obj, Lists::default())
+}
+
+/// [`leaves`] with list strategies from a CRD schema.
+pub fn leaves_with(obj: &Value, lists: Lists<'_>) -> FieldSet {
     let mut out = FieldSet::new();
     if let Some(m) = obj.as_object() {
         for (k, v) in m {
@@ -62,40 +67,40 @@ pub fn leaves(obj: &Value) -> FieldSet {
                             continue;
                         }
                         let mut cur = vec![PathElem::Field("metadata".into()), PathElem::Field(mk.clone())];
-                        walk(mv, &mut vec!["metadata".into()], mk, &mut cur, &mut out);
+                        walk(mv, &mut vec!["metadata".into()], mk, &mut cur, &mut out, lists);
                     }
                 }
                 continue;
             }
             let mut cur = vec![PathElem::Field(k.clone())];
-            walk(v, &mut vec![], k, &mut cur, &mut out);
+            walk(v, &mut vec![], k, &mut cur, &mut out, lists);
         }
     }
     out
 }
 
-fn walk(v: &Value, names: &mut Vec<String>, field: &str, cur: &mut FieldPath, out: &mut FieldSet) {
+fn walk(v: &Value, names: &mut Vec<String>, field: &str, cur: &mut FieldPath, out: &mut FieldSet, lists: Lists<'_>) {
     match v {
         Value::Object(m) if !m.is_empty() => {
             names.push(field.to_string());
             for (k, c) in m {
                 cur.push(PathElem::Field(k.clone()));
-                walk(c, names, k, cur, out);
+                walk(c, names, k, cur, out, lists);
                 cur.pop();
             }
             names.pop();
         }
-        Value::Array(items) if !items.is_empty() => match list_strategy(names, field) {
-            ListStrategy::MergeKey(key) if items.iter().all(|i| i.get(key).is_some()) => {
+        Value::Array(items) if !items.is_empty() => match lists.strategy(names, field) {
+            ListStrategy::MergeKey(key) if items.iter().all(|i| i.get(&key).is_some()) => {
                 names.push(field.to_string());
                 for item in items {
-                    let kj = json!({ key: item[key] }).to_string();
+                    let kj = json!({ key.as_str(): item[&key] }).to_string();
                     cur.push(PathElem::Key(kj));
                     out.insert(cur.clone());
                     if let Some(m) = item.as_object() {
                         for (k, c) in m {
                             cur.push(PathElem::Field(k.clone()));
-                            walk(c, names, k, cur, out);
+                            walk(c, names, k, cur, out, lists);
                             cur.pop();
                         }
                     }
@@ -304,11 +309,17 @@ pub struct Writer<'a> {
     pub time: String,
     /// Whether the resource has a status subresource (main-resource writes then own no status).
     pub status_subresource: bool,
+    /// The CRD schema, for `x-kubernetes-list-type` (None for built-ins).
+    pub schema: Option<&'a Value>,
 }
 
 impl Writer<'_> {
+    fn lists(&self) -> Lists<'_> {
+        Lists { schema: self.schema }
+    }
+
     fn leaves(&self, obj: &Value) -> FieldSet {
-        let mut set = leaves(obj);
+        let mut set = leaves_with(obj, self.lists());
         if self.status_subresource {
             let status = PathElem::Field("status".into());
             if self.subresource.is_empty() {
@@ -391,7 +402,7 @@ pub fn apply(
     for p in removed {
         remove_at(&mut result, p);
     }
-    let mut result = strategic_merge(&result, &applied)?;
+    let mut result = strategic_merge_with(&result, &applied, w.lists())?;
     entries.retain(|e| !(e.manager == w.manager && e.operation == "Apply" && e.subresource == w.subresource));
     entries.push(Entry {
         manager: w.manager.into(),
@@ -409,7 +420,7 @@ pub fn apply(
 pub fn record_update(old: Option<&Value>, new: &mut Value, w: &Writer<'_>) {
     let mut entries = old.map(read_entries).unwrap_or_default();
     let new_leaves = w.leaves(new);
-    let all_leaves = leaves(new);
+    let all_leaves = leaves_with(new, w.lists());
     let changed: FieldSet = match old {
         None => new_leaves.clone(),
         Some(o) => new_leaves.iter().filter(|p| value_at(o, p) != value_at(new, p)).cloned().collect(),
@@ -441,7 +452,7 @@ mod tests {
     use super::*;
 
     fn w(m: &str) -> Writer<'_> {
-        Writer { manager: m, api_version: "v1", subresource: "", time: "2024-01-01T00:00:00Z".into(), status_subresource: true }
+        Writer { manager: m, api_version: "v1", subresource: "", time: "2024-01-01T00:00:00Z".into(), status_subresource: true, schema: None }
     }
 
     #[test]
@@ -472,5 +483,23 @@ mod tests {
         let applied2 = json!({"metadata": {"name": "x"}, "data": {"a": "1"}});
         let out = apply(Some(&live), &applied2, &w("mgr"), false, ("", "configmaps", "x")).unwrap();
         assert_eq!(out["data"], json!({"a": "1"}));
+    }
+}
+
+#[cfg(test)]
+mod crd_list_tests {
+    use super::*;
+
+    #[test]
+    fn apply_merges_crd_list_maps_by_their_keys() {
+        let schema = json!({"type": "object", "properties": {"status": {"type": "object", "properties": {
+            "conditions": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"],
+                "items": {"type": "object", "properties": {"type": {"type": "string"}, "status": {"type": "string"}}}}
+        }}}});
+        let w = |m: &'static str| Writer { manager: m, api_version: "x/v1", subresource: "status", time: "t".into(), status_subresource: true, schema: Some(&schema) };
+        let a = apply(None, &json!({"status": {"conditions": [{"type": "A", "status": "True"}]}}), &w("a"), false, ("x", "ys", "n")).unwrap();
+        let b = apply(Some(&a), &json!({"status": {"conditions": [{"type": "B", "status": "False"}]}}), &w("b"), false, ("x", "ys", "n")).unwrap();
+        let types: Vec<&str> = b["status"]["conditions"].as_array().unwrap().iter().map(|c| c["type"].as_str().unwrap()).collect();
+        assert_eq!(types, ["A", "B"], "each manager keeps its own list-map entry");
     }
 }

@@ -49,12 +49,12 @@ pub fn json_patch(target: &mut Value, patch: &Value) -> Result<(), ApiError> {
 }
 
 /// How a list field merges in a strategic merge patch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ListStrategy {
     /// Replace the whole list (no patchStrategy).
     Replace,
     /// Merge elements by this key.
-    MergeKey(&'static str),
+    MergeKey(String),
     /// Union of primitive values (e.g. `metadata.finalizers`).
     MergePrimitives,
 }
@@ -62,34 +62,82 @@ pub enum ListStrategy {
 /// The patch strategy of list `field` whose parent object sits at `path` (field names only,
 /// list elements skipped). Covers the built-in kinds this server serves.
 pub fn list_strategy(path: &[String], field: &str) -> ListStrategy {
+    builtin_list_strategy(path, field).unwrap_or(ListStrategy::Replace)
+}
+
+/// Where list merge strategies come from: the built-in table, or a CRD's structural schema
+/// (`x-kubernetes-list-type: map` + `x-kubernetes-list-map-keys`, `set`, else atomic).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Lists<'a> {
+    /// The CRD schema (`None` = built-in kind).
+    pub schema: Option<&'a Value>,
+}
+
+impl Lists<'_> {
+    /// The strategy of list `field` under `path`.
+    pub fn strategy(&self, path: &[String], field: &str) -> ListStrategy {
+        let Some(root) = self.schema else { return list_strategy(path, field) };
+        if path.first().map(String::as_str) == Some("metadata") {
+            return list_strategy(path, field);
+        }
+        let child = |s: &'_ Value, name: &str| -> Option<Value> {
+            s.pointer(&format!("/properties/{}", name.replace('~', "~0").replace('/', "~1")))
+                .or_else(|| s.get("additionalProperties").filter(|a| a.is_object()))
+                .cloned()
+        };
+        let mut s = root.clone();
+        for name in path {
+            let Some(next) = child(&s, name) else { return ListStrategy::Replace };
+            s = if next.get("type").and_then(Value::as_str) == Some("array") { next.get("items").cloned().unwrap_or(next) } else { next };
+        }
+        let Some(s) = child(&s, field) else { return ListStrategy::Replace };
+        match s.get("x-kubernetes-list-type").and_then(Value::as_str) {
+            Some("map") => s
+                .pointer("/x-kubernetes-list-map-keys/0")
+                .and_then(Value::as_str)
+                .map(|k| ListStrategy::MergeKey(k.to_string()))
+                .unwrap_or(ListStrategy::Replace),
+            Some("set") => ListStrategy::MergePrimitives,
+            _ => ListStrategy::Replace,
+        }
+    }
+}
+
+fn builtin_list_strategy(path: &[String], field: &str) -> Option<ListStrategy> {
     let parent = path.last().map(String::as_str).unwrap_or("");
+    let key = |k: &str| Some(ListStrategy::MergeKey(k.to_string()));
     match field {
         "containers" | "initContainers" | "ephemeralContainers" | "volumes" | "env" | "imagePullSecrets"
-        | "resourceClaims" | "claims" | "secrets" => ListStrategy::MergeKey("name"),
-        "readinessGates" => ListStrategy::MergeKey("conditionType"),
-        "ports" if matches!(parent, "containers" | "initContainers" | "ephemeralContainers") => ListStrategy::MergeKey("containerPort"),
-        "ports" if parent == "spec" => ListStrategy::MergeKey("port"),
-        "volumeMounts" => ListStrategy::MergeKey("mountPath"),
-        "volumeDevices" => ListStrategy::MergeKey("devicePath"),
-        "conditions" => ListStrategy::MergeKey("type"),
-        "ownerReferences" => ListStrategy::MergeKey("uid"),
-        "hostAliases" => ListStrategy::MergeKey("ip"),
-        "topologySpreadConstraints" => ListStrategy::MergeKey("topologyKey"),
-        "finalizers" if parent == "metadata" => ListStrategy::MergePrimitives,
-        _ => ListStrategy::Replace,
+        | "resourceClaims" | "claims" | "secrets" => key("name"),
+        "readinessGates" => key("conditionType"),
+        "ports" if matches!(parent, "containers" | "initContainers" | "ephemeralContainers") => key("containerPort"),
+        "ports" if parent == "spec" => key("port"),
+        "volumeMounts" => key("mountPath"),
+        "volumeDevices" => key("devicePath"),
+        "conditions" => key("type"),
+        "ownerReferences" => key("uid"),
+        "hostAliases" => key("ip"),
+        "topologySpreadConstraints" => key("topologyKey"),
+        "finalizers" if parent == "metadata" => Some(ListStrategy::MergePrimitives),
+        _ => None,
     }
 }
 
 /// Apply a strategic merge patch to `target`. `$patch: replace|delete`, `$retainKeys`,
 /// `$deleteFromPrimitiveList/…` and `$setElementOrder/…` (ignored) are understood.
 pub fn strategic_merge(target: &Value, patch: &Value) -> Result<Value, ApiError> {
+    strategic_merge_with(target, patch, Lists::default())
+}
+
+/// [`strategic_merge`] with list strategies from `lists` (server-side apply on CRDs).
+pub fn strategic_merge_with(target: &Value, patch: &Value, lists: Lists<'_>) -> Result<Value, ApiError> {
     if !patch.is_object() {
         return Err(ApiError::bad_request("json: cannot unmarshal array into Go value of type map[string]interface {}"));
     }
-    Ok(merge_map(target, patch, &mut vec![]).unwrap_or(Value::Object(Map::new())))
+    Ok(merge_map(target, patch, &mut vec![], lists).unwrap_or(Value::Object(Map::new())))
 }
 
-fn merge_map(target: &Value, patch: &Value, path: &mut Vec<String>) -> Option<Value> {
+fn merge_map(target: &Value, patch: &Value, path: &mut Vec<String>, lists: Lists<'_>) -> Option<Value> {
     let Some(pm) = patch.as_object() else { return Some(patch.clone()) };
     match pm.get("$patch").and_then(Value::as_str) {
         Some("delete") => return None,
@@ -122,17 +170,17 @@ fn merge_map(target: &Value, patch: &Value, path: &mut Vec<String>) -> Option<Va
         let merged = match (out.get(k), v) {
             (Some(cur @ Value::Object(_)), Value::Object(_)) => {
                 path.push(k.clone());
-                let r = merge_map(cur, v, path);
+                let r = merge_map(cur, v, path, lists);
                 path.pop();
                 r
             }
             (_, Value::Object(_)) => {
                 path.push(k.clone());
-                let r = merge_map(&Value::Null, v, path);
+                let r = merge_map(&Value::Null, v, path, lists);
                 path.pop();
                 r
             }
-            (cur, Value::Array(items)) => Some(merge_list(cur, items, path, k)),
+            (cur, Value::Array(items)) => Some(merge_list(cur, items, path, k, lists)),
             _ => Some(v.clone()),
         };
         match merged {
@@ -156,14 +204,14 @@ fn strip_directives(v: &Value) -> Value {
     }
 }
 
-fn merge_list(current: Option<&Value>, items: &[Value], path: &mut Vec<String>, field: &str) -> Value {
+fn merge_list(current: Option<&Value>, items: &[Value], path: &mut Vec<String>, field: &str, lists: Lists<'_>) -> Value {
     let cur: Vec<Value> = current.and_then(Value::as_array).cloned().unwrap_or_default();
     if items.iter().any(|i| i.get("$patch").and_then(Value::as_str) == Some("replace")) {
         return Value::Array(
             items.iter().filter(|i| i.get("$patch").is_none()).map(strip_directives).collect(),
         );
     }
-    match list_strategy(path, field) {
+    match lists.strategy(path, field) {
         ListStrategy::Replace => Value::Array(items.iter().map(strip_directives).collect()),
         ListStrategy::MergePrimitives => {
             let mut out = cur;
@@ -178,11 +226,11 @@ fn merge_list(current: Option<&Value>, items: &[Value], path: &mut Vec<String>, 
             let mut out = cur;
             path.push(field.to_string());
             for item in items {
-                let Some(kv) = item.get(key) else {
+                let Some(kv) = item.get(&key) else {
                     out.push(strip_directives(item));
                     continue;
                 };
-                let pos = out.iter().position(|o| o.get(key) == Some(kv));
+                let pos = out.iter().position(|o| o.get(&key) == Some(kv));
                 let delete = item.get("$patch").and_then(Value::as_str) == Some("delete");
                 match (pos, delete) {
                     (Some(p), true) => {
@@ -190,13 +238,13 @@ fn merge_list(current: Option<&Value>, items: &[Value], path: &mut Vec<String>, 
                     }
                     (None, true) => {}
                     (Some(p), false) => {
-                        if let Some(m) = merge_map(&out[p], item, path) {
+                        if let Some(m) = merge_map(&out[p], item, path, lists) {
                             out[p] = m;
                         } else {
                             out.remove(p);
                         }
                     }
-                    (None, false) => out.push(merge_map(&Value::Null, item, path).unwrap_or_default()),
+                    (None, false) => out.push(merge_map(&Value::Null, item, path, lists).unwrap_or_default()),
                 }
             }
             path.pop();

@@ -285,7 +285,14 @@ impl Core {
     }
 
     fn writer<'a>(&self, res: &'a Resource, opts: &'a WriteOptions, sub: Sub, api_version: &'a str) -> Writer<'a> {
-        Writer { manager: &opts.field_manager, api_version, subresource: sub.name(), time: self.now(), status_subresource: res.status }
+        Writer {
+            manager: &opts.field_manager,
+            api_version,
+            subresource: sub.name(),
+            time: self.now(),
+            status_subresource: res.status,
+            schema: res.schema.as_deref(),
+        }
     }
 
     fn namespace_exists(&self, ns: &str) -> bool {
