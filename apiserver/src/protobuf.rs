@@ -134,7 +134,7 @@ fn string(b: &[u8]) -> Result<String, Error> {
 
 fn map_entry(b: &[u8], bytes_value: bool) -> Result<(String, Value), Error> {
     let mut k = String::new();
-    let mut v = if bytes_value { json!("") } else { json!("") };
+    let mut v = json!("");
     for (n, w) in fields(b)? {
         if let Wire::Bytes(x) = w {
             match n {
