@@ -16,6 +16,25 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 /// An embedded Kubernetes-compatible API server. Cheap to clone (shared state).
+///
+/// ```
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use kube::api::{Api, PostParams};
+///
+/// let server = apiserver::ApiServer::new();
+/// let cms: Api<ConfigMap> = Api::namespaced(server.kube_client(), "default");
+/// let cm = serde_json::from_value(serde_json::json!({"metadata": {"name": "hello"}})).unwrap();
+/// let created = cms.create(&PostParams::default(), &cm).await.unwrap();
+/// assert_eq!(created.metadata.resource_version.as_deref(), Some("5")); // after 4 namespaces
+///
+/// // The same cluster over HTTP, for kubectl:
+/// let handle = server.serve().await.unwrap();
+/// let dir = tempfile::tempdir().unwrap();
+/// handle.write_kubeconfig(dir.path().join("kubeconfig")).unwrap();
+/// handle.shutdown().await;
+/// # });
+/// ```
 #[derive(Clone)]
 pub struct ApiServer {
     core: Arc<Core>,

@@ -129,9 +129,20 @@ async fn streaming_list_watcher_sees_add_modify_delete() {
 }
 
 #[tokio::test]
-async fn resumed_watch_misses_no_event() {
+async fn resumed_watch_misses_no_event_in_process() {
     let server = ApiServer::new();
-    let cms: Api<ConfigMap> = Api::namespaced(server.kube_client(), "default");
+    resumed_watch_misses_no_event(server.kube_client()).await;
+}
+
+#[tokio::test]
+async fn resumed_watch_misses_no_event_over_http() {
+    let server = ApiServer::new();
+    let handle = server.serve().await.unwrap();
+    resumed_watch_misses_no_event(handle.kube_client().unwrap()).await;
+}
+
+async fn resumed_watch_misses_no_event(client: kube::Client) {
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
     let list = cms.list(&ListParams::default()).await.unwrap();
     let rv = list.metadata.resource_version.unwrap();
     let mut stream = cms.watch(&WatchParams::default(), &rv).await.unwrap().boxed();
@@ -158,9 +169,19 @@ async fn resumed_watch_misses_no_event() {
 }
 
 #[tokio::test]
-async fn too_old_resource_version_is_gone_and_the_watcher_relists() {
+async fn too_old_resource_version_is_gone_and_the_watcher_relists_in_process() {
     let server = ApiServer::with_config(apiserver::Config { event_window: 3, ..Default::default() });
-    let client = server.kube_client();
+    too_old_resource_version_is_gone_and_the_watcher_relists(server.kube_client()).await;
+}
+
+#[tokio::test]
+async fn too_old_resource_version_is_gone_and_the_watcher_relists_over_http() {
+    let server = ApiServer::with_config(apiserver::Config { event_window: 3, ..Default::default() });
+    let handle = server.serve().await.unwrap();
+    too_old_resource_version_is_gone_and_the_watcher_relists(handle.kube_client().unwrap()).await;
+}
+
+async fn too_old_resource_version_is_gone_and_the_watcher_relists(client: kube::Client) {
     let cms: Api<ConfigMap> = Api::namespaced(client, "default");
     let mk = |n: &str| -> ConfigMap { serde_json::from_value(json!({"metadata": {"name": n}})).unwrap() };
     for n in ["a", "b", "c", "d", "e"] {
@@ -240,4 +261,27 @@ async fn events_recorded_through_events_k8s_io_are_core_events_too() {
     assert_eq!(e.reporting_component.as_deref(), Some("test-controller"));
     assert_eq!(e.involved_object.name.as_deref(), Some("ev"));
     assert_eq!(e.series.as_ref().and_then(|s| s.count), Some(2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn watcher_keeps_up_through_hours_of_virtual_time() {
+    // The shape `host simulate` relies on: in-process client, tokio's paused clock.
+    let server = ApiServer::new();
+    let cms: Api<ConfigMap> = Api::namespaced(server.kube_client(), "default");
+    let (reader, writer) = reflector::store::<ConfigMap>();
+    let stream = reflector::reflector(writer, watcher(cms.clone(), watcher::Config::default())).applied_objects();
+    let task = tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while stream.next().await.is_some() {}
+    });
+    reader.wait_until_ready().await.unwrap();
+    for hour in 0..6 {
+        let name = format!("h{hour}");
+        let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+        cms.create(&PostParams::default(), &cm).await.unwrap();
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        assert!(reader.get(&reflector::ObjectRef::new(&name).within("default")).is_some(), "hour {hour}");
+    }
+    assert_eq!(reader.state().len(), 6);
+    task.abort();
 }
