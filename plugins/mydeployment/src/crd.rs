@@ -174,19 +174,35 @@ fn status_schema() -> Value {
 }
 
 fn printer_columns() -> Value {
-    let col = |name: &str, type_: &str, path: &str, priority: i32, description: &str| {
-        json!({"name": name, "type": type_, "jsonPath": path, "priority": priority, "description": description})
-    };
+    let col = |name: &str, type_: &str, path: &str, priority: i32, description: &str| json!({"name": name, "type": type_, "jsonPath": path, "priority": priority, "description": description});
     // `kubectl get deployments` prints READY as "ready/desired", which one
     // JSONPath cannot express; like other workload CRDs we print the parts.
     json!([
         col("Desired", "integer", ".spec.replicas", 0, "Desired Pods"),
         col("Current", "integer", ".status.replicas", 0, "Active Pods"),
         col("Ready", "integer", ".status.readyReplicas", 0, "Ready Pods"),
-        col("Up-To-Date", "integer", ".status.updatedReplicas", 0, "Pods of the desired revision"),
-        col("Available", "integer", ".status.availableReplicas", 0, "Available Pods"),
+        col(
+            "Up-To-Date",
+            "integer",
+            ".status.updatedReplicas",
+            0,
+            "Pods of the desired revision"
+        ),
+        col(
+            "Available",
+            "integer",
+            ".status.availableReplicas",
+            0,
+            "Available Pods"
+        ),
         col("Age", "date", ".metadata.creationTimestamp", 0, ""),
-        col("Revision", "integer", ".status.revision", 1, "Revision number of the desired template"),
+        col(
+            "Revision",
+            "integer",
+            ".status.revision",
+            1,
+            "Revision number of the desired template"
+        ),
         col("Selector", "string", ".status.selector", 1, "Pod selector"),
     ])
 }
@@ -247,8 +263,14 @@ mod tests {
         let crd = crd();
         let version = &crd["spec"]["versions"][0];
         assert_eq!(crd["metadata"]["name"], "mydeployments.apps.example.com");
-        assert_eq!(version["subresources"]["scale"]["labelSelectorPath"], ".status.selector");
-        assert!(version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]["selector"].is_object());
+        assert_eq!(
+            version["subresources"]["scale"]["labelSelectorPath"],
+            ".status.selector"
+        );
+        assert!(
+            version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]["selector"]
+                .is_object()
+        );
         assert_eq!(crd["spec"]["names"]["shortNames"], json!(["md"]));
     }
 
@@ -256,10 +278,16 @@ mod tests {
     fn every_object_schema_node_has_a_type_as_structural_schemas_require() {
         fn walk(node: &Value, path: &str) {
             if let Some(props) = node.get("properties").and_then(Value::as_object) {
-                assert!(node.get("type").is_some(), "{path} has properties but no type");
+                assert!(
+                    node.get("type").is_some(),
+                    "{path} has properties but no type"
+                );
                 for (k, v) in props {
                     let is_int_or_string = v.get("x-kubernetes-int-or-string").is_some();
-                    assert!(v.get("type").is_some() || is_int_or_string, "{path}.{k} has no type");
+                    assert!(
+                        v.get("type").is_some() || is_int_or_string,
+                        "{path}.{k} has no type"
+                    );
                     walk(v, &format!("{path}.{k}"));
                 }
             }
@@ -267,6 +295,9 @@ mod tests {
                 walk(items, &format!("{path}[]"));
             }
         }
-        walk(&crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"], "");
+        walk(
+            &crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"],
+            "",
+        );
     }
 }

@@ -40,11 +40,18 @@ impl Revision {
         let hash = object
             .label(POD_TEMPLATE_HASH_LABEL)
             .map(String::from)
-            .or_else(|| name.strip_prefix(&format!("{parent_name}-")).map(String::from))
+            .or_else(|| {
+                name.strip_prefix(&format!("{parent_name}-"))
+                    .map(String::from)
+            })
             .unwrap_or_default();
         let earlier_numbers = object
             .annotation(REVISION_HISTORY_ANNOTATION)
-            .map(|list| list.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+            .map(|list| {
+                list.split(',')
+                    .filter_map(|n| n.trim().parse().ok())
+                    .collect()
+            })
             .unwrap_or_default();
         Revision {
             name,
@@ -113,7 +120,10 @@ pub fn resolve_target(
                     template: r.template.clone(),
                     stored: Some(i),
                     collision_count,
-                    rollback: Rollback::Pinned { revision: n, name: r.name.clone() },
+                    rollback: Rollback::Pinned {
+                        revision: n,
+                        name: r.name.clone(),
+                    },
                 });
             }
             None => Rollback::NotFound { revision: n },
@@ -127,19 +137,38 @@ pub fn resolve_target(
             Some(i) if revisions[i].template != *template => {
                 count = Some(count.unwrap_or(0) + 1);
             }
-            stored => return Ok(Target { hash, name, template: template.clone(), stored, collision_count: count, rollback }),
+            stored => {
+                return Ok(Target {
+                    hash,
+                    name,
+                    template: template.clone(),
+                    stored,
+                    collision_count: count,
+                    rollback,
+                });
+            }
         }
     }
     Err(ReconcileError::transient(
         "HashCollision",
-        format!("pod-template-hash of spec.template collides with stored revisions for {MAX_COLLISION_RETRIES} collision counts in a row"),
+        format!(
+            "pod-template-hash of spec.template collides with stored revisions for {MAX_COLLISION_RETRIES} collision counts in a row"
+        ),
     ))
 }
 
 /// The ControllerRevision to create for a template first seen now.
 pub fn new_revision_object(target: &Target, number: i64) -> Value {
-    let mut labels: Map<String, Value> = target.template.pointer("/metadata/labels").and_then(Value::as_object).cloned().unwrap_or_default();
-    labels.insert(POD_TEMPLATE_HASH_LABEL.into(), Value::String(target.hash.clone()));
+    let mut labels: Map<String, Value> = target
+        .template
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    labels.insert(
+        POD_TEMPLATE_HASH_LABEL.into(),
+        Value::String(target.hash.clone()),
+    );
     json!({
         "apiVersion": "apps/v1",
         "kind": "ControllerRevision",
@@ -154,7 +183,11 @@ pub fn new_revision_object(target: &Target, number: i64) -> Value {
 pub fn renumber_patch(revision: &Revision, number: i64) -> Value {
     let mut earlier = revision.earlier_numbers.clone();
     earlier.push(revision.number);
-    let list = earlier.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
+    let list = earlier
+        .iter()
+        .map(i64::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
     json!({"metadata": {"annotations": {REVISION_HISTORY_ANNOTATION: list}}, "revision": number})
 }
 
@@ -170,7 +203,9 @@ pub fn revisions_to_prune<'a>(
     limit: i32,
 ) -> Vec<&'a Revision> {
     let mut old: Vec<&Revision> = revisions.iter().filter(|r| r.name != target_name).collect();
-    let excess = old.len().saturating_sub(usize::try_from(limit.max(0)).unwrap_or(0));
+    let excess = old
+        .len()
+        .saturating_sub(usize::try_from(limit.max(0)).unwrap_or(0));
     old.sort_by(|a, b| a.number.cmp(&b.number).then_with(|| a.name.cmp(&b.name)));
     old.into_iter()
         .filter(|r| !live_hashes.contains(&r.hash) && r.name != protected)
@@ -202,7 +237,8 @@ mod tests {
 
     #[test]
     fn a_new_template_gets_a_name_from_its_hash_and_no_stored_revision() {
-        let t = resolve_target("web", &template("v2"), None, &[stored(1, "v1", None)], None).unwrap();
+        let t =
+            resolve_target("web", &template("v2"), None, &[stored(1, "v1", None)], None).unwrap();
         assert_eq!(t.name, format!("web-{}", t.hash));
         assert_eq!(t.stored, None);
         assert_eq!(t.rollback, Rollback::None);
@@ -221,7 +257,13 @@ mod tests {
         for n in [1, 3] {
             let t = resolve_target("web", &template("v9"), Some(n), &revs, None).unwrap();
             assert_eq!(t.template, template("v1"));
-            assert_eq!(t.rollback, Rollback::Pinned { revision: n, name: revs[0].name.clone() });
+            assert_eq!(
+                t.rollback,
+                Rollback::Pinned {
+                    revision: n,
+                    name: revs[0].name.clone()
+                }
+            );
         }
         let missing = resolve_target("web", &template("v9"), Some(7), &revs, None).unwrap();
         assert_eq!(missing.template, template("v9"));
@@ -243,7 +285,10 @@ mod tests {
     #[test]
     fn renumbering_appends_the_old_number_to_the_history_annotation() {
         let patch = renumber_patch(&stored(2, "v1", Some("1")), 5);
-        assert_eq!(patch, json!({"metadata": {"annotations": {REVISION_HISTORY_ANNOTATION: "1,2"}}, "revision": 5}));
+        assert_eq!(
+            patch,
+            json!({"metadata": {"annotations": {REVISION_HISTORY_ANNOTATION: "1,2"}}, "revision": 5})
+        );
     }
 
     #[test]
@@ -252,9 +297,15 @@ mod tests {
         let live: BTreeSet<String> = [revs[0].hash.clone()].into();
         // Old revisions: 1..=5 (6 is the target); limit 2 -> 3 must go, oldest first,
         // skipping 1 (live) and 2 (protected current revision).
-        let pruned: Vec<i64> = revisions_to_prune(&revs, &revs[5].name, &live, &revs[1].name, 2).iter().map(|r| r.number).collect();
+        let pruned: Vec<i64> = revisions_to_prune(&revs, &revs[5].name, &live, &revs[1].name, 2)
+            .iter()
+            .map(|r| r.number)
+            .collect();
         assert_eq!(pruned, vec![3, 4, 5]);
-        let none: Vec<i64> = revisions_to_prune(&revs, &revs[5].name, &live, "", 10).iter().map(|r| r.number).collect();
+        let none: Vec<i64> = revisions_to_prune(&revs, &revs[5].name, &live, "", 10)
+            .iter()
+            .map(|r| r.number)
+            .collect();
         assert!(none.is_empty());
     }
 }

@@ -20,7 +20,10 @@ pub mod selector;
 pub mod status;
 pub mod validate;
 
-use operator_plugin_sdk::{Action, FieldError, GroupVersionKind, Manifest, Object, Plugin, ReconcileError, Time, export_plugin};
+use operator_plugin_sdk::{
+    Action, FieldError, GroupVersionKind, Manifest, Object, Plugin, ReconcileError, Time,
+    export_plugin,
+};
 
 /// The plugin.
 pub struct MyDeploymentPlugin;
@@ -31,7 +34,10 @@ impl Plugin for MyDeploymentPlugin {
             name: "mydeployment".into(),
             version: env!("CARGO_PKG_VERSION").into(),
             parent: GroupVersionKind::new(api::GROUP, api::VERSION, api::KIND),
-            children: vec![GroupVersionKind::new("", "v1", "Pod"), GroupVersionKind::new("apps", "v1", "ControllerRevision")],
+            children: vec![
+                GroupVersionKind::new("", "v1", "Pod"),
+                GroupVersionKind::new("apps", "v1", "ControllerRevision"),
+            ],
             crds: vec![crd::crd()],
             // Pods and revisions go with their owner through ownerReferences;
             // there is nothing to clean up, so no finalizer.
@@ -39,7 +45,11 @@ impl Plugin for MyDeploymentPlugin {
         }
     }
 
-    fn reconcile(parent: &Object, children: &[Object], now: Time) -> Result<Vec<Action>, ReconcileError> {
+    fn reconcile(
+        parent: &Object,
+        children: &[Object],
+        now: Time,
+    ) -> Result<Vec<Action>, ReconcileError> {
         reconcile::reconcile(parent, children, now)
     }
 

@@ -24,28 +24,53 @@ use crate::validate;
 /// `ScalingReplicaSet`, for a controller without ReplicaSets).
 pub const SCALING: &str = "ScalingPods";
 
-pub fn reconcile(parent: &Object, children: &[Object], now: Time) -> Result<Vec<Action>, ReconcileError> {
+pub fn reconcile(
+    parent: &Object,
+    children: &[Object],
+    now: Time,
+) -> Result<Vec<Action>, ReconcileError> {
     // The garbage collector removes the Pods and revisions through their
     // ownerReferences; creating anything now would only race it.
     if parent.is_being_deleted() {
         return Ok(Vec::new());
     }
-    let spec = validate::parse_spec(parent.spec()).map_err(|e| ReconcileError::permanent("InvalidSpec", e.to_string()))?;
+    let spec = validate::parse_spec(parent.spec())
+        .map_err(|e| ReconcileError::permanent("InvalidSpec", e.to_string()))?;
     let mut errors = Vec::new();
     validate::validate_spec(&spec, &mut errors);
     if !errors.is_empty() {
-        return Err(ReconcileError::permanent("InvalidSpec", validate::summary(&errors)));
+        return Err(ReconcileError::permanent(
+            "InvalidSpec",
+            validate::summary(&errors),
+        ));
     }
     // A status the types cannot read is treated as empty: it is ours to rebuild.
-    let previous: Status = parent.parse::<MyDeployment>().map(|d| d.status).unwrap_or_default();
+    let previous: Status = parent
+        .parse::<MyDeployment>()
+        .map(|d| d.status)
+        .unwrap_or_default();
     let name = parent.name();
 
-    let mut pods: Vec<PodView> = children.iter().filter(|c| c.kind() == "Pod").map(PodView::from_object).collect();
+    let mut pods: Vec<PodView> = children
+        .iter()
+        .filter(|c| c.kind() == "Pod")
+        .map(PodView::from_object)
+        .collect();
     pods.sort_by(|a, b| a.name.cmp(&b.name));
-    let mut revisions: Vec<Revision> = children.iter().filter(|c| c.kind() == "ControllerRevision").map(|c| Revision::from_object(c, name)).collect();
+    let mut revisions: Vec<Revision> = children
+        .iter()
+        .filter(|c| c.kind() == "ControllerRevision")
+        .map(|c| Revision::from_object(c, name))
+        .collect();
     revisions.sort_by(|a, b| a.number.cmp(&b.number).then_with(|| a.name.cmp(&b.name)));
 
-    let target = history::resolve_target(name, &spec.template, spec.rollback_to.as_ref().map(|r| r.revision), &revisions, previous.collision_count)?;
+    let target = history::resolve_target(
+        name,
+        &spec.template,
+        spec.rollback_to.as_ref().map(|r| r.revision),
+        &revisions,
+        previous.collision_count,
+    )?;
     let paused = spec.paused();
     let mut actions = Vec::new();
 
@@ -58,13 +83,19 @@ pub fn reconcile(parent: &Object, children: &[Object], now: Time) -> Result<Vec<
     if !paused {
         match target.stored {
             None => {
-                actions.push(Action::Create(history::new_revision_object(&target, newest + 1)));
+                actions.push(Action::Create(history::new_revision_object(
+                    &target,
+                    newest + 1,
+                )));
                 target_number = Some(newest + 1);
                 new_revision_created = true;
             }
             Some(i) if revisions[i].number < newest => {
                 let r = &revisions[i];
-                actions.push(Action::Patch { target: r.object.object_ref(), patch: history::renumber_patch(r, newest + 1) });
+                actions.push(Action::Patch {
+                    target: r.object.object_ref(),
+                    patch: history::renumber_patch(r, newest + 1),
+                });
                 target_number = Some(newest + 1);
             }
             Some(_) => {}
@@ -72,39 +103,74 @@ pub fn reconcile(parent: &Object, children: &[Object], now: Time) -> Result<Vec<
     }
 
     let number_of = |hash: &str| -> Option<i64> {
-        if hash == target.hash { target_number } else { revisions.iter().find(|r| r.hash == hash).map(|r| r.number) }
+        if hash == target.hash {
+            target_number
+        } else {
+            revisions.iter().find(|r| r.hash == hash).map(|r| r.number)
+        }
     };
     let min_ready = spec.min_ready_seconds();
-    let world = World::new(&target.hash, number_of, pods.iter().collect(), min_ready, now);
+    let world = World::new(
+        &target.hash,
+        number_of,
+        pods.iter().collect(),
+        min_ready,
+        now,
+    );
     let replicas = spec.replicas();
     let strategy = spec.strategy();
     let surge = max_surge(&strategy, replicas);
     let unavailable = max_unavailable(&strategy, replicas);
 
     let plan = if paused {
-        let latest = revisions.iter().max_by_key(|r| r.number).map(|r| r.hash.as_str());
-        rollout::paused(&world, replicas, surge, matches!(strategy, ResolvedStrategy::RollingUpdate { .. }), latest)
+        let latest = revisions
+            .iter()
+            .max_by_key(|r| r.number)
+            .map(|r| r.hash.as_str());
+        rollout::paused(
+            &world,
+            replicas,
+            surge,
+            matches!(strategy, ResolvedStrategy::RollingUpdate { .. }),
+            latest,
+        )
     } else {
         match strategy {
             ResolvedStrategy::Recreate => rollout::recreate(&world, replicas),
-            ResolvedStrategy::RollingUpdate { .. } => rollout::rolling(&world, replicas, surge, unavailable, spec.waits_for_termination()),
+            ResolvedStrategy::RollingUpdate { .. } => rollout::rolling(
+                &world,
+                replicas,
+                surge,
+                unavailable,
+                spec.waits_for_termination(),
+            ),
         }
     };
 
     let mut events = Vec::new();
-    apply_plan(name, &plan, &target, &revisions, &number_of, &mut actions, &mut events);
+    apply_plan(
+        name,
+        &plan,
+        &target,
+        &revisions,
+        &number_of,
+        &mut actions,
+        &mut events,
+    );
     prune(&spec, &previous, &target, &revisions, &pods, &mut actions);
 
     // A paused deployment has not started rolling out an unrecorded
     // template: it still reports the revision it runs, as upstream keeps the
     // Deployment's revision annotation until the new ReplicaSet exists.
-    let (update_revision, update_number) = if target_number.is_none() && !previous.update_revision.is_empty() {
-        (previous.update_revision.clone(), previous.revision)
-    } else {
-        (target.name.clone(), target_number)
-    };
+    let (update_revision, update_number) =
+        if target_number.is_none() && !previous.update_revision.is_empty() {
+            (previous.update_revision.clone(), previous.revision)
+        } else {
+            (target.name.clone(), target_number)
+        };
     let observed = observe(&world, &pods);
-    let current_revision = current_revision(&previous, &target, &revisions, &world, replicas, observed);
+    let current_revision =
+        current_revision(&previous, &target, &revisions, &world, replicas, observed);
     let out = status::compute(&status::Input {
         name,
         generation: parent.generation(),
@@ -112,7 +178,11 @@ pub fn reconcile(parent: &Object, children: &[Object], now: Time) -> Result<Vec<
         previous: &previous,
         observed,
         max_unavailable: unavailable,
-        selector: spec.selector.as_ref().map(ToString::to_string).unwrap_or_default(),
+        selector: spec
+            .selector
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default(),
         target_name: &update_revision,
         target_number: update_number,
         current_revision,
@@ -123,8 +193,9 @@ pub fn reconcile(parent: &Object, children: &[Object], now: Time) -> Result<Vec<
     });
     actions.extend(events);
     actions.extend(out.events);
-    let status = operator_plugin_sdk::serde_json::to_value(&out.status)
-        .map_err(|e| ReconcileError::permanent("InternalError", format!("status cannot be serialised: {e}")))?;
+    let status = operator_plugin_sdk::serde_json::to_value(&out.status).map_err(|e| {
+        ReconcileError::permanent("InternalError", format!("status cannot be serialised: {e}"))
+    })?;
     actions.push(Action::SetStatus(status));
 
     // Look again when a ready Pod passes minReadySeconds (the host also calls
@@ -135,7 +206,11 @@ pub fn reconcile(parent: &Object, children: &[Object], now: Time) -> Result<Vec<
         .filter_map(|p| p.available_at(min_ready, now))
         .map(|at| u64::try_from(at - now.unix_millis()).unwrap_or(0))
         .min();
-    if let Some(ms) = [availability, out.requeue_after_ms].into_iter().flatten().min() {
+    if let Some(ms) = [availability, out.requeue_after_ms]
+        .into_iter()
+        .flatten()
+        .min()
+    {
         actions.push(Action::RequeueAfterMs(ms.max(1)));
     }
     Ok(actions)
@@ -162,25 +237,55 @@ fn apply_plan(
     for step in &plan.steps {
         match step {
             Step::ScaleUp { hash, from, to } => {
-                let template = if *hash == target.hash { Some(&target.template) } else { revisions.iter().find(|r| r.hash == *hash).map(|r| &r.template) };
+                let template = if *hash == target.hash {
+                    Some(&target.template)
+                } else {
+                    revisions
+                        .iter()
+                        .find(|r| r.hash == *hash)
+                        .map(|r| &r.template)
+                };
                 let Some(template) = template else {
-                    events.push(Action::warning("MissingRevision", format!("cannot create Pods with pod-template-hash {hash}: its revision is gone")));
+                    events.push(Action::warning(
+                        "MissingRevision",
+                        format!(
+                            "cannot create Pods with pod-template-hash {hash}: its revision is gone"
+                        ),
+                    ));
                     continue;
                 };
                 let pod = pod_from_template(parent, hash, template);
                 for _ in *from..*to {
                     actions.push(Action::Create(pod.clone()));
                 }
-                events.push(Action::normal(SCALING, format!("Scaled up {} from {from} to {to}", describe(parent, hash, number_of(hash)))));
+                events.push(Action::normal(
+                    SCALING,
+                    format!(
+                        "Scaled up {} from {from} to {to}",
+                        describe(parent, hash, number_of(hash))
+                    ),
+                ));
             }
-            Step::ScaleDown { hash, from, to, victims } => {
+            Step::ScaleDown {
+                hash,
+                from,
+                to,
+                victims,
+            } => {
                 for pod in victims {
                     actions.push(Action::delete(pod.object.object_ref()));
                 }
-                let names = victims.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", ");
+                let names = victims
+                    .iter()
+                    .map(|p| p.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ");
                 events.push(Action::normal(
                     SCALING,
-                    format!("Scaled down {} from {from} to {to}: deleting {names}", describe(parent, hash, number_of(hash))),
+                    format!(
+                        "Scaled down {} from {from} to {to}: deleting {names}",
+                        describe(parent, hash, number_of(hash))
+                    ),
                 ));
             }
         }
@@ -192,13 +297,23 @@ fn apply_plan(
 /// spec, and `generateName: <name>-<hash>-` so the API server picks the
 /// suffix. The host adds the namespace and the controller ownerReference.
 pub fn pod_from_template(parent: &str, hash: &str, template: &Value) -> Value {
-    let mut labels: Map<String, Value> = template.pointer("/metadata/labels").and_then(Value::as_object).cloned().unwrap_or_default();
+    let mut labels: Map<String, Value> = template
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
     labels.insert(POD_TEMPLATE_HASH_LABEL.into(), Value::String(hash.into()));
     let mut metadata = Map::new();
-    metadata.insert("generateName".into(), Value::String(format!("{}-", history::revision_name(parent, hash))));
+    metadata.insert(
+        "generateName".into(),
+        Value::String(format!("{}-", history::revision_name(parent, hash))),
+    );
     metadata.insert("labels".into(), Value::Object(labels));
     for key in ["annotations", "finalizers"] {
-        if let Some(v) = template.pointer(&format!("/metadata/{key}")).filter(|v| !v.is_null()) {
+        if let Some(v) = template
+            .pointer(&format!("/metadata/{key}"))
+            .filter(|v| !v.is_null())
+        {
             metadata.insert(key.into(), v.clone());
         }
     }
@@ -213,9 +328,26 @@ pub fn pod_from_template(parent: &str, hash: &str, template: &Value) -> Value {
 /// Deletes revisions beyond `revisionHistoryLimit`, and with each the
 /// finished Pods of its template (upstream's garbage collector would take
 /// them with their ReplicaSet).
-fn prune(spec: &crate::api::Spec, previous: &Status, target: &Target, revisions: &[Revision], pods: &[PodView], actions: &mut Vec<Action>) {
-    let live: BTreeSet<String> = pods.iter().filter(|p| p.is_active() || p.terminating).map(|p| p.hash.clone()).collect();
-    for r in history::revisions_to_prune(revisions, &target.name, &live, &previous.current_revision, spec.revision_history_limit()) {
+fn prune(
+    spec: &crate::api::Spec,
+    previous: &Status,
+    target: &Target,
+    revisions: &[Revision],
+    pods: &[PodView],
+    actions: &mut Vec<Action>,
+) {
+    let live: BTreeSet<String> = pods
+        .iter()
+        .filter(|p| p.is_active() || p.terminating)
+        .map(|p| p.hash.clone())
+        .collect();
+    for r in history::revisions_to_prune(
+        revisions,
+        &target.name,
+        &live,
+        &previous.current_revision,
+        spec.revision_history_limit(),
+    ) {
         for pod in pods.iter().filter(|p| p.hash == r.hash && !p.terminating) {
             actions.push(Action::delete(pod.object.object_ref()));
         }
@@ -239,14 +371,30 @@ fn observe(world: &World, pods: &[PodView]) -> Observed {
 /// `currentRevision`): the target once every wanted Pod runs it and is
 /// available; until then what the previous status said; failing that, the
 /// template most active Pods run.
-fn current_revision(previous: &Status, target: &Target, revisions: &[Revision], world: &World, replicas: i32, o: Observed) -> String {
+fn current_revision(
+    previous: &Status,
+    target: &Target,
+    revisions: &[Revision],
+    world: &World,
+    replicas: i32,
+    o: Observed,
+) -> String {
     if o.updated == replicas && o.replicas == replicas && o.available == replicas {
         return target.name.clone();
     }
-    if !previous.current_revision.is_empty() && (previous.current_revision == target.name || revisions.iter().any(|r| r.name == previous.current_revision)) {
+    if !previous.current_revision.is_empty()
+        && (previous.current_revision == target.name
+            || revisions
+                .iter()
+                .any(|r| r.name == previous.current_revision))
+    {
         return previous.current_revision.clone();
     }
-    let sizes: BTreeMap<&str, i32> = world.groups.iter().map(|g| (g.hash.as_str(), g.size())).collect();
+    let sizes: BTreeMap<&str, i32> = world
+        .groups
+        .iter()
+        .map(|g| (g.hash.as_str(), g.size()))
+        .collect();
     revisions
         .iter()
         .filter(|r| sizes.get(r.hash.as_str()).copied().unwrap_or(0) > 0)
@@ -304,18 +452,39 @@ mod tests {
         actions
             .iter()
             .find_map(|a| match a {
-                Action::SetStatus(s) => Some(operator_plugin_sdk::serde_json::from_value(s.clone()).unwrap()),
+                Action::SetStatus(s) => {
+                    Some(operator_plugin_sdk::serde_json::from_value(s.clone()).unwrap())
+                }
                 _ => None,
             })
             .expect("a SetStatus action")
     }
 
     fn created<'a>(actions: &'a [Action], kind: &str) -> Vec<&'a Value> {
-        actions.iter().filter_map(|a| if let Action::Create(o) = a { Some(o) } else { None }).filter(|o| o["kind"] == kind).collect()
+        actions
+            .iter()
+            .filter_map(|a| {
+                if let Action::Create(o) = a {
+                    Some(o)
+                } else {
+                    None
+                }
+            })
+            .filter(|o| o["kind"] == kind)
+            .collect()
     }
 
     fn deleted(actions: &[Action]) -> Vec<String> {
-        actions.iter().filter_map(|a| if let Action::Delete { target, .. } = a { Some(format!("{}/{}", target.kind, target.name)) } else { None }).collect()
+        actions
+            .iter()
+            .filter_map(|a| {
+                if let Action::Delete { target, .. } = a {
+                    Some(format!("{}/{}", target.kind, target.name))
+                } else {
+                    None
+                }
+            })
+            .collect()
     }
 
     #[test]
@@ -346,16 +515,28 @@ mod tests {
         let impostor = revision(&format!("web-{hash}"), &hash, 1, template("something-else"));
         let actions = reconcile(&parent("v2", 1, json!({})), &[impostor], now()).unwrap();
         let fresh = pod_template_hash(&template("v2"), Some(1));
-        assert_eq!(created(&actions, "ControllerRevision")[0]["metadata"]["name"], format!("web-{fresh}"));
-        assert_eq!(created(&actions, "Pod")[0]["metadata"]["labels"]["pod-template-hash"], fresh);
+        assert_eq!(
+            created(&actions, "ControllerRevision")[0]["metadata"]["name"],
+            format!("web-{fresh}")
+        );
+        assert_eq!(
+            created(&actions, "Pod")[0]["metadata"]["labels"]["pod-template-hash"],
+            fresh
+        );
         assert_eq!(status_of(&actions).collision_count, Some(1));
     }
 
     #[test]
     fn pods_without_a_hash_label_are_an_old_template_to_replace() {
-        let pods: Vec<Object> = (0..3).map(|i| pod(&format!("adopted-{i}"), None, "Running")).collect();
+        let pods: Vec<Object> = (0..3)
+            .map(|i| pod(&format!("adopted-{i}"), None, "Running"))
+            .collect();
         let actions = reconcile(&parent("v1", 3, json!({})), &pods, now()).unwrap();
-        assert_eq!(created(&actions, "Pod").len(), 1, "one surge Pod of the template");
+        assert_eq!(
+            created(&actions, "Pod").len(),
+            1,
+            "one surge Pod of the template"
+        );
         let status = status_of(&actions);
         assert_eq!((status.replicas, status.updated_replicas), (3, 0));
     }
@@ -373,14 +554,24 @@ mod tests {
         let mut p = parent("v2", 1, json!({}));
         p.0["spec"]["revisionHistoryLimit"] = json!(0);
         let actions = reconcile(&p, &children, now()).unwrap();
-        assert_eq!(deleted(&actions), vec!["Pod/old-failed".to_string(), format!("ControllerRevision/web-{h1}")]);
+        assert_eq!(
+            deleted(&actions),
+            vec![
+                "Pod/old-failed".to_string(),
+                format!("ControllerRevision/web-{h1}")
+            ]
+        );
     }
 
     #[test]
     fn conditions_the_plugin_does_not_own_are_kept() {
         let status = json!({"conditions": [{"type": "Reconciled", "status": "True", "reason": "Success", "lastTransitionTime": "2026-03-01T11:00:00Z"}]});
         let actions = reconcile(&parent("v1", 0, status), &[], now()).unwrap();
-        let types: Vec<String> = status_of(&actions).conditions.iter().map(|c| c.type_.clone()).collect();
+        let types: Vec<String> = status_of(&actions)
+            .conditions
+            .iter()
+            .map(|c| c.type_.clone())
+            .collect();
         assert_eq!(types, ["Available", "Progressing", "Reconciled"]);
     }
 
@@ -397,6 +588,10 @@ mod tests {
         p.0["spec"]["paused"] = json!(true);
         let actions = reconcile(&p, &[pod("orphan-0", Some("gone"), "Running")], now()).unwrap();
         assert!(created(&actions, "Pod").is_empty());
-        assert!(actions.iter().any(|a| matches!(a, Action::Event { reason, .. } if reason == "MissingRevision")));
+        assert!(
+            actions
+                .iter()
+                .any(|a| matches!(a, Action::Event { reason, .. } if reason == "MissingRevision"))
+        );
     }
 }

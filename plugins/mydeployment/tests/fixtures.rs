@@ -24,12 +24,15 @@ fn read(path: &Path) -> String {
 
 /// The plugin's answer for one case directory, in the host's JSON form.
 fn run_case(dir: &Path) -> Value {
-    let parent: serde_yaml::Value = serde_yaml::from_str(&read(&dir.join("parent.yaml"))).expect("parent.yaml");
+    let parent: serde_yaml::Value =
+        serde_yaml::from_str(&read(&dir.join("parent.yaml"))).expect("parent.yaml");
     let parent = yaml_to_json(parent).to_string();
     let children_path = dir.join("children.yaml");
     let children: Vec<String> = if children_path.exists() {
         serde_yaml::Deserializer::from_str(&read(&children_path))
-            .map(|doc| yaml_to_json(serde_yaml::Value::deserialize(doc).expect("children.yaml document")))
+            .map(|doc| {
+                yaml_to_json(serde_yaml::Value::deserialize(doc).expect("children.yaml document"))
+            })
             .filter(|v| !v.is_null())
             .map(|v| v.to_string())
             .collect()
@@ -39,7 +42,9 @@ fn run_case(dir: &Path) -> Value {
     let now = Time::parse_rfc3339(read(&dir.join("now.txt")).trim()).expect("now.txt is RFC 3339");
     match plugin::reconcile::<MyDeploymentPlugin>(&parent, &children, now.unix_millis()) {
         Ok(actions) => serde_json::to_value(&actions).expect("actions serialise"),
-        Err(e) => json!({"error": {"reason": e.reason, "message": e.message, "retryable": e.retryable}}),
+        Err(e) => {
+            json!({"error": {"reason": e.reason, "message": e.message, "retryable": e.retryable}})
+        }
     }
 }
 
@@ -59,7 +64,10 @@ fn diff(want: &str, got: &str) -> String {
     let (w, g): (Vec<&str>, Vec<&str>) = (want.lines().collect(), got.lines().collect());
     let mut out = String::new();
     for i in 0..w.len().max(g.len()) {
-        let (a, b) = (w.get(i).copied().unwrap_or(""), g.get(i).copied().unwrap_or(""));
+        let (a, b) = (
+            w.get(i).copied().unwrap_or(""),
+            g.get(i).copied().unwrap_or(""),
+        );
         if a != b {
             out.push_str(&format!("  line {}:\n    - {a}\n    + {b}\n", i + 1));
         }
@@ -71,7 +79,11 @@ fn diff(want: &str, got: &str) -> String {
 fn every_fixture_gives_its_expected_actions() {
     let update = std::env::var_os("UPDATE_FIXTURES").is_some_and(|v| v == "1");
     let dirs = case_dirs();
-    assert!(dirs.len() >= 10, "expected the fixture cases, found {}", dirs.len());
+    assert!(
+        dirs.len() >= 10,
+        "expected the fixture cases, found {}",
+        dirs.len()
+    );
     let mut failures = Vec::new();
     for dir in &dirs {
         let got = serde_json::to_string_pretty(&run_case(dir)).unwrap() + "\n";
@@ -85,10 +97,22 @@ fn every_fixture_gives_its_expected_actions() {
         let got_value: Value = serde_json::from_str(&got).unwrap();
         if want != got_value {
             let name = dir.file_name().unwrap().to_string_lossy().into_owned();
-            failures.push(format!("{name}:\n{}", diff(&serde_json::to_string_pretty(&want).unwrap(), got.trim_end())));
+            failures.push(format!(
+                "{name}:\n{}",
+                diff(
+                    &serde_json::to_string_pretty(&want).unwrap(),
+                    got.trim_end()
+                )
+            ));
         }
     }
-    assert!(failures.is_empty(), "{} of {} fixtures differ:\n{}", failures.len(), dirs.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} fixtures differ:\n{}",
+        failures.len(),
+        dirs.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
@@ -103,16 +127,30 @@ fn fixtures_are_deterministic() {
 #[test]
 fn fixture_children_are_controlled_by_their_parent() {
     for dir in case_dirs() {
-        let parent: serde_yaml::Value = serde_yaml::from_str(&read(&dir.join("parent.yaml"))).unwrap();
-        let uid = yaml_to_json(parent)["metadata"]["uid"].as_str().unwrap().to_string();
+        let parent: serde_yaml::Value =
+            serde_yaml::from_str(&read(&dir.join("parent.yaml"))).unwrap();
+        let uid = yaml_to_json(parent)["metadata"]["uid"]
+            .as_str()
+            .unwrap()
+            .to_string();
         let path = dir.join("children.yaml");
         if !path.exists() {
             continue;
         }
         for doc in serde_yaml::Deserializer::from_str(&read(&path)) {
             let child = yaml_to_json(serde_yaml::Value::deserialize(doc).unwrap());
-            let owners = child["metadata"]["ownerReferences"].as_array().cloned().unwrap_or_default();
-            assert!(owners.iter().any(|o| o["uid"] == uid.as_str() && o["controller"] == true), "{}: {}", dir.display(), child["metadata"]["name"]);
+            let owners = child["metadata"]["ownerReferences"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            assert!(
+                owners
+                    .iter()
+                    .any(|o| o["uid"] == uid.as_str() && o["controller"] == true),
+                "{}: {}",
+                dir.display(),
+                child["metadata"]["name"]
+            );
         }
     }
 }

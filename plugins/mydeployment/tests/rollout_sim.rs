@@ -55,7 +55,16 @@ impl Cluster {
             "metadata": {"name": "my-nginx-app", "namespace": "default", "uid": "md-uid", "generation": 1, "resourceVersion": "1", "creationTimestamp": "2026-03-01T12:00:00Z"},
             "spec": spec
         });
-        Cluster { parent, pods: vec![], revisions: vec![], now: START, next_id: 0, starting: vec![], steps: 0, log: vec![] }
+        Cluster {
+            parent,
+            pods: vec![],
+            revisions: vec![],
+            now: START,
+            next_id: 0,
+            starting: vec![],
+            steps: 0,
+            log: vec![],
+        }
     }
 
     fn spec(&self) -> &Value {
@@ -85,21 +94,45 @@ impl Cluster {
             .iter()
             .filter(|p| {
                 p["status"]["conditions"][0]["status"] == "True"
-                    && Time::parse_rfc3339(p["status"]["conditions"][0]["lastTransitionTime"].as_str().unwrap()).unwrap().unix_millis() + min_ready
+                    && Time::parse_rfc3339(
+                        p["status"]["conditions"][0]["lastTransitionTime"]
+                            .as_str()
+                            .unwrap(),
+                    )
+                    .unwrap()
+                    .unix_millis()
+                        + min_ready
                         <= self.now - if min_ready > 0 { 1 } else { 0 }
             })
             .count();
-        Counts { total: self.pods.len() as i32, available: available as i32 }
+        Counts {
+            total: self.pods.len() as i32,
+            available: available as i32,
+        }
     }
 
     fn images(&self) -> Vec<String> {
-        let mut images: Vec<String> = self.pods.iter().map(|p| p["spec"]["containers"][0]["image"].as_str().unwrap().to_string()).collect();
+        let mut images: Vec<String> = self
+            .pods
+            .iter()
+            .map(|p| {
+                p["spec"]["containers"][0]["image"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
         images.sort();
         images
     }
 
     fn children(&self) -> Vec<Object> {
-        self.pods.iter().chain(&self.revisions).cloned().map(Object).collect()
+        self.pods
+            .iter()
+            .chain(&self.revisions)
+            .cloned()
+            .map(Object)
+            .collect()
     }
 
     /// One reconcile and its consequences. Returns the actions.
@@ -108,14 +141,21 @@ impl Cluster {
         self.now += STEP_MS;
         // Pods created last step are scheduled, running and ready now.
         let now = self.now_rfc3339();
-        for pod in self.pods.iter_mut().filter(|p| self.starting.contains(&p["metadata"]["name"].as_str().unwrap().to_string())) {
+        for pod in self.pods.iter_mut().filter(|p| {
+            self.starting
+                .contains(&p["metadata"]["name"].as_str().unwrap().to_string())
+        }) {
             pod["spec"]["nodeName"] = json!("node-1");
             pod["status"] = json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": now}]});
         }
         self.starting.clear();
 
-        let actions = MyDeploymentPlugin::reconcile(&Object(self.parent.clone()), &self.children(), Time::from_unix_millis(self.now))
-            .unwrap_or_else(|e| panic!("reconcile failed at step {}: {e}", self.steps));
+        let actions = MyDeploymentPlugin::reconcile(
+            &Object(self.parent.clone()),
+            &self.children(),
+            Time::from_unix_millis(self.now),
+        )
+        .unwrap_or_else(|e| panic!("reconcile failed at step {}: {e}", self.steps));
         for action in &actions {
             self.apply(action);
         }
@@ -126,7 +166,11 @@ impl Cluster {
         match action {
             Action::Create(obj) if obj["kind"] == "Pod" => {
                 self.next_id += 1;
-                let name = format!("{}{:05}", obj["metadata"]["generateName"].as_str().unwrap(), self.next_id);
+                let name = format!(
+                    "{}{:05}",
+                    obj["metadata"]["generateName"].as_str().unwrap(),
+                    self.next_id
+                );
                 let mut pod = obj.clone();
                 pod["metadata"]["name"] = json!(name);
                 pod["metadata"]["namespace"] = json!("default");
@@ -140,29 +184,53 @@ impl Cluster {
             }
             Action::Create(obj) if obj["kind"] == "ControllerRevision" => {
                 let name = obj["metadata"]["name"].as_str().unwrap();
-                assert!(!self.revisions.iter().any(|r| r["metadata"]["name"] == name), "revision {name} created twice");
+                assert!(
+                    !self.revisions.iter().any(|r| r["metadata"]["name"] == name),
+                    "revision {name} created twice"
+                );
                 let mut rev = obj.clone();
                 rev["metadata"]["namespace"] = json!("default");
                 rev["metadata"]["uid"] = json!(format!("rev-uid-{name}"));
-                self.log.push(format!("step {}: create revision {name} ({})", self.steps, rev["revision"]));
+                self.log.push(format!(
+                    "step {}: create revision {name} ({})",
+                    self.steps, rev["revision"]
+                ));
                 self.revisions.push(rev);
             }
             Action::Patch { target, patch } => {
-                assert_eq!(target.kind, "ControllerRevision", "only revisions are patched");
-                let rev = self.revisions.iter_mut().find(|r| r["metadata"]["name"] == target.name.as_str()).expect("patch of a missing revision");
+                assert_eq!(
+                    target.kind, "ControllerRevision",
+                    "only revisions are patched"
+                );
+                let rev = self
+                    .revisions
+                    .iter_mut()
+                    .find(|r| r["metadata"]["name"] == target.name.as_str())
+                    .expect("patch of a missing revision");
                 merge(rev, patch);
-                self.log.push(format!("step {}: patch {} {patch}", self.steps, target.name));
+                self.log.push(format!(
+                    "step {}: patch {} {patch}",
+                    self.steps, target.name
+                ));
             }
             Action::Delete { target, .. } => {
-                let list = if target.kind == "Pod" { &mut self.pods } else { &mut self.revisions };
+                let list = if target.kind == "Pod" {
+                    &mut self.pods
+                } else {
+                    &mut self.revisions
+                };
                 let before = list.len();
                 list.retain(|o| o["metadata"]["name"] != target.name.as_str());
                 assert_eq!(list.len() + 1, before, "delete of a missing {}", target);
-                self.log.push(format!("step {}: delete {}", self.steps, target.name));
+                self.log
+                    .push(format!("step {}: delete {}", self.steps, target.name));
             }
             Action::SetStatus(status) => self.parent["status"] = status.clone(),
             Action::Create(other) => panic!("unexpected create {other}"),
-            Action::Event { .. } | Action::RequeueAfterMs(_) | Action::Replace(_) | Action::Finalized {} => {}
+            Action::Event { .. }
+            | Action::RequeueAfterMs(_)
+            | Action::Replace(_)
+            | Action::Finalized {} => {}
         }
     }
 
@@ -170,37 +238,80 @@ impl Cluster {
     fn run(&mut self, max_surge: i32, max_unavailable: i32) -> usize {
         let replicas = self.spec()["replicas"].as_i64().unwrap() as i32;
         let recreate = self.spec()["strategy"]["type"] == "Recreate";
-        let target_image = self.spec()["template"]["spec"]["containers"][0]["image"].as_str().map(String::from);
+        let target_image = self.spec()["template"]["spec"]["containers"][0]["image"]
+            .as_str()
+            .map(String::from);
         for i in 0..MAX_STEPS {
             let before = self.counts();
             let actions = self.step();
             let after = self.counts();
-            let created = actions.iter().any(|a| matches!(a, Action::Create(o) if o["kind"] == "Pod"));
-            let deleted = actions.iter().any(|a| matches!(a, Action::Delete { target, .. } if target.kind == "Pod"));
+            let created = actions
+                .iter()
+                .any(|a| matches!(a, Action::Create(o) if o["kind"] == "Pod"));
+            let deleted = actions
+                .iter()
+                .any(|a| matches!(a, Action::Delete { target, .. } if target.kind == "Pod"));
             if created {
-                assert!(after.total <= replicas + max_surge, "step {i}: {} pods > {replicas} + {max_surge}\n{}", after.total, self.log.join("\n"));
+                assert!(
+                    after.total <= replicas + max_surge,
+                    "step {i}: {} pods > {replicas} + {max_surge}\n{}",
+                    after.total,
+                    self.log.join("\n")
+                );
             }
             if deleted {
                 // Counts after the delete, before the next readiness change.
                 let floor = (replicas - max_unavailable).min(before.available);
-                assert!(after.available >= floor, "step {i}: {} available < {floor}\n{}", after.available, self.log.join("\n"));
+                assert!(
+                    after.available >= floor,
+                    "step {i}: {} available < {floor}\n{}",
+                    after.available,
+                    self.log.join("\n")
+                );
             }
             if recreate && created {
-                let old = self.pods.iter().filter(|p| p["spec"]["containers"][0]["image"].as_str() != target_image.as_deref()).count();
-                assert_eq!(old, 0, "step {i}: Recreate created Pods while old ones exist");
+                let old = self
+                    .pods
+                    .iter()
+                    .filter(|p| {
+                        p["spec"]["containers"][0]["image"].as_str() != target_image.as_deref()
+                    })
+                    .count();
+                assert_eq!(
+                    old, 0,
+                    "step {i}: Recreate created Pods while old ones exist"
+                );
             }
-            if !created && !deleted && self.starting.is_empty() && actions.iter().all(|a| !matches!(a, Action::Patch { .. } | Action::Create(_))) {
+            if !created
+                && !deleted
+                && self.starting.is_empty()
+                && actions
+                    .iter()
+                    .all(|a| !matches!(a, Action::Patch { .. } | Action::Create(_)))
+            {
                 let status = &self.parent["status"];
-                if status["updatedReplicas"] == replicas && status["availableReplicas"] == replicas && status["replicas"] == replicas {
+                if status["updatedReplicas"] == replicas
+                    && status["availableReplicas"] == replicas
+                    && status["replicas"] == replicas
+                {
                     return i + 1;
                 }
             }
         }
-        panic!("rollout did not finish in {MAX_STEPS} steps\n{}", self.log.join("\n"));
+        panic!(
+            "rollout did not finish in {MAX_STEPS} steps\n{}",
+            self.log.join("\n")
+        );
     }
 
     fn condition(&self, type_: &str) -> Value {
-        self.parent["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == type_).cloned().unwrap_or(Value::Null)
+        self.parent["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == type_)
+            .cloned()
+            .unwrap_or(Value::Null)
     }
 }
 
@@ -228,17 +339,31 @@ fn settled(replicas: i64, strategy: Value) -> Cluster {
         "strategy": strategy,
     }));
     c.run(i32::MAX / 2, 0);
-    assert_eq!(c.images(), vec!["nginx:1.7.9".to_string(); replicas as usize]);
+    assert_eq!(
+        c.images(),
+        vec!["nginx:1.7.9".to_string(); replicas as usize]
+    );
     c.log.clear();
     c
 }
 
 fn assert_rolled_out(c: &Cluster, replicas: usize, image: &str) {
-    assert_eq!(c.images(), vec![image.to_string(); replicas], "{}", c.log.join("\n"));
+    assert_eq!(
+        c.images(),
+        vec![image.to_string(); replicas],
+        "{}",
+        c.log.join("\n")
+    );
     let progressing = c.condition("Progressing");
-    assert_eq!(progressing["reason"], "NewReplicaSetAvailable", "{progressing}");
+    assert_eq!(
+        progressing["reason"], "NewReplicaSetAvailable",
+        "{progressing}"
+    );
     assert_eq!(c.condition("Available")["status"], "True");
-    assert_eq!(c.parent["status"]["currentRevision"], c.parent["status"]["updateRevision"]);
+    assert_eq!(
+        c.parent["status"]["currentRevision"],
+        c.parent["status"]["updateRevision"]
+    );
 }
 
 #[test]
@@ -248,8 +373,15 @@ fn creating_a_mydeployment_brings_up_its_pods_and_first_revision() {
     assert_eq!(c.revisions[0]["revision"], 1);
     assert_eq!(c.parent["status"]["revision"], 1);
     assert_eq!(c.parent["status"]["selector"], "app=my-nginx-app");
-    let hash = c.revisions[0]["metadata"]["labels"]["pod-template-hash"].as_str().unwrap();
-    assert!(c.pods.iter().all(|p| p["metadata"]["labels"]["pod-template-hash"] == hash && p["metadata"]["labels"]["app"] == "my-nginx-app"));
+    let hash = c.revisions[0]["metadata"]["labels"]["pod-template-hash"]
+        .as_str()
+        .unwrap();
+    assert!(
+        c.pods
+            .iter()
+            .all(|p| p["metadata"]["labels"]["pod-template-hash"] == hash
+                && p["metadata"]["labels"]["app"] == "my-nginx-app")
+    );
 }
 
 #[test]
@@ -347,7 +479,10 @@ fn min_ready_seconds_holds_old_pods_until_new_ones_are_available() {
     let steps = c.run(1, 0);
     assert_rolled_out(&c, 3, "nginx:1.9.1");
     // Each new Pod needs a step to become ready and three 10 s steps to pass 25 s.
-    assert!(steps >= 12, "minReadySeconds was not waited for: {steps} steps");
+    assert!(
+        steps >= 12,
+        "minReadySeconds was not waited for: {steps} steps"
+    );
 }
 
 #[test]
@@ -360,9 +495,16 @@ fn rollback_pins_the_old_template_and_clearing_it_rolls_forward_again() {
     assert_rolled_out(&c, 3, "nginx:1.7.9");
     assert_eq!(c.condition("RolledBack")["status"], "True");
     // Revision 1 was reused as revision 3 and still answers to 1.
-    let reused = c.revisions.iter().find(|r| r["revision"] == 3).expect("revision 3");
+    let reused = c
+        .revisions
+        .iter()
+        .find(|r| r["revision"] == 3)
+        .expect("revision 3");
     assert_eq!(reused["data"], template("nginx:1.7.9"));
-    assert_eq!(reused["metadata"]["annotations"]["deployment.kubernetes.io/revision-history"], "1");
+    assert_eq!(
+        reused["metadata"]["annotations"]["deployment.kubernetes.io/revision-history"],
+        "1"
+    );
     assert_eq!(c.revisions.len(), 2);
 
     c.edit(json!({"rollbackTo": null}));
@@ -379,7 +521,12 @@ fn paused_deployments_scale_but_do_not_roll_out() {
     for _ in 0..5 {
         c.step();
     }
-    assert_eq!(c.images(), vec!["nginx:1.7.9".to_string(); 4], "{}", c.log.join("\n"));
+    assert_eq!(
+        c.images(),
+        vec!["nginx:1.7.9".to_string(); 4],
+        "{}",
+        c.log.join("\n")
+    );
     assert_eq!(c.condition("Progressing")["reason"], "DeploymentPaused");
     assert_eq!(c.revisions.len(), 1, "no revision recorded while paused");
     c.edit(json!({"paused": false}));
@@ -395,7 +542,11 @@ fn revision_history_is_pruned_to_the_limit() {
         c.edit(json!({"template": template(&format!("nginx:{v}"))}));
         c.run(1, 0);
     }
-    let mut numbers: Vec<i64> = c.revisions.iter().map(|r| r["revision"].as_i64().unwrap()).collect();
+    let mut numbers: Vec<i64> = c
+        .revisions
+        .iter()
+        .map(|r| r["revision"].as_i64().unwrap())
+        .collect();
     numbers.sort();
     assert_eq!(numbers, vec![3, 4, 5]);
 }
@@ -418,9 +569,15 @@ fn scaling_to_zero_and_back() {
 #[test]
 fn seed_use_cases_from_the_samples_in_order() {
     let sample = |name: &str| -> Value {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("samples").join(name);
-        let yaml: serde_yaml::Value = serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-        let object = MyDeploymentPlugin::default(Object(operator_plugin_sdk::serde_json::to_value(yaml).unwrap())).unwrap();
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("samples")
+            .join(name);
+        let yaml: serde_yaml::Value =
+            serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let object = MyDeploymentPlugin::default(Object(
+            operator_plugin_sdk::serde_json::to_value(yaml).unwrap(),
+        ))
+        .unwrap();
         object.0["spec"].clone()
     };
     let mut c = Cluster::new(sample("my-deployment-instance.yaml"));
@@ -447,7 +604,10 @@ fn seed_use_cases_from_the_samples_in_order() {
     replace(&mut c, "my-deployment-instance-update-scaledown-1.9.1.yaml");
     c.run(1, 0);
     assert_rolled_out(&c, 2, "nginx:1.9.1");
-    replace(&mut c, "my-deployment-instance-update-image-and-scaleup-1.14.yaml");
+    replace(
+        &mut c,
+        "my-deployment-instance-update-image-and-scaleup-1.14.yaml",
+    );
     c.run(2, 1);
     assert_rolled_out(&c, 5, "nginx:1.14");
     assert_eq!(c.parent["status"]["revision"], 3);
