@@ -24,6 +24,14 @@ use crate::validate;
 /// `ScalingReplicaSet`, for a controller without ReplicaSets).
 pub const SCALING: &str = "ScalingPods";
 
+/// At most this many Pods are created, and this many deleted, per reconcile
+/// (the ReplicaSet controller's `burstReplicas`), so a large scale-up does
+/// not turn into one flood of API calls; the next reconcile continues.
+pub const BURST_REPLICAS: i32 = 500;
+
+/// Victims named in one scale-down Event before the rest are only counted.
+const NAMED_VICTIMS: usize = 10;
+
 pub fn reconcile(
     parent: &Object,
     children: &[Object],
@@ -234,6 +242,7 @@ fn apply_plan(
     actions: &mut Vec<Action>,
     events: &mut Vec<Action>,
 ) {
+    let (mut create_budget, mut delete_budget) = (BURST_REPLICAS, BURST_REPLICAS);
     for step in &plan.steps {
         match step {
             Step::ScaleUp { hash, from, to } => {
@@ -254,32 +263,52 @@ fn apply_plan(
                     ));
                     continue;
                 };
-                let pod = pod_from_template(parent, hash, template);
-                for _ in *from..*to {
-                    actions.push(Action::Create(pod.clone()));
+                let n = (to - from).min(create_budget);
+                if n <= 0 {
+                    continue;
                 }
+                create_budget -= n;
+                let pod = pod_from_template(parent, hash, template);
+                actions.extend(std::iter::repeat_n(
+                    Action::Create(pod),
+                    usize::try_from(n).unwrap_or(0),
+                ));
                 events.push(Action::normal(
                     SCALING,
                     format!(
-                        "Scaled up {} from {from} to {to}",
-                        describe(parent, hash, number_of(hash))
+                        "Scaled up {} from {from} to {}",
+                        describe(parent, hash, number_of(hash)),
+                        from + n
                     ),
                 ));
             }
             Step::ScaleDown {
                 hash,
                 from,
-                to,
                 victims,
+                ..
             } => {
+                let n = victims
+                    .len()
+                    .min(usize::try_from(delete_budget).unwrap_or(0));
+                if n == 0 {
+                    continue;
+                }
+                delete_budget -= i32::try_from(n).unwrap_or(i32::MAX);
+                let victims = &victims[..n];
                 for pod in victims {
                     actions.push(Action::delete(pod.object.object_ref()));
                 }
-                let names = victims
+                let mut names = victims
                     .iter()
+                    .take(NAMED_VICTIMS)
                     .map(|p| p.name.as_str())
                     .collect::<Vec<_>>()
                     .join(", ");
+                if n > NAMED_VICTIMS {
+                    names.push_str(&format!(" and {} more", n - NAMED_VICTIMS));
+                }
+                let to = from - i32::try_from(n).unwrap_or(i32::MAX);
                 events.push(Action::normal(
                     SCALING,
                     format!(
@@ -592,6 +621,37 @@ mod tests {
             actions
                 .iter()
                 .any(|a| matches!(a, Action::Event { reason, .. } if reason == "MissingRevision"))
+        );
+    }
+
+    #[test]
+    fn a_large_scale_up_creates_at_most_burst_replicas_per_reconcile() {
+        let actions = reconcile(&parent("v1", 600, json!({})), &[], now()).unwrap();
+        assert_eq!(created(&actions, "Pod").len(), 500);
+        assert!(actions.iter().any(
+            |a| matches!(a, Action::Event { message, .. } if message.ends_with("from 0 to 500"))
+        ));
+    }
+
+    #[test]
+    fn a_large_scale_down_deletes_at_most_burst_replicas_and_names_ten() {
+        let h1 = pod_template_hash(&template("v1"), None);
+        let mut children = vec![revision(&format!("web-{h1}"), &h1, 1, template("v1"))];
+        children.extend((0..520).map(|i| pod(&format!("p-{i:03}"), Some(&h1), "Running")));
+        let actions = reconcile(&parent("v1", 0, json!({})), &children, now()).unwrap();
+        assert_eq!(deleted(&actions).len(), 500);
+        let message = actions
+            .iter()
+            .find_map(|a| match a {
+                Action::Event { message, .. } if message.starts_with("Scaled down") => {
+                    Some(message.clone())
+                }
+                _ => None,
+            })
+            .unwrap();
+        assert!(
+            message.contains("from 520 to 20") && message.ends_with("and 490 more"),
+            "{message}"
         );
     }
 }
