@@ -35,8 +35,12 @@ struct Cluster {
     revisions: Vec<Value>,
     now: i64,
     next_id: u64,
-    /// Pods created in the last step: they turn Ready at the next one.
-    starting: Vec<String>,
+    /// Pods not yet Ready, with the steps left until they are (1 unless
+    /// `seed` varies it).
+    starting: Vec<(String, u64)>,
+    /// Seed of a tiny LCG that, when set, makes new Pods take 1 to 3 steps
+    /// to become Ready, so rollouts interleave differently.
+    seed: Option<u64>,
     steps: usize,
     log: Vec<String>,
 }
@@ -62,6 +66,7 @@ impl Cluster {
             now: START,
             next_id: 0,
             starting: vec![],
+            seed: None,
             steps: 0,
             log: vec![],
         }
@@ -139,16 +144,26 @@ impl Cluster {
     fn step(&mut self) -> Vec<Action> {
         self.steps += 1;
         self.now += STEP_MS;
-        // Pods created last step are scheduled, running and ready now.
+        // Pods whose start-up is over are scheduled, running and ready now.
         let now = self.now_rfc3339();
-        for pod in self.pods.iter_mut().filter(|p| {
-            self.starting
-                .contains(&p["metadata"]["name"].as_str().unwrap().to_string())
-        }) {
+        for (_, left) in self.starting.iter_mut() {
+            *left -= 1;
+        }
+        let ready: Vec<String> = self
+            .starting
+            .iter()
+            .filter(|(_, left)| *left == 0)
+            .map(|(n, _)| n.clone())
+            .collect();
+        self.starting.retain(|(_, left)| *left > 0);
+        for pod in self
+            .pods
+            .iter_mut()
+            .filter(|p| ready.iter().any(|n| p["metadata"]["name"] == n.as_str()))
+        {
             pod["spec"]["nodeName"] = json!("node-1");
             pod["status"] = json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": now}]});
         }
-        self.starting.clear();
 
         let actions = MyDeploymentPlugin::reconcile(
             &Object(self.parent.clone()),
@@ -178,7 +193,16 @@ impl Cluster {
                 pod["metadata"]["creationTimestamp"] = json!(self.now_rfc3339());
                 pod["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps.example.com/v1", "kind": "MyDeployment", "name": "my-nginx-app", "uid": "md-uid", "controller": true}]);
                 pod["status"] = json!({"phase": "Pending", "conditions": [{"type": "Ready", "status": "False", "lastTransitionTime": self.now_rfc3339()}]});
-                self.starting.push(name.clone());
+                let delay = match self.seed.as_mut() {
+                    Some(seed) => {
+                        *seed = seed
+                            .wrapping_mul(6_364_136_223_846_793_005)
+                            .wrapping_add(1_442_695_040_888_963_407);
+                        1 + (*seed >> 33) % 3
+                    }
+                    None => 1,
+                };
+                self.starting.push((name.clone(), delay));
                 self.log.push(format!("step {}: create {name}", self.steps));
                 self.pods.push(pod);
             }
@@ -221,6 +245,7 @@ impl Cluster {
                 };
                 let before = list.len();
                 list.retain(|o| o["metadata"]["name"] != target.name.as_str());
+                self.starting.retain(|(n, _)| *n != target.name);
                 assert_eq!(list.len() + 1, before, "delete of a missing {}", target);
                 self.log
                     .push(format!("step {}: delete {}", self.steps, target.name));
@@ -616,4 +641,45 @@ fn seed_use_cases_from_the_samples_in_order() {
     assert_rolled_out(&c, 5, "nginx:1.9.1");
     assert_eq!(c.condition("RolledBack")["status"], "True");
     assert_eq!(c.parent["status"]["revision"], 4);
+}
+
+/// Many interleavings: Pods take 1 to 3 steps to become Ready (seeded, so
+/// failures reproduce), over several strategies and sizes; every step keeps
+/// the promises and every rollout ends.
+#[test]
+fn rollouts_keep_their_bounds_under_varied_start_up_times() {
+    let strategies = [
+        (rolling(json!("25%"), json!("25%")), "25%", "25%"),
+        (rolling(json!(1), json!(0)), "1", "0"),
+        (rolling(json!(0), json!(1)), "0", "1"),
+        (rolling(json!(2), json!(2)), "2", "2"),
+        (rolling(json!("100%"), json!("0%")), "100%", "0%"),
+    ];
+    // ResolveFenceposts, restated for the assertions.
+    let resolve = |v: &str, replicas: i32, up: bool| -> i32 {
+        match v.strip_suffix('%') {
+            Some(p) => {
+                let x = p.parse::<i32>().unwrap() * replicas;
+                if up { (x + 99) / 100 } else { x / 100 }
+            }
+            None => v.parse().unwrap(),
+        }
+    };
+    for seed in 1..=8u64 {
+        for (strategy, surge, unavailable) in &strategies {
+            for (from, to) in [(3, 3), (4, 7), (6, 2), (1, 5)] {
+                let mut c = settled(from, strategy.clone());
+                c.seed = Some(seed);
+                let image = format!("nginx:seed-{seed}");
+                c.edit(json!({"replicas": to, "template": template(&image)}));
+                let s = resolve(surge, to as i32, true);
+                let mut u = resolve(unavailable, to as i32, false);
+                if s == 0 && u == 0 {
+                    u = 1;
+                }
+                c.run(s, u.min(to as i32));
+                assert_rolled_out(&c, to as usize, &image);
+            }
+        }
+    }
 }
