@@ -80,35 +80,10 @@ pub fn reconcile(
         previous.collision_count,
     )?;
     let paused = spec.paused();
-    let mut actions = Vec::new();
 
-    // The desired template's revision: created when new, renumbered to the
-    // newest when an earlier template comes back. A paused deployment does
-    // not start a rollout, so it records no new revision either.
-    let newest = revisions.iter().map(|r| r.number).max().unwrap_or(0);
-    let mut target_number = target.stored.map(|i| revisions[i].number);
-    let mut new_revision_created = false;
-    if !paused {
-        match target.stored {
-            None => {
-                actions.push(Action::Create(history::new_revision_object(
-                    &target,
-                    newest + 1,
-                )));
-                target_number = Some(newest + 1);
-                new_revision_created = true;
-            }
-            Some(i) if revisions[i].number < newest => {
-                let r = &revisions[i];
-                actions.push(Action::Patch {
-                    target: r.object.object_ref(),
-                    patch: history::renumber_patch(r, newest + 1),
-                });
-                target_number = Some(newest + 1);
-            }
-            Some(_) => {}
-        }
-    }
+    let (revision_action, target_number) = record_revision(&target, &revisions, paused);
+    let new_revision_created = matches!(revision_action, Some(Action::Create(_)));
+    let mut actions: Vec<Action> = revision_action.into_iter().collect();
 
     let number_of = |hash: &str| -> Option<i64> {
         if hash == target.hash {
@@ -206,22 +181,61 @@ pub fn reconcile(
     })?;
     actions.push(Action::SetStatus(status));
 
-    // Look again when a ready Pod passes minReadySeconds (the host also calls
-    // on every Pod change), or when the progress deadline passes.
+    if let Some(ms) = next_look(&pods, min_ready, now, out.requeue_after_ms) {
+        actions.push(Action::RequeueAfterMs(ms));
+    }
+    Ok(actions)
+}
+
+/// The desired template's ControllerRevision: created with the next number
+/// when new, renumbered to the newest when an earlier template comes back.
+/// A paused deployment starts no rollout, so it records nothing. Returns the
+/// action, if any, and the target's revision number afterwards.
+fn record_revision(
+    target: &Target,
+    revisions: &[Revision],
+    paused: bool,
+) -> (Option<Action>, Option<i64>) {
+    let newest = revisions.iter().map(|r| r.number).max().unwrap_or(0);
+    let stored = target.stored.map(|i| &revisions[i]);
+    match stored {
+        _ if paused => (None, stored.map(|r| r.number)),
+        None => (
+            Some(Action::Create(history::new_revision_object(
+                target,
+                newest + 1,
+            ))),
+            Some(newest + 1),
+        ),
+        Some(r) if r.number < newest => {
+            let patch = history::renumber_patch(r, newest + 1);
+            (
+                Some(Action::Patch {
+                    target: r.object.object_ref(),
+                    patch,
+                }),
+                Some(newest + 1),
+            )
+        }
+        Some(r) => (None, Some(r.number)),
+    }
+}
+
+/// When to look again even if nothing changes: when a Ready Pod passes
+/// `minReadySeconds` (Pod changes trigger a reconcile anyway, the passing of
+/// time does not), or when the progress deadline passes.
+fn next_look(pods: &[PodView], min_ready: i32, now: Time, progress: Option<u64>) -> Option<u64> {
     let availability = pods
         .iter()
         .filter(|p| p.is_active())
         .filter_map(|p| p.available_at(min_ready, now))
         .map(|at| u64::try_from(at - now.unix_millis()).unwrap_or(0))
         .min();
-    if let Some(ms) = [availability, out.requeue_after_ms]
+    [availability, progress]
         .into_iter()
         .flatten()
         .min()
-    {
-        actions.push(Action::RequeueAfterMs(ms.max(1)));
-    }
-    Ok(actions)
+        .map(|ms| ms.max(1))
 }
 
 /// How a template's Pods are named in Events.

@@ -672,12 +672,12 @@ fn rollouts_keep_their_bounds_under_varied_start_up_times() {
                 c.seed = Some(seed);
                 let image = format!("nginx:seed-{seed}");
                 c.edit(json!({"replicas": to, "template": template(&image)}));
-                let s = resolve(surge, to as i32, true);
-                let mut u = resolve(unavailable, to as i32, false);
+                let s = resolve(surge, to, true);
+                let mut u = resolve(unavailable, to, false);
                 if s == 0 && u == 0 {
                     u = 1;
                 }
-                c.run(s, u.min(to as i32));
+                c.run(s, u.min(to));
                 assert_rolled_out(&c, to as usize, &image);
             }
         }
