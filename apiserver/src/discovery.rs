@@ -95,6 +95,9 @@ fn resource_entries(r: &Resource) -> Vec<Value> {
     if r.status {
         out.push(json!({"name": format!("{}/status", r.plural), "singularName": "", "namespaced": r.namespaced, "kind": r.kind, "verbs": ["get", "patch", "update"]}));
     }
+    if r.group.is_empty() && r.plural == "pods" {
+        out.push(json!({"name": "pods/binding", "singularName": "", "namespaced": true, "kind": "Binding", "verbs": ["create"]}));
+    }
     if r.scale.is_some() {
         out.push(json!({"name": format!("{}/scale", r.plural), "singularName": "", "namespaced": r.namespaced, "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]}));
     }

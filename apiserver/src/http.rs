@@ -211,6 +211,13 @@ async fn resource(core: &Arc<Core>, group: &str, version: &str, rest: &[&str], r
         return Err(ApiError::no_route());
     }
     let ns = t.namespace.unwrap_or_default();
+    if t.sub == Some("binding") && res.group.is_empty() && res.plural == "pods" {
+        let name = t.name.unwrap_or_default();
+        if r.method != Method::POST {
+            return Err(ApiError::method_not_allowed(r.method.as_str()));
+        }
+        return Ok(json(201, &core.bind(&res, ns, name, &r.body_json()?, &r.write_options())?));
+    }
     let sub = match t.sub {
         None => Sub::Main,
         Some("status") if res.status => Sub::Status,

@@ -31,6 +31,7 @@ pub mod server;
 pub mod status;
 pub mod store;
 pub mod table;
+pub mod validation;
 pub mod watch;
 
 pub use admission::{Admission, Denial};

@@ -384,6 +384,9 @@ impl Core {
         if res.group == "apiextensions.k8s.io" && res.kind == "CustomResourceDefinition" {
             causes.extend(crd::validate(&obj));
         }
+        if !res.custom {
+            causes.extend(crate::validation::validate(&res.group, &res.kind, &obj, old));
+        }
         if !causes.is_empty() {
             return Err(ApiError::invalid(&res.group, &res.kind, &name, causes));
         }
@@ -800,6 +803,41 @@ impl Core {
             }
         }
         Err(ApiError::stale(&view.group, &view.plural, name))
+    }
+
+    /// POST `pods/binding`: assign a pod to a node (what the scheduler does).
+    pub fn bind(&self, res: &Resource, ns: &str, name: &str, body: &Value, opts: &WriteOptions) -> Result<Value> {
+        let node = body.pointer("/target/name").and_then(Value::as_str).unwrap_or_default().to_string();
+        if node.is_empty() {
+            return Err(ApiError::invalid("", "Binding", name, vec![Cause::new("FieldValueRequired", "Required value", "target.name")]));
+        }
+        for _ in 0..16 {
+            let old = self.store.get(&self.key(res, ns, name)).ok_or_else(|| ApiError::not_found(&res.group, &res.plural, name))?;
+            if let Some(current) = old.pointer("/spec/nodeName").and_then(Value::as_str).filter(|n| !n.is_empty()) {
+                return Err(ApiError::conflict("", "pods/binding", name, &format!("pod {name} is already assigned to node {current:?}")));
+            }
+            let mut new = old.clone();
+            new["spec"]["nodeName"] = json!(node);
+            let now = self.now();
+            let cond = json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": now});
+            let status = new.as_object_mut().expect("object").entry("status").or_insert_with(|| json!({}));
+            let conds = schema::as_map(status).entry("conditions").or_insert_with(|| json!([]));
+            if let Some(list) = conds.as_array_mut() {
+                list.retain(|c| c["type"] != "PodScheduled");
+                list.push(cond);
+            }
+            if opts.dry_run {
+                return Ok(success(None));
+            }
+            // Sub::Scale: a subresource write that keeps the status it is given.
+            let prepared = self.prepare_update(res, &old, new, Sub::Scale, opts)?;
+            match self.commit_update(res, ns, &old, prepared, opts) {
+                Ok(_) => return Ok(success(None)),
+                Err(StoreError::NotFound) => return Err(ApiError::not_found(&res.group, &res.plural, name)),
+                Err(_) => continue,
+            }
+        }
+        Err(ApiError::stale(&res.group, &res.plural, name))
     }
 
     /// The autoscaling/v1 Scale view of an object.

@@ -203,6 +203,30 @@ async fn list_pages_with_limit_and_continue_and_selects_fields() {
 }
 
 #[tokio::test]
+async fn builtin_kinds_are_validated_as_upstream() {
+    let s = ApiServer::new();
+    let jobs = "/apis/batch/v1/namespaces/default/jobs";
+    let job = json!({"metadata": {"name": "j"}, "spec": {"template": {"spec": {"restartPolicy": "Always", "containers": [{"name": "c", "image": "busybox"}]}}}});
+    let (code, st) = post(&s, jobs, job.clone()).await;
+    assert_eq!(code, 422);
+    assert_eq!(st["message"], "Job.batch \"j\" is invalid: spec.template.spec.restartPolicy: Unsupported value: \"Always\": supported values: \"OnFailure\", \"Never\"");
+    let mut ok = job.clone();
+    ok["spec"]["template"]["spec"]["restartPolicy"] = json!("Never");
+    let (code, created) = post(&s, jobs, ok).await;
+    assert_eq!(code, 201, "{created}");
+    let uid = created["metadata"]["uid"].as_str().unwrap();
+    assert_eq!(created["spec"]["selector"]["matchLabels"]["batch.kubernetes.io/controller-uid"], uid);
+    let (code, st) = patch(&s, &format!("{jobs}/j"), "application/merge-patch+json", json!({"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "other"}]}}}})).await;
+    assert_eq!(code, 422);
+    assert_eq!(st["details"]["causes"][0]["field"], "spec.template");
+    let (code, _) = post(&s, "/api/v1/namespaces/default/pods", json!({"metadata": {"name": "empty"}, "spec": {}})).await;
+    assert_eq!(code, 422);
+    let (_, _) = post(&s, CMS, json!({"metadata": {"name": "frozen"}, "data": {"a": "1"}, "immutable": true})).await;
+    let (code, st) = patch(&s, &format!("{CMS}/frozen"), "application/merge-patch+json", json!({"data": {"a": "2"}})).await;
+    assert_eq!(code, 422, "{st}");
+}
+
+#[tokio::test]
 async fn dry_run_does_not_persist() {
     let s = ApiServer::new();
     let (code, o) = post(&s, &format!("{CMS}?dryRun=All"), cm("dry")).await;
@@ -223,8 +247,13 @@ async fn strategic_merge_patch_merges_containers_by_name() {
     };
     assert_eq!(images(&o), ["a=x:1", "b=y:2"]);
     assert_eq!(o["spec"]["containers"][0]["imagePullPolicy"], "IfNotPresent", "built-in defaults applied");
-    let (_, o) = patch(&s, "/api/v1/namespaces/default/pods/p", "application/merge-patch+json", json!({"spec": {"containers": [{"name": "c", "image": "z"}]}})).await;
-    assert_eq!(images(&o), ["c=z"], "merge patch replaces lists");
+    let (code, st) = patch(&s, "/api/v1/namespaces/default/pods/p", "application/merge-patch+json", json!({"spec": {"containers": [{"name": "c", "image": "z"}]}})).await;
+    assert_eq!(code, 422, "merge patch replaces lists, and pods may not change containers: {st}");
+    assert_eq!(st["details"]["causes"][0]["field"], "spec");
+    let roles = "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles";
+    post(&s, roles, json!({"metadata": {"name": "r"}, "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]})).await;
+    let (_, r) = patch(&s, &format!("{roles}/r"), "application/merge-patch+json", json!({"rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]}]})).await;
+    assert_eq!(r["rules"], json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]}]), "merge patch replaces lists");
 }
 
 #[tokio::test]
@@ -299,4 +328,22 @@ async fn discovery_documents_describe_the_served_resources() {
     let (code, doc) = get(&s, &url).await;
     assert_eq!(code, 200);
     assert!(doc["components"]["schemas"]["com.example.stable.v1.CronTab"].is_object());
+}
+
+#[tokio::test]
+async fn binding_assigns_a_pod_to_a_node_once() {
+    let s = ApiServer::new();
+    let pods = "/api/v1/namespaces/default/pods";
+    post(&s, pods, json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}})).await;
+    let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"}, "target": {"kind": "Node", "name": "n1"}});
+    let (code, st) = post(&s, &format!("{pods}/p/binding"), binding.clone()).await;
+    assert_eq!(code, 201, "{st}");
+    assert_eq!(st["status"], "Success");
+    let (_, p) = get(&s, &format!("{pods}/p")).await;
+    assert_eq!(p["spec"]["nodeName"], "n1");
+    assert_eq!(p["status"]["conditions"][0]["type"], "PodScheduled");
+    let (code, st) = post(&s, &format!("{pods}/p/binding"), binding).await;
+    assert_eq!(code, 409, "{st}");
+    let (code, _) = patch(&s, &format!("{pods}/p"), "application/merge-patch+json", json!({"spec": {"nodeName": "n2"}})).await;
+    assert_eq!(code, 422, "nodeName cannot move once set");
 }

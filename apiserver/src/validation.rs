@@ -1,0 +1,203 @@
+//! Validation of built-in kinds: the rules later controllers and plugins most often trip over,
+//! worded as upstream (required pod containers, Job restartPolicy, Deployment/ReplicaSet
+//! selectors matching their template, immutable fields, immutable ConfigMaps and Secrets, what
+//! a pod update may change).
+
+use crate::selector::LabelSelector;
+use crate::status::Cause;
+use serde_json::{Value, json};
+
+fn required(field: &str) -> Cause {
+    Cause::new("FieldValueRequired", "Required value", field)
+}
+
+fn immutable(field: &str, v: &Value) -> Cause {
+    Cause::new("FieldValueInvalid", format!("Invalid value: {}: field is immutable", short(v)), field)
+}
+
+fn short(v: &Value) -> String {
+    let s = v.to_string();
+    if s.len() > 120 { format!("{}...", &s[..117]) } else { s }
+}
+
+fn pod_spec(spec: Option<&Value>, path: &str, causes: &mut Vec<Cause>) {
+    let Some(spec) = spec else {
+        causes.push(required(&format!("{path}.containers")));
+        return;
+    };
+    match spec.get("containers").and_then(Value::as_array) {
+        None => causes.push(required(&format!("{path}.containers"))),
+        Some(cs) if cs.is_empty() => causes.push(required(&format!("{path}.containers"))),
+        Some(cs) => {
+            for (i, c) in cs.iter().enumerate() {
+                if c.get("name").and_then(Value::as_str).is_none_or(str::is_empty) {
+                    causes.push(required(&format!("{path}.containers[{i}].name")));
+                }
+                if c.get("image").and_then(Value::as_str).is_none_or(str::is_empty) {
+                    causes.push(required(&format!("{path}.containers[{i}].image")));
+                }
+            }
+        }
+    }
+}
+
+fn selector_matches_template(obj: &Value, causes: &mut Vec<Cause>) {
+    let Some(sel) = obj.pointer("/spec/selector") else {
+        causes.push(required("spec.selector"));
+        return;
+    };
+    let labels = obj.pointer("/spec/template/metadata/labels").cloned().unwrap_or(json!({}));
+    let selector = LabelSelector::from_object(sel);
+    if selector.0.is_empty() {
+        causes.push(Cause::new("FieldValueInvalid", format!("Invalid value: {}: empty selector is invalid for deployment", short(sel)), "spec.selector"));
+    } else if !selector.matches(&json!({"metadata": {"labels": labels}})) {
+        causes.push(Cause::new(
+            "FieldValueInvalid",
+            format!("Invalid value: {}: `selector` does not match template `labels`", short(&labels)),
+            "spec.template.metadata.labels",
+        ));
+    }
+}
+
+const POD_UPDATE_FORBIDDEN: &str = "Forbidden: pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)";
+
+fn pod_update(old: &Value, new: &Value, causes: &mut Vec<Cause>) {
+    let strip = |v: &Value| {
+        let mut s = v.get("spec").cloned().unwrap_or(json!({}));
+        for list in ["containers", "initContainers"] {
+            if let Some(cs) = s.get_mut(list).and_then(Value::as_array_mut) {
+                for c in cs {
+                    if let Some(m) = c.as_object_mut() {
+                        m.remove("image");
+                    }
+                }
+            }
+        }
+        if let Some(m) = s.as_object_mut() {
+            m.remove("activeDeadlineSeconds");
+            m.remove("tolerations");
+            m.remove("terminationGracePeriodSeconds");
+            // nodeName may go from unset to set (what the binding subresource does).
+            if old.pointer("/spec/nodeName").is_none() {
+                m.remove("nodeName");
+            }
+        }
+        s
+    };
+    if strip(old) != strip(new) {
+        causes.push(Cause::new("FieldValueForbidden", POD_UPDATE_FORBIDDEN, "spec"));
+    }
+}
+
+/// Causes for a create (`old` = None) or update of a built-in object.
+pub fn validate(group: &str, kind: &str, obj: &Value, old: Option<&Value>) -> Vec<Cause> {
+    let mut causes = vec![];
+    match (group, kind) {
+        ("", "Pod") => {
+            pod_spec(obj.get("spec"), "spec", &mut causes);
+            if let Some(old) = old {
+                pod_update(old, obj, &mut causes);
+            }
+        }
+        ("apps", "Deployment") | ("apps", "ReplicaSet") => {
+            selector_matches_template(obj, &mut causes);
+            pod_spec(obj.pointer("/spec/template/spec"), "spec.template.spec", &mut causes);
+            if let Some(r) = obj.pointer("/spec/replicas").and_then(Value::as_i64)
+                && r < 0 {
+                    causes.push(Cause::new("FieldValueInvalid", format!("Invalid value: {r}: must be greater than or equal to 0"), "spec.replicas"));
+                }
+            if let Some(old) = old
+                && old.pointer("/spec/selector") != obj.pointer("/spec/selector") {
+                    causes.push(immutable("spec.selector", obj.pointer("/spec/selector").unwrap_or(&Value::Null)));
+                }
+        }
+        ("batch", "Job") => {
+            pod_spec(obj.pointer("/spec/template/spec"), "spec.template.spec", &mut causes);
+            match obj.pointer("/spec/template/spec/restartPolicy").and_then(Value::as_str) {
+                Some("OnFailure") | Some("Never") => {}
+                None => causes.push(Cause::new(
+                    "FieldValueRequired",
+                    "Required value: valid values: \"OnFailure\", \"Never\"",
+                    "spec.template.spec.restartPolicy",
+                )),
+                Some(other) => causes.push(Cause::new(
+                    "FieldValueNotSupported",
+                    format!("Unsupported value: {other:?}: supported values: \"OnFailure\", \"Never\""),
+                    "spec.template.spec.restartPolicy",
+                )),
+            }
+            if let Some(old) = old {
+                for (ptr, field) in [("/spec/selector", "spec.selector"), ("/spec/completions", "spec.completions"), ("/spec/completionMode", "spec.completionMode")] {
+                    if old.pointer(ptr) != obj.pointer(ptr) {
+                        causes.push(immutable(field, obj.pointer(ptr).unwrap_or(&Value::Null)));
+                    }
+                }
+                let tmpl = |v: &Value| {
+                    let mut t = v.pointer("/spec/template").cloned().unwrap_or_default();
+                    // Scheduling directives may change while suspended; labels/annotations too.
+                    if let Some(m) = t.get_mut("metadata").and_then(Value::as_object_mut) {
+                        m.remove("labels");
+                        m.remove("annotations");
+                    }
+                    t
+                };
+                if tmpl(old) != tmpl(obj) {
+                    causes.push(immutable("spec.template", obj.pointer("/spec/template").unwrap_or(&Value::Null)));
+                }
+            }
+        }
+        ("", "ConfigMap") | ("", "Secret") => {
+            if let Some(old) = old
+                && old.get("immutable") == Some(&Value::Bool(true)) {
+                    for f in ["data", "binaryData"] {
+                        if old.get(f) != obj.get(f) {
+                            causes.push(Cause::new("FieldValueForbidden", "Forbidden: field is immutable when `immutable` is set", f));
+                        }
+                    }
+                    if obj.get("immutable") != Some(&Value::Bool(true)) {
+                        causes.push(Cause::new("FieldValueForbidden", "Forbidden: field is immutable when `immutable` is set", "immutable"));
+                    }
+                }
+        }
+        _ => {}
+    }
+    causes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_needs_a_valid_restart_policy() {
+        let job = json!({"spec": {"template": {"spec": {"restartPolicy": "Always", "containers": [{"name": "c", "image": "i"}]}}}});
+        let c = validate("batch", "Job", &job, None);
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].message, "Unsupported value: \"Always\": supported values: \"OnFailure\", \"Never\"");
+    }
+
+    #[test]
+    fn deployment_selector_must_match_and_stay() {
+        let d = json!({"spec": {"selector": {"matchLabels": {"app": "a"}}, "template": {"metadata": {"labels": {"app": "b"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}});
+        let c = validate("apps", "Deployment", &d, None);
+        assert_eq!(c[0].field, "spec.template.metadata.labels");
+        let ok = json!({"spec": {"selector": {"matchLabels": {"app": "b"}}, "template": {"metadata": {"labels": {"app": "b"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}});
+        assert!(validate("apps", "Deployment", &ok, None).is_empty());
+        let mut moved = ok.clone();
+        moved["spec"]["selector"]["matchLabels"]["x"] = json!("y");
+        moved["spec"]["template"]["metadata"]["labels"]["x"] = json!("y");
+        let c = validate("apps", "Deployment", &moved, Some(&ok));
+        assert_eq!(c[0].field, "spec.selector");
+    }
+
+    #[test]
+    fn pod_updates_may_change_only_images() {
+        let p = json!({"spec": {"containers": [{"name": "c", "image": "i:1"}]}});
+        let mut img = p.clone();
+        img["spec"]["containers"][0]["image"] = json!("i:2");
+        assert!(validate("", "Pod", &img, Some(&p)).is_empty());
+        let mut env = p.clone();
+        env["spec"]["containers"][0]["env"] = json!([{"name": "A"}]);
+        assert_eq!(validate("", "Pod", &env, Some(&p))[0].field, "spec");
+    }
+}
