@@ -12,6 +12,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod admission;
+pub mod builtin_schema;
 pub mod clock;
 pub mod convert;
 pub mod crd;

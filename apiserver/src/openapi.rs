@@ -2,7 +2,8 @@
 //! operation carries `x-kubernetes-group-version-kind` and the `fieldValidation` parameter (so
 //! `kubectl apply` validates server-side instead of needing `/openapi/v2`), and every kind has a
 //! component schema tagged with its GVK (so `kubectl explain` works; CRDs use their own schema,
-//! built-ins a shallow one). `/openapi/v2` is not served (404), which kubectl tolerates.
+//! built-ins the generated ones of [`crate::builtin_schema`]). `/openapi/v2` is not served (404),
+//! which kubectl tolerates.
 //!
 //! Built-in PATCH operations deliberately do not list `application/strategic-merge-patch+json`:
 //! kubectl then computes client-side apply patches from its compiled-in types, which is exactly
@@ -19,6 +20,9 @@ pub fn gv_key(group: &str, version: &str) -> String {
 
 /// The schema component name of a kind.
 pub fn component_name(r: &Resource) -> String {
+    if let Some(name) = (!r.custom).then(|| crate::builtin_schema::component_name(&r.group, &r.kind)).flatten() {
+        return name;
+    }
     if r.custom {
         let rev: Vec<&str> = r.group.split('.').rev().collect();
         format!("{}.{}.{}", rev.join("."), r.version, r.kind)
@@ -33,6 +37,13 @@ fn gvk(r: &Resource) -> Value {
 }
 
 fn schema_of(r: &Resource) -> Value {
+    if !r.custom {
+        if let Some(b) = crate::builtin_schema::component(&component_name(r)) {
+            let mut s = b.clone();
+            s["x-kubernetes-group-version-kind"] = json!([gvk(r)]);
+            return s;
+        }
+    }
     let mut s = match &r.schema {
         Some(s) => (**s).clone(),
         None => json!({
@@ -104,6 +115,13 @@ pub fn group_version_doc(reg: &Registry, group: &str, version: &str) -> Option<V
     let mut schemas = Map::new();
     for r in &rs {
         paths_for(r, &mut paths);
+        if !r.custom {
+            for dep in crate::builtin_schema::reachable(&component_name(r)) {
+                if let Some(d) = crate::builtin_schema::component(&dep) {
+                    schemas.entry(dep).or_insert_with(|| d.clone());
+                }
+            }
+        }
         schemas.insert(component_name(r), schema_of(r));
     }
     Some(json!({

@@ -357,24 +357,34 @@ impl Core {
     }
 
     /// Admission + schema pipeline shared by create and update, in upstream's order.
+    /// Decoding as upstream does it: drop unknown fields (returning their paths), then default.
+    fn decode(&self, res: &Resource, obj: &mut Value, creating: bool) -> Vec<String> {
+        if let Some(s) = &res.schema {
+            let pruned = schema::prune(s, obj, true);
+            schema::apply_defaults(s, obj);
+            pruned
+        } else {
+            let pruned = crate::builtin_schema::prune(&res.group, &res.kind, obj);
+            crate::defaults::apply(&res.group, &res.kind, obj, creating);
+            pruned
+        }
+    }
+
     fn admit(&self, res: &Resource, mut obj: Value, old: Option<&Value>, opts: &WriteOptions) -> Result<Value> {
         let name = meta_str(&obj, "name");
-        if !res.custom {
-            crate::defaults::apply(&res.group, &res.kind, &mut obj, old.is_none());
-        }
-        let mut pruned = vec![];
-        if let Some(s) = &res.schema {
-            pruned = schema::prune(s, &mut obj, true);
-            schema::apply_defaults(s, &mut obj);
+        let unknown = self.decode(res, &mut obj, old.is_none());
+        if opts.strict && !unknown.is_empty() {
+            let list: Vec<String> = unknown.iter().map(|p| format!("unknown field \"{p}\"")).collect();
+            return Err(ApiError::bad_request(format!(
+                "{kind} in version {version:?} cannot be handled as a {kind}: strict decoding error: {}",
+                list.join(", "),
+                kind = res.kind,
+                version = res.version,
+            )));
         }
         obj = self.admission.mutate(&res.group, &res.kind, obj, old)?;
+        self.decode(res, &mut obj, old.is_none());
         if let Some(s) = &res.schema {
-            pruned.extend(schema::prune(s, &mut obj, true));
-            if opts.strict && !pruned.is_empty() {
-                let list: Vec<String> = pruned.iter().map(|p| format!("unknown field \"{p}\"")).collect();
-                return Err(ApiError::bad_request(format!("strict decoding error: {}", list.join(", "))));
-            }
-            schema::apply_defaults(s, &mut obj);
             let causes = schema::validate(s, &obj);
             if !causes.is_empty() {
                 return Err(ApiError::invalid(&res.group, &res.kind, &name, causes));

@@ -144,6 +144,16 @@ async fn kubectl_apply_creates_then_configures_and_get_prints_it() {
     assert_eq!(sel.trim(), "pod/web");
     let none = c.kubectl(&["get", "pods", "-l", "app!=web"]).await;
     assert!(none.stderr.contains("No resources found"), "{}", none.stderr);
+    let typo = c.file("typo.yaml", &POD.replace("name: web", "name: typo").replace("    image: nginx:1", "    image: nginx:1\n    imagee: nginx:1"));
+    let refused = c.kubectl(&["apply", "-f", typo.to_str().unwrap()]).await;
+    assert_eq!(refused.code, 1);
+    assert!(
+        refused.stderr.contains("Pod in version \"v1\" cannot be handled as a Pod: strict decoding error: unknown field \"spec.containers[0].imagee\""),
+        "{}",
+        refused.stderr
+    );
+    let explain = c.ok(&["explain", "pod.spec.containers.ports"]).await;
+    assert!(explain.contains("containerPort") && explain.contains("<[]ContainerPort>"), "{explain}");
     let described = c.ok(&["describe", "pod", "web"]).await;
     assert!(described.contains("Name:") && described.contains("web") && described.contains("nginx:2"), "{described}");
     let missing = c.kubectl(&["get", "pod", "nope"]).await;

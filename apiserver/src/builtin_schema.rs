@@ -1,0 +1,157 @@
+//! OpenAPI v3 schemas of the built-in kinds (generated from k8s-openapi's schemars support into
+//! `schemas/builtin.json`; see `schemas/gen`). Used to drop unknown fields from built-in objects
+//! as upstream's decoding does (or refuse them under `fieldValidation=Strict`, which kubectl
+//! sends), and to publish real schemas in OpenAPI v3 so `kubectl explain` works for built-ins.
+
+use serde_json::{Map, Value};
+use std::collections::BTreeSet;
+use std::sync::OnceLock;
+
+const RAW: &str = include_str!("../schemas/builtin.json");
+const REF_PREFIX: &str = "#/components/schemas/";
+
+struct Schemas {
+    roots: Map<String, Value>,
+    defs: Map<String, Value>,
+}
+
+fn schemas() -> &'static Schemas {
+    static S: OnceLock<Schemas> = OnceLock::new();
+    S.get_or_init(|| {
+        let v: Value = serde_json::from_str(RAW).expect("builtin.json is valid");
+        Schemas {
+            roots: v["roots"].as_object().cloned().unwrap_or_default(),
+            defs: v["schemas"].as_object().cloned().unwrap_or_default(),
+        }
+    })
+}
+
+fn key(group: &str, kind: &str) -> String {
+    if group == "events.k8s.io" { format!("{group}/{kind}") } else { kind.to_string() }
+}
+
+/// The component name of a built-in kind's schema, e.g. `io.k8s.api.core.v1.Pod`.
+pub fn component_name(group: &str, kind: &str) -> Option<String> {
+    let r = schemas().roots.get(&key(group, kind))?;
+    r.get("$ref")?.as_str()?.strip_prefix(REF_PREFIX).map(String::from)
+}
+
+/// A schema by component name.
+pub fn component(name: &str) -> Option<&'static Value> {
+    schemas().defs.get(name)
+}
+
+/// Component names reachable from `name` (itself included).
+pub fn reachable(name: &str) -> BTreeSet<String> {
+    fn refs(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                if let Some(r) = m.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix(REF_PREFIX)) {
+                    out.push(r.to_string());
+                }
+                m.values().for_each(|c| refs(c, out));
+            }
+            Value::Array(a) => a.iter().for_each(|c| refs(c, out)),
+            _ => {}
+        }
+    }
+    let mut seen = BTreeSet::new();
+    let mut todo = vec![name.to_string()];
+    while let Some(n) = todo.pop() {
+        if !seen.insert(n.clone()) {
+            continue;
+        }
+        if let Some(s) = component(&n) {
+            refs(s, &mut todo);
+        }
+    }
+    seen
+}
+
+/// Follow `$ref` and single-element `allOf: [{$ref}]`.
+fn resolve(mut s: &'static Value) -> &'static Value {
+    for _ in 0..32 {
+        let target = s
+            .get("$ref")
+            .or_else(|| s.get("allOf").and_then(Value::as_array).filter(|a| a.len() == 1).and_then(|a| a[0].get("$ref")))
+            .and_then(Value::as_str)
+            .and_then(|r| r.strip_prefix(REF_PREFIX))
+            .and_then(component);
+        match target {
+            Some(t) => s = t,
+            None => return s,
+        }
+    }
+    s
+}
+
+fn prune_at(s: &'static Value, v: &mut Value, path: &str, out: &mut Vec<String>) {
+    let s = resolve(s);
+    if s.get("x-kubernetes-preserve-unknown-fields").and_then(Value::as_bool) == Some(true)
+        || s.get("x-kubernetes-int-or-string").and_then(Value::as_bool) == Some(true)
+    {
+        return;
+    }
+    match v {
+        Value::Object(m) => {
+            let props = s.get("properties").and_then(Value::as_object);
+            let additional = s.get("additionalProperties").filter(|a| a.is_object());
+            if props.is_none() && additional.is_none() {
+                return; // free-form (RawExtension, FieldsV1, JSON)
+            }
+            let keys: Vec<String> = m.keys().cloned().collect();
+            for k in keys {
+                let child = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+                match props.and_then(|p| p.get(&k)).or(additional) {
+                    Some(cs) => prune_at(cs, m.get_mut(&k).expect("key"), &child, out),
+                    None => {
+                        m.remove(&k);
+                        out.push(child);
+                    }
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(is) = s.get("items") {
+                for (i, item) in items.iter_mut().enumerate() {
+                    prune_at(is, item, &format!("{path}[{i}]"), out);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Remove fields the built-in kind does not have; returns their paths (e.g.
+/// `spec.containers[0].imagee`). Kinds without a schema are left alone.
+pub fn prune(group: &str, kind: &str, obj: &mut Value) -> Vec<String> {
+    let mut out = vec![];
+    if let Some(root) = schemas().roots.get(&key(group, kind)) {
+        prune_at(root, obj, "", &mut out);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn unknown_pod_fields_are_found_and_dropped() {
+        let mut pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"a": "b"}, "bogus": 1},
+            "spec": {"containers": [{"name": "c", "image": "i", "imagee": "typo", "resources": {"limits": {"cpu": "1"}}, "ports": [{"containerPort": 80}]}]}});
+        let pruned = prune("", "Pod", &mut pod);
+        assert_eq!(pruned, ["metadata.bogus", "spec.containers[0].imagee"]);
+        assert_eq!(pod["spec"]["containers"][0]["resources"]["limits"]["cpu"], "1");
+        assert_eq!(pod["metadata"]["labels"]["a"], "b");
+    }
+
+    #[test]
+    fn free_form_fields_are_kept() {
+        let mut cr = json!({"metadata": {"name": "r"}, "data": {"anything": {"goes": [1, 2]}}, "revision": 1});
+        assert!(prune("apps", "ControllerRevision", &mut cr).is_empty());
+        assert_eq!(component_name("", "Pod").as_deref(), Some("io.k8s.api.core.v1.Pod"));
+        assert!(reachable("io.k8s.api.core.v1.Pod").contains("io.k8s.api.core.v1.Container"));
+    }
+}
