@@ -37,12 +37,12 @@ fn gvk(r: &Resource) -> Value {
 }
 
 fn schema_of(r: &Resource) -> Value {
-    if !r.custom {
-        if let Some(b) = crate::builtin_schema::component(&component_name(r)) {
-            let mut s = b.clone();
-            s["x-kubernetes-group-version-kind"] = json!([gvk(r)]);
-            return s;
-        }
+    if !r.custom
+        && let Some(b) = crate::builtin_schema::component(&component_name(r))
+    {
+        let mut s = b.clone();
+        s["x-kubernetes-group-version-kind"] = json!([gvk(r)]);
+        return s;
     }
     let mut s = match &r.schema {
         Some(s) => (**s).clone(),

@@ -394,6 +394,7 @@ impl Core {
         if res.group == "apiextensions.k8s.io" && res.kind == "CustomResourceDefinition" {
             causes.extend(crd::validate(&obj));
         }
+        causes.extend(crate::validation::metadata(&obj));
         if !res.custom {
             causes.extend(crate::validation::validate(&res.group, &res.kind, &obj, old));
         }

@@ -89,6 +89,40 @@ fn pod_update(old: &Value, new: &Value, causes: &mut Vec<Cause>) {
     }
 }
 
+const LABEL_VALUE: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
+const LABEL_NAME: &str = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+
+fn label_part_ok(s: &str, max: usize) -> bool {
+    s.len() <= max
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        && s.chars().next().is_none_or(|c| c.is_ascii_alphanumeric())
+        && s.chars().last().is_none_or(|c| c.is_ascii_alphanumeric())
+}
+
+/// Object metadata rules every kind shares (labels, annotation size), as `ValidateObjectMeta`.
+pub fn metadata(obj: &Value) -> Vec<Cause> {
+    let mut causes = vec![];
+    if let Some(labels) = obj.pointer("/metadata/labels").and_then(Value::as_object) {
+        for (k, v) in labels {
+            let name = k.rsplit_once('/').map_or(k.as_str(), |(_, n)| n);
+            if name.is_empty() || !label_part_ok(name, 63) {
+                causes.push(Cause::new("FieldValueInvalid", format!("Invalid value: {k:?}: {LABEL_NAME}"), "metadata.labels"));
+            }
+            let v = v.as_str().unwrap_or_default();
+            if !label_part_ok(v, 63) {
+                causes.push(Cause::new("FieldValueInvalid", format!("Invalid value: {v:?}: {LABEL_VALUE}"), "metadata.labels"));
+            }
+        }
+    }
+    if let Some(ann) = obj.pointer("/metadata/annotations").and_then(Value::as_object) {
+        let size: usize = ann.iter().map(|(k, v)| k.len() + v.as_str().map_or(0, str::len)).sum();
+        if size > 262_144 {
+            causes.push(Cause::new("FieldValueTooLong", "Too long: must have at most 262144 bytes", "metadata.annotations"));
+        }
+    }
+    causes
+}
+
 /// Causes for a create (`old` = None) or update of a built-in object.
 pub fn validate(group: &str, kind: &str, obj: &Value, old: Option<&Value>) -> Vec<Cause> {
     let mut causes = vec![];
@@ -167,6 +201,14 @@ pub fn validate(group: &str, kind: &str, obj: &Value, old: Option<&Value>) -> Ve
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn labels_and_annotation_size_are_checked() {
+        assert!(metadata(&json!({"metadata": {"labels": {"app.kubernetes.io/name": "web", "x": ""}}})).is_empty());
+        assert_eq!(metadata(&json!({"metadata": {"labels": {"app": "bad value"}}})).len(), 1);
+        let big = "x".repeat(262_145);
+        assert_eq!(metadata(&json!({"metadata": {"annotations": {"a": big}}}))[0].field, "metadata.annotations");
+    }
 
     #[test]
     fn job_needs_a_valid_restart_policy() {
