@@ -3,6 +3,7 @@
 //! [`crate::table`], and every error onto a `Status` body.
 
 use crate::discovery;
+use crate::faults::FaultAction;
 use crate::openapi;
 use crate::patch::PatchType;
 use crate::resources::Resource;
@@ -177,7 +178,9 @@ pub async fn handle(core: Arc<Core>, req: Request<Bytes>, server_address: &str) 
         ["apis", g, v, rest @ ..] => resource(&core, g, v, rest, &r).await,
         _ => Err(ApiError::no_route()),
     };
-    result.unwrap_or_else(|e| error(&e))
+    let resp = result.unwrap_or_else(|e| error(&e));
+    tracing::debug!(method = %req.method(), uri = %req.uri(), status = resp.status().as_u16(), "request");
+    resp
 }
 
 fn aggregated_response(v: Value) -> Response<Body> {
@@ -225,6 +228,39 @@ async fn resource(core: &Arc<Core>, group: &str, version: &str, rest: &[&str], r
         Some(_) => return Err(ApiError::no_route()),
     };
     let method = r.method.clone();
+    let verb = match (&method, t.name) {
+        (&Method::GET, None) if r.flag("watch") => "watch",
+        (&Method::GET, None) => "list",
+        (&Method::GET, Some(_)) => "get",
+        (&Method::POST, _) => "create",
+        (&Method::PUT, _) => "update",
+        (&Method::PATCH, _) => "patch",
+        (&Method::DELETE, None) => "deletecollection",
+        (&Method::DELETE, Some(_)) => "delete",
+        _ => "",
+    };
+    let mut close_watch = false;
+    match core.faults.take(verb, &res.group, &res.plural) {
+        None => {}
+        Some(FaultAction::Error { code, reason, message }) => {
+            let mut e = ApiError::internal("");
+            e.code = code;
+            e.reason = reason;
+            e.message = message;
+            return Err(e);
+        }
+        Some(FaultAction::Latency(d)) => tokio::time::sleep(d).await,
+        Some(FaultAction::ExpireWatch) if verb == "watch" => {
+            let e = ApiError::expired("too old resource version: injected fault");
+            let line = format!("{}\n", serde_json::json!({"type": "ERROR", "object": e.to_status()}));
+            return Ok(full(StatusCode::OK, "application/json", line.into_bytes()));
+        }
+        Some(FaultAction::ExpireWatch) => return Err(ApiError::expired("injected fault")),
+        Some(FaultAction::CloseWatch) => close_watch = verb == "watch",
+    }
+    if close_watch {
+        return Ok(full(StatusCode::OK, "application/json", vec![]));
+    }
     if let Some(storage) = core.storage_of(&res) {
         // A view over another resource's storage: convert bodies in, results out.
         let to_storage = |v: Value| crate::convert::event_to_core(v);

@@ -18,6 +18,7 @@ pub mod convert;
 pub mod crd;
 pub mod defaults;
 pub mod discovery;
+pub mod faults;
 pub mod fields;
 pub mod http;
 pub mod kubeconfig;
@@ -37,6 +38,7 @@ pub mod watch;
 
 pub use admission::{Admission, Denial};
 pub use clock::{Clock, SystemClock};
+pub use faults::{Fault, FaultAction, Faults};
 pub use kubeconfig::{kubeconfig_yaml, write_kubeconfig};
 pub use rest::Config;
 pub use server::{ApiServer, ApiService, ServerHandle};

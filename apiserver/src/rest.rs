@@ -150,6 +150,8 @@ pub struct Core {
     pub admission: Admission,
     /// Tunables.
     pub config: Config,
+    /// Injected faults.
+    pub faults: crate::faults::Faults,
     snapshots: Mutex<VecDeque<Snapshot>>,
     next_snapshot: AtomicU64,
 }
@@ -248,6 +250,7 @@ impl Core {
             registry: Registry::default(),
             admission,
             config,
+            faults: crate::faults::Faults::default(),
             snapshots: Mutex::new(VecDeque::new()),
             next_snapshot: AtomicU64::new(1),
         }

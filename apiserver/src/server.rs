@@ -76,6 +76,11 @@ impl ApiServer {
         &self.core.admission
     }
 
+    /// The fault-injection registry.
+    pub fn faults(&self) -> &crate::faults::Faults {
+        &self.core.faults
+    }
+
     /// Direct access to the verbs (for simulated controllers living next to the server).
     pub fn core(&self) -> &Arc<Core> {
         &self.core

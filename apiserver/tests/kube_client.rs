@@ -285,3 +285,18 @@ async fn watcher_keeps_up_through_hours_of_virtual_time() {
     assert_eq!(reader.state().len(), 6);
     task.abort();
 }
+
+#[tokio::test]
+async fn delete_collection_removes_matching_objects() {
+    let server = ApiServer::new();
+    let cms: Api<ConfigMap> = Api::namespaced(server.kube_client(), "default");
+    for (n, app) in [("a", "x"), ("b", "x"), ("c", "y")] {
+        let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": n, "labels": {"app": app}}})).unwrap();
+        cms.create(&PostParams::default(), &cm).await.unwrap();
+    }
+    let deleted = cms.delete_collection(&DeleteParams::default(), &ListParams::default().labels("app=x")).await.unwrap();
+    let names: Vec<String> = deleted.left().unwrap().items.into_iter().map(|c| c.metadata.name.unwrap()).collect();
+    assert_eq!(names, ["a", "b"]);
+    let left: Vec<String> = cms.list(&ListParams::default()).await.unwrap().items.into_iter().map(|c| c.metadata.name.unwrap()).collect();
+    assert_eq!(left, ["c"]);
+}
