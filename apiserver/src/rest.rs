@@ -258,6 +258,10 @@ impl Core {
 
     /// Create the namespaces every cluster starts with.
     pub fn bootstrap(&self) {
+        let crds = self.registry.find("apiextensions.k8s.io", "v1", "customresourcedefinitions").expect("crds");
+        for crd in self.store.list(&crds.group_resource(), None).0 {
+            self.after_write(&crds, &crd); // CRDs loaded from a persistence backend serve again
+        }
         let ns = self.registry.find("", "v1", "namespaces").expect("namespaces");
         for name in SYSTEM_NAMESPACES {
             if self.store.get(&self.key(&ns, "", name)).is_none() {
@@ -464,6 +468,17 @@ impl Core {
         if res.namespaced && !self.namespace_exists(ns) {
             return Err(ApiError::not_found("", "namespaces", ns));
         }
+        if res.namespaced && self.namespace_terminating(ns) {
+            let name = meta_str(&obj, "name");
+            let mut e = ApiError::forbidden(format!(
+                "{} \"{name}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
+                crate::status::qualified(&res.group, &res.plural)
+            ));
+            e.name = Some(name);
+            e.group = Some(res.group.clone());
+            e.kind = Some(res.plural.clone());
+            return Err(e);
+        }
         if let Some(m) = managed {
             meta(&mut obj).insert("managedFields".into(), m);
         } else if self.config.managed_fields && !opts.field_manager.is_empty() {
@@ -649,6 +664,7 @@ impl Core {
         if gone {
             self.store.commit(&key, Some(object_rv(old)), Write::Put(new.clone()))?;
             let ev = self.store.commit(&key, Some(self.store.get(&key).map(|o| object_rv(&o)).unwrap_or(0)), Write::Delete)?;
+            self.after_delete(res, &ev.object);
             return Ok(self.present(res, (*ev.object).clone()));
         }
         let ev = self.store.commit(&key, Some(object_rv(old)), Write::Put(new))?;
@@ -976,7 +992,7 @@ impl Core {
                 }
             }
             if res.kind == "Namespace" && res.group.is_empty() {
-                self.delete_namespace_contents(name);
+                return self.delete_namespace(res, &key, old);
             }
             match self.store.commit(&key, Some(object_rv(&old)), Write::Delete) {
                 Ok(ev) => {
@@ -994,15 +1010,61 @@ impl Core {
         }
     }
 
-    fn delete_namespace_contents(&self, ns: &str) {
-        for key in self.store.keys_in_namespace(ns) {
-            if let Some(res) = self.registry.all().into_iter().find(|r| r.group_resource() == key.gr && r.namespaced) {
-                let _ = self.delete(&res, ns, &key.name, &DeleteOptions::default());
+    /// Namespace deletion as the namespace controller drives it: the namespace turns
+    /// `Terminating`, its contents are deleted (honouring their finalizers), and it goes away
+    /// once empty.
+    fn delete_namespace(&self, res: &Resource, key: &ObjectKey, old: Value) -> Result<Deleted> {
+        let name = key.name.clone();
+        let terminating = if old.pointer("/metadata/deletionTimestamp").is_some() {
+            old
+        } else {
+            let mut t = old.clone();
+            meta(&mut t).insert("deletionTimestamp".into(), json!(self.now()));
+            meta(&mut t).insert("deletionGracePeriodSeconds".into(), json!(0));
+            t["status"] = json!({"phase": "Terminating"});
+            match self.store.commit(key, Some(object_rv(&old)), Write::Put(t)) {
+                Ok(ev) => (*ev.object).clone(),
+                Err(_) => return Err(ApiError::stale("", "namespaces", &name)),
+            }
+        };
+        for k in self.store.keys_in_namespace(&name) {
+            if let Some(r) = self.registry.all().into_iter().find(|r| r.group_resource() == k.gr && r.namespaced && r.alias_of.is_none()) {
+                let _ = self.delete(&r, &name, &k.name, &DeleteOptions::default());
             }
         }
+        if self.finalize_namespace(&name) {
+            return Ok(Deleted::Now(self.present(res, terminating)));
+        }
+        let current = self.store.get(key).unwrap_or(terminating);
+        Ok(Deleted::Pending(self.present(res, current)))
+    }
+
+    /// Remove a terminating namespace once it is empty. Returns whether it is gone.
+    fn finalize_namespace(&self, ns: &str) -> bool {
+        let nsr = self.registry.find("", "v1", "namespaces").expect("namespaces");
+        let key = self.key(&nsr, "", ns);
+        let Some(obj) = self.store.get(&key) else { return true };
+        if obj.pointer("/metadata/deletionTimestamp").is_none() || !finalizers(&obj).is_empty() {
+            return false;
+        }
+        if !self.store.keys_in_namespace(ns).is_empty() {
+            return false;
+        }
+        self.store.commit(&key, Some(object_rv(&obj)), Write::Delete).is_ok()
+    }
+
+    fn namespace_terminating(&self, ns: &str) -> bool {
+        let nsr = self.registry.find("", "v1", "namespaces").expect("namespaces");
+        self.store.get(&self.key(&nsr, "", ns)).is_some_and(|o| o.pointer("/metadata/deletionTimestamp").is_some())
     }
 
     fn after_delete(&self, res: &Resource, obj: &Value) {
+        if res.namespaced {
+            let ns = meta_str(obj, "namespace");
+            if !ns.is_empty() && self.namespace_terminating(&ns) {
+                self.finalize_namespace(&ns);
+            }
+        }
         if res.group == "apiextensions.k8s.io" && res.kind == "CustomResourceDefinition" {
             let group = obj.pointer("/spec/group").and_then(Value::as_str).unwrap_or_default().to_string();
             let plural = obj.pointer("/spec/names/plural").and_then(Value::as_str).unwrap_or_default().to_string();

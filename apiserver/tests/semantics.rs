@@ -309,6 +309,25 @@ async fn deleting_a_namespace_deletes_its_objects() {
     let (code, _) = delete(&s, "/api/v1/namespaces/tmp", None).await;
     assert_eq!(code, 200);
     assert_eq!(get(&s, "/api/v1/namespaces/tmp/configmaps/x").await.0, 404);
+    assert_eq!(get(&s, "/api/v1/namespaces/tmp").await.0, 404);
+}
+
+#[tokio::test]
+async fn a_namespace_terminates_until_its_last_object_is_gone() {
+    let s = ApiServer::new();
+    post(&s, "/api/v1/namespaces", json!({"metadata": {"name": "tmp"}})).await;
+    let mut held = cm("held");
+    held["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    post(&s, "/api/v1/namespaces/tmp/configmaps", held).await;
+    let (code, ns) = delete(&s, "/api/v1/namespaces/tmp", None).await;
+    assert_eq!(code, 202, "{ns}");
+    assert_eq!(ns["status"]["phase"], "Terminating");
+    let (code, st) = post(&s, "/api/v1/namespaces/tmp/configmaps", cm("new")).await;
+    assert_eq!(code, 403, "{st}");
+    assert_eq!(st["message"], "configmaps \"new\" is forbidden: unable to create new content in namespace tmp because it is being terminated");
+    let (code, _) = patch(&s, "/api/v1/namespaces/tmp/configmaps/held", "application/merge-patch+json", json!({"metadata": {"finalizers": null}})).await;
+    assert_eq!(code, 200);
+    assert_eq!(get(&s, "/api/v1/namespaces/tmp").await.0, 404, "the namespace goes once empty");
 }
 
 #[tokio::test]
