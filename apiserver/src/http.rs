@@ -64,6 +64,10 @@ impl Req<'_> {
         self.accept.contains("as=Table")
     }
 
+    fn wants_metadata(&self) -> bool {
+        self.accept.contains("as=PartialObjectMetadata")
+    }
+
     fn write_options(&self) -> WriteOptions {
         let manager = match self.q("fieldManager") {
             Some(m) if !m.is_empty() => m.to_string(),
@@ -183,6 +187,11 @@ pub async fn handle(core: Arc<Core>, req: Request<Bytes>, server_address: &str) 
     resp
 }
 
+/// `meta.k8s.io/v1 PartialObjectMetadata` of an object (what metadata-only clients ask for).
+pub fn partial_metadata(obj: &Value) -> Value {
+    serde_json::json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]})
+}
+
 fn aggregated_response(v: Value) -> Response<Body> {
     full(StatusCode::OK, AGGREGATED, serde_json::to_vec(&v).expect("json"))
 }
@@ -298,6 +307,12 @@ async fn resource(core: &Arc<Core>, group: &str, version: &str, rest: &[&str], r
                 let items = list["items"].as_array().cloned().unwrap_or_default();
                 return Ok(json(200, &table::to_table(&res, &items, list["metadata"].clone(), r.q("includeObject").unwrap_or("Metadata"), core.config.clock.now())));
             }
+            if r.wants_metadata() {
+                let items: Vec<Value> = list["items"].as_array().cloned().unwrap_or_default().iter().map(partial_metadata).collect();
+                return Ok(json(200, &serde_json::json!({
+                    "kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": list["metadata"], "items": items,
+                })));
+            }
             Ok(json(200, &list))
         }
         (Method::GET, Some(name)) => {
@@ -308,6 +323,9 @@ async fn resource(core: &Arc<Core>, group: &str, version: &str, rest: &[&str], r
             if r.wants_table() {
                 let meta = serde_json::json!({"resourceVersion": obj["metadata"]["resourceVersion"]});
                 return Ok(json(200, &table::to_table(&res, &[obj], meta, r.q("includeObject").unwrap_or("Metadata"), core.config.clock.now())));
+            }
+            if r.wants_metadata() {
+                return Ok(json(200, &partial_metadata(&obj)));
             }
             Ok(json(200, &obj))
         }
@@ -360,6 +378,7 @@ fn watch_response(core: &Arc<Core>, res: Resource, ns: Option<&str>, lo: ListOpt
         labels: lo.labels,
         fields: lo.fields,
         table: r.wants_table().then(|| r.q("includeObject").unwrap_or("Metadata").to_string()),
+        metadata_only: r.wants_metadata(),
     };
     if params.send_initial_events && r.q("resourceVersionMatch") != Some("NotOlderThan") {
         return Err(ApiError::invalid("meta.k8s.io", "ListOptions", "", vec![crate::status::Cause::new(

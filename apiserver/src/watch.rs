@@ -35,6 +35,8 @@ pub struct WatchParams {
     pub fields: FieldSelector,
     /// Render each object as a one-row `Table` (`kubectl get -w`): `includeObject` value.
     pub table: Option<String>,
+    /// Render each object as `PartialObjectMetadata` (kube-runtime's `metadata_watcher`).
+    pub metadata_only: bool,
 }
 
 impl WatchParams {
@@ -68,11 +70,19 @@ impl State {
         if initial_end {
             meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
         }
-        line("BOOKMARK", &json!({"kind": self.res.kind, "apiVersion": self.res.api_version(), "metadata": meta}))
+        let (kind, api_version) = if self.params.metadata_only {
+            ("PartialObjectMetadata".to_string(), "meta.k8s.io/v1".to_string())
+        } else {
+            (self.res.kind.clone(), self.res.api_version())
+        };
+        line("BOOKMARK", &json!({"kind": kind, "apiVersion": api_version, "metadata": meta}))
     }
 
     /// The wire form of an object: itself, or a one-row Table (headers only on the first).
     fn render(&mut self, obj: Value) -> Value {
+        if self.params.metadata_only {
+            return crate::http::partial_metadata(&obj);
+        }
         match self.params.table.clone() {
             None => obj,
             Some(include) => {

@@ -300,3 +300,19 @@ async fn delete_collection_removes_matching_objects() {
     let left: Vec<String> = cms.list(&ListParams::default()).await.unwrap().items.into_iter().map(|c| c.metadata.name.unwrap()).collect();
     assert_eq!(left, ["c"]);
 }
+
+#[tokio::test]
+async fn metadata_watcher_sees_partial_object_metadata() {
+    use kube::runtime::metadata_watcher;
+    let server = ApiServer::new();
+    let cms: Api<ConfigMap> = Api::namespaced(server.kube_client(), "default");
+    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "m", "labels": {"a": "b"}}, "data": {"big": "x"}})).unwrap();
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+    let meta = cms.get_metadata("m").await.unwrap();
+    assert_eq!(meta.metadata.labels.unwrap()["a"], "b");
+    let list = cms.list_metadata(&ListParams::default()).await.unwrap();
+    assert_eq!(list.items.len(), 1);
+    let mut stream = metadata_watcher(cms.clone(), watcher::Config::default()).applied_objects().boxed();
+    let first = stream.try_next().await.unwrap().unwrap();
+    assert_eq!(first.metadata.name.as_deref(), Some("m"));
+}
