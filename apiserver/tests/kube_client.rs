@@ -303,7 +303,7 @@ async fn delete_collection_removes_matching_objects() {
 
 #[tokio::test]
 async fn metadata_watcher_sees_partial_object_metadata() {
-    use kube::runtime::metadata_watcher;
+    use kube::core::PartialObjectMeta;
     let server = ApiServer::new();
     let cms: Api<ConfigMap> = Api::namespaced(server.kube_client(), "default");
     let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "m", "labels": {"a": "b"}}, "data": {"big": "x"}})).unwrap();
@@ -312,7 +312,8 @@ async fn metadata_watcher_sees_partial_object_metadata() {
     assert_eq!(meta.metadata.labels.unwrap()["a"], "b");
     let list = cms.list_metadata(&ListParams::default()).await.unwrap();
     assert_eq!(list.items.len(), 1);
-    let mut stream = metadata_watcher(cms.clone(), watcher::Config::default()).applied_objects().boxed();
+    let metas: Api<PartialObjectMeta<ConfigMap>> = Api::namespaced(server.kube_client(), "default");
+    let mut stream = watcher(metas, watcher::Config::default()).applied_objects().boxed();
     let first = stream.try_next().await.unwrap().unwrap();
     assert_eq!(first.metadata.name.as_deref(), Some("m"));
 }
