@@ -1,0 +1,37 @@
+//! Shared helpers for the host's integration tests: where the built plugins
+//! are, and a sandbox with test limits.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use host::sandbox::{LoadedPlugin, PrecompiledCache, Sandbox, SandboxConfig};
+
+pub fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("host/ has a parent").to_path_buf()
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace_root().join("target"))
+}
+
+/// A plugin built by `cargo xtask build` for wasm32-wasip2 (`target` =
+/// "wasm32-wasip2") or by `cargo component build` (`target` = "wasm32-wasip1").
+pub fn wasm_for(target: &str, crate_name: &str) -> PathBuf {
+    let path = target_dir().join(target).join("release").join(format!("{}.wasm", crate_name.replace('-', "_")));
+    assert!(path.exists(), "{} is missing: build the plugins first with `cargo xtask build`", path.display());
+    path
+}
+
+pub fn wasm(crate_name: &str) -> PathBuf {
+    wasm_for("wasm32-wasip2", crate_name)
+}
+
+pub fn config(deadline: Duration) -> SandboxConfig {
+    SandboxConfig { deadline, memory_limit: 64 << 20, cache: PrecompiledCache::disabled(), ..SandboxConfig::default() }
+}
+
+pub fn load(sandbox: &Sandbox, crate_name: &str) -> LoadedPlugin {
+    sandbox.load_file(&wasm(crate_name)).unwrap_or_else(|e| panic!("load {crate_name}: {}", host::error_chain(&e)))
+}

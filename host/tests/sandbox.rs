@@ -1,0 +1,189 @@
+//! The sandbox contains misbehaving plugins and keeps well-behaved ones
+//! working, caches compiled plugins, refuses foreign contracts and gives
+//! deterministic answers.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{config, load, wasm, wasm_for};
+use host::sandbox::{CacheOutcome, CallError, LoadError, LoadedPlugin, PrecompiledCache, Sandbox, SandboxConfig};
+use operator_plugin_sdk::{Action, json};
+
+const DEADLINE: Duration = Duration::from_millis(300);
+const NOW: i64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
+
+fn hostile_parent(mode: &str) -> String {
+    json!({
+        "apiVersion": "test.operator.dev/v1", "kind": "Hostile",
+        "metadata": {"name": mode, "namespace": "default", "uid": "u-1"},
+        "spec": {"mode": mode}
+    })
+    .to_string()
+}
+
+fn hello_parent() -> String {
+    json!({
+        "apiVersion": "example.operator.dev/v1alpha1", "kind": "Hello",
+        "metadata": {"name": "world", "namespace": "default", "uid": "u-2"},
+        "spec": {"greeting": "Hi"}
+    })
+    .to_string()
+}
+
+fn assert_hello_still_answers(hello: &LoadedPlugin) {
+    let actions = hello.reconcile_blocking(&hello_parent(), &[], NOW).expect("the good plugin answers");
+    assert!(matches!(&actions[0], Action::Create(cm) if cm["data"]["greeting"] == "Hi"), "{actions:?}");
+}
+
+fn probe_report(actions: &[Action]) -> String {
+    match actions {
+        [Action::Event { message, .. }] => message.clone(),
+        other => panic!("expected one probe event, got {other:?}"),
+    }
+}
+
+#[test]
+fn each_hostile_plugin_is_contained_and_the_good_plugin_keeps_answering() {
+    let sandbox = Sandbox::new(config(DEADLINE)).unwrap();
+    let hostile = load(&sandbox, "hostile");
+    let hello = load(&sandbox, "hello");
+
+    type Check = fn(Result<Vec<Action>, CallError>);
+    let cases: &[(&str, Check)] = &[
+        ("loop", |r| assert!(matches!(r, Err(CallError::DeadlineExceeded { ref plugin, op: "reconcile", .. }) if plugin == "hostile"), "{r:?}")),
+        ("memory", |r| assert!(matches!(r, Err(CallError::MemoryLimit { limit, .. }) if limit == 64 << 20), "{r:?}")),
+        ("panic", |r| match r {
+            Err(CallError::Panic { message, .. }) => assert!(message.contains("hostile plugin panicked on purpose"), "{message}"),
+            other => panic!("expected a panic, got {other:?}"),
+        }),
+        ("output", |r| assert_eq!(probe_report(&r.unwrap()), "wrote 100 MiB")),
+        ("log-flood", |r| assert_eq!(probe_report(&r.unwrap()), "logged 100 MiB")),
+        ("garbage", |r| match r {
+            Err(CallError::InvalidOutput { detail, .. }) => assert!(detail.contains("action 0 (create) is not valid JSON"), "{detail}"),
+            other => panic!("expected invalid output, got {other:?}"),
+        }),
+        ("not-object", |r| assert!(matches!(r, Err(CallError::InvalidOutput { ref detail, .. }) if detail.contains("must be a JSON object")), "{r:?}")),
+        ("file", |r| assert!(probe_report(&r.unwrap()).starts_with("denied"))),
+        ("env", |r| assert_eq!(probe_report(&r.unwrap()), "denied: no environment")),
+        ("socket", |r| assert!(probe_report(&r.unwrap()).starts_with("denied"))),
+        ("clock", |r| assert_eq!(probe_report(&r.unwrap()), format!("clock={NOW} now={NOW}"))),
+        ("error", |r| match r {
+            Err(CallError::Plugin { error, .. }) => assert_eq!((error.reason.as_str(), error.retryable), ("Refused", false)),
+            other => panic!("expected the plugin's own error, got {other:?}"),
+        }),
+    ];
+    for (mode, check) in cases {
+        let started = Instant::now();
+        let result = hostile.reconcile_blocking(&hostile_parent(mode), &[], NOW);
+        let took = started.elapsed();
+        check(result);
+        assert!(took < 2 * DEADLINE, "mode {mode} took {took:?}, more than twice the {DEADLINE:?} deadline");
+        assert_hello_still_answers(&hello);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runaway_call_does_not_hold_up_concurrent_good_calls() {
+    let sandbox = Sandbox::new(config(DEADLINE)).unwrap();
+    let hostile = load(&sandbox, "hostile");
+    let hello = load(&sandbox, "hello");
+    let runaway = tokio::spawn({
+        let hostile = hostile.clone();
+        async move { hostile.reconcile(hostile_parent("loop"), vec![], NOW).await }
+    });
+    for _ in 0..20 {
+        hello.reconcile(hello_parent(), vec![], NOW).await.expect("good plugin answers while another call spins");
+    }
+    assert!(matches!(runaway.await.unwrap(), Err(CallError::DeadlineExceeded { .. })));
+}
+
+#[test]
+fn the_same_inputs_give_byte_identical_actions_every_time() {
+    let sandbox = Sandbox::new(config(Duration::from_secs(5))).unwrap();
+    let hostile = load(&sandbox, "hostile");
+    let cronjob = load(&sandbox, "cronjob");
+    let fixture = common::workspace_root().join("plugins/cronjob/tests/fixtures");
+    let case = std::fs::read_dir(&fixture).unwrap().next().unwrap().unwrap().path();
+    let parent = yaml_to_json(&std::fs::read_to_string(case.join("parent.yaml")).unwrap());
+    let first_random = serde_json::to_string(&hostile.reconcile_blocking(&hostile_parent("random"), &[], NOW).unwrap()).unwrap();
+    let first_cron = serde_json::to_string(&cronjob.reconcile_blocking(&parent, &[], NOW).unwrap()).unwrap();
+    for _ in 0..100 {
+        let random = serde_json::to_string(&hostile.reconcile_blocking(&hostile_parent("random"), &[], NOW).unwrap()).unwrap();
+        let cron = serde_json::to_string(&cronjob.reconcile_blocking(&parent, &[], NOW).unwrap()).unwrap();
+        assert_eq!(random, first_random, "seeded randomness must repeat");
+        assert_eq!(cron, first_cron);
+    }
+}
+
+fn yaml_to_json(text: &str) -> String {
+    serde_yaml::from_str::<serde_json::Value>(text).unwrap().to_string()
+}
+
+#[test]
+fn a_second_load_uses_the_cache_and_a_corrupt_artifact_is_rebuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    let cached = || SandboxConfig { cache: PrecompiledCache::at(dir.path()).unwrap(), ..config(DEADLINE) };
+
+    let first = Sandbox::new(cached()).unwrap();
+    let plugin = load(&first, "hello");
+    assert_eq!((first.compilations(), plugin.info().cache), (1, CacheOutcome::Compiled));
+
+    let second = Sandbox::new(cached()).unwrap();
+    let plugin = load(&second, "hello");
+    assert_eq!((second.compilations(), plugin.info().cache), (0, CacheOutcome::Hit), "second load must not recompile");
+    assert_hello_still_answers(&plugin);
+
+    let artifact = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().path()).find(|p| p.extension().is_some_and(|e| e == "cwasm")).unwrap();
+    let mut bytes = std::fs::read(&artifact).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(&artifact, &bytes).unwrap();
+
+    let third = Sandbox::new(cached()).unwrap();
+    let plugin = load(&third, "hello");
+    assert_eq!((third.compilations(), plugin.info().cache), (1, CacheOutcome::Rebuilt));
+    assert_hello_still_answers(&plugin);
+
+    let fourth = Sandbox::new(cached()).unwrap();
+    assert_eq!(load(&fourth, "hello").info().cache, CacheOutcome::Hit, "the rebuilt artifact is cached again");
+}
+
+#[test]
+fn a_plugin_of_another_contract_major_is_refused_naming_both_versions() {
+    let sandbox = Sandbox::new(config(DEADLINE)).unwrap();
+    let err = sandbox.load_file(&wasm("contract-v1")).err().expect("must be refused");
+    assert!(matches!(err, LoadError::ContractMismatch { .. }), "{err:?}");
+    let message = err.to_string();
+    assert!(message.contains("operator:plugin@1.0.0") && message.contains("operator:plugin@0.1.x"), "{message}");
+}
+
+#[test]
+fn bytes_that_are_not_a_component_are_refused_clearly() {
+    let sandbox = Sandbox::new(config(DEADLINE)).unwrap();
+    let core_module = b"\0asm\x01\0\0\0";
+    let err = sandbox.load("core.wasm", core_module).err().unwrap();
+    assert!(err.to_string().contains("core Wasm module; build it as a component"), "{err}");
+    let err = sandbox.load("junk.wasm", b"definitely not wasm").err().unwrap();
+    assert!(matches!(err, LoadError::NotAComponent { .. }), "{err}");
+    let mut truncated = std::fs::read(wasm("hello")).unwrap();
+    truncated.truncate(truncated.len() / 2);
+    let err = sandbox.load("truncated.wasm", &truncated).err().unwrap();
+    assert!(matches!(err, LoadError::Compile { .. }), "{err}");
+}
+
+#[test]
+fn plugins_built_by_cargo_component_and_by_plain_wasip2_both_run_the_same() {
+    let sandbox = Sandbox::new(config(DEADLINE)).unwrap();
+    let p2 = sandbox.load_file(&wasm("hello")).unwrap();
+    let p1 = sandbox.load_file(&wasm_for("wasm32-wasip1", "hello")).unwrap();
+    assert_ne!(p1.info().digest, p2.info().digest, "two different builds");
+    assert_eq!(p1.manifest(), p2.manifest());
+    let a = p1.reconcile_blocking(&hello_parent(), &[], NOW).unwrap();
+    let b = p2.reconcile_blocking(&hello_parent(), &[], NOW).unwrap();
+    assert_eq!(a, b);
+    let defaulted = p1.default_blocking(&json!({"apiVersion": "example.operator.dev/v1alpha1", "kind": "Hello", "spec": {}}).to_string()).unwrap();
+    assert_eq!(defaulted["spec"]["greeting"], "Hello");
+    let errors = p1.validate_blocking(&json!({"spec": {"greeting": "x".repeat(65)}}).to_string(), None).unwrap();
+    assert_eq!(errors[0].field, "spec.greeting");
+}
