@@ -317,3 +317,14 @@ async fn metadata_watcher_sees_partial_object_metadata() {
     let first = stream.try_next().await.unwrap().unwrap();
     assert_eq!(first.metadata.name.as_deref(), Some("m"));
 }
+
+#[tokio::test]
+async fn shutdown_completes_with_an_open_watch() {
+    let server = ApiServer::new();
+    let handle = server.serve().await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(handle.kube_client().unwrap(), "default");
+    let mut stream = cms.watch(&WatchParams::default().timeout(290), "0").await.unwrap().boxed();
+    let watching = tokio::spawn(async move { while stream.next().await.is_some() {} });
+    handle.shutdown().await;
+    watching.await.unwrap();
+}
