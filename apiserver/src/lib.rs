@@ -14,6 +14,7 @@
 pub mod admission;
 pub mod builtin_schema;
 pub mod clock;
+pub mod config;
 pub mod convert;
 pub mod crd;
 pub mod defaults;
@@ -40,6 +41,6 @@ pub use admission::{Admission, Denial};
 pub use clock::{Clock, SystemClock};
 pub use faults::{Fault, FaultAction, Faults};
 pub use kubeconfig::{kubeconfig_yaml, write_kubeconfig};
-pub use rest::Config;
+pub use config::Config;
 pub use server::{ApiServer, ApiService, ServerHandle};
 pub use status::{ApiError, Cause};

@@ -4,7 +4,8 @@
 
 use crate::admission::Admission;
 use crate::http::{Body, handle};
-use crate::rest::{Config, Core};
+use crate::config::Config;
+use crate::rest::Core;
 use crate::store::{Backend, NullBackend, Store};
 use bytes::Bytes;
 use futures::future::BoxFuture;

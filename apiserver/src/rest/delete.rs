@@ -1,0 +1,174 @@
+//! DELETE: preconditions, propagation finalizers, deletionTimestamp, namespace termination, CRD
+//! cleanup, deletecollection.
+
+use super::*;
+
+impl Core {
+    /// DELETE one object.
+    pub fn delete(&self, res: &Resource, ns: &str, name: &str, opts: &DeleteOptions) -> Result<Deleted> {
+        loop {
+            let key = self.key(res, ns, name);
+            let old = self.store.get(&key).ok_or_else(|| ApiError::not_found(&res.group, &res.plural, name))?;
+            if let Some(uid) = &opts.uid {
+                let actual = meta_str(&old, "uid");
+                if *uid != actual {
+                    return Err(ApiError::conflict(&res.group, &res.plural, name, &format!(
+                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"
+                    )));
+                }
+            }
+            if let Some(rv) = &opts.resource_version {
+                let actual = object_rv(&old).to_string();
+                if *rv != actual {
+                    return Err(ApiError::conflict(&res.group, &res.plural, name, &format!(
+                        "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {actual}"
+                    )));
+                }
+            }
+            let mut fins = finalizers(&old);
+            match opts.propagation.as_deref() {
+                Some("Foreground") => {
+                    if !fins.iter().any(|f| f == "foregroundDeletion") {
+                        fins.push("foregroundDeletion".into());
+                    }
+                    fins.retain(|f| f != "orphan");
+                }
+                Some("Orphan") => {
+                    if !fins.iter().any(|f| f == "orphan") {
+                        fins.push("orphan".into());
+                    }
+                    fins.retain(|f| f != "foregroundDeletion");
+                }
+                Some("Background") | None => {}
+                Some(other) => {
+                    return Err(ApiError::invalid("meta.k8s.io", "DeleteOptions", "", vec![Cause::new(
+                        "FieldValueNotSupported",
+                        format!("Unsupported value: {other:?}: supported values: \"Foreground\", \"Background\", \"Orphan\""),
+                        "propagationPolicy",
+                    )]));
+                }
+            }
+            if opts.dry_run {
+                return Ok(Deleted::Now(self.present(res, old)));
+            }
+            if !fins.is_empty() {
+                let mut new = old.clone();
+                {
+                    let m = meta(&mut new);
+                    if !m.contains_key("deletionTimestamp") {
+                        m.insert("deletionTimestamp".into(), json!(self.now()));
+                        m.insert("deletionGracePeriodSeconds".into(), json!(0));
+                    }
+                    m.insert("finalizers".into(), json!(fins));
+                }
+                if without_volatile_meta(&new) == without_volatile_meta(&old) {
+                    return Ok(Deleted::Pending(self.present(res, old)));
+                }
+                match self.store.commit(&key, Some(object_rv(&old)), Write::Put(new)) {
+                    Ok(ev) => return Ok(Deleted::Pending(self.present(res, (*ev.object).clone()))),
+                    Err(_) => continue,
+                }
+            }
+            if res.kind == "Namespace" && res.group.is_empty() {
+                return self.delete_namespace(res, &key, old);
+            }
+            match self.store.commit(&key, Some(object_rv(&old)), Write::Delete) {
+                Ok(ev) => {
+                    let gone = (*ev.object).clone();
+                    self.after_delete(res, &gone);
+                    let returns_object = res.custom || (res.group.is_empty() && matches!(res.kind.as_str(), "Pod" | "Namespace"));
+                    return Ok(Deleted::Now(if returns_object {
+                        self.present(res, gone)
+                    } else {
+                        success(Some(json!({"name": name, "group": res.group, "kind": res.plural, "uid": meta_str(&gone, "uid")})))
+                    }));
+                }
+                Err(_) => continue,
+            }
+        }
+    }
+
+    /// Namespace deletion as the namespace controller drives it: the namespace turns
+    /// `Terminating`, its contents are deleted (honouring their finalizers), and it goes away
+    /// once empty.
+    fn delete_namespace(&self, res: &Resource, key: &ObjectKey, old: Value) -> Result<Deleted> {
+        let name = key.name.clone();
+        let terminating = if old.pointer("/metadata/deletionTimestamp").is_some() {
+            old
+        } else {
+            let mut t = old.clone();
+            meta(&mut t).insert("deletionTimestamp".into(), json!(self.now()));
+            meta(&mut t).insert("deletionGracePeriodSeconds".into(), json!(0));
+            t["status"] = json!({"phase": "Terminating"});
+            match self.store.commit(key, Some(object_rv(&old)), Write::Put(t)) {
+                Ok(ev) => (*ev.object).clone(),
+                Err(_) => return Err(ApiError::stale("", "namespaces", &name)),
+            }
+        };
+        for k in self.store.keys_in_namespace(&name) {
+            if let Some(r) = self.registry.all().into_iter().find(|r| r.group_resource() == k.gr && r.namespaced && r.alias_of.is_none()) {
+                let _ = self.delete(&r, &name, &k.name, &DeleteOptions::default());
+            }
+        }
+        if self.finalize_namespace(&name) {
+            return Ok(Deleted::Now(self.present(res, terminating)));
+        }
+        let current = self.store.get(key).unwrap_or(terminating);
+        Ok(Deleted::Pending(self.present(res, current)))
+    }
+
+    /// Remove a terminating namespace once it is empty. Returns whether it is gone.
+    fn finalize_namespace(&self, ns: &str) -> bool {
+        let nsr = self.registry.find("", "v1", "namespaces").expect("namespaces");
+        let key = self.key(&nsr, "", ns);
+        let Some(obj) = self.store.get(&key) else { return true };
+        if obj.pointer("/metadata/deletionTimestamp").is_none() || !finalizers(&obj).is_empty() {
+            return false;
+        }
+        if !self.store.keys_in_namespace(ns).is_empty() {
+            return false;
+        }
+        self.store.commit(&key, Some(object_rv(&obj)), Write::Delete).is_ok()
+    }
+
+    pub(super) fn namespace_terminating(&self, ns: &str) -> bool {
+        let nsr = self.registry.find("", "v1", "namespaces").expect("namespaces");
+        self.store.get(&self.key(&nsr, "", ns)).is_some_and(|o| o.pointer("/metadata/deletionTimestamp").is_some())
+    }
+
+    pub(super) fn after_delete(&self, res: &Resource, obj: &Value) {
+        if res.namespaced {
+            let ns = meta_str(obj, "namespace");
+            if !ns.is_empty() && self.namespace_terminating(&ns) {
+                self.finalize_namespace(&ns);
+            }
+        }
+        if res.group == "apiextensions.k8s.io" && res.kind == "CustomResourceDefinition" {
+            let group = obj.pointer("/spec/group").and_then(Value::as_str).unwrap_or_default().to_string();
+            let plural = obj.pointer("/spec/names/plural").and_then(Value::as_str).unwrap_or_default().to_string();
+            if let Some(r) = self.registry.all().into_iter().find(|r| r.custom && r.group == group && r.plural == plural) {
+                let (items, _) = self.store.list(&r.group_resource(), None);
+                for item in items {
+                    let key = self.key(&r, &meta_str(&item, "namespace"), &meta_str(&item, "name"));
+                    let _ = self.store.commit(&key, Some(object_rv(&item)), Write::Delete);
+                }
+            }
+            self.registry.remove_custom(&group, &plural);
+        }
+    }
+
+    /// DELETE on a collection: deletes every matching object, returns the list of them.
+    pub fn delete_collection(&self, res: &Resource, ns: Option<&str>, list: &ListOptions, opts: &DeleteOptions) -> Result<Value> {
+        let all = self.list(res, ns, &ListOptions { limit: 0, continue_token: None, ..list.clone() })?;
+        let mut deleted = vec![];
+        for item in all["items"].as_array().cloned().unwrap_or_default() {
+            match self.delete(res, &meta_str(&item, "namespace"), &meta_str(&item, "name"), opts) {
+                Ok(Deleted::Now(_)) => deleted.push(item),
+                Ok(Deleted::Pending(o)) => deleted.push(o),
+                Err(e) if e.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(json!({"kind": res.list_kind, "apiVersion": res.api_version(), "metadata": {"resourceVersion": self.store.current_rv().to_string()}, "items": deleted}))
+    }
+}
