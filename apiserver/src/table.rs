@@ -109,7 +109,7 @@ fn builtin(res: &Resource, now: DateTime<Utc>) -> Option<Columns> {
     let nm = |o: &Value| json!(s(o, "/metadata/name"));
     Some(match (res.group.as_str(), res.kind.as_str()) {
         ("", "Pod") => (
-            vec![name, col("Ready", "string", "", 0), col("Status", "string", "", 0), col("Restarts", "string", "", 0), age_col, col("IP", "string", "", 1), col("Node", "string", "", 1)],
+            vec![name, col("Ready", "string", "", 0), col("Status", "string", "", 0), col("Restarts", "string", "", 0), age_col, col("IP", "string", "", 1), col("Node", "string", "", 1), col("Nominated Node", "string", "", 1), col("Readiness Gates", "string", "", 1)],
             Box::new(move |o| {
                 let statuses = o.pointer("/status/containerStatuses").and_then(Value::as_array).cloned().unwrap_or_default();
                 let total = o.pointer("/spec/containers").and_then(Value::as_array).map_or(0, Vec::len);
@@ -129,8 +129,17 @@ fn builtin(res: &Resource, now: DateTime<Utc>) -> Option<Columns> {
                 }
                 let ip = s(o, "/status/podIP");
                 let node = s(o, "/spec/nodeName");
+                let nominated = s(o, "/status/nominatedNodeName");
+                let gates = o.pointer("/spec/readinessGates").and_then(Value::as_array).map_or(0, Vec::len);
+                let gates = if gates == 0 { "<none>".to_string() } else {
+                    let met = o.pointer("/spec/readinessGates").and_then(Value::as_array).cloned().unwrap_or_default().iter().filter(|g| {
+                        json_path(o, &format!(".status.conditions[?(@.type==\"{}\")].status", s(g, "/conditionType"))).first().map(cell_string).as_deref() == Some("True")
+                    }).count();
+                    format!("{met}/{gates}")
+                };
                 vec![nm(o), json!(format!("{ready}/{total}")), json!(status), json!(restarts.to_string()), age_of(o),
-                     json!(if ip.is_empty() { "<none>".into() } else { ip }), json!(if node.is_empty() { "<none>".into() } else { node })]
+                     json!(if ip.is_empty() { "<none>".into() } else { ip }), json!(if node.is_empty() { "<none>".into() } else { node }),
+                     json!(if nominated.is_empty() { "<none>".into() } else { nominated }), json!(gates)]
             }),
         ),
         ("", "ConfigMap") => (vec![name, col("Data", "integer", "", 0), age_col], Box::new(move |o| {
@@ -150,13 +159,15 @@ fn builtin(res: &Resource, now: DateTime<Utc>) -> Option<Columns> {
             let status = match ready.as_deref() { Some("True") => "Ready", Some(_) => "NotReady", None => "Unknown" };
             vec![nm(o), json!(status), json!("<none>"), age_of(o), json!(s(o, "/status/nodeInfo/kubeletVersion"))]
         })),
-        ("", "Service") => (vec![name, col("Type", "string", "", 0), col("Cluster-IP", "string", "", 0), col("External-IP", "string", "", 0), col("Port(s)", "string", "", 0), age_col], Box::new(move |o| {
+        ("", "Service") => (vec![name, col("Type", "string", "", 0), col("Cluster-IP", "string", "", 0), col("External-IP", "string", "", 0), col("Port(s)", "string", "", 0), age_col, col("Selector", "string", "", 1)], Box::new(move |o| {
             let t = { let t = s(o, "/spec/type"); if t.is_empty() { "ClusterIP".to_string() } else { t } };
             let ports: Vec<String> = o.pointer("/spec/ports").and_then(Value::as_array).cloned().unwrap_or_default().iter().map(|p| {
                 format!("{}/{}", p["port"], p.get("protocol").and_then(Value::as_str).unwrap_or("TCP"))
             }).collect();
             let ip = { let ip = s(o, "/spec/clusterIP"); if ip.is_empty() { "<none>".to_string() } else { ip } };
-            vec![nm(o), json!(t), json!(ip), json!("<none>"), json!(if ports.is_empty() { "<none>".to_string() } else { ports.join(",") }), age_of(o)]
+            let sel: Vec<String> = o.pointer("/spec/selector").and_then(Value::as_object).map(|m| m.iter().map(|(k, v)| format!("{k}={}", cell_string(v))).collect()).unwrap_or_default();
+            let sel = if sel.is_empty() { "<none>".to_string() } else { sel.join(",") };
+            vec![nm(o), json!(t), json!(ip), json!("<none>"), json!(if ports.is_empty() { "<none>".to_string() } else { ports.join(",") }), age_of(o), json!(sel)]
         })),
         ("", "Event") | ("events.k8s.io", "Event") => (
             vec![col("Last Seen", "string", "", 0), col("Type", "string", "", 0), col("Reason", "string", "", 0), col("Object", "string", "", 0), col("Message", "string", "", 0), col("Name", "string", "name", 1)],
@@ -173,7 +184,7 @@ fn builtin(res: &Resource, now: DateTime<Utc>) -> Option<Columns> {
                 vec![json!(age(last.as_ref(), now)), json!(s(o, "/type")), json!(s(o, "/reason")), json!(object), json!(msg), nm(o)]
             }),
         ),
-        ("batch", "Job") => (vec![name, col("Status", "string", "", 0), col("Completions", "string", "", 0), col("Duration", "string", "", 0), age_col], Box::new(move |o| {
+        ("batch", "Job") => ([vec![name, col("Status", "string", "", 0), col("Completions", "string", "", 0), col("Duration", "string", "", 0), age_col], wide_cols().to_vec()].concat(), Box::new(move |o| {
             let completions = o.pointer("/spec/completions").and_then(Value::as_i64);
             let succeeded = i(o, "/status/succeeded");
             let comp = match completions { Some(c) => format!("{succeeded}/{c}"), None => format!("{succeeded}/1 of {}", o.pointer("/spec/parallelism").and_then(Value::as_i64).unwrap_or(1)) };
@@ -186,13 +197,15 @@ fn builtin(res: &Resource, now: DateTime<Utc>) -> Option<Columns> {
                 (Some(a), None) => human_duration((now - a.with_timezone(&Utc)).num_seconds()),
                 _ => String::new(),
             };
-            vec![nm(o), json!(status), json!(comp), json!(duration), age_of(o)]
+            [vec![nm(o), json!(status), json!(comp), json!(duration), age_of(o)], workload_wide(o).to_vec()].concat()
         })),
-        ("apps", "Deployment") => (vec![name, col("Ready", "string", "", 0), col("Up-to-date", "integer", "", 0), col("Available", "integer", "", 0), age_col], Box::new(move |o| {
-            vec![nm(o), json!(format!("{}/{}", i(o, "/status/readyReplicas"), o.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1))), json!(i(o, "/status/updatedReplicas")), json!(i(o, "/status/availableReplicas")), age_of(o)]
+        ("apps", "Deployment") => ([vec![name, col("Ready", "string", "", 0), col("Up-to-date", "integer", "", 0), col("Available", "integer", "", 0), age_col], wide_cols().to_vec()].concat(), Box::new(move |o| {
+            let cells = vec![nm(o), json!(format!("{}/{}", i(o, "/status/readyReplicas"), o.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1))), json!(i(o, "/status/updatedReplicas")), json!(i(o, "/status/availableReplicas")), age_of(o)];
+            [cells, workload_wide(o).to_vec()].concat()
         })),
-        ("apps", "ReplicaSet") => (vec![name, col("Desired", "integer", "", 0), col("Current", "integer", "", 0), col("Ready", "integer", "", 0), age_col], Box::new(move |o| {
-            vec![nm(o), json!(o.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1)), json!(i(o, "/status/replicas")), json!(i(o, "/status/readyReplicas")), age_of(o)]
+        ("apps", "ReplicaSet") => ([vec![name, col("Desired", "integer", "", 0), col("Current", "integer", "", 0), col("Ready", "integer", "", 0), age_col], wide_cols().to_vec()].concat(), Box::new(move |o| {
+            let cells = vec![nm(o), json!(o.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1)), json!(i(o, "/status/replicas")), json!(i(o, "/status/readyReplicas")), age_of(o)];
+            [cells, workload_wide(o).to_vec()].concat()
         })),
         ("apps", "ControllerRevision") => (vec![name, col("Controller", "string", "", 0), col("Revision", "integer", "", 0), age_col], Box::new(move |o| {
             let owner = json_path(o, ".metadata.ownerReferences[?(@.controller==true)]").first().map(|r| format!("{}/{}", s(r, "/kind").to_lowercase(), s(r, "/name"))).unwrap_or("<none>".into());
@@ -206,6 +219,19 @@ fn builtin(res: &Resource, now: DateTime<Utc>) -> Option<Columns> {
         })),
         _ => return None,
     })
+}
+
+/// The `-o wide` Containers, Images and Selector cells of a workload.
+fn workload_wide(o: &Value) -> [Value; 3] {
+    let cs = o.pointer("/spec/template/spec/containers").and_then(Value::as_array).cloned().unwrap_or_default();
+    let names: Vec<String> = cs.iter().map(|c| s(c, "/name")).collect();
+    let images: Vec<String> = cs.iter().map(|c| s(c, "/image")).collect();
+    let selector = o.pointer("/spec/selector").map(|sel| crate::selector::LabelSelector::from_object(sel).to_string()).unwrap_or_default();
+    [json!(names.join(",")), json!(images.join(",")), json!(if selector.is_empty() { "<none>".to_string() } else { selector })]
+}
+
+fn wide_cols() -> [PrinterColumn; 3] {
+    [col("Containers", "string", "", 1), col("Images", "string", "", 1), col("Selector", "string", "", 1)]
 }
 
 fn res_is_core(o: &Value) -> bool {
