@@ -49,6 +49,13 @@ pub fn validate(crd: &Value) -> Vec<Cause> {
     if versions.is_empty() {
         causes.push(Cause::new("FieldValueRequired", "Required value", "spec.versions"));
     }
+    for (i, v) in versions.iter().enumerate() {
+        let path = format!("spec.versions[{i}].schema.openAPIV3Schema");
+        match v.pointer("/schema/openAPIV3Schema") {
+            None => causes.push(Cause::new("FieldValueRequired", "Required value: schemas are required", path)),
+            Some(schema) => structural(schema, &path, true, &mut causes),
+        }
+    }
     let storage = versions.iter().filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true)).count();
     if !versions.is_empty() && storage != 1 {
         causes.push(Cause::new(
@@ -58,6 +65,32 @@ pub fn validate(crd: &Value) -> Vec<Cause> {
         ));
     }
     causes
+}
+
+/// The structural-schema rules apiextensions enforces (the common subset): every specified
+/// field has a `type` unless it is int-or-string or preserves unknown fields, and the root is
+/// an object.
+fn structural(schema: &Value, path: &str, root: bool, causes: &mut Vec<Cause>) {
+    let has = |k: &str| schema.get(k).is_some();
+    let flag = |k: &str| schema.get(k).and_then(Value::as_bool) == Some(true);
+    if root && schema.get("type").and_then(Value::as_str) != Some("object") {
+        causes.push(Cause::new("FieldValueRequired", "Required value: must not be empty at the root", format!("{path}.type")));
+    } else if !root && !has("type") && !flag("x-kubernetes-int-or-string") && !flag("x-kubernetes-preserve-unknown-fields") {
+        causes.push(Cause::new("FieldValueRequired", "Required value: must not be empty for specified object fields", format!("{path}.type")));
+    }
+    if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+        for (k, v) in props {
+            structural(v, &format!("{path}.properties[{k}]"), false, causes);
+        }
+    }
+    if let Some(items) = schema.get("items").filter(|i| i.is_object()) {
+        structural(items, &format!("{path}.items"), false, causes);
+    } else if schema.get("type").and_then(Value::as_str) == Some("array") {
+        causes.push(Cause::new("FieldValueRequired", "Required value: must be specified", format!("{path}.items")));
+    }
+    if let Some(ap) = schema.get("additionalProperties").filter(|a| a.is_object()) {
+        structural(ap, &format!("{path}.additionalProperties"), false, causes);
+    }
 }
 
 /// The resources a CRD serves.
@@ -161,4 +194,27 @@ pub fn accepted_status(crd: &Value, now: &str) -> Value {
         "acceptedNames": accepted,
         "storedVersions": stored,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn crd(schema: Value) -> Value {
+        json!({"metadata": {"name": "things.example.com"}, "spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "things", "kind": "Thing"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": schema}}]}})
+    }
+
+    #[test]
+    fn non_structural_schemas_are_refused() {
+        let ok = crd(json!({"type": "object", "properties": {"spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}));
+        assert!(validate(&ok).is_empty());
+        let missing = crd(json!({"type": "object", "properties": {"spec": {"properties": {"a": {"type": "string"}}}}}));
+        let causes = validate(&missing);
+        assert_eq!(causes[0].field, "spec.versions[0].schema.openAPIV3Schema.properties[spec].type");
+        let no_items = crd(json!({"type": "object", "properties": {"l": {"type": "array"}}}));
+        assert_eq!(validate(&no_items)[0].field, "spec.versions[0].schema.openAPIV3Schema.properties[l].items");
+    }
 }
