@@ -154,6 +154,7 @@ pub fn resources(crd: &Value) -> Vec<Resource> {
             printer_columns: columns,
             custom: true,
             alias_of: None,
+            ephemeral: false,
         });
     }
     out

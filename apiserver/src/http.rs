@@ -187,6 +187,23 @@ pub async fn handle(core: Arc<Core>, req: Request<Bytes>, server_address: &str) 
     resp
 }
 
+/// Answer an access/identity review: the embedded server has no authentication or
+/// authorization, so every subject is an all-powerful admin and every request is allowed.
+fn review(res: &Resource, mut body: Value) -> Value {
+    body["apiVersion"] = serde_json::json!(res.api_version());
+    body["kind"] = serde_json::json!(res.kind);
+    body["status"] = match res.kind.as_str() {
+        "SelfSubjectAccessReview" => serde_json::json!({"allowed": true, "reason": "the embedded API server authorizes every request"}),
+        "SelfSubjectRulesReview" => serde_json::json!({
+            "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
+            "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+            "incomplete": false,
+        }),
+        _ => serde_json::json!({"userInfo": {"username": "embedded-admin", "groups": ["system:masters", "system:authenticated"]}}),
+    };
+    body
+}
+
 /// `meta.k8s.io/v1 PartialObjectMetadata` of an object (what metadata-only clients ask for).
 pub fn partial_metadata(obj: &Value) -> Value {
     serde_json::json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]})
@@ -223,6 +240,13 @@ async fn resource(core: &Arc<Core>, group: &str, version: &str, rest: &[&str], r
         return Err(ApiError::no_route());
     }
     let ns = t.namespace.unwrap_or_default();
+    if res.ephemeral {
+        if r.method != Method::POST || t.name.is_some() {
+            return Err(ApiError::method_not_allowed(r.method.as_str()));
+        }
+        // The answer does not depend on the request (kubectl sends it as protobuf).
+        return Ok(json(201, &review(&res, r.body_json().unwrap_or_else(|_| serde_json::json!({})))));
+    }
     if t.sub == Some("binding") && res.group.is_empty() && res.plural == "pods" {
         let name = t.name.unwrap_or_default();
         if r.method != Method::POST {

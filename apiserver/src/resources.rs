@@ -72,6 +72,8 @@ pub struct Resource {
     pub custom: bool,
     /// Another resource whose storage this one shares (events.k8s.io Events → core Events).
     pub alias_of: Option<GroupResource>,
+    /// Create-only, never stored (access reviews): POST answers with a computed status.
+    pub ephemeral: bool,
 }
 
 impl Resource {
@@ -87,6 +89,9 @@ impl Resource {
 
     /// Verbs advertised in discovery.
     pub fn verbs(&self) -> Vec<&'static str> {
+        if self.ephemeral {
+            return vec!["create"];
+        }
         vec!["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
     }
 }
@@ -180,9 +185,38 @@ pub fn builtins() -> Vec<Resource> {
             printer_columns: vec![],
             custom: false,
             alias_of: (b.group == "events.k8s.io").then(|| GroupResource { group: String::new(), resource: "events".into() }),
+            ephemeral: false,
         })
+        .chain(REVIEWS.iter().map(|(group, plural, kind)| Resource {
+            group: group.to_string(),
+            version: "v1".into(),
+            plural: plural.to_string(),
+            singular: String::new(),
+            kind: kind.to_string(),
+            list_kind: format!("{kind}List"),
+            namespaced: false,
+            short_names: vec![],
+            categories: vec![],
+            status: false,
+            scale: None,
+            generation: false,
+            keep_status_on_create: false,
+            storage: true,
+            schema: None,
+            printer_columns: vec![],
+            custom: false,
+            alias_of: None,
+            ephemeral: true,
+        }))
         .collect()
 }
+
+/// Create-only review resources (answered, never stored): (group, plural, kind).
+const REVIEWS: &[(&str, &str, &str)] = &[
+    ("authorization.k8s.io", "selfsubjectaccessreviews", "SelfSubjectAccessReview"),
+    ("authorization.k8s.io", "selfsubjectrulesreviews", "SelfSubjectRulesReview"),
+    ("authentication.k8s.io", "selfsubjectreviews", "SelfSubjectReview"),
+];
 
 /// The preferred-order list of built-in group versions: (group, version).
 pub fn builtin_group_versions() -> Vec<(String, String)> {

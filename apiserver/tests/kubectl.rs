@@ -291,3 +291,13 @@ async fn kubectl_create_generators_send_protobuf_that_is_decoded() {
     assert_eq!(refused.code, 1);
     assert!(refused.stderr.contains("accepted media types include: application/json"), "{}", refused.stderr);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_auth_reports_an_all_powerful_user() {
+    let c = Cluster::start().await;
+    assert_eq!(c.ok(&["auth", "can-i", "delete", "pods"]).await.trim(), "yes");
+    let whoami = c.ok(&["auth", "whoami"]).await;
+    assert!(whoami.contains("embedded-admin"), "{whoami}");
+    let list = c.ok(&["auth", "can-i", "--list"]).await;
+    assert!(list.contains("*.*"), "{list}");
+}
