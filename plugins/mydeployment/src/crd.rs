@@ -241,10 +241,12 @@ pub fn crd() -> Value {
                     "type": "object",
                     "description": "A Deployment that owns its Pods directly (seed 003), keeping revisions as ControllerRevisions.",
                     "required": ["spec"],
+                    // No `metadata` entry: the API server owns ObjectMeta's
+                    // schema (kube-apiserver accepts `metadata: {type: object}`
+                    // here, but the embedded server prunes it as a plain object).
                     "properties": {
                         "apiVersion": {"type": "string"},
                         "kind": {"type": "string"},
-                        "metadata": {"type": "object"},
                         "spec": spec_schema(),
                         "status": status_schema()
                     }
