@@ -157,10 +157,12 @@ impl Store {
     /// the resourceVersion the snapshot is consistent at.
     pub fn list(&self, gr: &GroupResource, namespace: Option<&str>) -> (Vec<Value>, u64) {
         let st = self.state.lock().unwrap();
+        // Keys sort by (gr, namespace, name): walk only this resource's (and namespace's) range.
+        let start = ObjectKey { gr: gr.clone(), namespace: namespace.unwrap_or_default().to_string(), name: String::new() };
         let items = st
             .objects
-            .iter()
-            .filter(|(k, _)| &k.gr == gr && namespace.is_none_or(|ns| k.namespace == ns))
+            .range(start..)
+            .take_while(|(k, _)| &k.gr == gr && namespace.is_none_or(|ns| k.namespace == ns))
             .map(|(_, v)| v.clone())
             .collect();
         (items, st.rv)
