@@ -45,7 +45,24 @@ pub fn merge_patch(target: &mut Value, patch: &Value) -> Result<(), ApiError> {
 pub fn json_patch(target: &mut Value, patch: &Value) -> Result<(), ApiError> {
     let ops: json_patch::Patch =
         serde_json::from_value(patch.clone()).map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?;
-    json_patch::patch(target, &ops).map_err(|e| ApiError::unprocessable(e.to_string()))
+    json_patch::patch(target, &ops).map_err(|e| {
+        // Worded as evanphx/json-patch, which upstream uses.
+        let msg = match e.kind {
+            json_patch::PatchErrorKind::TestFailed => format!("testing value {} failed: test failed", e.path),
+            json_patch::PatchErrorKind::InvalidPointer => {
+                let op = match ops.0.get(e.operation) {
+                    Some(json_patch::PatchOperation::Add(_)) => "add",
+                    Some(json_patch::PatchOperation::Remove(_)) => "remove",
+                    Some(json_patch::PatchOperation::Move(_)) => "move",
+                    Some(json_patch::PatchOperation::Copy(_)) => "copy",
+                    _ => "replace",
+                };
+                format!("{op} operation does not apply: doc is missing path: \"{}\": missing value", e.path)
+            }
+            _ => e.to_string(),
+        };
+        ApiError::unprocessable(msg)
+    })
 }
 
 /// How a list field merges in a strategic merge patch.
@@ -314,6 +331,7 @@ mod tests {
         let mut v = json!({"a": 1});
         let e = json_patch(&mut v, &json!([{"op": "test", "path": "/a", "value": 2}])).unwrap_err();
         assert_eq!(e.code, 422);
+        assert_eq!(e.message, "testing value /a failed: test failed");
         let e = json_patch(&mut v, &json!({"op": "nope"})).unwrap_err();
         assert_eq!(e.code, 400);
         json_patch(&mut v, &json!([{"op": "test", "path": "/a", "value": 1}, {"op": "replace", "path": "/a", "value": 3}])).unwrap();
