@@ -1,1 +1,142 @@
-fn main() {}
+//! The build entry point: `cargo xtask <command>`.
+//!
+//! - `setup`: installs what the build needs (the wasm32-wasip2 target,
+//!   cargo-component 0.21) when missing.
+//! - `build`: builds every plugin to Wasm (plus one with cargo-component, to
+//!   prove both toolchains work), then the host. Shipped plugins are copied to
+//!   `target/plugins/`.
+//! - `test`: `setup`, `build`, then every test of the workspace.
+//! - `run`: `build`, then the host on the embedded cluster with the shipped
+//!   plugins (extra arguments go to `host run`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+/// Plugins shipped to users, built to `target/plugins/<name>.wasm`.
+const SHIPPED: &[&str] = &["cronjob", "mydeployment"];
+/// Plugins only the tests use.
+const TEST_ONLY: &[&str] = &["hello", "hostile", "contract-v1"];
+/// Built with cargo-component as well, so tests cover wasip1 + adapter.
+const COMPONENT_BUILT: &[&str] = &["hello"];
+const CARGO_COMPONENT_VERSION: &str = "0.21.1";
+
+type Result<T = ()> = std::result::Result<T, String>;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("setup") => setup(),
+        Some("build") => setup().and_then(|()| build()),
+        Some("test") => setup().and_then(|()| build()).and_then(|()| test(&args[1..])),
+        Some("run") => setup().and_then(|()| build()).and_then(|()| run(&args[1..])),
+        _ => {
+            eprintln!("usage: cargo xtask <setup|build|test|run> [args...]");
+            return ExitCode::from(2);
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask/ is in the workspace").to_path_buf()
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root().join("target"))
+}
+
+fn cargo() -> Command {
+    let mut c = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    c.current_dir(root());
+    c
+}
+
+fn status(mut cmd: Command) -> Result {
+    eprintln!("xtask: running {cmd:?}");
+    let status = cmd.status().map_err(|e| format!("cannot start {cmd:?}: {e}"))?;
+    if status.success() { Ok(()) } else { Err(format!("{cmd:?} failed with {status}")) }
+}
+
+fn succeeds(program: &str, args: &[&str]) -> bool {
+    Command::new(program).args(args).output().is_ok_and(|o| o.status.success())
+}
+
+fn setup() -> Result {
+    let installed = Command::new("rustup").args(["target", "list", "--installed"]).output();
+    match installed {
+        Ok(out) if String::from_utf8_lossy(&out.stdout).lines().any(|l| l.trim() == "wasm32-wasip2") => {}
+        Ok(_) => status({
+            let mut c = Command::new("rustup");
+            c.args(["target", "add", "wasm32-wasip2"]);
+            c
+        })?,
+        Err(_) => eprintln!("xtask: rustup not found; assuming the wasm32-wasip2 target is installed"),
+    }
+    let component_ok = Command::new("cargo")
+        .args(["component", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success() && String::from_utf8_lossy(&o.stdout).contains(CARGO_COMPONENT_VERSION));
+    if !component_ok {
+        eprintln!("xtask: installing cargo-component {CARGO_COMPONENT_VERSION} (about 10 minutes, once)");
+        let mut c = cargo();
+        c.args(["install", "cargo-component", "--locked", "--version", CARGO_COMPONENT_VERSION]);
+        status(c)?;
+    }
+    Ok(())
+}
+
+fn build() -> Result {
+    let mut c = cargo();
+    c.args(["build", "--release", "--target", "wasm32-wasip2"]);
+    for p in SHIPPED.iter().chain(TEST_ONLY) {
+        c.args(["-p", p]);
+    }
+    status(c)?;
+    let mut c = cargo();
+    c.args(["component", "build", "--release"]);
+    for p in COMPONENT_BUILT {
+        c.args(["-p", p]);
+    }
+    status(c)?;
+    let mut c = cargo();
+    c.args(["build", "--release", "-p", "host"]);
+    status(c)?;
+    let out = target_dir().join("plugins");
+    std::fs::create_dir_all(&out).map_err(|e| format!("create {}: {e}", out.display()))?;
+    for p in SHIPPED {
+        let from = target_dir().join("wasm32-wasip2/release").join(format!("{}.wasm", p.replace('-', "_")));
+        let to = out.join(format!("{p}.wasm"));
+        std::fs::copy(&from, &to).map_err(|e| format!("copy {} to {}: {e}", from.display(), to.display()))?;
+        eprintln!("xtask: plugin {}", to.display());
+    }
+    Ok(())
+}
+
+fn test(extra: &[String]) -> Result {
+    let mut c = cargo();
+    // Release: wasmtime compiles plugins far faster than in a debug build,
+    // and it reuses the host build above. Test-only plugins are Wasm-only.
+    c.args(["test", "--release", "--workspace", "--exclude", "hostile", "--exclude", "contract-v1"]);
+    c.args(extra);
+    status(c)
+}
+
+fn run(extra: &[String]) -> Result {
+    let host = target_dir().join("release/host");
+    let mut c = Command::new(&host);
+    c.args(["run", "--embedded"]);
+    for p in SHIPPED {
+        c.arg("--plugin").arg(target_dir().join("plugins").join(format!("{p}.wasm")));
+    }
+    c.args(extra);
+    if !succeeds(host.to_str().unwrap_or("host"), &["--version"]) {
+        return Err(format!("{} was not built", host.display()));
+    }
+    status(c)
+}

@@ -268,10 +268,14 @@ impl std::fmt::Display for FieldError {
             FieldErrorKind::TooLong => "Too long",
             FieldErrorKind::Duplicate => "Duplicate value",
         };
-        match &self.value {
-            Some(v) => write!(f, "{}: {what}: {:?}: {}", self.field, v, self.detail),
-            None => write!(f, "{}: {what}: {}", self.field, self.detail),
+        write!(f, "{}: {what}", self.field)?;
+        if let Some(v) = &self.value {
+            write!(f, ": {v:?}")?;
         }
+        if !self.detail.is_empty() {
+            write!(f, ": {}", self.detail)?;
+        }
+        Ok(())
     }
 }
 
@@ -314,6 +318,7 @@ mod tests {
     fn field_errors_read_like_the_api_server() {
         let e = FieldError::invalid("spec.schedule", "bad", "must be a valid cron schedule");
         assert_eq!(e.to_string(), r#"spec.schedule: Invalid value: "bad": must be a valid cron schedule"#);
+        assert_eq!(FieldError::required("spec.schedule", "").to_string(), "spec.schedule: Required value");
     }
 
     #[test]
