@@ -366,3 +366,15 @@ async fn binding_assigns_a_pod_to_a_node_once() {
     let (code, _) = patch(&s, &format!("{pods}/p"), "application/merge-patch+json", json!({"spec": {"nodeName": "n2"}})).await;
     assert_eq!(code, 422, "nodeName cannot move once set");
 }
+
+#[tokio::test]
+async fn crd_defaults_apply_to_objects_read_after_a_schema_change() {
+    let s = with_crd().await;
+    post(&s, CTS, ct("old", 1)).await;
+    let (_, mut crd) = get(&s, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/crontabs.stable.example.com").await;
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["image"]["default"] = json!("busybox");
+    let (code, body) = put(&s, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/crontabs.stable.example.com", crd).await;
+    assert_eq!(code, 200, "{body}");
+    let (_, o) = get(&s, &format!("{CTS}/old")).await;
+    assert_eq!(o["spec"]["image"], "busybox");
+}

@@ -231,6 +231,9 @@ impl Core {
             m.insert("apiVersion".into(), json!(res.api_version()));
             m.insert("kind".into(), json!(res.kind));
         }
+        if let Some(s) = &res.schema {
+            schema::apply_defaults(s, &mut obj); // defaults apply on read too, as upstream
+        }
         obj
     }
 
