@@ -146,12 +146,20 @@ pub fn compute(input: &Input) -> Output {
     let previous = input.previous;
     let revision_label = format!("revision {:?}", input.target_name);
     let mut conditions = previous.conditions.clone();
+    // `HasProgressDeadline`: MaxInt32 means "no deadline", and then upstream
+    // keeps no Progressing condition at all.
+    let deadline = spec.progress_deadline_seconds();
+    let tracks_progress = deadline != i32::MAX;
+    if !tracks_progress {
+        remove(&mut conditions, PROGRESSING);
+    }
 
     // checkPausedConditions: a timed-out rollout keeps saying so.
     let progressing_before = find(&conditions, PROGRESSING).cloned();
-    if progressing_before
-        .as_ref()
-        .is_none_or(|c| c.reason != TIMED_OUT)
+    if tracks_progress
+        && progressing_before
+            .as_ref()
+            .is_none_or(|c| c.reason != TIMED_OUT)
     {
         let paused_recorded = progressing_before
             .as_ref()
@@ -182,7 +190,7 @@ pub fn compute(input: &Input) -> Output {
     // leaving the previous rollout's NewReplicaSetAvailable in place.
     let target_changed =
         !previous.update_revision.is_empty() && previous.update_revision != input.target_name;
-    if !paused {
+    if tracks_progress && !paused {
         if input.new_revision_created {
             set(
                 &mut conditions,
@@ -255,8 +263,7 @@ pub fn compute(input: &Input) -> Output {
 
     // syncRolloutStatus: only while rolling out (a paused deployment keeps
     // its DeploymentPaused condition).
-    let deadline = spec.progress_deadline_seconds();
-    if !paused {
+    if tracks_progress && !paused {
         let current = find(&conditions, PROGRESSING).cloned();
         let already_complete = status.replicas == status.updated_replicas
             && current
@@ -723,5 +730,28 @@ mod tests {
             matches!(&out.events[..], [.., Action::Event { reason, .. }] if reason == ROLLBACK_NOT_FOUND)
         );
         assert_eq!(cond(&out.status, ROLLED_BACK).status, "False");
+    }
+
+    #[test]
+    fn a_max_int32_deadline_means_no_progressing_condition() {
+        let sp = Spec {
+            progress_deadline_seconds: Some(i32::MAX),
+            ..spec(3)
+        };
+        let prev = Status {
+            conditions: vec![condition(
+                PROGRESSING,
+                "True",
+                RS_UPDATED,
+                "x",
+                at("2026-03-01T11:00:00Z"),
+            )],
+            ..Status::default()
+        };
+        let mut i = input(&sp, &prev, Observed::default(), "2026-03-01T12:00:00Z");
+        i.new_revision_created = true;
+        let out = compute(&i);
+        assert!(find(&out.status.conditions, PROGRESSING).is_none());
+        assert_eq!(out.requeue_after_ms, None);
     }
 }

@@ -11,7 +11,7 @@ use crate::api::{
     TERMINATION_STARTED,
 };
 use crate::fenceposts::parse_percent;
-use crate::selector::OPERATORS;
+use crate::selector::{OPERATORS, key_errors, value_errors};
 
 const NON_NEGATIVE: &str = "must be greater than or equal to 0";
 const PERCENT_FORMAT: &str = "a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')";
@@ -111,9 +111,38 @@ pub fn validate_spec(spec: &Spec, errors: &mut Vec<FieldError>) {
     }
 }
 
+/// `ValidateLabels`: each key and value of a label map at `path`.
+fn validate_labels(path: &str, labels: &BTreeMap<String, String>, errors: &mut Vec<FieldError>) {
+    for (k, v) in labels {
+        for detail in key_errors(k) {
+            errors.push(FieldError::invalid(path, k.clone(), detail));
+        }
+        for detail in value_errors(v) {
+            errors.push(FieldError::invalid(path, v.clone(), detail));
+        }
+    }
+}
+
 fn validate_selector(sel: &LabelSelector, errors: &mut Vec<FieldError>) {
+    validate_labels("spec.selector.matchLabels", &sel.match_labels, errors);
     for (i, req) in sel.match_expressions.iter().enumerate() {
         let path = format!("spec.selector.matchExpressions[{i}]");
+        for detail in key_errors(&req.key) {
+            errors.push(FieldError::invalid(
+                format!("{path}.key"),
+                req.key.clone(),
+                detail,
+            ));
+        }
+        for (j, value) in req.values.iter().enumerate() {
+            for detail in value_errors(value) {
+                errors.push(FieldError::invalid(
+                    format!("{path}.values[{j}]"),
+                    value.clone(),
+                    detail,
+                ));
+            }
+        }
         match req.operator.as_str() {
             "In" | "NotIn" if req.values.is_empty() => {
                 errors.push(FieldError::required(
@@ -152,6 +181,7 @@ fn validate_template(
         .pointer("/metadata/labels")
         .and_then(|l| serde_json::from_value(l.clone()).ok())
         .unwrap_or_default();
+    validate_labels("spec.template.metadata.labels", &labels, errors);
     if let Some(sel) = selector
         && !sel.is_empty()
         && !sel.matches(&labels)
@@ -435,6 +465,20 @@ mod tests {
             (
                 json!({"podReplacementPolicy": "Whenever"}),
                 vec![("spec.podReplacementPolicy", NotSupported)],
+            ),
+            (
+                json!({"selector": {"matchLabels": {"app": "web", "bad key": "x"}}, "template": {"metadata": {"labels": {"bad key": "x"}}}}),
+                vec![
+                    ("spec.selector.matchLabels", Invalid),
+                    ("spec.template.metadata.labels", Invalid),
+                ],
+            ),
+            (
+                json!({"selector": {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["-web"]}]}}),
+                vec![
+                    ("spec.selector.matchExpressions[0].values[0]", Invalid),
+                    ("spec.template.metadata.labels", Invalid),
+                ],
             ),
         ];
         for (patch, want) in cases {
