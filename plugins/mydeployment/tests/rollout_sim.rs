@@ -683,3 +683,45 @@ fn rollouts_keep_their_bounds_under_varied_start_up_times() {
         }
     }
 }
+
+/// Mid-rollout disruptions: a user deletes an old and a new Pod, and the
+/// template changes again before the first rollout is done. The rollout
+/// still ends with every Pod on the last template, within its bounds.
+#[test]
+fn a_rollout_recovers_from_deleted_pods_and_a_second_template_change() {
+    let mut c = settled(4, rolling(json!(1), json!(1)));
+    c.edit(json!({"template": template("nginx:1.9.1")}));
+    for _ in 0..3 {
+        c.step();
+    }
+    let new_hash = |c: &Cluster| {
+        c.parent["status"]["updateRevision"]
+            .as_str()
+            .unwrap()
+            .trim_start_matches("my-nginx-app-")
+            .to_string()
+    };
+    let h2 = new_hash(&c);
+    let old = c
+        .pods
+        .iter()
+        .position(|p| p["metadata"]["labels"]["pod-template-hash"] != h2.as_str())
+        .expect("an old Pod");
+    c.pods.remove(old);
+    if let Some(new) = c
+        .pods
+        .iter()
+        .position(|p| p["metadata"]["labels"]["pod-template-hash"] == h2.as_str())
+    {
+        let name = c.pods.remove(new)["metadata"]["name"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        c.starting.retain(|(n, _)| *n != name);
+    }
+    c.step();
+    c.edit(json!({"template": template("nginx:1.10")}));
+    c.run(1, 1);
+    assert_rolled_out(&c, 4, "nginx:1.10");
+    assert_eq!(c.parent["status"]["revision"], 3);
+}
