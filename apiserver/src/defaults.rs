@@ -77,7 +77,14 @@ pub fn apply(group: &str, kind: &str, obj: &mut Value, creating: bool) {
                 set_default(spec, "replicas", json!(1));
                 set_default(spec, "revisionHistoryLimit", json!(10));
                 set_default(spec, "progressDeadlineSeconds", json!(600));
-                set_default(spec, "strategy", json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}}));
+                set_default(spec, "strategy", json!({}));
+                let strategy = &mut spec["strategy"];
+                set_default(strategy, "type", json!("RollingUpdate"));
+                if strategy["type"] == "RollingUpdate" {
+                    set_default(strategy, "rollingUpdate", json!({}));
+                    set_default(&mut strategy["rollingUpdate"], "maxUnavailable", json!("25%"));
+                    set_default(&mut strategy["rollingUpdate"], "maxSurge", json!("25%"));
+                }
             }
             template(obj, false);
         }

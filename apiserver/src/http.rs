@@ -106,7 +106,8 @@ impl Req<'_> {
         if self.content_type.contains("protobuf") {
             // Only the simple kinds kubectl's typed clients create are decoded (see README).
             return crate::protobuf::decode(self.body).map_err(|e| match e {
-                crate::protobuf::Error::Unsupported(_) => {
+                crate::protobuf::Error::Unsupported(ref what) => {
+                    tracing::debug!(%what, "protobuf body not decodable");
                     ApiError::unsupported_media_type(&["application/json", "application/yaml"])
                 }
                 crate::protobuf::Error::Malformed => ApiError::bad_request(e.to_string()),

@@ -1,21 +1,37 @@
 //! Decoding of Kubernetes protobuf request bodies (`application/vnd.kubernetes.protobuf`) for the
-//! few simple kinds kubectl's typed clients send (`kubectl create configmap|secret|namespace|
-//! serviceaccount`). The envelope is `k8s\0` + `runtime.Unknown{typeMeta, raw}`; `raw` is the
-//! object's message, decoded here with a small table of field numbers from upstream's
-//! `generated.proto`. Other kinds are refused with 415 by the caller.
+//! kinds kubectl's typed clients create (`kubectl create configmap|secret|namespace|
+//! serviceaccount|deployment|job`, `kubectl run`, `kubectl expose`). The envelope is `k8s\0` +
+//! `runtime.Unknown{typeMeta, raw}`; `raw` is the object's message, decoded with a table of the
+//! field numbers of upstream's `generated.proto` for the fields those commands set. Decoding is
+//! strict: an unknown field, or another kind, is refused with 415 by the caller.
 
 use base64::Engine;
 use serde_json::{Map, Value, json};
 
 enum Ty {
+    /// A string (omitted when empty, as `omitempty`).
     Str,
+    /// A non-pointer bool (omitted when false).
     Bool,
-    I64,
+    /// A pointer bool (kept when false).
+    OptBool,
+    /// A non-pointer integer (omitted when zero).
+    Int,
+    /// A pointer integer (kept when zero).
+    OptInt,
     MapStrStr,
     MapStrBytes,
+    /// `map<string, Quantity>` (resource lists).
+    MapStrQuantity,
     RepStr,
+    /// `metav1.Time` (omitted when zero).
+    Time,
+    /// `intstr.IntOrString`.
+    IntOrString,
     Msg(&'static [Field]),
     RepMsg(&'static [Field]),
+    /// Read and dropped (status on create: the server resets it anyway).
+    Ignored,
 }
 
 type Field = (u64, &'static str, Ty);
@@ -25,17 +41,20 @@ const OWNER_REF: &[Field] = &[
     (3, "name", Ty::Str),
     (4, "uid", Ty::Str),
     (5, "apiVersion", Ty::Str),
-    (6, "controller", Ty::Bool),
-    (7, "blockOwnerDeletion", Ty::Bool),
+    (6, "controller", Ty::OptBool),
+    (7, "blockOwnerDeletion", Ty::OptBool),
 ];
 
 const OBJECT_META: &[Field] = &[
     (1, "name", Ty::Str),
     (2, "generateName", Ty::Str),
     (3, "namespace", Ty::Str),
+    (4, "selfLink", Ty::Str),
     (5, "uid", Ty::Str),
     (6, "resourceVersion", Ty::Str),
-    (7, "generation", Ty::I64),
+    (7, "generation", Ty::Int),
+    (8, "creationTimestamp", Ty::Time),
+    (10, "deletionGracePeriodSeconds", Ty::OptInt),
     (11, "labels", Ty::MapStrStr),
     (12, "annotations", Ty::MapStrStr),
     (13, "ownerReferences", Ty::RepMsg(OWNER_REF)),
@@ -46,7 +65,7 @@ const CONFIG_MAP: &[Field] = &[
     (1, "metadata", Ty::Msg(OBJECT_META)),
     (2, "data", Ty::MapStrStr),
     (3, "binaryData", Ty::MapStrBytes),
-    (4, "immutable", Ty::Bool),
+    (4, "immutable", Ty::OptBool),
 ];
 
 const SECRET: &[Field] = &[
@@ -54,20 +73,139 @@ const SECRET: &[Field] = &[
     (2, "data", Ty::MapStrBytes),
     (3, "type", Ty::Str),
     (4, "stringData", Ty::MapStrStr),
-    (5, "immutable", Ty::Bool),
+    (5, "immutable", Ty::OptBool),
 ];
 
 const NAMESPACE_SPEC: &[Field] = &[(1, "finalizers", Ty::RepStr)];
 
-const NAMESPACE: &[Field] = &[(1, "metadata", Ty::Msg(OBJECT_META)), (2, "spec", Ty::Msg(NAMESPACE_SPEC))];
+const NAMESPACE: &[Field] = &[(1, "metadata", Ty::Msg(OBJECT_META)), (2, "spec", Ty::Msg(NAMESPACE_SPEC)), (3, "status", Ty::Ignored)];
+
+
 
 const LOCAL_REF: &[Field] = &[(1, "name", Ty::Str)];
 
 const SERVICE_ACCOUNT: &[Field] = &[
     (1, "metadata", Ty::Msg(OBJECT_META)),
     (3, "imagePullSecrets", Ty::RepMsg(LOCAL_REF)),
-    (4, "automountServiceAccountToken", Ty::Bool),
+    (4, "automountServiceAccountToken", Ty::OptBool),
 ];
+
+const CONTAINER_PORT: &[Field] = &[
+    (1, "name", Ty::Str),
+    (2, "hostPort", Ty::Int),
+    (3, "containerPort", Ty::Int),
+    (4, "protocol", Ty::Str),
+    (5, "hostIP", Ty::Str),
+];
+
+const ENV_VAR: &[Field] = &[(1, "name", Ty::Str), (2, "value", Ty::Str)];
+
+const RESOURCES: &[Field] = &[(1, "limits", Ty::MapStrQuantity), (2, "requests", Ty::MapStrQuantity)];
+
+const CONTAINER: &[Field] = &[
+    (1, "name", Ty::Str),
+    (2, "image", Ty::Str),
+    (3, "command", Ty::RepStr),
+    (4, "args", Ty::RepStr),
+    (5, "workingDir", Ty::Str),
+    (6, "ports", Ty::RepMsg(CONTAINER_PORT)),
+    (7, "env", Ty::RepMsg(ENV_VAR)),
+    (8, "resources", Ty::Msg(RESOURCES)),
+    (13, "terminationMessagePath", Ty::Str),
+    (14, "imagePullPolicy", Ty::Str),
+    (16, "stdin", Ty::Bool),
+    (17, "stdinOnce", Ty::Bool),
+    (18, "tty", Ty::Bool),
+    (20, "terminationMessagePolicy", Ty::Str),
+];
+
+const POD_SPEC: &[Field] = &[
+    (2, "containers", Ty::RepMsg(CONTAINER)),
+    (3, "restartPolicy", Ty::Str),
+    (4, "terminationGracePeriodSeconds", Ty::OptInt),
+    (5, "activeDeadlineSeconds", Ty::OptInt),
+    (6, "dnsPolicy", Ty::Str),
+    (7, "nodeSelector", Ty::MapStrStr),
+    (8, "serviceAccountName", Ty::Str),
+    (9, "serviceAccount", Ty::Str),
+    (10, "nodeName", Ty::Str),
+    (11, "hostNetwork", Ty::Bool),
+    (12, "hostPID", Ty::Bool),
+    (13, "hostIPC", Ty::Bool),
+    (15, "imagePullSecrets", Ty::RepMsg(LOCAL_REF)),
+    (16, "hostname", Ty::Str),
+    (17, "subdomain", Ty::Str),
+    (19, "schedulerName", Ty::Str),
+    (20, "initContainers", Ty::RepMsg(CONTAINER)),
+    (21, "automountServiceAccountToken", Ty::OptBool),
+    (24, "priorityClassName", Ty::Str),
+    (25, "priority", Ty::OptInt),
+    (30, "enableServiceLinks", Ty::OptBool),
+];
+
+const POD: &[Field] = &[(1, "metadata", Ty::Msg(OBJECT_META)), (2, "spec", Ty::Msg(POD_SPEC)), (3, "status", Ty::Ignored)];
+
+const POD_TEMPLATE: &[Field] = &[(1, "metadata", Ty::Msg(OBJECT_META)), (2, "spec", Ty::Msg(POD_SPEC))];
+
+const SELECTOR_REQUIREMENT: &[Field] = &[(1, "key", Ty::Str), (2, "operator", Ty::Str), (3, "values", Ty::RepStr)];
+
+const LABEL_SELECTOR: &[Field] = &[(1, "matchLabels", Ty::MapStrStr), (2, "matchExpressions", Ty::RepMsg(SELECTOR_REQUIREMENT))];
+
+const ROLLING_UPDATE: &[Field] = &[(1, "maxUnavailable", Ty::IntOrString), (2, "maxSurge", Ty::IntOrString)];
+
+const STRATEGY: &[Field] = &[(1, "type", Ty::Str), (2, "rollingUpdate", Ty::Msg(ROLLING_UPDATE))];
+
+const DEPLOYMENT_SPEC: &[Field] = &[
+    (1, "replicas", Ty::OptInt),
+    (2, "selector", Ty::Msg(LABEL_SELECTOR)),
+    (3, "template", Ty::Msg(POD_TEMPLATE)),
+    (4, "strategy", Ty::Msg(STRATEGY)),
+    (5, "minReadySeconds", Ty::Int),
+    (6, "revisionHistoryLimit", Ty::OptInt),
+    (7, "paused", Ty::Bool),
+    (9, "progressDeadlineSeconds", Ty::OptInt),
+];
+
+const DEPLOYMENT: &[Field] = &[(1, "metadata", Ty::Msg(OBJECT_META)), (2, "spec", Ty::Msg(DEPLOYMENT_SPEC)), (3, "status", Ty::Ignored)];
+
+const JOB_SPEC: &[Field] = &[
+    (1, "parallelism", Ty::OptInt),
+    (2, "completions", Ty::OptInt),
+    (3, "activeDeadlineSeconds", Ty::OptInt),
+    (4, "selector", Ty::Msg(LABEL_SELECTOR)),
+    (5, "manualSelector", Ty::OptBool),
+    (6, "template", Ty::Msg(POD_TEMPLATE)),
+    (7, "backoffLimit", Ty::OptInt),
+    (8, "ttlSecondsAfterFinished", Ty::OptInt),
+    (9, "completionMode", Ty::Str),
+    (10, "suspend", Ty::OptBool),
+];
+
+const JOB: &[Field] = &[(1, "metadata", Ty::Msg(OBJECT_META)), (2, "spec", Ty::Msg(JOB_SPEC)), (3, "status", Ty::Ignored)];
+
+const SERVICE_PORT: &[Field] = &[
+    (1, "name", Ty::Str),
+    (2, "protocol", Ty::Str),
+    (3, "port", Ty::Int),
+    (4, "targetPort", Ty::IntOrString),
+    (5, "nodePort", Ty::Int),
+    (6, "appProtocol", Ty::Str),
+];
+
+const SERVICE_SPEC: &[Field] = &[
+    (1, "ports", Ty::RepMsg(SERVICE_PORT)),
+    (2, "selector", Ty::MapStrStr),
+    (3, "clusterIP", Ty::Str),
+    (4, "type", Ty::Str),
+    (5, "externalIPs", Ty::RepStr),
+    (7, "sessionAffinity", Ty::Str),
+    (8, "loadBalancerIP", Ty::Str),
+    (10, "externalName", Ty::Str),
+    (11, "externalTrafficPolicy", Ty::Str),
+    (13, "publishNotReadyAddresses", Ty::Bool),
+];
+
+const SERVICE: &[Field] = &[(1, "metadata", Ty::Msg(OBJECT_META)), (2, "spec", Ty::Msg(SERVICE_SPEC)), (3, "status", Ty::Ignored)];
 
 /// Why a body could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -151,7 +289,11 @@ fn map_entry(b: &[u8], bytes_value: bool) -> Result<(String, Value), Error> {
 fn message(buf: &[u8], schema: &[Field]) -> Result<Value, Error> {
     let mut out = Map::new();
     for (num, w) in fields(buf)? {
-        let Some((_, name, ty)) = schema.iter().find(|(n, _, _)| *n == num) else { continue };
+        // Decoding is strict: a field this table does not know makes the body unsupported
+        // (415) rather than silently losing data.
+        let Some((_, name, ty)) = schema.iter().find(|(n, _, _)| *n == num) else {
+            return Err(Error::Unsupported(format!("field {num} (after {:?})", out.keys().collect::<Vec<_>>())));
+        };
         let name = name.to_string();
         match (ty, w) {
             (Ty::Str, Wire::Bytes(b)) => {
@@ -161,12 +303,66 @@ fn message(buf: &[u8], schema: &[Field]) -> Result<Value, Error> {
                 }
             }
             (Ty::Bool, Wire::Varint(v)) => {
+                if v != 0 {
+                    out.insert(name, json!(true));
+                }
+            }
+            (Ty::OptBool, Wire::Varint(v)) => {
                 out.insert(name, json!(v != 0));
             }
-            (Ty::I64, Wire::Varint(v)) => {
+            (Ty::Int, Wire::Varint(v)) => {
                 if v != 0 {
                     out.insert(name, json!(v as i64));
                 }
+            }
+            (Ty::OptInt, Wire::Varint(v)) => {
+                out.insert(name, json!(v as i64));
+            }
+            (Ty::Time, Wire::Bytes(b)) => {
+                let (mut secs, mut nanos) = (0i64, 0u32);
+                for (n, w) in fields(b)? {
+                    match (n, w) {
+                        (1, Wire::Varint(v)) => secs = v as i64,
+                        (2, Wire::Varint(v)) => nanos = v as u32,
+                        _ => {}
+                    }
+                }
+                if secs != 0 || nanos != 0 {
+                    let t = chrono::DateTime::from_timestamp(secs, nanos).ok_or(Error::Malformed)?;
+                    out.insert(name, json!(crate::clock::timestamp(t)));
+                }
+            }
+            (Ty::IntOrString, Wire::Bytes(b)) => {
+                let (mut kind, mut int, mut string) = (0u64, 0i64, String::new());
+                for (n, w) in fields(b)? {
+                    match (n, w) {
+                        (1, Wire::Varint(v)) => kind = v,
+                        (2, Wire::Varint(v)) => int = v as i32 as i64,
+                        (3, Wire::Bytes(x)) => string = self::string(x)?,
+                        _ => {}
+                    }
+                }
+                out.insert(name, if kind == 1 { json!(string) } else { json!(int) });
+            }
+            (Ty::MapStrQuantity, Wire::Bytes(b)) => {
+                let mut k = String::new();
+                let mut v = String::new();
+                for (n, w) in fields(b)? {
+                    if let Wire::Bytes(x) = w {
+                        match n {
+                            1 => k = string(x)?,
+                            2 => {
+                                for (qn, qw) in fields(x)? {
+                                    if let (1, Wire::Bytes(q)) = (qn, qw) {
+                                        v = string(q)?;
+                                    }
+                                }
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                out.entry(name).or_insert_with(|| json!({}))[k] = json!(v);
             }
             (Ty::MapStrStr, Wire::Bytes(b)) | (Ty::MapStrBytes, Wire::Bytes(b)) => {
                 let (k, v) = map_entry(b, matches!(ty, Ty::MapStrBytes))?;
@@ -179,6 +375,7 @@ fn message(buf: &[u8], schema: &[Field]) -> Result<Value, Error> {
             (Ty::Msg(s), Wire::Bytes(b)) => {
                 out.insert(name, message(b, s)?);
             }
+            (Ty::Ignored, _) => {}
             (Ty::RepMsg(s), Wire::Bytes(b)) => {
                 let m = message(b, s)?;
                 out.entry(name).or_insert_with(|| json!([])).as_array_mut().expect("array").push(m);
@@ -215,6 +412,10 @@ pub fn decode(body: &[u8]) -> Result<Value, Error> {
         ("v1", "Secret") => SECRET,
         ("v1", "Namespace") => NAMESPACE,
         ("v1", "ServiceAccount") => SERVICE_ACCOUNT,
+        ("v1", "Pod") => POD,
+        ("v1", "Service") => SERVICE,
+        ("apps/v1", "Deployment") => DEPLOYMENT,
+        ("batch/v1", "Job") => JOB,
         _ => return Err(Error::Unsupported(format!("{api_version}, Kind={kind}"))),
     };
     let mut obj = message(raw, schema)?;

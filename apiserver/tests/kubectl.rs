@@ -278,7 +278,7 @@ async fn kubectl_get_prints_builtin_columns() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kubectl_create_generators_send_protobuf_that_is_decoded() {
+async fn kubectl_create_run_and_expose_send_protobuf_that_is_decoded() {
     let c = Cluster::start().await;
     c.ok(&["create", "namespace", "team"]).await;
     c.ok(&["create", "configmap", "plugin", "-n", "team", "--from-literal=a=b"]).await;
@@ -287,9 +287,18 @@ async fn kubectl_create_generators_send_protobuf_that_is_decoded() {
     assert_eq!(c.ok(&["get", "cm", "plugin", "-n", "team", "-o", "jsonpath={.data.a}"]).await, "b");
     assert_eq!(c.ok(&["get", "secret", "s", "-n", "team", "-o", "jsonpath={.data.p} {.type}"]).await, "cQ== Opaque");
     assert_eq!(c.ok(&["get", "sa", "-n", "team", "-o", "name"]).await.trim(), "serviceaccount/bot");
-    let refused = c.kubectl(&["create", "deployment", "d", "--image=nginx"]).await;
-    assert_eq!(refused.code, 1);
-    assert!(refused.stderr.contains("accepted media types include: application/json"), "{}", refused.stderr);
+    c.ok(&["create", "deployment", "web", "--image=nginx:1.27", "--replicas=3", "--port=80"]).await;
+    let spec: serde_json::Value = serde_json::from_str(&c.ok(&["get", "deploy", "web", "-o", "jsonpath={.spec}"]).await).unwrap();
+    assert_eq!(spec["replicas"], 3);
+    assert_eq!(spec["selector"]["matchLabels"]["app"], "web");
+    assert_eq!(spec["strategy"]["type"], "RollingUpdate");
+    assert_eq!(spec["template"]["spec"]["containers"][0]["ports"][0]["containerPort"], 80);
+    c.ok(&["create", "job", "hello", "--image=busybox", "--", "echo", "hi"]).await;
+    assert_eq!(c.ok(&["get", "job", "hello", "-o", "jsonpath={.spec.template.spec.containers[0].command}"]).await, r#"["echo","hi"]"#);
+    c.ok(&["expose", "deployment", "web", "--port=80", "--target-port=8080"]).await;
+    assert_eq!(c.ok(&["get", "svc", "web", "-o", "jsonpath={.spec.ports[0].targetPort} {.spec.selector.app}"]).await, "8080 web");
+    c.ok(&["run", "p", "--image=busybox", "--env=A=1", "--", "sleep", "10"]).await;
+    assert_eq!(c.ok(&["get", "pod", "p", "-o", "jsonpath={.spec.containers[0].env[0].value}"]).await, "1");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
