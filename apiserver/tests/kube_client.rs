@@ -328,3 +328,22 @@ async fn shutdown_completes_with_an_open_watch() {
     handle.shutdown().await;
     watching.await.unwrap();
 }
+
+#[tokio::test]
+async fn thousands_of_objects_list_in_pages_and_watch_from_the_list() {
+    let server = ApiServer::new();
+    let cms: Api<ConfigMap> = Api::namespaced(server.kube_client(), "default");
+    for i in 0..2000 {
+        let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": format!("cm-{i:04}"), "labels": {"even": (i % 2 == 0).to_string()}}})).unwrap();
+        cms.create(&PostParams::default(), &cm).await.unwrap();
+    }
+    let (reader, writer) = reflector::store::<ConfigMap>();
+    let stream = reflector::reflector(writer, watcher(cms.clone(), watcher::Config::default().labels("even=true").page_size(300))).applied_objects();
+    let task = tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while stream.next().await.is_some() {}
+    });
+    reader.wait_until_ready().await.unwrap();
+    assert_eq!(reader.state().len(), 1000);
+    task.abort();
+}
