@@ -17,7 +17,7 @@ pub fn version() -> Value {
     })
 }
 
-/// Group versions in preference order: (group, [versions], preferred).
+/// API groups with their versions, most preferred version first.
 pub fn groups(reg: &Registry) -> Vec<(String, Vec<String>)> {
     let mut out: Vec<(String, Vec<String>)> = vec![];
     for r in reg.all() {
