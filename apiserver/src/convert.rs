@@ -32,15 +32,17 @@ fn rename(obj: Value, to_v1: bool) -> Value {
 /// core/v1 Event → events.k8s.io/v1 Event.
 pub fn event_to_v1(core: Value) -> Value {
     let mut v = rename(core, true);
-    v["apiVersion"] = Value::String("events.k8s.io/v1".into());
+    if let Some(m) = v.as_object_mut() {
+        m.insert("apiVersion".into(), Value::String("events.k8s.io/v1".into()));
+    }
     v
 }
 
 /// events.k8s.io/v1 Event → core/v1 Event.
 pub fn event_to_core(v1: Value) -> Value {
     let mut v = rename(v1, false);
-    if v.get("apiVersion").is_some() {
-        v["apiVersion"] = Value::String("v1".into());
+    if let Some(m) = v.as_object_mut().filter(|m| m.contains_key("apiVersion")) {
+        m.insert("apiVersion".into(), Value::String("v1".into()));
     }
     v
 }

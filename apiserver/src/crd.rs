@@ -164,7 +164,7 @@ pub fn resources(crd: &Value) -> Vec<Resource> {
 pub fn accepted_status(crd: &Value, now: &str) -> Value {
     let names = &crd["spec"]["names"];
     let kind = s(names, "/kind");
-    let mut accepted = names.clone();
+    let mut accepted = if names.is_object() { names.clone() } else { json!({}) };
     if s(names, "/singular").is_empty() {
         accepted["singular"] = json!(kind.to_lowercase());
     }

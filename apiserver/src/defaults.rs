@@ -78,12 +78,15 @@ pub fn apply(group: &str, kind: &str, obj: &mut Value, creating: bool) {
                 set_default(spec, "revisionHistoryLimit", json!(10));
                 set_default(spec, "progressDeadlineSeconds", json!(600));
                 set_default(spec, "strategy", json!({}));
-                let strategy = &mut spec["strategy"];
-                set_default(strategy, "type", json!("RollingUpdate"));
-                if strategy["type"] == "RollingUpdate" {
-                    set_default(strategy, "rollingUpdate", json!({}));
-                    set_default(&mut strategy["rollingUpdate"], "maxUnavailable", json!("25%"));
-                    set_default(&mut strategy["rollingUpdate"], "maxSurge", json!("25%"));
+                if let Some(strategy) = spec.get_mut("strategy").filter(|s| s.is_object()) {
+                    set_default(strategy, "type", json!("RollingUpdate"));
+                    if strategy["type"] == "RollingUpdate" {
+                        set_default(strategy, "rollingUpdate", json!({}));
+                        if let Some(ru) = strategy.get_mut("rollingUpdate") {
+                            set_default(ru, "maxUnavailable", json!("25%"));
+                            set_default(ru, "maxSurge", json!("25%"));
+                        }
+                    }
                 }
             }
             template(obj, false);

@@ -190,7 +190,8 @@ pub async fn handle(core: Arc<Core>, req: Request<Bytes>, server_address: &str) 
 
 /// Answer an access/identity review: the embedded server has no authentication or
 /// authorization, so every subject is an all-powerful admin and every request is allowed.
-fn review(res: &Resource, mut body: Value) -> Value {
+fn review(res: &Resource, body: Value) -> Value {
+    let mut body = if body.is_object() { body } else { serde_json::json!({}) };
     body["apiVersion"] = serde_json::json!(res.api_version());
     body["kind"] = serde_json::json!(res.kind);
     body["status"] = match res.kind.as_str() {

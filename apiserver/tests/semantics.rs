@@ -378,3 +378,34 @@ async fn crd_defaults_apply_to_objects_read_after_a_schema_change() {
     let (_, o) = get(&s, &format!("{CTS}/old")).await;
     assert_eq!(o["spec"]["image"], "busybox");
 }
+
+#[tokio::test]
+async fn malformed_bodies_are_client_errors_not_panics() {
+    let s = ApiServer::new();
+    post(&s, CMS, cm("a")).await;
+    let deploys = "/apis/apps/v1/namespaces/default/deployments";
+    let cases: Vec<(&str, String, &str, Value)> = vec![
+        ("POST", CMS.to_string(), "application/json", json!("just a string")),
+        ("POST", CMS.to_string(), "application/json", json!([1, 2])),
+        ("POST", deploys.to_string(), "application/json", json!({"metadata": {"name": "d"}, "spec": "nope"})),
+        ("POST", deploys.to_string(), "application/json", json!({"metadata": {"name": "d2"}, "spec": {"strategy": "x", "template": 1}})),
+        ("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions".to_string(), "application/json", json!({"metadata": {"name": "x.y"}, "spec": {"names": "bad", "versions": "bad"}})),
+        ("POST", "/apis/events.k8s.io/v1/namespaces/default/events".to_string(), "application/json", json!([{"a": 1}])),
+        ("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews".to_string(), "application/json", json!([1])),
+        ("PUT", format!("{CMS}/a"), "application/json", json!(42)),
+        ("PATCH", format!("{CMS}/a"), "application/json-patch+json", json!([{"op": "replace", "path": "", "value": "x"}])),
+        ("PATCH", format!("{CMS}/a"), "application/merge-patch+json", json!("x")),
+        ("PATCH", format!("{CMS}/a"), "application/strategic-merge-patch+json", json!([1])),
+        ("PATCH", format!("{CMS}/a"), "application/apply-patch+yaml", Value::String(": : :".into())),
+        ("POST", CMS.to_string(), "application/vnd.kubernetes.protobuf", Value::String("k8s\0garbage".into())),
+        ("GET", format!("{CMS}?limit=1&continue=bm90LWEtdG9rZW4"), "application/json", Value::Null),
+        ("GET", format!("{CMS}?watch=1&resourceVersion=abc"), "application/json", Value::Null),
+    ];
+    for (i, (method, uri, ct, body)) in cases.into_iter().enumerate() {
+        let body = if body.is_null() { None } else { Some(body) };
+        let (code, st) = call(&s, method, &uri, ct, body).await;
+        assert!((400..500).contains(&code) || code == 201, "case {i}: {code} {st}");
+    }
+    // The server is still healthy.
+    assert_eq!(get(&s, &format!("{CMS}/a")).await.0, 200);
+}

@@ -98,6 +98,8 @@ pub enum Deleted {
 struct Snapshot {
     id: u64,
     rv: u64,
+    /// What was listed: a token only continues the list it came from.
+    scope: (crate::resources::GroupResource, Option<String>),
     items: Vec<Value>,
 }
 
@@ -270,6 +272,9 @@ impl Core {
                 let snap = snaps.iter().find(|s| s.id == id).ok_or_else(|| {
                     ApiError::expired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.")
                 })?;
+                if snap.scope != (res.group_resource(), ns.map(String::from)) {
+                    return Err(ApiError::bad_request(format!("continue key is not valid: {tok}")));
+                }
                 (snap.items.clone(), snap.rv, offset, Some(id))
             }
             _ => {
@@ -289,7 +294,7 @@ impl Core {
                 None => {
                     let id = self.next_snapshot.fetch_add(1, Ordering::Relaxed);
                     let mut snaps = self.snapshots.lock().unwrap();
-                    snaps.push_back(Snapshot { id, rv, items });
+                    snaps.push_back(Snapshot { id, rv, scope: (res.group_resource(), ns.map(String::from)), items });
                     while snaps.len() > 64 {
                         snaps.pop_front();
                     }
@@ -336,6 +341,9 @@ impl Core {
             )));
         }
         obj = self.admission.mutate(&res.group, &res.kind, obj, old)?;
+        if !obj.is_object() {
+            return Err(ApiError::internal("a mutating admission hook returned a non-object"));
+        }
         self.decode(res, &mut obj, old.is_none());
         if let Some(s) = &res.schema {
             let causes = schema::validate(s, &obj);
