@@ -111,22 +111,7 @@ fn builtin(res: &Resource, now: DateTime<Utc>) -> Option<Columns> {
         ("", "Pod") => (
             vec![name, col("Ready", "string", "", 0), col("Status", "string", "", 0), col("Restarts", "string", "", 0), age_col, col("IP", "string", "", 1), col("Node", "string", "", 1), col("Nominated Node", "string", "", 1), col("Readiness Gates", "string", "", 1)],
             Box::new(move |o| {
-                let statuses = o.pointer("/status/containerStatuses").and_then(Value::as_array).cloned().unwrap_or_default();
-                let total = o.pointer("/spec/containers").and_then(Value::as_array).map_or(0, Vec::len);
-                let ready = statuses.iter().filter(|c| c["ready"] == json!(true)).count();
-                let restarts: i64 = statuses.iter().map(|c| c["restartCount"].as_i64().unwrap_or(0)).sum();
-                let mut status = s(o, "/status/reason");
-                if status.is_empty() {
-                    status = s(o, "/status/phase");
-                }
-                for c in &statuses {
-                    if let Some(r) = c.pointer("/state/waiting/reason").and_then(Value::as_str) {
-                        status = r.to_string();
-                    }
-                }
-                if o.pointer("/metadata/deletionTimestamp").is_some() {
-                    status = "Terminating".into();
-                }
+                let (ready, total, status, restarts) = pod_status(o, now);
                 let ip = s(o, "/status/podIP");
                 let node = s(o, "/spec/nodeName");
                 let nominated = s(o, "/status/nominatedNodeName");
@@ -137,7 +122,7 @@ fn builtin(res: &Resource, now: DateTime<Utc>) -> Option<Columns> {
                     }).count();
                     format!("{met}/{gates}")
                 };
-                vec![nm(o), json!(format!("{ready}/{total}")), json!(status), json!(restarts.to_string()), age_of(o),
+                vec![nm(o), json!(format!("{ready}/{total}")), json!(status), json!(restarts), age_of(o),
                      json!(if ip.is_empty() { "<none>".into() } else { ip }), json!(if node.is_empty() { "<none>".into() } else { node }),
                      json!(if nominated.is_empty() { "<none>".into() } else { nominated }), json!(gates)]
             }),
@@ -154,11 +139,30 @@ fn builtin(res: &Resource, now: DateTime<Utc>) -> Option<Columns> {
         ("", "ServiceAccount") => (vec![name, col("Secrets", "string", "", 0), age_col], Box::new(move |o| {
             vec![nm(o), json!(o.get("secrets").and_then(Value::as_array).map_or(0, Vec::len)), age_of(o)]
         })),
-        ("", "Node") => (vec![name, col("Status", "string", "", 0), col("Roles", "string", "", 0), age_col, col("Version", "string", "", 0)], Box::new(move |o| {
-            let ready = json_path(o, ".status.conditions[?(@.type==\"Ready\")].status").first().map(cell_string);
-            let status = match ready.as_deref() { Some("True") => "Ready", Some(_) => "NotReady", None => "Unknown" };
-            vec![nm(o), json!(status), json!("<none>"), age_of(o), json!(s(o, "/status/nodeInfo/kubeletVersion"))]
-        })),
+        ("", "Node") => (
+            vec![name, col("Status", "string", "", 0), col("Roles", "string", "", 0), age_col, col("Version", "string", "", 0),
+                 col("Internal-IP", "string", "", 1), col("External-IP", "string", "", 1), col("OS-Image", "string", "", 1),
+                 col("Kernel-Version", "string", "", 1), col("Container-Runtime", "string", "", 1)],
+            Box::new(move |o| {
+                let ready = json_path(o, ".status.conditions[?(@.type==\"Ready\")].status").first().map(cell_string);
+                let mut status = match ready.as_deref() { Some("True") => "Ready", Some(_) => "NotReady", None => "Unknown" }.to_string();
+                if o.pointer("/spec/unschedulable") == Some(&json!(true)) {
+                    status.push_str(",SchedulingDisabled");
+                }
+                let mut roles: Vec<String> = o.pointer("/metadata/labels").and_then(Value::as_object).map(|l| {
+                    l.iter().filter_map(|(k, v)| {
+                        k.strip_prefix("node-role.kubernetes.io/").map(String::from)
+                            .or_else(|| (k == "kubernetes.io/role").then(|| cell_string(v)))
+                    }).filter(|r| !r.is_empty()).collect()
+                }).unwrap_or_default();
+                roles.sort();
+                let roles = if roles.is_empty() { "<none>".to_string() } else { roles.join(",") };
+                let addr = |t: &str| json_path(o, &format!(".status.addresses[?(@.type==\"{t}\")].address")).first().map(cell_string).unwrap_or("<none>".into());
+                let info = |f: &str| { let v = s(o, &format!("/status/nodeInfo/{f}")); if v.is_empty() { "<unknown>".to_string() } else { v } };
+                vec![nm(o), json!(status), json!(roles), age_of(o), json!(s(o, "/status/nodeInfo/kubeletVersion")),
+                     json!(addr("InternalIP")), json!(addr("ExternalIP")), json!(info("osImage")), json!(info("kernelVersion")), json!(info("containerRuntimeVersion"))]
+            }),
+        ),
         ("", "Service") => (vec![name, col("Type", "string", "", 0), col("Cluster-IP", "string", "", 0), col("External-IP", "string", "", 0), col("Port(s)", "string", "", 0), age_col, col("Selector", "string", "", 1)], Box::new(move |o| {
             let t = { let t = s(o, "/spec/type"); if t.is_empty() { "ClusterIP".to_string() } else { t } };
             let ports: Vec<String> = o.pointer("/spec/ports").and_then(Value::as_array).cloned().unwrap_or_default().iter().map(|p| {
@@ -219,6 +223,86 @@ fn builtin(res: &Resource, now: DateTime<Utc>) -> Option<Columns> {
         })),
         _ => return None,
     })
+}
+
+/// kubectl's pod READY, STATUS and RESTARTS cells (`printPod` upstream): waiting/terminated
+/// reasons, `Completed` pods that still run are `Running`/`NotReady`, `Init:i/n`, `Terminating`,
+/// and restarts with `(5m ago)` of the last termination.
+fn pod_status(o: &Value, now: DateTime<Utc>) -> (usize, usize, String, String) {
+    let total = o.pointer("/spec/containers").and_then(Value::as_array).map_or(0, Vec::len);
+    let mut reason = s(o, "/status/reason");
+    if reason.is_empty() {
+        reason = s(o, "/status/phase");
+    }
+    let mut restarts = 0i64;
+    let mut last_restart: Option<DateTime<Utc>> = None;
+    let mut note_restart = |c: &Value| {
+        restarts += c["restartCount"].as_i64().unwrap_or(0);
+        if let Some(t) = c.pointer("/lastState/terminated/finishedAt").and_then(Value::as_str).and_then(|t| DateTime::parse_from_rfc3339(t).ok()) {
+            let t = t.with_timezone(&Utc);
+            if last_restart.is_none_or(|l| t > l) {
+                last_restart = Some(t);
+            }
+        }
+    };
+    let init = o.pointer("/status/initContainerStatuses").and_then(Value::as_array).cloned().unwrap_or_default();
+    let init_total = o.pointer("/spec/initContainers").and_then(Value::as_array).map_or(0, Vec::len);
+    let mut initializing = false;
+    for (i, c) in init.iter().enumerate() {
+        note_restart(c);
+        if c.pointer("/state/terminated/exitCode").and_then(Value::as_i64) == Some(0) {
+            continue;
+        }
+        initializing = true;
+        reason = if let Some(r) = c.pointer("/state/terminated/reason").and_then(Value::as_str) {
+            format!("Init:{r}")
+        } else if let Some(r) = c.pointer("/state/waiting/reason").and_then(Value::as_str).filter(|r| *r != "PodInitializing") {
+            format!("Init:{r}")
+        } else {
+            format!("Init:{i}/{init_total}")
+        };
+        break;
+    }
+    let statuses = o.pointer("/status/containerStatuses").and_then(Value::as_array).cloned().unwrap_or_default();
+    let mut ready = 0;
+    if !initializing {
+        let mut has_running = false;
+        for c in statuses.iter().rev() {
+            note_restart(c);
+            if let Some(r) = c.pointer("/state/waiting/reason").and_then(Value::as_str).filter(|r| !r.is_empty()) {
+                reason = r.to_string();
+            } else if let Some(t) = c.pointer("/state/terminated") {
+                reason = match t.get("reason").and_then(Value::as_str).filter(|r| !r.is_empty()) {
+                    Some(r) => r.to_string(),
+                    None => match t.get("signal").and_then(Value::as_i64).filter(|s| *s != 0) {
+                        Some(sig) => format!("Signal:{sig}"),
+                        None => format!("ExitCode:{}", t.get("exitCode").and_then(Value::as_i64).unwrap_or(0)),
+                    },
+                };
+            } else if c.pointer("/state/running").is_some() && c["ready"] == json!(true) {
+                has_running = true;
+            }
+            if c["ready"] == json!(true) {
+                ready += 1;
+            }
+        }
+        if reason == "Completed" && has_running {
+            let pod_ready = json_path(o, ".status.conditions[?(@.type==\"Ready\")].status").first().map(cell_string);
+            reason = if pod_ready.as_deref() == Some("True") { "Running".into() } else { "NotReady".into() };
+        }
+    } else {
+        for c in &statuses {
+            note_restart(c);
+        }
+    }
+    if o.pointer("/metadata/deletionTimestamp").is_some() {
+        reason = if s(o, "/status/reason") == "NodeLost" { "Unknown".into() } else { "Terminating".into() };
+    }
+    let restarts = match last_restart {
+        Some(t) if restarts > 0 => format!("{restarts} ({} ago)", human_duration((now - t).num_seconds())),
+        _ => restarts.to_string(),
+    };
+    (ready, total, reason, restarts)
 }
 
 /// The `-o wide` Containers, Images and Selector cells of a workload.
@@ -309,6 +393,22 @@ mod tests {
         for (s, want) in [(5, "5s"), (119, "119s"), (125, "2m5s"), (600, "10m"), (3 * 3600 + 60, "3h1m"), (9 * 3600, "9h"), (50 * 3600, "2d2h"), (10 * 86400, "10d")] {
             assert_eq!(human_duration(s), want);
         }
+    }
+
+    #[test]
+    fn pod_status_cells_follow_kubectl() {
+        let now = Utc::now();
+        let earlier = crate::clock::timestamp(now - chrono::Duration::seconds(300));
+        let pod = json!({"spec": {"containers": [{"name": "a"}, {"name": "b"}]}, "status": {"phase": "Running", "containerStatuses": [
+            {"name": "a", "ready": true, "restartCount": 2, "state": {"running": {}}, "lastState": {"terminated": {"exitCode": 1, "finishedAt": earlier}}},
+            {"name": "b", "ready": false, "restartCount": 0, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}
+        ]}});
+        let (ready, total, status, restarts) = pod_status(&pod, now);
+        assert_eq!((ready, total, status.as_str(), restarts.as_str()), (1, 2, "CrashLoopBackOff", "2 (5m ago)"));
+        let done = json!({"spec": {"containers": [{"name": "a"}]}, "status": {"phase": "Succeeded", "containerStatuses": [
+            {"name": "a", "ready": false, "restartCount": 0, "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}
+        ]}});
+        assert_eq!(pod_status(&done, now).2, "Completed");
     }
 
     #[test]
