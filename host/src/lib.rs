@@ -2,9 +2,23 @@
 //! WebAssembly plugins.
 //!
 //! - [`sandbox`]: the wasmtime engine, limits, module cache and calls into plugins.
+//! - [`clock`]: the one source of "now".
+//! - [`controller`]: shared caches per kind, the workqueue, the reconcile driver.
+//! - [`actions`]: policy check and execution of what plugins return.
+//! - [`events`]: Kubernetes Events with deduplication.
+//! - [`metrics`]: Prometheus metrics and probes.
+//! - [`manager`]: starts plugins as controllers (CRDs, discovery, caches).
+//! - [`embedded`]: the in-process API server and admission for `--embedded`.
 //! - [`cli`]: the `host` command line.
 
+pub mod actions;
 pub mod cli;
+pub mod clock;
+pub mod controller;
+pub mod embedded;
+pub mod events;
+pub mod manager;
+pub mod metrics;
 pub mod sandbox;
 
 /// Renders an error with its chain of causes, `outer: inner: ...`.

@@ -7,6 +7,7 @@
 mod input;
 mod inspect;
 mod reconcile;
+mod run;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -31,6 +32,8 @@ enum Command {
     Inspect(inspect::Args),
     /// Run one reconcile offline and print the actions.
     Reconcile(reconcile::Args),
+    /// Run plugins as controllers against a cluster (or `--embedded`).
+    Run(run::Args),
 }
 
 /// Sandbox limits, shared by every subcommand that runs plugins.
@@ -112,6 +115,7 @@ pub fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Inspect(args) => inspect::run(&cli.sandbox, args),
         Command::Reconcile(args) => reconcile::run(&cli.sandbox, args),
+        Command::Run(args) => run::run(&cli.sandbox, args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

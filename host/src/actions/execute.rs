@@ -1,0 +1,210 @@
+//! Executes a checked [`Plan`](super::Plan) in order, stopping at the first
+//! failed write, and reports what the cache must show before the parent is
+//! reconciled again (the expectations).
+
+use std::collections::HashMap;
+
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions, PropagationPolicy};
+use operator_plugin_sdk::{EventType, GroupVersionKind, Propagation};
+use serde_json::Value;
+
+use super::policy::Write;
+use crate::events::{Recorder, Regarding};
+
+/// The field manager of every write the host makes.
+pub const FIELD_MANAGER: &str = "operator-host";
+
+/// What the cache must show before the next reconcile of the parent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Expectation {
+    /// An object the host created (by uid).
+    Created { gvk: GroupVersionKind, uid: String },
+    /// An object the host changed: its resourceVersion must move on from `from`.
+    Updated { gvk: GroupVersionKind, uid: String, from: String },
+    /// An object the host deleted: gone, or marked for deletion.
+    Deleted { gvk: GroupVersionKind, uid: String },
+}
+
+/// A write that failed.
+#[derive(Debug, thiserror::Error)]
+#[error("{what} failed")]
+pub struct WriteError {
+    pub what: String,
+    #[source]
+    pub source: kube::Error,
+}
+
+impl WriteError {
+    /// 409 Conflict (a stale resourceVersion): the cache lags; requeue now.
+    pub fn is_conflict(&self) -> bool {
+        matches!(&self.source, kube::Error::Api(s) if s.code == 409 && s.reason != "AlreadyExists")
+    }
+
+    /// The API's reason (e.g. `Forbidden`, `Invalid`), for conditions and metrics.
+    pub fn reason(&self) -> String {
+        match &self.source {
+            kube::Error::Api(s) if !s.reason.is_empty() => s.reason.clone(),
+            kube::Error::Api(s) => format!("HTTP{}", s.code),
+            _ => "RequestFailed".into(),
+        }
+    }
+}
+
+/// The result of executing a plan.
+#[derive(Debug, Default)]
+pub struct Executed {
+    pub expectations: Vec<Expectation>,
+    /// The last status the plugin set before any failure.
+    pub status: Option<Value>,
+    pub error: Option<WriteError>,
+    /// Writes made (creates, replaces, patches, deletes).
+    pub writes: usize,
+}
+
+/// Executes plans for one parent.
+pub struct Executor<'a> {
+    pub client: &'a kube::Client,
+    pub resources: &'a HashMap<GroupVersionKind, ApiResource>,
+    pub recorder: &'a Recorder,
+    pub regarding: &'a Regarding,
+    /// The cache, to tell an AlreadyExists of our own child from a name clash.
+    pub lookup: &'a (dyn super::Lookup + Sync),
+    /// The parent's uid.
+    pub parent_uid: &'a str,
+}
+
+fn is_api(e: &kube::Error, code: u16) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == code)
+}
+
+fn is_already_exists(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.reason == "AlreadyExists")
+}
+
+impl Executor<'_> {
+    fn api(&self, gvk: &GroupVersionKind, namespace: &str) -> Api<DynamicObject> {
+        let ar = self.resources.get(gvk).unwrap_or_else(|| panic!("no resource for declared child kind {gvk:?}"));
+        Api::namespaced_with(self.client.clone(), namespace, ar)
+    }
+
+    pub async fn execute(&self, writes: Vec<Write>) -> Executed {
+        let mut out = Executed::default();
+        let pp = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() };
+        for write in writes {
+            match write {
+                Write::Create { gvk, namespace, object, fixed_name } => {
+                    let what = describe("create", &gvk, &namespace, object.pointer("/metadata/name").or(object.pointer("/metadata/generateName")));
+                    let obj: DynamicObject = match serde_json::from_value(object) {
+                        Ok(o) => o,
+                        Err(e) => {
+                            out.error = Some(WriteError { what, source: kube::Error::SerdeError(e) });
+                            break;
+                        }
+                    };
+                    match self.api(&gvk, &namespace).create(&pp, &obj).await {
+                        Ok(created) => {
+                            out.writes += 1;
+                            if let Some(uid) = created.metadata.uid {
+                                out.expectations.push(Expectation::Created { gvk, uid });
+                            }
+                        }
+                        Err(e) if fixed_name && is_already_exists(&e) => {
+                            let name = obj.metadata.name.as_deref().unwrap_or_default();
+                            let clash = self.lookup.find(&gvk, &namespace, name).is_some_and(|x| x.controller_uid.as_deref() != Some(self.parent_uid));
+                            if clash {
+                                // Someone else's object holds the name: the plugin
+                                // cannot see it, so saying "done" would hide the problem.
+                                out.error = Some(WriteError { what: format!("{what} (the name is taken by an object this parent does not control)"), source: e });
+                                break;
+                            }
+                            tracing::debug!(%what, "already exists; nothing to do");
+                        }
+                        Err(source) => {
+                            out.error = Some(WriteError { what, source });
+                            break;
+                        }
+                    }
+                }
+                Write::Replace { gvk, namespace, name, object, existing } => {
+                    let what = describe("replace", &gvk, &namespace, Some(&Value::String(name.clone())));
+                    let obj: DynamicObject = match serde_json::from_value(object) {
+                        Ok(o) => o,
+                        Err(e) => {
+                            out.error = Some(WriteError { what, source: kube::Error::SerdeError(e) });
+                            break;
+                        }
+                    };
+                    match self.api(&gvk, &namespace).replace(&name, &pp, &obj).await {
+                        Ok(new) => {
+                            out.writes += 1;
+                            if new.metadata.resource_version.as_deref() != Some(existing.resource_version.as_str()) {
+                                out.expectations.push(Expectation::Updated { gvk, uid: existing.uid, from: existing.resource_version });
+                            }
+                        }
+                        Err(source) => {
+                            out.error = Some(WriteError { what, source });
+                            break;
+                        }
+                    }
+                }
+                Write::Patch { gvk, namespace, name, patch, existing } => {
+                    let what = describe("patch", &gvk, &namespace, Some(&Value::String(name.clone())));
+                    let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
+                    match self.api(&gvk, &namespace).patch(&name, &params, &Patch::Merge(&patch)).await {
+                        Ok(new) => {
+                            out.writes += 1;
+                            if new.metadata.resource_version.as_deref() != Some(existing.resource_version.as_str()) {
+                                out.expectations.push(Expectation::Updated { gvk, uid: existing.uid, from: existing.resource_version });
+                            }
+                        }
+                        Err(source) => {
+                            out.error = Some(WriteError { what, source });
+                            break;
+                        }
+                    }
+                }
+                Write::Delete { gvk, namespace, name, propagation, existing } => {
+                    let what = describe("delete", &gvk, &namespace, Some(&Value::String(name.clone())));
+                    let params = DeleteParams {
+                        propagation_policy: Some(match propagation {
+                            Propagation::Background => PropagationPolicy::Background,
+                            Propagation::Foreground => PropagationPolicy::Foreground,
+                            Propagation::Orphan => PropagationPolicy::Orphan,
+                        }),
+                        preconditions: Some(Preconditions { uid: Some(existing.uid.clone()), resource_version: None }),
+                        ..DeleteParams::default()
+                    };
+                    match self.api(&gvk, &namespace).delete(&name, &params).await {
+                        Ok(_) => {
+                            out.writes += 1;
+                            out.expectations.push(Expectation::Deleted { gvk, uid: existing.uid });
+                        }
+                        Err(e) if is_api(&e, 404) => {
+                            out.expectations.push(Expectation::Deleted { gvk, uid: existing.uid });
+                        }
+                        Err(source) => {
+                            out.error = Some(WriteError { what, source });
+                            break;
+                        }
+                    }
+                }
+                Write::SetStatus(status) => out.status = Some(status),
+                Write::Event { event_type, reason, message } => {
+                    let t = match event_type {
+                        EventType::Normal => "Normal",
+                        EventType::Warning => "Warning",
+                    };
+                    if let Err(e) = self.recorder.publish(self.regarding, t, &reason, &message).await {
+                        tracing::warn!(reason, error = %crate::error_chain(&e), "could not record event");
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+fn describe(verb: &str, gvk: &GroupVersionKind, namespace: &str, name: Option<&Value>) -> String {
+    let name = name.and_then(Value::as_str).unwrap_or("?");
+    format!("{verb} {} {namespace}/{name}", gvk.kind)
+}

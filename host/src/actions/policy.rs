@@ -1,0 +1,395 @@
+//! What a plugin may do, decided before anything is written: a pure
+//! function from (parent, declared child kinds, what the cache shows, the
+//! actions) to the writes to make or the first refusal.
+//!
+//! Rules:
+//! 1. Children only of the kinds the manifest declares, only in the parent's
+//!    namespace.
+//! 2. Replace, patch and delete only objects this parent controls: present in
+//!    the cache with a controller ownerReference whose uid is the parent's.
+//! 3. Creates get the parent's namespace and the controller ownerReference
+//!    (controller, blockOwnerDeletion); a create that names another
+//!    controller is refused. Patches may not touch ownerReferences; a replace
+//!    keeps the parent as controller.
+//! 4. Status must be an object; Events need a reason.
+
+use std::time::Duration;
+
+use operator_plugin_sdk::{Action, EventType, GroupVersionKind, ObjectRef, Propagation};
+use serde_json::{Value, json};
+
+/// The parent being reconciled.
+#[derive(Clone, Debug)]
+pub struct Parent {
+    pub api_version: String,
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+}
+
+impl Parent {
+    /// The controller ownerReference children of this parent carry.
+    pub fn owner_reference(&self) -> Value {
+        json!({
+            "apiVersion": self.api_version,
+            "kind": self.kind,
+            "name": self.name,
+            "uid": self.uid,
+            "controller": true,
+            "blockOwnerDeletion": true,
+        })
+    }
+}
+
+/// What the cache knows about a child the plugin names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Existing {
+    pub uid: String,
+    pub resource_version: String,
+    /// Uid of its controller ownerReference.
+    pub controller_uid: Option<String>,
+}
+
+/// Cache lookups the policy needs.
+pub trait Lookup {
+    /// The object of this kind at namespace/name, if the cache has it.
+    fn find(&self, gvk: &GroupVersionKind, namespace: &str, name: &str) -> Option<Existing>;
+}
+
+/// A checked write, ready to execute.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Write {
+    Create { gvk: GroupVersionKind, namespace: String, object: Value, fixed_name: bool },
+    Replace { gvk: GroupVersionKind, namespace: String, name: String, object: Value, existing: Existing },
+    Patch { gvk: GroupVersionKind, namespace: String, name: String, patch: Value, existing: Existing },
+    Delete { gvk: GroupVersionKind, namespace: String, name: String, propagation: Propagation, existing: Existing },
+    SetStatus(Value),
+    Event { event_type: EventType, reason: String, message: String },
+}
+
+/// The checked plan: writes in order, the soonest requeue, and whether the
+/// plugin declared its cleanup done.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Plan {
+    pub writes: Vec<Write>,
+    pub requeue_after: Option<Duration>,
+    pub finalized: bool,
+}
+
+/// Why an action was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("action {index} ({action}) refused: {reason}")]
+pub struct Refusal {
+    pub index: usize,
+    pub action: &'static str,
+    pub reason: String,
+}
+
+fn action_name(a: &Action) -> &'static str {
+    match a {
+        Action::Create(_) => "create",
+        Action::Replace(_) => "replace",
+        Action::Patch { .. } => "patch",
+        Action::Delete { .. } => "delete",
+        Action::SetStatus(_) => "set-status",
+        Action::Event { .. } => "event",
+        Action::RequeueAfterMs(_) => "requeue-after",
+        Action::Finalized {} => "finalized",
+    }
+}
+
+/// Splits `apiVersion` into (group, version).
+pub fn split_api_version(api_version: &str) -> (&str, &str) {
+    match api_version.split_once('/') {
+        Some((g, v)) => (g, v),
+        None => ("", api_version),
+    }
+}
+
+/// Checks every action; the first refusal refuses the whole batch.
+pub fn check(parent: &Parent, children: &[GroupVersionKind], lookup: &dyn Lookup, actions: Vec<Action>) -> Result<Plan, Refusal> {
+    let mut plan = Plan::default();
+    for (index, action) in actions.into_iter().enumerate() {
+        let name = action_name(&action);
+        let refuse = |reason: String| Refusal { index, action: name, reason };
+        match action {
+            Action::Create(object) => plan.writes.push(check_create(parent, children, object).map_err(refuse)?),
+            Action::Replace(object) => plan.writes.push(check_replace(parent, children, lookup, object).map_err(refuse)?),
+            Action::Patch { target, patch } => {
+                let (gvk, existing) = check_target(parent, children, lookup, &target).map_err(refuse)?;
+                if !patch.is_object() {
+                    return Err(refuse("a merge patch must be a JSON object".into()));
+                }
+                if patch.pointer("/metadata/ownerReferences").is_some() {
+                    return Err(refuse("a patch may not change ownerReferences".into()));
+                }
+                if patch.pointer("/metadata/namespace").is_some() || patch.pointer("/metadata/name").is_some() {
+                    return Err(refuse("a patch may not change the name or namespace".into()));
+                }
+                plan.writes.push(Write::Patch { gvk, namespace: parent.namespace.clone(), name: target.name, patch, existing });
+            }
+            Action::Delete { target, propagation } => {
+                let (gvk, existing) = check_target(parent, children, lookup, &target).map_err(refuse)?;
+                plan.writes.push(Write::Delete { gvk, namespace: parent.namespace.clone(), name: target.name, propagation, existing });
+            }
+            Action::SetStatus(status) => {
+                if !status.is_object() {
+                    return Err(refuse("status must be a JSON object".into()));
+                }
+                plan.writes.push(Write::SetStatus(status));
+            }
+            Action::Event { event_type, reason, message } => {
+                if reason.is_empty() {
+                    return Err(refuse("an Event needs a reason".into()));
+                }
+                plan.writes.push(Write::Event { event_type, reason, message });
+            }
+            Action::RequeueAfterMs(ms) => {
+                let d = Duration::from_millis(ms);
+                plan.requeue_after = Some(plan.requeue_after.map_or(d, |r| r.min(d)));
+            }
+            Action::Finalized {} => plan.finalized = true,
+        }
+    }
+    Ok(plan)
+}
+
+fn declared(children: &[GroupVersionKind], api_version: &str, kind: &str) -> Result<GroupVersionKind, String> {
+    let (group, version) = split_api_version(api_version);
+    children
+        .iter()
+        .find(|c| c.group == group && c.version == version && c.kind == kind)
+        .cloned()
+        .ok_or_else(|| {
+            let list: Vec<String> = children.iter().map(|c| format!("{}/{}", c.api_version(), c.kind)).collect();
+            format!("kind {api_version}/{kind} is not among the plugin's declared children [{}]", list.join(", "))
+        })
+}
+
+fn same_namespace(parent: &Parent, namespace: &str) -> Result<(), String> {
+    if namespace.is_empty() || namespace == parent.namespace {
+        Ok(())
+    } else {
+        Err(format!("namespace {namespace:?} is not the parent's namespace {:?}", parent.namespace))
+    }
+}
+
+fn type_of(object: &Value) -> Result<(String, String), String> {
+    if !object.is_object() {
+        return Err("the object must be a JSON object".into());
+    }
+    let api_version = object["apiVersion"].as_str().filter(|s| !s.is_empty()).ok_or("the object has no apiVersion")?;
+    let kind = object["kind"].as_str().filter(|s| !s.is_empty()).ok_or("the object has no kind")?;
+    Ok((api_version.to_string(), kind.to_string()))
+}
+
+fn check_create(parent: &Parent, children: &[GroupVersionKind], mut object: Value) -> Result<Write, String> {
+    let (api_version, kind) = type_of(&object)?;
+    let gvk = declared(children, &api_version, &kind)?;
+    let meta = object.as_object_mut().expect("checked").entry("metadata").or_insert_with(|| json!({}));
+    let meta = meta.as_object_mut().ok_or("metadata must be an object")?;
+    same_namespace(parent, meta.get("namespace").and_then(Value::as_str).unwrap_or(""))?;
+    let name = meta.get("name").and_then(Value::as_str).unwrap_or("");
+    let generate = meta.get("generateName").and_then(Value::as_str).unwrap_or("");
+    if name.is_empty() && generate.is_empty() {
+        return Err("the object has neither metadata.name nor metadata.generateName".into());
+    }
+    let fixed_name = !name.is_empty();
+    let mut refs = match meta.get("ownerReferences") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(a)) => a.clone(),
+        Some(_) => return Err("metadata.ownerReferences must be a list".into()),
+    };
+    if let Some(other) = refs.iter().find(|r| r["controller"] == true && r["uid"] != parent.uid.as_str()) {
+        return Err(format!("the object names another controller ({})", other["uid"]));
+    }
+    refs.retain(|r| r["uid"] != parent.uid.as_str());
+    refs.push(parent.owner_reference());
+    meta.insert("ownerReferences".into(), Value::Array(refs));
+    meta.insert("namespace".into(), Value::String(parent.namespace.clone()));
+    Ok(Write::Create { gvk, namespace: parent.namespace.clone(), object, fixed_name })
+}
+
+fn owned(parent: &Parent, lookup: &dyn Lookup, gvk: &GroupVersionKind, name: &str) -> Result<Existing, String> {
+    let existing = lookup
+        .find(gvk, &parent.namespace, name)
+        .ok_or_else(|| format!("{} {}/{} is not in the cache (only existing children may be changed)", gvk.kind, parent.namespace, name))?;
+    if existing.controller_uid.as_deref() != Some(parent.uid.as_str()) {
+        return Err(format!("{} {}/{} is not controlled by this {}", gvk.kind, parent.namespace, name, parent.kind));
+    }
+    Ok(existing)
+}
+
+fn check_target(parent: &Parent, children: &[GroupVersionKind], lookup: &dyn Lookup, target: &ObjectRef) -> Result<(GroupVersionKind, Existing), String> {
+    let gvk = declared(children, &target.api_version, &target.kind)?;
+    same_namespace(parent, &target.namespace)?;
+    if target.name.is_empty() {
+        return Err("the target has no name".into());
+    }
+    let existing = owned(parent, lookup, &gvk, &target.name)?;
+    Ok((gvk, existing))
+}
+
+fn check_replace(parent: &Parent, children: &[GroupVersionKind], lookup: &dyn Lookup, mut object: Value) -> Result<Write, String> {
+    let (api_version, kind) = type_of(&object)?;
+    let gvk = declared(children, &api_version, &kind)?;
+    let meta = object.as_object_mut().expect("checked").entry("metadata").or_insert_with(|| json!({}));
+    let meta = meta.as_object_mut().ok_or("metadata must be an object")?;
+    same_namespace(parent, meta.get("namespace").and_then(Value::as_str).unwrap_or(""))?;
+    let name = meta.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()).ok_or("a replace needs metadata.name")?.to_string();
+    let existing = owned(parent, lookup, &gvk, &name)?;
+    let mut refs = match meta.get("ownerReferences") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(a)) => a.clone(),
+        Some(_) => return Err("metadata.ownerReferences must be a list".into()),
+    };
+    if refs.iter().any(|r| r["controller"] == true && r["uid"] != parent.uid.as_str()) {
+        return Err("a replace may not hand the object to another controller".into());
+    }
+    if !refs.iter().any(|r| r["uid"] == parent.uid.as_str()) {
+        refs.push(parent.owner_reference());
+    }
+    meta.insert("ownerReferences".into(), Value::Array(refs));
+    meta.insert("namespace".into(), Value::String(parent.namespace.clone()));
+    if meta.get("resourceVersion").and_then(Value::as_str).is_none_or(str::is_empty) {
+        meta.insert("resourceVersion".into(), Value::String(existing.resource_version.clone()));
+    }
+    Ok(Write::Replace { gvk, namespace: parent.namespace.clone(), name, object, existing })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    struct Cache(HashMap<(String, String), Existing>);
+
+    impl Lookup for Cache {
+        fn find(&self, gvk: &GroupVersionKind, namespace: &str, name: &str) -> Option<Existing> {
+            assert_eq!(gvk.kind, "ConfigMap");
+            self.0.get(&(namespace.to_string(), name.to_string())).cloned()
+        }
+    }
+
+    fn parent() -> Parent {
+        Parent { api_version: "x.dev/v1".into(), kind: "Thing".into(), namespace: "team".into(), name: "p".into(), uid: "P-UID".into() }
+    }
+
+    fn children() -> Vec<GroupVersionKind> {
+        vec![GroupVersionKind::new("", "v1", "ConfigMap")]
+    }
+
+    fn cache() -> Cache {
+        let mut m = HashMap::new();
+        m.insert(("team".into(), "mine".into()), Existing { uid: "c1".into(), resource_version: "7".into(), controller_uid: Some("P-UID".into()) });
+        m.insert(("team".into(), "theirs".into()), Existing { uid: "c2".into(), resource_version: "8".into(), controller_uid: Some("OTHER".into()) });
+        m.insert(("team".into(), "loose".into()), Existing { uid: "c3".into(), resource_version: "9".into(), controller_uid: None });
+        Cache(m)
+    }
+
+    fn target(ns: &str, name: &str) -> ObjectRef {
+        ObjectRef { api_version: "v1".into(), kind: "ConfigMap".into(), namespace: ns.into(), name: name.into() }
+    }
+
+    fn run(actions: Vec<Action>) -> Result<Plan, Refusal> {
+        check(&parent(), &children(), &cache(), actions)
+    }
+
+    #[test]
+    fn a_create_gets_the_parent_namespace_and_the_controller_reference() {
+        let plan = run(vec![Action::Create(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}))]).unwrap();
+        let Write::Create { object, fixed_name, namespace, .. } = &plan.writes[0] else { panic!() };
+        assert!(fixed_name);
+        assert_eq!(namespace, "team");
+        assert_eq!(object["metadata"]["namespace"], "team");
+        assert_eq!(object["metadata"]["ownerReferences"], json!([parent().owner_reference()]));
+        assert_eq!(object["metadata"]["ownerReferences"][0]["blockOwnerDeletion"], true);
+    }
+
+    #[test]
+    fn a_create_in_another_namespace_is_refused() {
+        let e = run(vec![Action::Create(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "kube-system"}}))]).unwrap_err();
+        assert!(e.reason.contains("not the parent's namespace"), "{e}");
+    }
+
+    #[test]
+    fn a_create_of_an_undeclared_kind_is_refused() {
+        let e = run(vec![Action::Create(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "c"}}))]).unwrap_err();
+        assert!(e.reason.contains("not among the plugin's declared children"), "{e}");
+        let e = run(vec![Action::Create(json!({"apiVersion": "apps/v1", "kind": "ConfigMap", "metadata": {"name": "c"}}))]).unwrap_err();
+        assert!(e.reason.contains("apps/v1/ConfigMap"), "the group counts too: {e}");
+    }
+
+    #[test]
+    fn a_create_naming_another_controller_is_refused() {
+        let e = run(vec![Action::Create(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"generateName": "c-",
+            "ownerReferences": [{"apiVersion": "v1", "kind": "X", "name": "x", "uid": "OTHER", "controller": true}]}}))])
+        .unwrap_err();
+        assert!(e.reason.contains("another controller"), "{e}");
+    }
+
+    #[test]
+    fn a_create_without_a_name_or_generate_name_is_refused() {
+        assert!(run(vec![Action::Create(json!({"apiVersion": "v1", "kind": "ConfigMap"}))]).is_err());
+    }
+
+    #[test]
+    fn delete_patch_and_replace_of_an_owned_child_are_allowed() {
+        let plan = run(vec![
+            Action::Patch { target: target("team", "mine"), patch: json!({"data": {"a": "b"}}) },
+            Action::Replace(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "mine"}, "data": {}})),
+            Action::delete(target("", "mine")),
+        ])
+        .unwrap();
+        assert_eq!(plan.writes.len(), 3);
+        let Write::Replace { object, .. } = &plan.writes[1] else { panic!() };
+        assert_eq!(object["metadata"]["resourceVersion"], "7", "optimistic concurrency against the cached version");
+        assert_eq!(object["metadata"]["ownerReferences"][0]["uid"], "P-UID");
+    }
+
+    #[test]
+    fn changing_an_object_another_controller_owns_is_refused() {
+        let e = run(vec![Action::delete(target("team", "theirs"))]).unwrap_err();
+        assert!(e.reason.contains("not controlled by this Thing"), "{e}");
+        let e = run(vec![Action::Patch { target: target("team", "loose"), patch: json!({}) }]).unwrap_err();
+        assert!(e.reason.contains("not controlled"), "{e}");
+    }
+
+    #[test]
+    fn changing_an_object_the_cache_does_not_have_is_refused() {
+        let e = run(vec![Action::Replace(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ghost"}}))]).unwrap_err();
+        assert!(e.reason.contains("not in the cache"), "{e}");
+    }
+
+    #[test]
+    fn deleting_in_another_namespace_is_refused() {
+        let e = run(vec![Action::delete(target("default", "mine"))]).unwrap_err();
+        assert!(e.reason.contains("namespace"), "{e}");
+    }
+
+    #[test]
+    fn a_patch_may_not_steal_or_rename() {
+        let e = run(vec![Action::Patch { target: target("team", "mine"), patch: json!({"metadata": {"ownerReferences": []}}) }]).unwrap_err();
+        assert!(e.reason.contains("ownerReferences"), "{e}");
+    }
+
+    #[test]
+    fn one_refusal_refuses_the_batch_and_names_the_action() {
+        let e = run(vec![Action::normal("Fine", "ok"), Action::delete(target("team", "theirs"))]).unwrap_err();
+        assert_eq!((e.index, e.action), (1, "delete"));
+    }
+
+    #[test]
+    fn the_soonest_requeue_wins_and_finalized_is_noted() {
+        let plan = run(vec![Action::RequeueAfterMs(5000), Action::RequeueAfterMs(200), Action::Finalized {}]).unwrap();
+        assert_eq!(plan.requeue_after, Some(Duration::from_millis(200)));
+        assert!(plan.finalized);
+    }
+
+    #[test]
+    fn status_must_be_an_object() {
+        assert!(run(vec![Action::SetStatus(json!([1]))]).is_err());
+        assert!(run(vec![Action::SetStatus(json!({"a": 1}))]).is_ok());
+    }
+}

@@ -1,0 +1,367 @@
+//! One shared cache per kind: kube-runtime's `watcher` (list + watch,
+//! resume, relist on 410, backoff) feeding a store indexed by key, by uid and
+//! by controller-owner uid. Every plugin that uses the kind shares it.
+//!
+//! kube-runtime's `reflector::Store` has no secondary indexes; this store is
+//! the same idea (atomic replace on `InitDone`) plus the owner index the
+//! reconcile driver needs, the uid index the expectations need, and change
+//! handlers called synchronously with (old, new) so the queue mappers can
+//! compare generations.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, RwLock};
+
+use futures::StreamExt;
+use kube::api::{Api, ApiResource, DynamicObject, TypeMeta};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
+use tokio::sync::watch;
+
+/// `namespace/name` (namespace empty for cluster-scoped objects).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectKey {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ObjectKey {
+    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        Self { namespace: namespace.into(), name: name.into() }
+    }
+
+    pub fn of(obj: &DynamicObject) -> Self {
+        Self::new(obj.metadata.namespace.clone().unwrap_or_default(), obj.metadata.name.clone().unwrap_or_default())
+    }
+}
+
+impl std::fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.namespace.is_empty() { write!(f, "{}", self.name) } else { write!(f, "{}/{}", self.namespace, self.name) }
+    }
+}
+
+/// Called with (old, new) on every change the cache applies; `new` is `None`
+/// on deletion.
+pub type Handler = Arc<dyn Fn(Option<&DynamicObject>, Option<&DynamicObject>) + Send + Sync>;
+
+#[derive(Default)]
+struct Inner {
+    objects: HashMap<ObjectKey, Arc<DynamicObject>>,
+    by_uid: HashMap<String, ObjectKey>,
+    by_controller: HashMap<String, BTreeSet<ObjectKey>>,
+}
+
+impl Inner {
+    fn insert(&mut self, obj: Arc<DynamicObject>) -> Option<Arc<DynamicObject>> {
+        let key = ObjectKey::of(&obj);
+        let old = self.remove(&key);
+        if let Some(uid) = &obj.metadata.uid {
+            self.by_uid.insert(uid.clone(), key.clone());
+        }
+        if let Some(owner) = controller_uid(&obj) {
+            self.by_controller.entry(owner).or_default().insert(key.clone());
+        }
+        self.objects.insert(key, obj);
+        old
+    }
+
+    fn remove(&mut self, key: &ObjectKey) -> Option<Arc<DynamicObject>> {
+        let old = self.objects.remove(key)?;
+        if let Some(uid) = &old.metadata.uid {
+            if self.by_uid.get(uid) == Some(key) {
+                self.by_uid.remove(uid);
+            }
+        }
+        if let Some(owner) = controller_uid(&old) {
+            if let Some(set) = self.by_controller.get_mut(&owner) {
+                set.remove(key);
+                if set.is_empty() {
+                    self.by_controller.remove(&owner);
+                }
+            }
+        }
+        Some(old)
+    }
+}
+
+/// The uid of the object's controller ownerReference, if any.
+pub fn controller_uid(obj: &DynamicObject) -> Option<String> {
+    obj.metadata.owner_references.as_ref()?.iter().find(|r| r.controller == Some(true)).map(|r| r.uid.clone())
+}
+
+/// A cache of one kind.
+pub struct KindCache {
+    resource: ApiResource,
+    namespaced: bool,
+    inner: RwLock<Inner>,
+    handlers: RwLock<Vec<Handler>>,
+    synced: watch::Sender<bool>,
+    changes: watch::Sender<u64>,
+}
+
+impl std::fmt::Debug for KindCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KindCache").field("kind", &self.resource.kind).finish()
+    }
+}
+
+impl KindCache {
+    pub fn new(resource: ApiResource, namespaced: bool) -> Self {
+        Self {
+            resource,
+            namespaced,
+            inner: RwLock::default(),
+            handlers: RwLock::default(),
+            synced: watch::channel(false).0,
+            changes: watch::channel(0).0,
+        }
+    }
+
+    pub fn resource(&self) -> &ApiResource {
+        &self.resource
+    }
+
+    pub fn namespaced(&self) -> bool {
+        self.namespaced
+    }
+
+    /// Registers a change handler (before the watch starts, to see the initial list).
+    pub fn on_change(&self, handler: Handler) {
+        self.handlers.write().unwrap().push(handler);
+    }
+
+    pub fn get(&self, key: &ObjectKey) -> Option<Arc<DynamicObject>> {
+        self.inner.read().unwrap().objects.get(key).cloned()
+    }
+
+    pub fn get_by_uid(&self, uid: &str) -> Option<Arc<DynamicObject>> {
+        let inner = self.inner.read().unwrap();
+        inner.by_uid.get(uid).and_then(|k| inner.objects.get(k)).cloned()
+    }
+
+    /// Objects whose controller ownerReference has this uid, by key order.
+    pub fn controlled_by(&self, owner_uid: &str) -> Vec<Arc<DynamicObject>> {
+        let inner = self.inner.read().unwrap();
+        inner
+            .by_controller
+            .get(owner_uid)
+            .map(|keys| keys.iter().filter_map(|k| inner.objects.get(k).cloned()).collect())
+            .unwrap_or_default()
+    }
+
+    pub fn keys(&self) -> Vec<ObjectKey> {
+        self.inner.read().unwrap().objects.keys().cloned().collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.inner.read().unwrap().objects.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn is_synced(&self) -> bool {
+        *self.synced.borrow()
+    }
+
+    /// Resolves once the initial list has been applied.
+    pub async fn wait_synced(&self) {
+        let mut rx = self.synced.subscribe();
+        let _ = rx.wait_for(|s| *s).await;
+    }
+
+    /// A receiver that changes on every applied event (for expectation waits).
+    pub fn subscribe_changes(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    fn with_types(&self, mut obj: DynamicObject) -> Arc<DynamicObject> {
+        if obj.types.as_ref().is_none_or(|t| t.kind.is_empty()) {
+            obj.types = Some(TypeMeta { api_version: self.resource.api_version.clone(), kind: self.resource.kind.clone() });
+        }
+        Arc::new(obj)
+    }
+
+    fn notify(&self, old: Option<&DynamicObject>, new: Option<&DynamicObject>) {
+        let handlers = self.handlers.read().unwrap().clone();
+        for h in handlers {
+            h(old, new);
+        }
+    }
+
+    fn bump(&self) {
+        self.changes.send_modify(|n| *n += 1);
+    }
+
+    /// Applies an added or modified object.
+    pub fn apply(&self, obj: DynamicObject) {
+        let obj = self.with_types(obj);
+        let old = self.inner.write().unwrap().insert(obj.clone());
+        self.bump();
+        self.notify(old.as_deref(), Some(&obj));
+    }
+
+    /// Applies a deletion.
+    pub fn delete(&self, obj: DynamicObject) {
+        let key = ObjectKey::of(&obj);
+        let old = self.inner.write().unwrap().remove(&key);
+        self.bump();
+        let old = old.unwrap_or_else(|| self.with_types(obj));
+        self.notify(Some(&old), None);
+    }
+
+    /// Replaces everything in `scope` (a namespace, or `None` for all) with a
+    /// fresh list, reporting the differences as changes.
+    pub fn replace(&self, scope: Option<&str>, objects: Vec<DynamicObject>) {
+        let mut changes = Vec::new();
+        {
+            let mut inner = self.inner.write().unwrap();
+            let in_scope: Vec<ObjectKey> =
+                inner.objects.keys().filter(|k| scope.is_none_or(|ns| k.namespace == ns)).cloned().collect();
+            let fresh: Vec<Arc<DynamicObject>> = objects.into_iter().map(|o| self.with_types(o)).collect();
+            let fresh_keys: std::collections::HashSet<ObjectKey> = fresh.iter().map(|o| ObjectKey::of(o)).collect();
+            for key in in_scope {
+                if !fresh_keys.contains(&key) {
+                    if let Some(old) = inner.remove(&key) {
+                        changes.push((Some(old), None));
+                    }
+                }
+            }
+            for obj in fresh {
+                let old = inner.insert(obj.clone());
+                let unchanged = old.as_ref().is_some_and(|o| o.metadata.resource_version == obj.metadata.resource_version);
+                if !unchanged {
+                    changes.push((old, Some(obj)));
+                }
+            }
+        }
+        self.bump();
+        for (old, new) in changes {
+            self.notify(old.as_deref(), new.as_deref());
+        }
+    }
+
+    /// Runs the watches that fill this cache until the task is dropped:
+    /// one watcher over all namespaces, or one per namespace in `namespaces`.
+    pub async fn run(self: Arc<Self>, client: kube::Client, namespaces: Vec<String>, label_selector: Option<String>) {
+        let scopes: Vec<Option<String>> =
+            if namespaces.is_empty() || !self.namespaced { vec![None] } else { namespaces.into_iter().map(Some).collect() };
+        let remaining = Arc::new(std::sync::atomic::AtomicUsize::new(scopes.len()));
+        let tasks = scopes.into_iter().map(|scope| {
+            let this = self.clone();
+            let client = client.clone();
+            let selector = label_selector.clone();
+            let remaining = remaining.clone();
+            async move { this.run_scope(client, scope, selector, remaining).await }
+        });
+        futures::future::join_all(tasks).await;
+    }
+
+    async fn run_scope(
+        &self,
+        client: kube::Client,
+        scope: Option<String>,
+        selector: Option<String>,
+        remaining: Arc<std::sync::atomic::AtomicUsize>,
+    ) {
+        let api: Api<DynamicObject> = match &scope {
+            Some(ns) => Api::namespaced_with(client, ns, &self.resource),
+            None => Api::all_with(client, &self.resource),
+        };
+        let mut config = watcher::Config::default();
+        if let Some(s) = &selector {
+            config = config.labels(s);
+        }
+        let mut counted = false;
+        let mut buffer = Vec::new();
+        let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(Event::Init) => buffer.clear(),
+                Ok(Event::InitApply(obj)) => buffer.push(obj),
+                Ok(Event::InitDone) => {
+                    self.replace(scope.as_deref(), std::mem::take(&mut buffer));
+                    if !counted {
+                        counted = true;
+                        if remaining.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) == 1 {
+                            self.synced.send_replace(true);
+                        }
+                    }
+                }
+                Ok(Event::Apply(obj)) => self.apply(obj),
+                Ok(Event::Delete(obj)) => self.delete(obj),
+                Err(e) => tracing::warn!(kind = %self.resource.kind, error = %crate::error_chain(&e), "watch failed; retrying"),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn obj(name: &str, uid: &str, owner: Option<&str>, rv: &str) -> DynamicObject {
+        let mut v = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "ns", "uid": uid, "resourceVersion": rv}});
+        if let Some(o) = owner {
+            v["metadata"]["ownerReferences"] = json!([{"apiVersion": "x/v1", "kind": "P", "name": "p", "uid": o, "controller": true}]);
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn cache() -> KindCache {
+        KindCache::new(ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&()), true)
+    }
+
+    #[test]
+    fn children_are_indexed_by_their_controller_uid() {
+        let c = cache();
+        c.apply(obj("a", "1", Some("p1"), "1"));
+        c.apply(obj("b", "2", Some("p1"), "2"));
+        c.apply(obj("c", "3", Some("p2"), "3"));
+        c.apply(obj("d", "4", None, "4"));
+        let names: Vec<_> = c.controlled_by("p1").iter().map(|o| o.metadata.name.clone().unwrap()).collect();
+        assert_eq!(names, ["a", "b"]);
+        c.apply(obj("b", "2", None, "5"));
+        assert_eq!(c.controlled_by("p1").len(), 1, "an orphaned child leaves the owner's index");
+        assert_eq!(c.get_by_uid("2").unwrap().metadata.resource_version.as_deref(), Some("5"));
+    }
+
+    #[test]
+    fn deleted_object_leaves_the_store_and_its_indexes() {
+        let c = cache();
+        c.apply(obj("a", "1", Some("p1"), "1"));
+        c.delete(obj("a", "1", Some("p1"), "2"));
+        assert!(c.get(&ObjectKey::new("ns", "a")).is_none());
+        assert!(c.get_by_uid("1").is_none());
+        assert!(c.controlled_by("p1").is_empty());
+    }
+
+    #[test]
+    fn a_relist_reports_only_what_changed() {
+        let c = cache();
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let s = seen.clone();
+        c.on_change(Arc::new(move |old, new| {
+            let name = new.or(old).unwrap().metadata.name.clone().unwrap();
+            s.lock().unwrap().push((name, new.is_some()));
+        }));
+        c.replace(None, vec![obj("a", "1", None, "1"), obj("b", "2", None, "2")]);
+        seen.lock().unwrap().clear();
+        c.replace(None, vec![obj("a", "1", None, "1"), obj("c", "3", None, "3")]);
+        let mut got = seen.lock().unwrap().clone();
+        got.sort();
+        assert_eq!(got, [("b".to_string(), false), ("c".to_string(), true)]);
+    }
+
+    #[test]
+    fn objects_listed_without_type_fields_get_them_from_the_resource() {
+        let c = cache();
+        let mut o = obj("a", "1", None, "1");
+        o.types = None;
+        c.apply(o);
+        let got = c.get(&ObjectKey::new("ns", "a")).unwrap();
+        assert_eq!(serde_json::to_value(&*got).unwrap()["kind"], "Pod");
+    }
+}

@@ -1,0 +1,507 @@
+//! One controller per plugin: the shared [`cache`]s of its parent and child
+//! kinds feed its [`queue`]; workers take keys and run the reconcile driver:
+//! wait for the expectations of the last pass, read parent + children from
+//! the cache, call the plugin with the clock's `now`, check and execute the
+//! actions, write the `Reconciled` condition, requeue.
+
+pub mod cache;
+pub mod queue;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use operator_plugin_sdk::GroupVersionKind;
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use crate::actions::{self, Executor, Existing, Expectation, FIELD_MANAGER, Lookup, Parent, status};
+use crate::clock::{SharedClock, timestamp};
+use crate::events::{Recorder, Regarding};
+use crate::metrics::{Metrics, QueueProbe};
+use crate::sandbox::LoadedPlugin;
+use cache::{KindCache, ObjectKey, controller_uid};
+use queue::{Outcome, WorkQueue};
+
+/// Tunables of a controller.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Keys reconciled at once (default 4). One key is never reconciled twice at once.
+    pub concurrency: usize,
+    /// How long a reconcile waits for the cache to show the previous pass's
+    /// writes before going ahead anyway (default 30 s; a watch normally
+    /// delivers within milliseconds).
+    pub expectations_timeout: Duration,
+    /// Per-key backoff on errors.
+    pub backoff: queue::Backoff,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self { concurrency: 4, expectations_timeout: Duration::from_secs(30), backoff: queue::Backoff::default() }
+    }
+}
+
+/// A plugin running as a controller.
+pub struct Controller {
+    name: String,
+    plugin: LoadedPlugin,
+    parent_gvk: GroupVersionKind,
+    caches: HashMap<GroupVersionKind, Arc<KindCache>>,
+    resources: HashMap<GroupVersionKind, ApiResource>,
+    queue: Arc<WorkQueue<ObjectKey>>,
+    expectations: Mutex<HashMap<ObjectKey, Vec<Expectation>>>,
+    client: kube::Client,
+    clock: SharedClock,
+    recorder: Recorder,
+    metrics: Arc<Metrics>,
+    config: Config,
+}
+
+impl QueueProbe for WorkQueue<ObjectKey> {
+    fn depth(&self) -> usize {
+        WorkQueue::depth(self)
+    }
+    fn stats(&self) -> queue::Stats {
+        WorkQueue::stats(self)
+    }
+}
+
+/// Whether a change of a parent is worth a reconcile: anything but a
+/// status-only write (compared by generation, labels, annotations,
+/// finalizers, deletionTimestamp; objects without a generation compare
+/// everything but status and bookkeeping).
+pub fn parent_changed(old: Option<&DynamicObject>, new: Option<&DynamicObject>) -> bool {
+    let (Some(o), Some(n)) = (old, new) else { return true };
+    let (om, nm) = (&o.metadata, &n.metadata);
+    if om.uid != nm.uid
+        || om.generation != nm.generation
+        || om.labels != nm.labels
+        || om.annotations != nm.annotations
+        || om.finalizers != nm.finalizers
+        || om.deletion_timestamp != nm.deletion_timestamp
+    {
+        return true;
+    }
+    if nm.generation.is_none() {
+        let strip = |d: &Value| {
+            let mut d = d.clone();
+            if let Some(m) = d.as_object_mut() {
+                m.remove("status");
+            }
+            d
+        };
+        return strip(&o.data) != strip(&n.data);
+    }
+    false
+}
+
+struct CacheLookup<'a>(&'a HashMap<GroupVersionKind, Arc<KindCache>>);
+
+impl Lookup for CacheLookup<'_> {
+    fn find(&self, gvk: &GroupVersionKind, namespace: &str, name: &str) -> Option<Existing> {
+        let obj = self.0.get(gvk)?.get(&ObjectKey::new(namespace, name))?;
+        Some(Existing {
+            uid: obj.metadata.uid.clone().unwrap_or_default(),
+            resource_version: obj.metadata.resource_version.clone().unwrap_or_default(),
+            controller_uid: controller_uid(&obj),
+        })
+    }
+}
+
+/// How one reconcile ended, for the queue, the metrics and the logs.
+struct Ended {
+    outcome: Outcome,
+    result: &'static str,
+}
+
+impl Controller {
+    /// `caches` must hold the parent kind and every declared child kind.
+    pub fn new(
+        plugin: LoadedPlugin,
+        caches: HashMap<GroupVersionKind, Arc<KindCache>>,
+        client: kube::Client,
+        clock: SharedClock,
+        metrics: Arc<Metrics>,
+        config: Config,
+    ) -> Arc<Self> {
+        let manifest = plugin.manifest().clone();
+        let name = manifest.name.clone();
+        let mut mine = HashMap::new();
+        for gvk in std::iter::once(&manifest.parent).chain(&manifest.children) {
+            let cache = caches.get(gvk).unwrap_or_else(|| panic!("no cache for {gvk:?}")).clone();
+            mine.insert(gvk.clone(), cache);
+        }
+        let resources = mine.iter().map(|(g, c)| (g.clone(), c.resource().clone())).collect();
+        let queue = Arc::new(WorkQueue::new(config.backoff));
+        metrics.add_queue(&name, queue.clone());
+        let recorder = Recorder::new(client.clone(), &name, clock.clone());
+        let this = Arc::new(Self {
+            name,
+            plugin,
+            parent_gvk: manifest.parent.clone(),
+            caches: mine,
+            resources,
+            queue,
+            expectations: Mutex::new(HashMap::new()),
+            client,
+            clock,
+            recorder,
+            metrics,
+            config,
+        });
+        this.register();
+        this
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn manifest(&self) -> &operator_plugin_sdk::Manifest {
+        self.plugin.manifest()
+    }
+
+    pub fn queue(&self) -> &Arc<WorkQueue<ObjectKey>> {
+        &self.queue
+    }
+
+    fn parent_cache(&self) -> &Arc<KindCache> {
+        &self.caches[&self.parent_gvk]
+    }
+
+    /// Maps cache changes to parent keys.
+    fn register(self: &Arc<Self>) {
+        let queue = self.queue.clone();
+        self.parent_cache().on_change(Arc::new(move |old, new| {
+            if parent_changed(old, new) {
+                if let Some(o) = new.or(old) {
+                    queue.add(ObjectKey::of(o));
+                }
+            }
+        }));
+        let parent = self.parent_gvk.clone();
+        for gvk in self.plugin.manifest().children.iter() {
+            if *gvk == self.parent_gvk {
+                continue;
+            }
+            let queue = self.queue.clone();
+            let parent = parent.clone();
+            self.caches[gvk].on_change(Arc::new(move |old, new| {
+                for obj in [old, new].into_iter().flatten() {
+                    if let Some(key) = controller_key(obj, &parent) {
+                        queue.add(key);
+                    }
+                }
+            }));
+        }
+    }
+
+    /// Queues every parent in the cache (periodic resync).
+    pub fn resync(&self) {
+        for key in self.parent_cache().keys() {
+            self.queue.add(key);
+        }
+    }
+
+    /// Runs `concurrency` workers until the queue shuts down; in-flight
+    /// reconciles finish before this returns.
+    pub async fn run(self: Arc<Self>) {
+        let workers: Vec<_> = (0..self.config.concurrency.max(1))
+            .map(|_| {
+                let this = self.clone();
+                tokio::spawn(async move {
+                    while let Some(key) = this.queue.next().await {
+                        let started = std::time::Instant::now();
+                        let span = tracing::info_span!("reconcile", controller = %this.name, object = %key);
+                        let ended = tracing::Instrument::instrument(this.reconcile(&key), span).await;
+                        this.metrics.observe_reconcile(&this.name, ended.result, started.elapsed().as_secs_f64());
+                        this.queue.finish(key, ended.outcome);
+                    }
+                })
+            })
+            .collect();
+        for w in workers {
+            let _ = w.await;
+        }
+    }
+
+    fn satisfied(&self, e: &Expectation) -> bool {
+        let (gvk, uid) = match e {
+            Expectation::Created { gvk, uid } | Expectation::Updated { gvk, uid, .. } | Expectation::Deleted { gvk, uid } => (gvk, uid),
+        };
+        let Some(cache) = self.caches.get(gvk) else { return true };
+        let seen = cache.get_by_uid(uid);
+        match e {
+            Expectation::Created { .. } => seen.is_some(),
+            Expectation::Updated { from, .. } => seen.is_none_or(|o| o.metadata.resource_version.as_deref() != Some(from.as_str())),
+            Expectation::Deleted { .. } => seen.is_none_or(|o| o.metadata.deletion_timestamp.is_some()),
+        }
+    }
+
+    /// Holds the reconcile of `key` until the cache has seen the writes of
+    /// its previous pass (or the timeout passes).
+    async fn wait_for_expectations(&self, key: &ObjectKey) {
+        let Some(pending) = self.expectations.lock().unwrap().remove(key) else { return };
+        let deadline = Instant::now() + self.config.expectations_timeout;
+        let mut receivers: Vec<_> = self.caches.values().map(|c| c.subscribe_changes()).collect();
+        loop {
+            if pending.iter().all(|e| self.satisfied(e)) {
+                return;
+            }
+            if Instant::now() >= deadline {
+                tracing::warn!(object = %key, "the cache did not show this controller's last writes in time; reconciling anyway");
+                return;
+            }
+            let changed = futures::future::select_all(receivers.iter_mut().map(|r| Box::pin(r.changed())));
+            let _ = tokio::time::timeout_at(deadline, changed).await;
+        }
+    }
+
+    fn expect(&self, key: &ObjectKey, new: Vec<Expectation>) {
+        if !new.is_empty() {
+            self.expectations.lock().unwrap().entry(key.clone()).or_default().extend(new);
+        }
+    }
+
+    async fn reconcile(&self, key: &ObjectKey) -> Ended {
+        self.wait_for_expectations(key).await;
+        let Some(obj) = self.parent_cache().get(key) else {
+            self.queue.forget(key);
+            self.expectations.lock().unwrap().remove(key);
+            return Ended { outcome: Outcome::Success { requeue_after: None }, result: "success" };
+        };
+        let parent = Parent {
+            api_version: self.parent_gvk.api_version(),
+            kind: self.parent_gvk.kind.clone(),
+            namespace: key.namespace.clone(),
+            name: key.name.clone(),
+            uid: obj.metadata.uid.clone().unwrap_or_default(),
+        };
+        let regarding = Regarding {
+            api_version: parent.api_version.clone(),
+            kind: parent.kind.clone(),
+            namespace: parent.namespace.clone(),
+            name: parent.name.clone(),
+            uid: parent.uid.clone(),
+        };
+        let deleting = obj.metadata.deletion_timestamp.is_some();
+        let finalizers = obj.metadata.finalizers.clone().unwrap_or_default();
+        let finalizer = self.plugin.manifest().finalizer.clone();
+        match &finalizer {
+            Some(f) if !deleting && !finalizers.contains(f) => {
+                let mut list = finalizers.clone();
+                list.push(f.clone());
+                return self.patch_finalizers(key, &obj, list).await;
+            }
+            Some(f) if deleting && !finalizers.contains(f) => return Ended { outcome: Outcome::Success { requeue_after: None }, result: "success" },
+            None if deleting => return Ended { outcome: Outcome::Success { requeue_after: None }, result: "success" },
+            _ => {}
+        }
+
+        let mut children = Vec::new();
+        for gvk in &self.plugin.manifest().children {
+            for child in self.caches[gvk].controlled_by(&parent.uid) {
+                children.push(serde_json::to_string(&*child).expect("objects serialize"));
+            }
+        }
+        let parent_json = serde_json::to_string(&*obj).expect("objects serialize");
+        let now = self.clock.now();
+        let result = self.plugin.reconcile(parent_json, children, now.timestamp_millis()).await;
+
+        let mut plugin_status = None;
+        let (verdict, ended) = match result {
+            Err(e) => {
+                self.metrics.plugin_call_error(&self.name, e.kind());
+                tracing::warn!(error = %e, "plugin call failed");
+                (Some(status::Verdict::failure(e.reason(), e.to_string())), Ended { outcome: Outcome::Error, result: "error" })
+            }
+            Ok(actions) => {
+                let lookup = CacheLookup(&self.caches);
+                match actions::check(&parent, &self.plugin.manifest().children, &lookup, actions) {
+                    Err(refusal) => {
+                        self.metrics.plugin_call_error(&self.name, "action_refused");
+                        tracing::warn!(%refusal, "action refused");
+                        (Some(status::Verdict::failure("ActionRefused", refusal.to_string())), Ended { outcome: Outcome::Error, result: "error" })
+                    }
+                    Ok(plan) => {
+                        let executor = Executor {
+                            client: &self.client,
+                            resources: &self.resources,
+                            recorder: &self.recorder,
+                            regarding: &regarding,
+                            lookup: &lookup,
+                            parent_uid: &parent.uid,
+                        };
+                        let executed = executor.execute(plan.writes).await;
+                        self.expect(key, executed.expectations);
+                        plugin_status = executed.status;
+                        match executed.error {
+                            Some(err) if err.is_conflict() => {
+                                tracing::debug!(error = %crate::error_chain(&err), "conflict; requeue");
+                                (None, Ended { outcome: Outcome::RequeueNow, result: "requeue" })
+                            }
+                            Some(err) => {
+                                tracing::warn!(error = %crate::error_chain(&err), "write failed");
+                                let reason = format!("WriteFailed{}", err.reason());
+                                (Some(status::Verdict::failure(reason, crate::error_chain(&err))), Ended { outcome: Outcome::Error, result: "error" })
+                            }
+                            None => {
+                                let result = if plan.requeue_after.is_some() { "requeue_after" } else { "success" };
+                                if plan.finalized && deleting {
+                                    if let Some(f) = &finalizer {
+                                        let list: Vec<String> = finalizers.iter().filter(|x| *x != f).cloned().collect();
+                                        let ended = self.patch_finalizers(key, &obj, list).await;
+                                        if ended.result != "success" {
+                                            return ended;
+                                        }
+                                    }
+                                }
+                                (Some(status::Verdict::success()), Ended { outcome: Outcome::Success { requeue_after: plan.requeue_after }, result })
+                            }
+                        }
+                    }
+                }
+            }
+        };
+        if let Some(verdict) = verdict {
+            if !verdict.ok {
+                if let Err(e) = self.recorder.publish(&regarding, "Warning", &verdict.reason, &verdict.message).await {
+                    tracing::warn!(error = %crate::error_chain(&e), "could not record event");
+                }
+            }
+            if !(deleting && verdict.ok && plugin_status.is_none()) {
+                if let Err(e) = self.write_status(key, &obj, plugin_status, &verdict, now).await {
+                    tracing::warn!(error = %crate::error_chain(&e), "status write failed");
+                    if ended.result != "error" {
+                        let is_conflict = matches!(&e, kube::Error::Api(s) if s.code == 409);
+                        return if is_conflict {
+                            Ended { outcome: Outcome::RequeueNow, result: "requeue" }
+                        } else {
+                            Ended { outcome: Outcome::Error, result: "error" }
+                        };
+                    }
+                }
+            }
+        }
+        ended
+    }
+
+    fn parent_api(&self, key: &ObjectKey) -> Api<DynamicObject> {
+        let ar = self.parent_cache().resource();
+        if self.parent_cache().namespaced() {
+            Api::namespaced_with(self.client.clone(), &key.namespace, ar)
+        } else {
+            Api::all_with(self.client.clone(), ar)
+        }
+    }
+
+    async fn write_status(
+        &self,
+        key: &ObjectKey,
+        obj: &DynamicObject,
+        plugin_status: Option<Value>,
+        verdict: &status::Verdict,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> kube::Result<()> {
+        let current = obj.data.get("status").filter(|s| s.is_object()).cloned().unwrap_or_else(|| json!({}));
+        let base = plugin_status.unwrap_or_else(|| current.clone());
+        let desired = status::with_verdict(base, &current, verdict, obj.metadata.generation, &timestamp(now));
+        let Some(diff) = status::merge_diff(&current, &desired) else { return Ok(()) };
+        let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
+        let new = self.parent_api(key).patch_status(&key.name, &params, &Patch::Merge(json!({"status": diff}))).await?;
+        self.expect_parent_update(key, obj, &new);
+        Ok(())
+    }
+
+    fn expect_parent_update(&self, key: &ObjectKey, old: &DynamicObject, new: &DynamicObject) {
+        let from = old.metadata.resource_version.clone().unwrap_or_default();
+        if new.metadata.resource_version.as_deref() != Some(from.as_str()) {
+            let uid = old.metadata.uid.clone().unwrap_or_default();
+            self.expect(key, vec![Expectation::Updated { gvk: self.parent_gvk.clone(), uid, from }]);
+        }
+    }
+
+    async fn patch_finalizers(&self, key: &ObjectKey, obj: &DynamicObject, list: Vec<String>) -> Ended {
+        let patch = json!({"metadata": {"finalizers": list, "resourceVersion": obj.metadata.resource_version}});
+        let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
+        match self.parent_api(key).patch(&key.name, &params, &Patch::Merge(&patch)).await {
+            Ok(new) => {
+                self.expect_parent_update(key, obj, &new);
+                Ended { outcome: Outcome::Success { requeue_after: None }, result: "success" }
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 => Ended { outcome: Outcome::RequeueNow, result: "requeue" },
+            Err(kube::Error::Api(s)) if s.code == 404 => Ended { outcome: Outcome::Success { requeue_after: None }, result: "success" },
+            Err(e) => {
+                tracing::warn!(error = %crate::error_chain(&e), "finalizer update failed");
+                Ended { outcome: Outcome::Error, result: "error" }
+            }
+        }
+    }
+}
+
+/// The parent key named by `obj`'s controller ownerReference, if that
+/// controller is of the `parent` kind (any version of its group).
+pub fn controller_key(obj: &DynamicObject, parent: &GroupVersionKind) -> Option<ObjectKey> {
+    let r = obj.metadata.owner_references.as_ref()?.iter().find(|r| r.controller == Some(true))?;
+    let (group, _) = actions::policy::split_api_version(&r.api_version);
+    if group == parent.group && r.kind == parent.kind {
+        Some(ObjectKey::new(obj.metadata.namespace.clone().unwrap_or_default(), r.name.clone()))
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(v: Value) -> DynamicObject {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn a_status_only_write_does_not_trigger_a_reconcile() {
+        let a = obj(json!({"metadata": {"name": "p", "generation": 1, "resourceVersion": "1"}, "spec": {"x": 1}}));
+        let b = obj(json!({"metadata": {"name": "p", "generation": 1, "resourceVersion": "2"}, "spec": {"x": 1}, "status": {"y": 2}}));
+        assert!(!parent_changed(Some(&a), Some(&b)));
+    }
+
+    #[test]
+    fn spec_labels_finalizers_and_deletion_trigger_a_reconcile() {
+        let a = obj(json!({"metadata": {"name": "p", "generation": 1}}));
+        for b in [
+            json!({"metadata": {"name": "p", "generation": 2}}),
+            json!({"metadata": {"name": "p", "generation": 1, "labels": {"a": "b"}}}),
+            json!({"metadata": {"name": "p", "generation": 1, "annotations": {"a": "b"}}}),
+            json!({"metadata": {"name": "p", "generation": 1, "finalizers": ["f"]}}),
+            json!({"metadata": {"name": "p", "generation": 1, "deletionTimestamp": "2026-01-01T00:00:00Z"}}),
+        ] {
+            assert!(parent_changed(Some(&a), Some(&obj(b.clone()))), "{b}");
+        }
+        assert!(parent_changed(None, Some(&a)));
+        assert!(parent_changed(Some(&a), None));
+    }
+
+    #[test]
+    fn objects_without_a_generation_compare_their_content() {
+        let a = obj(json!({"metadata": {"name": "c", "resourceVersion": "1"}, "data": {"k": "1"}}));
+        let b = obj(json!({"metadata": {"name": "c", "resourceVersion": "2"}, "data": {"k": "2"}}));
+        let c = obj(json!({"metadata": {"name": "c", "resourceVersion": "3"}, "data": {"k": "1"}}));
+        assert!(parent_changed(Some(&a), Some(&b)));
+        assert!(!parent_changed(Some(&a), Some(&c)));
+    }
+
+    #[test]
+    fn a_child_maps_to_its_controller_of_the_parent_kind() {
+        let parent = GroupVersionKind::new("apps.example.com", "v1", "MyDeployment");
+        let child = obj(json!({"metadata": {"name": "c", "namespace": "ns", "ownerReferences": [
+            {"apiVersion": "other/v1", "kind": "MyDeployment", "name": "x", "uid": "1"},
+            {"apiVersion": "apps.example.com/v2", "kind": "MyDeployment", "name": "p", "uid": "2", "controller": true}]}}));
+        assert_eq!(controller_key(&child, &parent), Some(ObjectKey::new("ns", "p")));
+        let foreign = obj(json!({"metadata": {"name": "c", "namespace": "ns", "ownerReferences": [
+            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "p", "uid": "2", "controller": true}]}}));
+        assert_eq!(controller_key(&foreign, &parent), None);
+    }
+}

@@ -1,0 +1,73 @@
+//! `host run --embedded`: the project's own API server in-process, served
+//! over HTTP on loopback with a kubeconfig for kubectl, and each plugin's
+//! `default` and `validate` registered as in-process admission for its
+//! parent kind (what a webhook does on a real cluster).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use apiserver::{ApiServer, Cause, Denial, ServerHandle};
+use serde_json::Value;
+
+use crate::sandbox::LoadedPlugin;
+
+/// A running embedded cluster.
+pub struct Embedded {
+    pub server: ApiServer,
+    pub handle: ServerHandle,
+    pub kubeconfig: PathBuf,
+}
+
+impl std::fmt::Debug for Embedded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Embedded").field("url", &self.handle.url()).field("kubeconfig", &self.kubeconfig).finish()
+    }
+}
+
+/// Starts the server on `127.0.0.1:port` (0 = a free port) and writes the
+/// kubeconfig to `kubeconfig`.
+pub async fn start(port: u16, kubeconfig: &Path) -> std::io::Result<Embedded> {
+    let server = ApiServer::new();
+    let handle = server.serve_on(SocketAddr::from(([127, 0, 0, 1], port))).await?;
+    handle.write_kubeconfig(kubeconfig)?;
+    Ok(Embedded { server, handle, kubeconfig: kubeconfig.to_path_buf() })
+}
+
+/// Where the kubeconfig goes when `--kubeconfig-out` is not given.
+pub fn default_kubeconfig_path() -> PathBuf {
+    std::env::temp_dir().join(format!("operator-host-{}", std::process::id())).join("kubeconfig")
+}
+
+/// Runs a plugin call that blocks (a Wasm call bounded by the sandbox
+/// deadline) from inside the server's request handling without stalling the
+/// runtime's other tasks where the runtime allows it.
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
+        _ => f(),
+    }
+}
+
+/// Registers `default` (mutating) and `validate` (validating) of each plugin
+/// for its parent kind. Hooks are named `<plugin>.operator-host`; a failing
+/// plugin call refuses the request (failurePolicy: Fail).
+pub fn register_admission(server: &ApiServer, plugins: &[LoadedPlugin]) {
+    for plugin in plugins {
+        let m = plugin.manifest();
+        let name = format!("{}.operator-host", m.name);
+        let p = plugin.clone();
+        server.admission().register_mutating(&name, &m.parent.group, &m.parent.kind, move |obj: &Value, _old: Option<&Value>| {
+            let text = obj.to_string();
+            blocking(|| p.default_blocking(&text)).map_err(|e| Denial::new(format!("defaulting failed: {e}")))
+        });
+        let p = plugin.clone();
+        server.admission().register_validating(&name, &m.parent.group, &m.parent.kind, move |obj: &Value, old: Option<&Value>| {
+            let text = obj.to_string();
+            let old = old.map(Value::to_string);
+            match blocking(|| p.validate_blocking(&text, old.as_deref())) {
+                Ok(errors) => errors.iter().map(|fe| Cause::new(fe.kind.cause_type(), fe.to_string(), fe.field.clone())).collect(),
+                Err(e) => vec![Cause::new("InternalError", format!("validation failed: {e}"), "")],
+            }
+        });
+    }
+}

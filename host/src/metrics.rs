@@ -1,0 +1,247 @@
+//! Prometheus metrics under controller-runtime's names, and the probes.
+//!
+//! Crate: `prometheus-client` (the Prometheus project's own Rust client):
+//! typed label sets, no global registry, OpenMetrics/text encoding without
+//! protobuf. The `prometheus` crate would pull protobuf and a global default
+//! registry we do not want.
+//!
+//! Served on `--metrics-addr`: `/metrics`, `/healthz` (always ok while the
+//! process serves) and `/readyz` (ok once every cache has synced).
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::controller::queue::Stats;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    pub controller: String,
+    pub result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ControllerLabels {
+    pub controller: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NameLabels {
+    pub name: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PluginErrorLabels {
+    pub plugin: String,
+    pub kind: String,
+}
+
+fn reconcile_histogram() -> Histogram {
+    // controller-runtime's buckets: 5 ms .. ~80 s.
+    Histogram::new(exponential_buckets(0.005, 2.0, 15))
+}
+
+/// Something whose queue counters the metrics read at scrape time.
+pub trait QueueProbe: Send + Sync {
+    fn depth(&self) -> usize;
+    fn stats(&self) -> Stats;
+}
+
+struct QueueEntry {
+    name: String,
+    probe: Arc<dyn QueueProbe>,
+    last: Stats,
+}
+
+/// All metrics of the process.
+pub struct Metrics {
+    registry: Registry,
+    pub reconcile_total: Family<ResultLabels, Counter>,
+    pub reconcile_errors: Family<ControllerLabels, Counter>,
+    pub reconcile_time: Family<ControllerLabels, Histogram, fn() -> Histogram>,
+    pub plugin_call_errors: Family<PluginErrorLabels, Counter>,
+    depth: Family<NameLabels, Gauge>,
+    adds: Family<NameLabels, Counter>,
+    retries: Family<NameLabels, Counter>,
+    queues: Mutex<Vec<QueueEntry>>,
+    ready: AtomicBool,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let reconcile_total = Family::<ResultLabels, Counter>::default();
+        let reconcile_errors = Family::<ControllerLabels, Counter>::default();
+        let reconcile_time = Family::<ControllerLabels, Histogram, fn() -> Histogram>::new_with_constructor(reconcile_histogram as fn() -> Histogram);
+        let plugin_call_errors = Family::<PluginErrorLabels, Counter>::default();
+        let depth = Family::<NameLabels, Gauge>::default();
+        let adds = Family::<NameLabels, Counter>::default();
+        let retries = Family::<NameLabels, Counter>::default();
+        registry.register("controller_runtime_reconcile", "Total number of reconciliations per controller", reconcile_total.clone());
+        registry.register("controller_runtime_reconcile_errors", "Total number of reconciliation errors per controller", reconcile_errors.clone());
+        registry.register("controller_runtime_reconcile_time_seconds", "Length of time per reconciliation per controller", reconcile_time.clone());
+        registry.register("workqueue_depth", "Current depth of workqueue", depth.clone());
+        registry.register("workqueue_adds", "Total number of adds handled by workqueue", adds.clone());
+        registry.register("workqueue_retries", "Total number of retries handled by workqueue", retries.clone());
+        registry.register("plugin_call_errors", "Failed plugin calls by plugin and error kind", plugin_call_errors.clone());
+        Self {
+            registry,
+            reconcile_total,
+            reconcile_errors,
+            reconcile_time,
+            plugin_call_errors,
+            depth,
+            adds,
+            retries,
+            queues: Mutex::new(Vec::new()),
+            ready: AtomicBool::new(false),
+        }
+    }
+
+    /// Counts one reconcile of `controller` with `result` (`success`,
+    /// `error`, `requeue`, `requeue_after`) taking `seconds`.
+    pub fn observe_reconcile(&self, controller: &str, result: &str, seconds: f64) {
+        let c = ControllerLabels { controller: controller.into() };
+        self.reconcile_total.get_or_create(&ResultLabels { controller: controller.into(), result: result.into() }).inc();
+        if result == "error" {
+            self.reconcile_errors.get_or_create(&c).inc();
+        }
+        self.reconcile_time.get_or_create(&c).observe(seconds);
+    }
+
+    pub fn plugin_call_error(&self, plugin: &str, kind: &str) {
+        self.plugin_call_errors.get_or_create(&PluginErrorLabels { plugin: plugin.into(), kind: kind.into() }).inc();
+    }
+
+    /// Registers a queue to report as `workqueue_*{name}`.
+    pub fn add_queue(&self, name: &str, probe: Arc<dyn QueueProbe>) {
+        self.queues.lock().unwrap().push(QueueEntry { name: name.into(), probe, last: Stats::default() });
+        let _ = self.adds.get_or_create(&NameLabels { name: name.into() });
+        let _ = self.retries.get_or_create(&NameLabels { name: name.into() });
+    }
+
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Ordering::SeqCst);
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::SeqCst)
+    }
+
+    /// The Prometheus text exposition.
+    pub fn render(&self) -> String {
+        for q in self.queues.lock().unwrap().iter_mut() {
+            let labels = NameLabels { name: q.name.clone() };
+            let now = q.probe.stats();
+            self.depth.get_or_create(&labels).set(q.probe.depth() as i64);
+            self.adds.get_or_create(&labels).inc_by(now.adds.saturating_sub(q.last.adds));
+            self.retries.get_or_create(&labels).inc_by(now.retries.saturating_sub(q.last.retries));
+            q.last = now;
+        }
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("writing to a String");
+        out
+    }
+}
+
+/// Serves `/metrics`, `/healthz`, `/readyz` until `shutdown` resolves.
+/// Returns the bound address.
+pub async fn serve(
+    addr: SocketAddr,
+    metrics: Arc<Metrics>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let bound = listener.local_addr()?;
+    let task = tokio::spawn(async move {
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => break,
+                accepted = listener.accept() => {
+                    let Ok((stream, _)) = accepted else { continue };
+                    let metrics = metrics.clone();
+                    tokio::spawn(async move {
+                        let io = hyper_util::rt::TokioIo::new(stream);
+                        let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                            let metrics = metrics.clone();
+                            async move { Ok::<_, std::convert::Infallible>(respond(&metrics, req.uri().path())) }
+                        });
+                        let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, svc).await;
+                    });
+                }
+            }
+        }
+    });
+    Ok((bound, task))
+}
+
+fn respond(metrics: &Metrics, path: &str) -> hyper::Response<Full<Bytes>> {
+    let (code, content_type, body) = match path {
+        "/metrics" => (200, "text/plain; version=0.0.4; charset=utf-8", metrics.render()),
+        "/healthz" | "/livez" => (200, "text/plain", "ok".to_string()),
+        "/readyz" if metrics.is_ready() => (200, "text/plain", "ok".to_string()),
+        "/readyz" => (503, "text/plain", "caches not synced".to_string()),
+        _ => (404, "text/plain", "not found".to_string()),
+    };
+    hyper::Response::builder().status(code).header("content-type", content_type).body(Full::new(Bytes::from(body))).expect("valid response")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Q;
+    impl QueueProbe for Q {
+        fn depth(&self) -> usize {
+            2
+        }
+        fn stats(&self) -> Stats {
+            Stats { adds: 5, retries: 1 }
+        }
+    }
+
+    #[test]
+    fn metrics_use_controller_runtime_names() {
+        let m = Metrics::new();
+        m.observe_reconcile("cronjob", "success", 0.01);
+        m.observe_reconcile("cronjob", "error", 0.01);
+        m.plugin_call_error("cronjob", "trap");
+        m.add_queue("cronjob", Arc::new(Q));
+        let text = m.render();
+        for needle in [
+            "controller_runtime_reconcile_total{controller=\"cronjob\",result=\"success\"} 1",
+            "controller_runtime_reconcile_errors_total{controller=\"cronjob\"} 1",
+            "controller_runtime_reconcile_time_seconds_bucket",
+            "workqueue_depth{name=\"cronjob\"} 2",
+            "workqueue_adds_total{name=\"cronjob\"} 5",
+            "workqueue_retries_total{name=\"cronjob\"} 1",
+            "plugin_call_errors_total{plugin=\"cronjob\",kind=\"trap\"} 1",
+        ] {
+            assert!(text.contains(needle), "{needle} missing from\n{text}");
+        }
+        let again = m.render();
+        assert!(again.contains("workqueue_adds_total{name=\"cronjob\"} 5"), "counters do not double on a second scrape");
+    }
+}

@@ -1,0 +1,155 @@
+//! `host run` as a user runs it: the embedded cluster with a kubeconfig for
+//! kubectl, probes and metrics, refusal of conflicting plugins, and a clean
+//! exit on SIGTERM.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use common::wasm;
+
+const WAIT: Duration = Duration::from_secs(120);
+
+fn cache_dir() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("host-run-tests-{}", std::process::id()))
+}
+
+fn host() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_host"));
+    c.env("HOST_LOG", "warn").arg("--plugin-cache-dir").arg(cache_dir());
+    c
+}
+
+fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let code = text.split_whitespace().nth(1)?.parse().ok()?;
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    Some((code, body))
+}
+
+fn poll<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+struct Running {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Running {
+    fn line_with(&self, needle: &str) -> String {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = self.lines.recv_timeout(left).unwrap_or_else(|_| panic!("no stdout line with {needle:?}"));
+            if line.contains(needle) {
+                return line;
+            }
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+    }
+}
+
+fn spawn(args: &[&str]) -> Running {
+    let mut child = host().args(args).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("spawn host");
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    Running { child, lines: rx }
+}
+
+fn kubectl_available() -> bool {
+    Command::new("kubectl").arg("version").arg("--client").output().is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn run_embedded_serves_kubectl_probes_and_metrics_and_exits_0_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let hello = wasm("hello");
+    let r = spawn(&[
+        "run",
+        "--embedded",
+        "--plugin",
+        hello.to_str().unwrap(),
+        "--kubeconfig-out",
+        kubeconfig.to_str().unwrap(),
+        "--metrics-addr",
+        "127.0.0.1:0",
+    ]);
+    let export = r.line_with("export KUBECONFIG=");
+    assert_eq!(export, format!("export KUBECONFIG={}", kubeconfig.display()));
+    let metrics_line = r.line_with("metrics at http://");
+    let addr = metrics_line.trim_start_matches("metrics at http://").trim_end_matches("/metrics").to_string();
+    assert_eq!(http_get(&addr, "/healthz").map(|r| r.0), Some(200));
+    poll("/readyz to turn 200", || (http_get(&addr, "/readyz")?.0 == 200).then_some(()));
+
+    if kubectl_available() {
+        let mut apply = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(["apply", "-f", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        apply
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(b"apiVersion: example.operator.dev/v1alpha1\nkind: Hello\nmetadata:\n  name: world\n  namespace: default\nspec:\n  greeting: Hi\n")
+            .unwrap();
+        let o = apply.wait_with_output().unwrap();
+        assert!(o.status.success(), "kubectl apply: {}", String::from_utf8_lossy(&o.stderr));
+        poll("kubectl to show the ConfigMap the plugin created", || {
+            let o = Command::new("kubectl").arg("--kubeconfig").arg(&kubeconfig).args(["get", "configmap", "world-greeting", "-o", "jsonpath={.data.greeting}"]).output().ok()?;
+            (String::from_utf8_lossy(&o.stdout) == "Hi").then_some(())
+        });
+        let (_, body) = poll("a successful reconcile in the metrics", || {
+            let r = http_get(&addr, "/metrics")?;
+            r.1.contains("controller_runtime_reconcile_total{controller=\"hello\",result=\"success\"}").then_some(r)
+        });
+        assert!(body.contains("workqueue_adds_total{name=\"hello\"}"), "{body}");
+    }
+
+    let mut r = r;
+    let pid = r.child.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let status = poll("the host to exit", || r.child.try_wait().unwrap());
+    assert_eq!(status.code(), Some(0), "SIGTERM drains and exits 0");
+}
+
+#[test]
+fn run_refuses_two_plugins_for_one_parent_kind_with_exit_code_2() {
+    let hello = wasm("hello");
+    let o = host().args(["run", "--embedded", "--metrics-addr", "0", "--plugin", hello.to_str().unwrap(), "--plugin", hello.to_str().unwrap()]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("both reconcile example.operator.dev/v1alpha1/Hello"), "{err}");
+}

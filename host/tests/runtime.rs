@@ -1,0 +1,301 @@
+//! The host runtime end to end: the shipped plugins as real controllers
+//! against the embedded API server (in-process client), plus the error path
+//! with the hostile plugin. No timed assertions: every wait polls with a
+//! generous timeout.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use apiserver::ApiServer;
+use host::clock::SystemClock;
+use host::manager::{self, Options, Running};
+use host::metrics::Metrics;
+use host::sandbox::Sandbox;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(90);
+
+struct Env {
+    server: ApiServer,
+    client: kube::Client,
+    running: Option<Running>,
+}
+
+impl Env {
+    async fn start(plugins: &[&str]) -> Env {
+        Self::start_with(plugins, |_| async {}).await
+    }
+
+    async fn start_with<F, Fut>(plugins: &[&str], before: F) -> Env
+    where
+        F: FnOnce(kube::Client) -> Fut,
+        Fut: std::future::Future<Output = ()>,
+    {
+        let server = ApiServer::new();
+        let sandbox = Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
+        let plugins: Vec<_> = plugins.iter().map(|p| common::load(&sandbox, p)).collect();
+        host::embedded::register_admission(&server, &plugins);
+        let client = server.kube_client();
+        before(client.clone()).await;
+        let running = manager::start(client.clone(), plugins, Options::default(), Arc::new(SystemClock), Arc::new(Metrics::new()))
+            .await
+            .unwrap_or_else(|e| panic!("manager: {}", host::error_chain(&e)));
+        tokio::time::timeout(WAIT, running.wait_synced()).await.expect("caches sync");
+        Env { server, client, running: Some(running) }
+    }
+
+    fn api(&self, api_version: &str, kind: &str, plural: &str) -> Api<DynamicObject> {
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let ar = ApiResource {
+            group: group.into(),
+            version: version.into(),
+            api_version: api_version.into(),
+            kind: kind.into(),
+            plural: plural.into(),
+        };
+        Api::namespaced_with(self.client.clone(), "default", &ar)
+    }
+
+    async fn stop(mut self) {
+        if let Some(r) = self.running.take() {
+            r.shutdown(Duration::from_secs(30)).await;
+        }
+        let _ = &self.server;
+    }
+}
+
+/// Polls `f` until it returns `Some`, for up to [`WAIT`].
+async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn yaml(text: &str) -> Value {
+    serde_yaml::from_str(text).unwrap()
+}
+
+fn sample(path: &str) -> Value {
+    yaml(&std::fs::read_to_string(common::workspace_root().join(path)).unwrap())
+}
+
+async fn create(api: &Api<DynamicObject>, v: Value) -> DynamicObject {
+    api.create(&PostParams::default(), &serde_json::from_value(v).unwrap()).await.unwrap()
+}
+
+async fn pods_of(pods: &Api<Pod>, uid: &str) -> Vec<Pod> {
+    pods.list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| {
+            p.metadata.owner_references.as_ref().is_some_and(|rs| {
+                rs.iter().any(|r| r.uid == uid && r.controller == Some(true) && r.block_owner_deletion == Some(true) && r.kind == "MyDeployment")
+            })
+        })
+        .collect()
+}
+
+async fn mark_ready(pods: &Api<Pod>, list: &[Pod]) {
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    for p in list {
+        let ready = p.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+        if ready {
+            continue;
+        }
+        let status = json!({"status": {"phase": "Running", "conditions": [
+            {"type": "Ready", "status": "True", "lastTransitionTime": now},
+            {"type": "ContainersReady", "status": "True", "lastTransitionTime": now}]}});
+        let _ = pods.patch_status(p.metadata.name.as_deref().unwrap(), &PatchParams::default(), &Patch::Merge(&status)).await;
+    }
+}
+
+fn condition<'a>(obj: &'a DynamicObject, type_: &str) -> Option<&'a Value> {
+    obj.data.pointer("/status/conditions")?.as_array()?.iter().find(|c| c["type"] == type_)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mydeployment_keeps_its_replica_count_of_owned_pods() {
+    let env = Env::start(&["mydeployment"]).await;
+    let mds = env.api("apps.example.com/v1", "MyDeployment", "mydeployments");
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), "default");
+    let md = create(&mds, sample("plugins/mydeployment/samples/my-deployment-instance.yaml")).await;
+    let uid = md.metadata.uid.clone().unwrap();
+
+    let three = eventually("3 pods", || async {
+        let ps = pods_of(&pods, &uid).await;
+        mark_ready(&pods, &ps).await;
+        (ps.len() == 3).then_some(ps)
+    })
+    .await;
+    // No duplicates appear while the pods settle (the expectations hold).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(pods_of(&pods, &uid).await.len(), 3, "exactly 3 pods, no duplicates");
+
+    let victim = three[0].metadata.name.clone().unwrap();
+    pods.delete(&victim, &DeleteParams::default()).await.unwrap();
+    eventually("the deleted pod to be replaced", || async {
+        let ps = pods_of(&pods, &uid).await;
+        mark_ready(&pods, &ps).await;
+        (ps.len() == 3 && ps.iter().all(|p| p.metadata.name.as_deref() != Some(victim.as_str()))).then_some(())
+    })
+    .await;
+
+    mds.patch("my-nginx-app", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 5}}))).await.unwrap();
+    eventually("5 pods after scaling up", || async {
+        let ps = pods_of(&pods, &uid).await;
+        mark_ready(&pods, &ps).await;
+        (ps.len() == 5).then_some(())
+    })
+    .await;
+    mds.patch("my-nginx-app", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 2}}))).await.unwrap();
+    eventually("2 pods after scaling down", || async { (pods_of(&pods, &uid).await.len() == 2).then_some(()) }).await;
+
+    let md = eventually("Reconciled=True", || async {
+        let md = mds.get("my-nginx-app").await.ok()?;
+        (condition(&md, "Reconciled")?["status"] == "True").then_some(md)
+    })
+    .await;
+    assert!(md.data.pointer("/status/replicas").is_some(), "the plugin's status is kept next to the host's condition: {:?}", md.data["status"]);
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cronjob_every_two_seconds_creates_a_job_and_records_the_last_schedule_time() {
+    let env = Env::start(&["cronjob"]).await;
+    let cjs = env.api("batch.tutorial.kubebuilder.io/v1", "CronJob", "cronjobs");
+    let mut cj = sample("plugins/cronjob/samples/batch_v1_cronjob.yaml");
+    cj["spec"]["schedule"] = "@every 2s".into();
+    cj["spec"].as_object_mut().unwrap().remove("startingDeadlineSeconds");
+    let cj = create(&cjs, cj).await;
+    let uid = cj.metadata.uid.clone().unwrap();
+    let jobs: Api<Job> = Api::namespaced(env.client.clone(), "default");
+    let job = eventually("a Job owned by the CronJob", || async {
+        jobs.list(&ListParams::default()).await.ok()?.items.into_iter().find(|j| {
+            j.metadata.owner_references.as_ref().is_some_and(|rs| rs.iter().any(|r| r.uid == uid && r.controller == Some(true)))
+        })
+    })
+    .await;
+    assert_eq!(job.metadata.namespace.as_deref(), Some("default"));
+    let cj = eventually("status.lastScheduleTime", || async {
+        let cj = cjs.get("cronjob-sample").await.ok()?;
+        cj.data.pointer("/status/lastScheduleTime").is_some().then_some(cj)
+    })
+    .await;
+    assert!(cj.data.pointer("/spec/concurrencyPolicy").is_some());
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cronjob_with_a_bad_schedule_is_refused_by_the_plugins_validation() {
+    let env = Env::start(&["cronjob"]).await;
+    let cjs = env.api("batch.tutorial.kubebuilder.io/v1", "CronJob", "cronjobs");
+    let mut cj = sample("plugins/cronjob/samples/batch_v1_cronjob.yaml");
+    cj["spec"]["schedule"] = "every day at noon".into();
+    let err = cjs.create(&PostParams::default(), &serde_json::from_value(cj).unwrap()).await.unwrap_err();
+    let kube::Error::Api(status) = err else { panic!("{err}") };
+    assert_eq!(status.code, 422, "{status:?}");
+    assert!(status.message.contains("spec.schedule"), "{}", status.message);
+    env.stop().await;
+}
+
+async fn install_hostile_crd(client: kube::Client) {
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "hostiles.test.operator.dev"},
+        "spec": {"group": "test.operator.dev", "scope": "Namespaced",
+            "names": {"plural": "hostiles", "singular": "hostile", "kind": "Hostile", "listKind": "HostileList"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+    });
+    manager::install_crd(&client, "test", &crd, Duration::from_secs(30)).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_error_sets_reconciled_false_and_records_a_warning_event() {
+    let env = Env::start_with(&["hostile"], install_hostile_crd).await;
+    let hs = env.api("test.operator.dev/v1", "Hostile", "hostiles");
+    let h = create(&hs, json!({"apiVersion": "test.operator.dev/v1", "kind": "Hostile", "metadata": {"name": "bad"}, "spec": {"mode": "error"}})).await;
+    let cond = eventually("Reconciled=False", || async {
+        let h = hs.get("bad").await.ok()?;
+        let c = condition(&h, "Reconciled")?.clone();
+        (c["status"] == "False").then_some(c)
+    })
+    .await;
+    assert_eq!(cond["reason"], "Refused");
+    assert!(cond["message"].as_str().unwrap().contains("asked to fail"), "{cond}");
+    let events: Api<Event> = Api::namespaced(env.client.clone(), "default");
+    let uid = h.metadata.uid.clone().unwrap();
+    let ev = eventually("a Warning Event on the parent", || async {
+        events.list(&ListParams::default()).await.ok()?.items.into_iter().find(|e| {
+            e.regarding.as_ref().and_then(|r| r.uid.as_deref()) == Some(uid.as_str()) && e.type_.as_deref() == Some("Warning")
+        })
+    })
+    .await;
+    assert_eq!(ev.reason.as_deref(), Some("Refused"));
+    assert_eq!(ev.reporting_controller.as_deref(), Some("operator-host/hostile"));
+
+    // Fixing the object flips the condition back to True.
+    hs.patch("bad", &PatchParams::default(), &Patch::Merge(json!({"spec": {"mode": "ok"}}))).await.unwrap();
+    eventually("Reconciled=True after the fix", || async {
+        let h = hs.get("bad").await.ok()?;
+        (condition(&h, "Reconciled")?["status"] == "True").then_some(())
+    })
+    .await;
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_returning_garbage_is_an_error_not_a_write() {
+    let env = Env::start_with(&["hostile"], install_hostile_crd).await;
+    let hs = env.api("test.operator.dev/v1", "Hostile", "hostiles");
+    create(&hs, json!({"apiVersion": "test.operator.dev/v1", "kind": "Hostile", "metadata": {"name": "g"}, "spec": {"mode": "garbage"}})).await;
+    let cond = eventually("Reconciled=False", || async {
+        let h = hs.get("g").await.ok()?;
+        let c = condition(&h, "Reconciled")?.clone();
+        (c["status"] == "False").then_some(c)
+    })
+    .await;
+    assert_eq!(cond["reason"], "PluginInvalidOutput", "{cond}");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_plugins_claiming_one_parent_kind_are_refused() {
+    let server = ApiServer::new();
+    let sandbox = Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
+    let plugins = vec![common::load(&sandbox, "hello"), common::load(&sandbox, "hello")];
+    let err = manager::start(server.kube_client(), plugins, Options::default(), Arc::new(SystemClock), Arc::new(Metrics::new())).await.unwrap_err();
+    assert_eq!(err.exit_code(), 2);
+    assert!(err.to_string().contains("both reconcile"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hello_creates_its_configmap_and_both_shipped_plugins_run_side_by_side() {
+    let env = Env::start(&["hello", "cronjob", "mydeployment"]).await;
+    let hellos = env.api("example.operator.dev/v1alpha1", "Hello", "hellos");
+    let h = create(&hellos, json!({"apiVersion": "example.operator.dev/v1alpha1", "kind": "Hello", "metadata": {"name": "world"}, "spec": {"greeting": "Hi"}})).await;
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(env.client.clone(), "default");
+    let cm = eventually("the greeting ConfigMap", || async { cms.get("world-greeting").await.ok() }).await;
+    let owner = &cm.metadata.owner_references.unwrap()[0];
+    assert_eq!(owner.uid, h.metadata.uid.unwrap());
+    assert_eq!(owner.controller, Some(true));
+    env.stop().await;
+}
