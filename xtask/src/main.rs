@@ -122,7 +122,7 @@ fn test(extra: &[String]) -> Result {
     let mut c = cargo();
     // Release: wasmtime compiles plugins far faster than in a debug build,
     // and it reuses the host build above. Test-only plugins are Wasm-only.
-    c.args(["test", "--release", "--workspace", "--exclude", "hostile", "--exclude", "contract-v1"]);
+    c.args(["test", "--release", "--no-fail-fast", "--workspace", "--exclude", "hostile", "--exclude", "contract-v1"]);
     c.args(extra);
     status(c)
 }

@@ -243,7 +243,7 @@ mod tests {
         let cases: &[(&str, &str, Value, &str)] = &[
             ("a name too long for the Job suffix", "a-name-that-is-exactly-fifty-three-characters-long-xx", json!({}),
                 r#"metadata.name: Invalid value: "a-name-that-is-exactly-fifty-three-characters-long-xx": must be no more than 52 characters"#),
-            ("a missing schedule", "c", json!({"schedule": null}), "spec.schedule: Required value: "),
+            ("a missing schedule", "c", json!({"schedule": null}), "spec.schedule: Required value"),
             ("an unparseable schedule", "c", json!({"schedule": "* * * *"}),
                 r#"spec.schedule: Invalid value: "* * * *": expected exactly 5 fields, found 4: [* * * *]"#),
             ("a seconds field", "c", json!({"schedule": "0 */1 * * * *"}),
@@ -268,9 +268,9 @@ mod tests {
                 r#"spec.successfulJobsHistoryLimit: Invalid value: "-3": must be greater than or equal to 0"#),
             ("a negative failed history limit", "c", json!({"failedJobsHistoryLimit": -1}),
                 r#"spec.failedJobsHistoryLimit: Invalid value: "-1": must be greater than or equal to 0"#),
-            ("a missing job template", "c", json!({"jobTemplate": null}), "spec.jobTemplate: Required value: "),
+            ("a missing job template", "c", json!({"jobTemplate": null}), "spec.jobTemplate: Required value"),
             ("a pod template without containers", "c", json!({"jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "Never"}}}}}),
-                "spec.jobTemplate.spec.template.spec.containers: Required value: "),
+                "spec.jobTemplate.spec.template.spec.containers: Required value"),
             ("a restart policy Jobs refuse", "c", json!({"jobTemplate": {"spec": {"template": {"spec": {"containers": [{"name": "x"}], "restartPolicy": "Always"}}}}}),
                 r#"spec.jobTemplate.spec.template.spec.restartPolicy: Unsupported value: "Always": supported values: "OnFailure", "Never""#),
         ];
