@@ -37,13 +37,21 @@ impl Env {
         F: FnOnce(kube::Client) -> Fut,
         Fut: std::future::Future<Output = ()>,
     {
+        Self::start_full(plugins, Options::default(), before).await
+    }
+
+    async fn start_full<F, Fut>(plugins: &[&str], options: Options, before: F) -> Env
+    where
+        F: FnOnce(kube::Client) -> Fut,
+        Fut: std::future::Future<Output = ()>,
+    {
         let server = ApiServer::new();
         let sandbox = Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
         let plugins: Vec<_> = plugins.iter().map(|p| common::load(&sandbox, p)).collect();
         host::embedded::register_admission(&server, &plugins);
         let client = server.kube_client();
         before(client.clone()).await;
-        let running = manager::start(client.clone(), plugins, Options::default(), Arc::new(SystemClock), Arc::new(Metrics::new()))
+        let running = manager::start(client.clone(), plugins, options, Arc::new(SystemClock), Arc::new(Metrics::new()))
             .await
             .unwrap_or_else(|e| panic!("manager: {}", host::error_chain(&e)));
         tokio::time::timeout(WAIT, running.wait_synced()).await.expect("caches sync");
@@ -51,6 +59,10 @@ impl Env {
     }
 
     fn api(&self, api_version: &str, kind: &str, plural: &str) -> Api<DynamicObject> {
+        self.api_in("default", api_version, kind, plural)
+    }
+
+    fn api_in(&self, namespace: &str, api_version: &str, kind: &str, plural: &str) -> Api<DynamicObject> {
         let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
         let ar = ApiResource {
             group: group.into(),
@@ -59,7 +71,7 @@ impl Env {
             kind: kind.into(),
             plural: plural.into(),
         };
-        Api::namespaced_with(self.client.clone(), "default", &ar)
+        Api::namespaced_with(self.client.clone(), namespace, &ar)
     }
 
     async fn stop(mut self) {
@@ -251,6 +263,20 @@ async fn a_plugin_error_sets_reconciled_false_and_records_a_warning_event() {
     .await;
     assert_eq!(ev.reason.as_deref(), Some("Refused"));
     assert_eq!(ev.reporting_controller.as_deref(), Some("operator-host/hostile"));
+    assert!(ev.reporting_instance.as_deref().is_some_and(|i| i.starts_with("operator-host/hostile")));
+
+    // Retries (with backoff) repeat the same Warning: one Event whose series counts them.
+    let ev = eventually("the repeated Warning to be counted in its series", || async {
+        let list = events.list(&ListParams::default()).await.ok()?.items;
+        let mine: Vec<_> = list
+            .into_iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.uid.as_deref()) == Some(uid.as_str()) && e.type_.as_deref() == Some("Warning"))
+            .collect();
+        assert_eq!(mine.len(), 1, "deduplicated into one Event: {mine:?}");
+        mine.into_iter().find(|e| e.series.as_ref().is_some_and(|s| s.count >= 2))
+    })
+    .await;
+    assert!(ev.series.unwrap().count >= 2);
 
     // Fixing the object flips the condition back to True.
     hs.patch("bad", &PatchParams::default(), &Patch::Merge(json!({"spec": {"mode": "ok"}}))).await.unwrap();
@@ -297,5 +323,62 @@ async fn hello_creates_its_configmap_and_both_shipped_plugins_run_side_by_side()
     let owner = &cm.metadata.owner_references.unwrap()[0];
     assert_eq!(owner.uid, h.metadata.uid.unwrap());
     assert_eq!(owner.controller, Some(true));
+    env.stop().await;
+}
+
+const HELLO_CRD_KIND: (&str, &str, &str) = ("example.operator.dev/v1alpha1", "Hello", "hellos");
+
+async fn hello(env: &Env, namespace: &str, name: &str, labels: Value) {
+    let api = env.api_in(namespace, HELLO_CRD_KIND.0, HELLO_CRD_KIND.1, HELLO_CRD_KIND.2);
+    create(&api, json!({"apiVersion": HELLO_CRD_KIND.0, "kind": "Hello", "metadata": {"name": name, "labels": labels}, "spec": {"greeting": "Hi"}})).await;
+}
+
+async fn make_namespaces(client: kube::Client) {
+    let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client);
+    for n in ["team-a", "team-b"] {
+        nss.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": n}})).unwrap()).await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_restriction_leaves_other_namespaces_alone() {
+    let options = Options { namespaces: vec!["team-a".into()], ..Options::default() };
+    let env = Env::start_full(&["hello"], options, make_namespaces).await;
+    hello(&env, "team-b", "outside", json!({})).await;
+    hello(&env, "team-a", "inside", json!({})).await;
+    let a: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(env.client.clone(), "team-a");
+    let b: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(env.client.clone(), "team-b");
+    eventually("the ConfigMap in team-a", || async { a.get("inside-greeting").await.ok() }).await;
+    // team-b was created first; by now its reconcile would have happened had it been watched.
+    assert!(b.get("outside-greeting").await.is_err(), "team-b is not watched");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_label_selector_narrows_the_parents_reconciled() {
+    let options = Options { selector: Some("team=a".into()), ..Options::default() };
+    let env = Env::start_full(&["hello"], options, |_| async {}).await;
+    hello(&env, "default", "unlabelled", json!({})).await;
+    hello(&env, "default", "labelled", json!({"team": "a"})).await;
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(env.client.clone(), "default");
+    eventually("the selected parent's ConfigMap", || async { cms.get("labelled-greeting").await.ok() }).await;
+    assert!(cms.get("unlabelled-greeting").await.is_err(), "the unselected parent is not reconciled");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_changed_behind_the_plugins_back_is_put_right() {
+    let env = Env::start(&["hello"]).await;
+    hello(&env, "default", "drift", json!({})).await;
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(env.client.clone(), "default");
+    eventually("the ConfigMap", || async { cms.get("drift-greeting").await.ok() }).await;
+    cms.patch("drift-greeting", &PatchParams::default(), &Patch::Merge(json!({"data": {"greeting": "tampered"}}))).await.unwrap();
+    eventually("the ConfigMap to be patched back", || async {
+        let cm = cms.get("drift-greeting").await.ok()?;
+        (cm.data?.get("greeting")? == "Hi").then_some(())
+    })
+    .await;
+    cms.delete("drift-greeting", &DeleteParams::default()).await.unwrap();
+    eventually("the ConfigMap to be recreated", || async { cms.get("drift-greeting").await.ok() }).await;
     env.stop().await;
 }
