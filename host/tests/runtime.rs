@@ -151,13 +151,18 @@ async fn mydeployment_keeps_its_replica_count_of_owned_pods() {
     let md = create(&mds, sample("plugins/mydeployment/samples/my-deployment-instance.yaml")).await;
     let uid = md.metadata.uid.clone().unwrap();
 
-    let three = eventually("3 pods", || async {
-        let ps = pods_of(&pods, &uid).await;
-        mark_ready(&pods, &ps).await;
-        (ps.len() == 3).then_some(ps)
-    })
-    .await;
-    // No duplicates appear while the pods settle (the expectations hold).
+    // Poll until `n` pods; never more than `max` at any poll (the expectations
+    // keep a reconcile from running on a cache that misses its own creates).
+    async fn settle(pods: &Api<Pod>, uid: &str, n: usize, max: usize, what: &str) -> Vec<Pod> {
+        eventually(what, || async {
+            let ps = pods_of(pods, uid).await;
+            assert!(ps.len() <= max, "{what}: {} pods, more than {max}", ps.len());
+            mark_ready(pods, &ps).await;
+            (ps.len() == n).then_some(ps)
+        })
+        .await
+    }
+    let three = settle(&pods, &uid, 3, 3, "3 pods").await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(pods_of(&pods, &uid).await.len(), 3, "exactly 3 pods, no duplicates");
 
@@ -165,20 +170,28 @@ async fn mydeployment_keeps_its_replica_count_of_owned_pods() {
     pods.delete(&victim, &DeleteParams::default()).await.unwrap();
     eventually("the deleted pod to be replaced", || async {
         let ps = pods_of(&pods, &uid).await;
+        assert!(ps.len() <= 3);
         mark_ready(&pods, &ps).await;
         (ps.len() == 3 && ps.iter().all(|p| p.metadata.name.as_deref() != Some(victim.as_str()))).then_some(())
     })
     .await;
 
-    mds.patch("my-nginx-app", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 5}}))).await.unwrap();
-    eventually("5 pods after scaling up", || async {
+    mds.patch("my-nginx-app", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 10}}))).await.unwrap();
+    settle(&pods, &uid, 10, 10, "10 pods after scaling up").await;
+    mds.patch("my-nginx-app", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 2}}))).await.unwrap();
+    settle(&pods, &uid, 2, 10, "2 pods after scaling down").await;
+
+    // A template change rolls the pods over to the new image (surge 25% of 2 rounds up to 1).
+    let image = json!({"spec": {"template": {"spec": {"containers": [{"name": "nginx", "image": "nginx:1.9.1", "ports": [{"containerPort": 80}]}]}}}});
+    mds.patch("my-nginx-app", &PatchParams::default(), &Patch::Merge(image)).await.unwrap();
+    eventually("the rollout to nginx:1.9.1", || async {
         let ps = pods_of(&pods, &uid).await;
+        assert!(ps.len() <= 3, "surge of at most 1: {} pods", ps.len());
         mark_ready(&pods, &ps).await;
-        (ps.len() == 5).then_some(())
+        let all_new = ps.iter().all(|p| p.spec.as_ref().is_some_and(|s| s.containers[0].image.as_deref() == Some("nginx:1.9.1")));
+        (ps.len() == 2 && all_new).then_some(())
     })
     .await;
-    mds.patch("my-nginx-app", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 2}}))).await.unwrap();
-    eventually("2 pods after scaling down", || async { (pods_of(&pods, &uid).await.len() == 2).then_some(()) }).await;
 
     let md = eventually("Reconciled=True", || async {
         let md = mds.get("my-nginx-app").await.ok()?;
