@@ -48,6 +48,14 @@ fn blocking<T>(f: impl FnOnce() -> T) -> T {
     }
 }
 
+/// A field error as a `StatusCause`: the API server prefixes the field
+/// itself, so the message is the rest of `field.Error`'s wording.
+fn cause(fe: &operator_plugin_sdk::FieldError) -> Cause {
+    let text = fe.to_string();
+    let message = text.strip_prefix(&format!("{}: ", fe.field)).unwrap_or(&text).to_string();
+    Cause::new(fe.kind.cause_type(), message, fe.field.clone())
+}
+
 /// Registers `default` (mutating) and `validate` (validating) of each plugin
 /// for its parent kind. Hooks are named `<plugin>.operator-host`; a failing
 /// plugin call refuses the request (failurePolicy: Fail).
@@ -65,7 +73,7 @@ pub fn register_admission(server: &ApiServer, plugins: &[LoadedPlugin]) {
             let text = obj.to_string();
             let old = old.map(Value::to_string);
             match blocking(|| p.validate_blocking(&text, old.as_deref())) {
-                Ok(errors) => errors.iter().map(|fe| Cause::new(fe.kind.cause_type(), fe.to_string(), fe.field.clone())).collect(),
+                Ok(errors) => errors.iter().map(cause).collect(),
                 Err(e) => vec![Cause::new("InternalError", format!("validation failed: {e}"), "")],
             }
         });

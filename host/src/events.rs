@@ -50,8 +50,11 @@ pub struct Recorder {
     controller: String,
     instance: String,
     clock: SharedClock,
-    seen: Mutex<(u64, HashMap<Key, (u64, Seen)>)>,
+    seen: Mutex<SeenCache>,
 }
+
+/// (use counter, key → (last use, what was written)).
+type SeenCache = (u64, HashMap<Key, (u64, Seen)>);
 
 impl std::fmt::Debug for Recorder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

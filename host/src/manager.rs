@@ -147,11 +147,10 @@ pub async fn install_crd(client: &kube::Client, plugin: &str, crd: &Value, timeo
 fn drop_plain_root_metadata_schema(crd: &mut Value) {
     let Some(versions) = crd.pointer_mut("/spec/versions").and_then(Value::as_array_mut) else { return };
     for v in versions {
-        if let Some(props) = v.pointer_mut("/schema/openAPIV3Schema/properties").and_then(Value::as_object_mut) {
-            if props.get("metadata") == Some(&serde_json::json!({"type": "object"})) {
+        if let Some(props) = v.pointer_mut("/schema/openAPIV3Schema/properties").and_then(Value::as_object_mut)
+            && props.get("metadata") == Some(&serde_json::json!({"type": "object"})) {
                 props.remove("metadata");
             }
-        }
     }
 }
 

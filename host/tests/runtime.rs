@@ -237,7 +237,8 @@ async fn a_cronjob_with_a_bad_schedule_is_refused_by_the_plugins_validation() {
     let err = cjs.create(&PostParams::default(), &serde_json::from_value(cj).unwrap()).await.unwrap_err();
     let kube::Error::Api(status) = err else { panic!("{err}") };
     assert_eq!(status.code, 422, "{status:?}");
-    assert!(status.message.contains("spec.schedule"), "{}", status.message);
+    assert!(status.message.contains("spec.schedule: Invalid value: \"every day at noon\""), "{}", status.message);
+    assert!(!status.message.contains("spec.schedule: spec.schedule"), "the field is named once: {}", status.message);
     env.stop().await;
 }
 

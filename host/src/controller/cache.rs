@@ -67,19 +67,17 @@ impl Inner {
 
     fn remove(&mut self, key: &ObjectKey) -> Option<Arc<DynamicObject>> {
         let old = self.objects.remove(key)?;
-        if let Some(uid) = &old.metadata.uid {
-            if self.by_uid.get(uid) == Some(key) {
+        if let Some(uid) = &old.metadata.uid
+            && self.by_uid.get(uid) == Some(key) {
                 self.by_uid.remove(uid);
             }
-        }
-        if let Some(owner) = controller_uid(&old) {
-            if let Some(set) = self.by_controller.get_mut(&owner) {
+        if let Some(owner) = controller_uid(&old)
+            && let Some(set) = self.by_controller.get_mut(&owner) {
                 set.remove(key);
                 if set.is_empty() {
                     self.by_controller.remove(&owner);
                 }
             }
-        }
         Some(old)
     }
 }
@@ -222,11 +220,10 @@ impl KindCache {
             let fresh: Vec<Arc<DynamicObject>> = objects.into_iter().map(|o| self.with_types(o)).collect();
             let fresh_keys: std::collections::HashSet<ObjectKey> = fresh.iter().map(|o| ObjectKey::of(o)).collect();
             for key in in_scope {
-                if !fresh_keys.contains(&key) {
-                    if let Some(old) = inner.remove(&key) {
+                if !fresh_keys.contains(&key)
+                    && let Some(old) = inner.remove(&key) {
                         changes.push((Some(old), None));
                     }
-                }
             }
             for obj in fresh {
                 let old = inner.insert(obj.clone());

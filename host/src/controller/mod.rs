@@ -175,11 +175,10 @@ impl Controller {
     fn register(self: &Arc<Self>) {
         let queue = self.queue.clone();
         self.parent_cache().on_change(Arc::new(move |old, new| {
-            if parent_changed(old, new) {
-                if let Some(o) = new.or(old) {
+            if parent_changed(old, new)
+                && let Some(o) = new.or(old) {
                     queue.add(ObjectKey::of(o));
                 }
-            }
         }));
         let parent = self.parent_gvk.clone();
         for gvk in self.plugin.manifest().children.iter() {
@@ -349,15 +348,14 @@ impl Controller {
                             }
                             None => {
                                 let result = if plan.requeue_after.is_some() { "requeue_after" } else { "success" };
-                                if plan.finalized && deleting {
-                                    if let Some(f) = &finalizer {
+                                if plan.finalized && deleting
+                                    && let Some(f) = &finalizer {
                                         let list: Vec<String> = finalizers.iter().filter(|x| *x != f).cloned().collect();
                                         let ended = self.patch_finalizers(key, &obj, list).await;
                                         if ended.result != "success" {
                                             return ended;
                                         }
                                     }
-                                }
                                 (Some(status::Verdict::success()), Ended { outcome: Outcome::Success { requeue_after: plan.requeue_after }, result })
                             }
                         }
@@ -366,13 +364,12 @@ impl Controller {
             }
         };
         if let Some(verdict) = verdict {
-            if !verdict.ok {
-                if let Err(e) = self.recorder.publish(&regarding, "Warning", &verdict.reason, &verdict.message).await {
+            if !verdict.ok
+                && let Err(e) = self.recorder.publish(&regarding, "Warning", &verdict.reason, &verdict.message).await {
                     tracing::warn!(error = %crate::error_chain(&e), "could not record event");
                 }
-            }
-            if !(deleting && verdict.ok && plugin_status.is_none()) {
-                if let Err(e) = self.write_status(key, &obj, plugin_status, &verdict, now).await {
+            if !(deleting && verdict.ok && plugin_status.is_none())
+                && let Err(e) = self.write_status(key, &obj, plugin_status, &verdict, now).await {
                     tracing::warn!(error = %crate::error_chain(&e), "status write failed");
                     if ended.result != "error" {
                         let is_conflict = matches!(&e, kube::Error::Api(s) if s.code == 409);
@@ -383,7 +380,6 @@ impl Controller {
                         };
                     }
                 }
-            }
         }
         ended
     }
