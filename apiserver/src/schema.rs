@@ -51,7 +51,10 @@ fn prune_at(schema: &Value, value: &mut Value, keep_meta: bool, path: &str, prun
             let keys: Vec<String> = m.keys().cloned().collect();
             for k in keys {
                 let child_path = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
-                if embedded && matches!(k.as_str(), "apiVersion" | "kind" | "metadata") && props.is_none_or(|p| !p.contains_key(&k)) {
+                let meta_key = matches!(k.as_str(), "apiVersion" | "kind" | "metadata");
+                // At the root, ObjectMeta is the API server's, never pruned by
+                // the CRD schema (kubebuilder emits `metadata: {type: object}`).
+                if meta_key && (keep_meta || (embedded && props.is_none_or(|p| !p.contains_key(&k)))) {
                     continue;
                 }
                 if let Some(s) = props.and_then(|p| p.get(&k)) {
@@ -238,7 +241,8 @@ fn validate_at(schema: &Value, value: &Value, path: &str, causes: &mut Vec<Cause
         let props = schema.get("properties").and_then(Value::as_object);
         for (k, v) in m {
             let p = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
-            if path.is_empty() && matches!(k.as_str(), "apiVersion" | "kind" | "metadata") && props.is_none_or(|pp| !pp.contains_key(k)) {
+            if path.is_empty() && matches!(k.as_str(), "apiVersion" | "kind" | "metadata") {
+                // Root metadata is validated as ObjectMeta, not by the CRD schema.
                 continue;
             }
             if let Some(s) = props.and_then(|pp| pp.get(k)) {
@@ -325,4 +329,15 @@ mod tests {
         assert_eq!(o["spec"]["extra"]["any"]["thing"], 1);
         assert_eq!(o["metadata"]["name"], "n");
     }
+
+    #[test]
+    fn a_plain_root_metadata_schema_does_not_prune_object_meta() {
+        // Regression: kubebuilder-generated CRDs declare `metadata: {type: object}`;
+        // the server pruned metadata.name away and then refused the object.
+        let schema = json!({"type": "object", "properties": {"metadata": {"type": "object"}, "spec": {"type": "object"}}});
+        let mut o = json!({"apiVersion": "x/v1", "kind": "K", "metadata": {"name": "n", "labels": {"a": "b"}}, "spec": {}});
+        assert!(prune(&schema, &mut o, true).is_empty());
+        assert_eq!(o["metadata"]["name"], "n");
+    }
+
 }
