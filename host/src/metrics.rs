@@ -69,6 +69,8 @@ pub struct Metrics {
     pub reconcile_errors: Family<ControllerLabels, Counter>,
     pub reconcile_time: Family<ControllerLabels, Histogram, fn() -> Histogram>,
     pub plugin_call_errors: Family<PluginErrorLabels, Counter>,
+    pub active_workers: Family<ControllerLabels, Gauge>,
+    pub max_concurrent: Family<ControllerLabels, Gauge>,
     depth: Family<NameLabels, Gauge>,
     adds: Family<NameLabels, Counter>,
     retries: Family<NameLabels, Counter>,
@@ -95,12 +97,16 @@ impl Metrics {
         let reconcile_errors = Family::<ControllerLabels, Counter>::default();
         let reconcile_time = Family::<ControllerLabels, Histogram, fn() -> Histogram>::new_with_constructor(reconcile_histogram as fn() -> Histogram);
         let plugin_call_errors = Family::<PluginErrorLabels, Counter>::default();
+        let active_workers = Family::<ControllerLabels, Gauge>::default();
+        let max_concurrent = Family::<ControllerLabels, Gauge>::default();
         let depth = Family::<NameLabels, Gauge>::default();
         let adds = Family::<NameLabels, Counter>::default();
         let retries = Family::<NameLabels, Counter>::default();
         registry.register("controller_runtime_reconcile", "Total number of reconciliations per controller", reconcile_total.clone());
         registry.register("controller_runtime_reconcile_errors", "Total number of reconciliation errors per controller", reconcile_errors.clone());
         registry.register("controller_runtime_reconcile_time_seconds", "Length of time per reconciliation per controller", reconcile_time.clone());
+        registry.register("controller_runtime_active_workers", "Number of currently used workers per controller", active_workers.clone());
+        registry.register("controller_runtime_max_concurrent_reconciles", "Maximum number of concurrent reconciles per controller", max_concurrent.clone());
         registry.register("workqueue_depth", "Current depth of workqueue", depth.clone());
         registry.register("workqueue_adds", "Total number of adds handled by workqueue", adds.clone());
         registry.register("workqueue_retries", "Total number of retries handled by workqueue", retries.clone());
@@ -111,6 +117,8 @@ impl Metrics {
             reconcile_errors,
             reconcile_time,
             plugin_call_errors,
+            active_workers,
+            max_concurrent,
             depth,
             adds,
             retries,
@@ -229,6 +237,7 @@ mod tests {
         m.observe_reconcile("cronjob", "error", 0.01);
         m.plugin_call_error("cronjob", "trap");
         m.add_queue("cronjob", Arc::new(Q));
+        m.max_concurrent.get_or_create(&ControllerLabels { controller: "cronjob".into() }).set(4);
         let text = m.render();
         for needle in [
             "controller_runtime_reconcile_total{controller=\"cronjob\",result=\"success\"} 1",
@@ -238,6 +247,7 @@ mod tests {
             "workqueue_adds_total{name=\"cronjob\"} 5",
             "workqueue_retries_total{name=\"cronjob\"} 1",
             "plugin_call_errors_total{plugin=\"cronjob\",kind=\"trap\"} 1",
+            "controller_runtime_max_concurrent_reconciles{controller=\"cronjob\"} 4",
         ] {
             assert!(text.contains(needle), "{needle} missing from\n{text}");
         }

@@ -8,7 +8,7 @@
 //! handlers called synchronously with (old, new) so the queue mappers can
 //! compare generations.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, RwLock};
 
 use futures::StreamExt;
@@ -49,9 +49,29 @@ struct Inner {
     objects: HashMap<ObjectKey, Arc<DynamicObject>>,
     by_uid: HashMap<String, ObjectKey>,
     by_controller: HashMap<String, BTreeSet<ObjectKey>>,
+    /// Uids of recently deleted objects, so an expectation "the cache has
+    /// seen my create" holds even if the object was deleted before the
+    /// reconcile looked.
+    tombstones: HashSet<String>,
+    tomb_order: VecDeque<String>,
 }
 
+/// How many deleted uids the cache remembers.
+const TOMBSTONES: usize = 4096;
+
 impl Inner {
+    fn bury(&mut self, obj: &DynamicObject) {
+        let Some(uid) = obj.metadata.uid.clone() else { return };
+        if self.tombstones.insert(uid.clone()) {
+            self.tomb_order.push_back(uid);
+            if self.tomb_order.len() > TOMBSTONES
+                && let Some(oldest) = self.tomb_order.pop_front()
+            {
+                self.tombstones.remove(&oldest);
+            }
+        }
+    }
+
     fn insert(&mut self, obj: Arc<DynamicObject>) -> Option<Arc<DynamicObject>> {
         let key = ObjectKey::of(&obj);
         let old = self.remove(&key);
@@ -174,7 +194,18 @@ impl KindCache {
         self.changes.subscribe()
     }
 
+    /// Whether the cache has ever shown an object with this uid (present or
+    /// deleted since).
+    pub fn has_seen_uid(&self, uid: &str) -> bool {
+        let inner = self.inner.read().unwrap();
+        inner.by_uid.contains_key(uid) || inner.tombstones.contains(uid)
+    }
+
+    /// Adds the type fields when a list left them out, and drops
+    /// managedFields (nobody downstream reads them; they are often the
+    /// largest part of an object and would be copied into every plugin call).
     fn with_types(&self, mut obj: DynamicObject) -> Arc<DynamicObject> {
+        obj.metadata.managed_fields = None;
         if obj.types.as_ref().is_none_or(|t| t.kind.is_empty()) {
             obj.types = Some(TypeMeta { api_version: self.resource.api_version.clone(), kind: self.resource.kind.clone() });
         }
@@ -203,7 +234,11 @@ impl KindCache {
     /// Applies a deletion.
     pub fn delete(&self, obj: DynamicObject) {
         let key = ObjectKey::of(&obj);
-        let old = self.inner.write().unwrap().remove(&key);
+        let old = {
+            let mut inner = self.inner.write().unwrap();
+            inner.bury(&obj);
+            inner.remove(&key)
+        };
         self.bump();
         let old = old.unwrap_or_else(|| self.with_types(obj));
         self.notify(Some(&old), None);
@@ -218,12 +253,14 @@ impl KindCache {
             let in_scope: Vec<ObjectKey> =
                 inner.objects.keys().filter(|k| scope.is_none_or(|ns| k.namespace == ns)).cloned().collect();
             let fresh: Vec<Arc<DynamicObject>> = objects.into_iter().map(|o| self.with_types(o)).collect();
-            let fresh_keys: std::collections::HashSet<ObjectKey> = fresh.iter().map(|o| ObjectKey::of(o)).collect();
+            let fresh_keys: HashSet<ObjectKey> = fresh.iter().map(|o| ObjectKey::of(o)).collect();
             for key in in_scope {
                 if !fresh_keys.contains(&key)
-                    && let Some(old) = inner.remove(&key) {
-                        changes.push((Some(old), None));
-                    }
+                    && let Some(old) = inner.remove(&key)
+                {
+                    inner.bury(&old);
+                    changes.push((Some(old), None));
+                }
             }
             for obj in fresh {
                 let old = inner.insert(obj.clone());
@@ -333,6 +370,17 @@ mod tests {
         assert!(c.get(&ObjectKey::new("ns", "a")).is_none());
         assert!(c.get_by_uid("1").is_none());
         assert!(c.controlled_by("p1").is_empty());
+        assert!(c.has_seen_uid("1"), "a deleted uid is remembered for expectations");
+        assert!(!c.has_seen_uid("never"));
+    }
+
+    #[test]
+    fn managed_fields_are_not_kept() {
+        let c = cache();
+        let mut o = obj("a", "1", None, "1");
+        o.metadata.managed_fields = Some(vec![Default::default()]);
+        c.apply(o);
+        assert!(c.get(&ObjectKey::new("ns", "a")).unwrap().metadata.managed_fields.is_none());
     }
 
     #[test]

@@ -207,6 +207,8 @@ impl Controller {
     /// Runs `concurrency` workers until the queue shuts down; in-flight
     /// reconciles finish before this returns.
     pub async fn run(self: Arc<Self>) {
+        let labels = crate::metrics::ControllerLabels { controller: self.name.clone() };
+        self.metrics.max_concurrent.get_or_create(&labels).set(self.config.concurrency.max(1) as i64);
         let workers: Vec<_> = (0..self.config.concurrency.max(1))
             .map(|_| {
                 let this = self.clone();
@@ -214,7 +216,10 @@ impl Controller {
                     while let Some(key) = this.queue.next().await {
                         let started = std::time::Instant::now();
                         let span = tracing::info_span!("reconcile", controller = %this.name, object = %key);
+                        let labels = crate::metrics::ControllerLabels { controller: this.name.clone() };
+                        this.metrics.active_workers.get_or_create(&labels).inc();
                         let ended = tracing::Instrument::instrument(this.reconcile(&key), span).await;
+                        this.metrics.active_workers.get_or_create(&labels).dec();
                         this.metrics.observe_reconcile(&this.name, ended.result, started.elapsed().as_secs_f64());
                         this.queue.finish(key, ended.outcome);
                     }
@@ -233,7 +238,7 @@ impl Controller {
         let Some(cache) = self.caches.get(gvk) else { return true };
         let seen = cache.get_by_uid(uid);
         match e {
-            Expectation::Created { .. } => seen.is_some(),
+            Expectation::Created { .. } => seen.is_some() || cache.has_seen_uid(uid),
             Expectation::Updated { from, .. } => seen.is_none_or(|o| o.metadata.resource_version.as_deref() != Some(from.as_str())),
             Expectation::Deleted { .. } => seen.is_none_or(|o| o.metadata.deletion_timestamp.is_some()),
         }
