@@ -16,6 +16,8 @@ pub mod contract;
 pub mod log;
 pub mod object;
 pub mod plugin;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod time;
 
 pub use conditions::Condition;
