@@ -396,3 +396,84 @@ async fn a_child_changed_behind_the_plugins_back_is_put_right() {
     eventually("the ConfigMap to be recreated", || async { cms.get("drift-greeting").await.ok() }).await;
     env.stop().await;
 }
+
+async fn create_md(env: &Env, name: &str, replicas: i64) -> (Api<DynamicObject>, String) {
+    let mds = env.api("apps.example.com/v1", "MyDeployment", "mydeployments");
+    let mut md = sample("plugins/mydeployment/samples/my-deployment-instance.yaml");
+    md["metadata"]["name"] = name.into();
+    md["spec"]["replicas"] = replicas.into();
+    let uid = create(&mds, md).await.metadata.uid.unwrap();
+    (mds, uid)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_write_is_reported_backed_off_and_retried_until_it_succeeds() {
+    use apiserver::{Fault, FaultAction};
+    let env = Env::start(&["mydeployment"]).await;
+    let fault = env.server.faults().inject(Fault {
+        verb: Some("create".into()),
+        group: Some("".into()),
+        resource: Some("pods".into()),
+        times: None,
+        action: FaultAction::internal_error(),
+    });
+    let (mds, uid) = create_md(&env, "flaky", 2).await;
+    let cond = eventually("Reconciled=False from the failed create", || async {
+        let md = mds.get("flaky").await.ok()?;
+        let c = condition(&md, "Reconciled")?.clone();
+        (c["status"] == "False").then_some(c)
+    })
+    .await;
+    assert_eq!(cond["reason"], "WriteFailedInternalError", "{cond}");
+    assert!(cond["message"].as_str().unwrap().contains("create Pod default/"), "{cond}");
+    let events: Api<Event> = Api::namespaced(env.client.clone(), "default");
+    eventually("a Warning Event for the failed write", || async {
+        events.list(&ListParams::default()).await.ok()?.items.into_iter().find(|e| {
+            e.regarding.as_ref().and_then(|r| r.uid.as_deref()) == Some(uid.as_str()) && e.reason.as_deref() == Some("WriteFailedInternalError")
+        })
+    })
+    .await;
+    env.server.faults().clear(fault);
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), "default");
+    eventually("the pods once the API recovers", || async { (pods_of(&pods, &uid).await.len() == 2).then_some(()) }).await;
+    eventually("Reconciled=True after recovery", || async {
+        let md = mds.get("flaky").await.ok()?;
+        (condition(&md, "Reconciled")?["status"] == "True").then_some(())
+    })
+    .await;
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conflict_is_retried_at_once_without_an_error_condition() {
+    use apiserver::{Fault, FaultAction};
+    let env = Env::start(&["mydeployment"]).await;
+    env.server.faults().inject(Fault {
+        verb: Some("create".into()),
+        group: Some("".into()),
+        resource: Some("pods".into()),
+        times: Some(1),
+        action: FaultAction::Error { code: 409, reason: "Conflict".into(), message: "injected conflict".into() },
+    });
+    let (mds, uid) = create_md(&env, "racy", 2).await;
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), "default");
+    eventually("the pods despite the conflict", || async { (pods_of(&pods, &uid).await.len() == 2).then_some(()) }).await;
+    let md = eventually("Reconciled=True", || async {
+        let md = mds.get("racy").await.ok()?;
+        (condition(&md, "Reconciled")?["status"] == "True").then_some(md)
+    })
+    .await;
+    let events: Api<Event> = Api::namespaced(env.client.clone(), "default");
+    let warnings: Vec<_> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.uid.as_deref()) == md.metadata.uid.as_deref() && e.type_.as_deref() == Some("Warning"))
+        .collect();
+    assert!(warnings.is_empty(), "a conflict is not an error: {warnings:?}");
+    let text = env.running.as_ref().unwrap().metrics().render();
+    assert!(text.contains("controller_runtime_reconcile_total{controller=\"mydeployment\",result=\"requeue\"} 1"), "the conflict was met and requeued:\n{text}");
+    env.stop().await;
+}
