@@ -128,6 +128,7 @@ impl Req<'_> {
         let mut o = DeleteOptions {
             propagation: self.q("propagationPolicy").map(String::from),
             dry_run: self.q("dryRun") == Some("All"),
+            grace_period: self.q("gracePeriodSeconds").and_then(|g| g.parse().ok()),
             ..Default::default()
         };
         if self.q("orphanDependents") == Some("true") {
@@ -140,6 +141,9 @@ impl Req<'_> {
             }
             if b.get("orphanDependents") == Some(&Value::Bool(true)) {
                 o.propagation = Some("Orphan".into());
+            }
+            if let Some(g) = b.get("gracePeriodSeconds").and_then(Value::as_i64) {
+                o.grace_period = Some(g);
             }
             o.uid = b.pointer("/preconditions/uid").and_then(Value::as_str).map(String::from);
             o.resource_version = b.pointer("/preconditions/resourceVersion").and_then(Value::as_str).map(String::from);

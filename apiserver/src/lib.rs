@@ -14,6 +14,7 @@
 pub mod admission;
 pub mod builtin_schema;
 pub mod clock;
+pub mod cluster;
 pub mod config;
 pub mod convert;
 pub mod crd;
@@ -39,6 +40,7 @@ pub mod watch;
 
 pub use admission::{Admission, Denial};
 pub use clock::{Clock, SystemClock};
+pub use cluster::{ClusterConfig, ClusterHandle};
 pub use faults::{Fault, FaultAction, Faults};
 pub use kubeconfig::{kubeconfig_yaml, write_kubeconfig};
 pub use config::Config;

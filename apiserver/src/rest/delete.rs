@@ -51,6 +51,26 @@ impl Core {
             if opts.dry_run {
                 return Ok(Deleted::Now(self.present(res, old)));
             }
+            if let Some(grace) = self.graceful_pod_delete(res, &old, opts) {
+                let current = old.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64);
+                if old.pointer("/metadata/deletionTimestamp").is_some() && current.is_some_and(|c| c <= grace) {
+                    return Ok(Deleted::Pending(self.present(res, old)));
+                }
+                let mut new = old.clone();
+                {
+                    let m = meta(&mut new);
+                    let at = self.config.clock.now() + chrono::Duration::seconds(grace);
+                    m.insert("deletionTimestamp".into(), json!(crate::clock::timestamp(at)));
+                    m.insert("deletionGracePeriodSeconds".into(), json!(grace));
+                    if !fins.is_empty() {
+                        m.insert("finalizers".into(), json!(fins));
+                    }
+                }
+                match self.store.commit(&key, Some(object_rv(&old)), Write::Put(new)) {
+                    Ok(ev) => return Ok(Deleted::Pending(self.present(res, (*ev.object).clone()))),
+                    Err(_) => continue,
+                }
+            }
             if !fins.is_empty() {
                 let mut new = old.clone();
                 {
@@ -86,6 +106,20 @@ impl Core {
                 Err(_) => continue,
             }
         }
+    }
+
+    /// The grace period a pod delete waits for, if it is graceful (upstream's pod strategy:
+    /// the request's `gracePeriodSeconds`, else the default; 0 for pods not bound to a node or
+    /// already finished). `None`: delete now.
+    fn graceful_pod_delete(&self, res: &Resource, old: &Value, opts: &DeleteOptions) -> Option<i64> {
+        if !(res.group.is_empty() && res.plural == "pods") {
+            return None;
+        }
+        let default = self.pod_grace_period()?;
+        let grace = opts.grace_period.unwrap_or(default).max(0);
+        let bound = old.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
+        let finished = matches!(old.pointer("/status/phase").and_then(Value::as_str), Some("Succeeded" | "Failed"));
+        (grace > 0 && bound && !finished).then_some(grace)
     }
 
     /// Namespace deletion as the namespace controller drives it: the namespace turns

@@ -63,6 +63,9 @@ pub struct DeleteOptions {
     pub resource_version: Option<String>,
     /// `dryRun=All`.
     pub dry_run: bool,
+    /// `gracePeriodSeconds` (pods only; honoured while a simulated kubelet runs, see
+    /// [`Core::set_pod_grace_period`]).
+    pub grace_period: Option<i64>,
 }
 
 /// Which part of an object a write targets.
@@ -117,6 +120,9 @@ pub struct Core {
     pub faults: crate::faults::Faults,
     snapshots: Mutex<VecDeque<Snapshot>>,
     next_snapshot: AtomicU64,
+    /// Default grace period (seconds) for deleting pods bound to a node, or -1: pods are deleted
+    /// at once (no kubelet to finish them). Set by [`crate::cluster`] while its kubelet runs.
+    pod_grace: std::sync::atomic::AtomicI64,
 }
 
 const GENERATE_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
@@ -198,6 +204,7 @@ impl Core {
             faults: crate::faults::Faults::default(),
             snapshots: Mutex::new(VecDeque::new()),
             next_snapshot: AtomicU64::new(1),
+            pod_grace: std::sync::atomic::AtomicI64::new(-1),
         }
     }
 
@@ -213,6 +220,22 @@ impl Core {
                 let _ = self.create(&ns, "", json!({"metadata": {"name": name}}), &WriteOptions { field_manager: "kube-apiserver".into(), ..Default::default() });
             }
         }
+    }
+
+    /// Graceful pod deletion: with `Some(seconds)`, deleting a pod bound to a node (and not
+    /// finished) sets `deletionTimestamp` = now + grace and `deletionGracePeriodSeconds` instead
+    /// of removing it, as upstream does; the kubelet removes it later with grace 0. The request's
+    /// `gracePeriodSeconds` wins over this default (which stands in for the pod's
+    /// `terminationGracePeriodSeconds`, so tests stay fast). `None` (the default, no kubelet):
+    /// pods are deleted at once.
+    pub fn set_pod_grace_period(&self, seconds: Option<i64>) {
+        self.pod_grace.store(seconds.map(|s| s.max(0)).unwrap_or(-1), Ordering::SeqCst);
+    }
+
+    /// The default pod grace period while a kubelet runs (see [`Core::set_pod_grace_period`]).
+    pub fn pod_grace_period(&self) -> Option<i64> {
+        let g = self.pod_grace.load(Ordering::SeqCst);
+        (g >= 0).then_some(g)
     }
 
     fn now(&self) -> String {

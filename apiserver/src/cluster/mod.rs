@@ -1,0 +1,282 @@
+//! The parts of a cluster an operator relies on besides the API server, simulated next to it
+//! (stand-ins for kube-controller-manager, kube-scheduler and the kubelet):
+//!
+//! | module | what |
+//! | --- | --- |
+//! | [`gc`] | the garbage collector: ownerReferences by uid; Background, Foreground and Orphan propagation; dangling dependents found at start or on a resync |
+//! | [`kubelet`] | fake Nodes (`node-1`..), a scheduler binding unscheduled Pods, kwok-style Pod lifecycle (Running, Ready after a delay, annotations), graceful deletion |
+//! | [`jobs`] | a Job runner: batch/v1 Jobs start, then complete (or fail) after a duration, with upstream's status shape |
+//!
+//! Start them with [`start`]; every controller reads and writes through the server's
+//! [`Core`](crate::rest::Core) (the same verbs HTTP clients use), wakes on every store commit
+//! ([`Store::subscribe`](crate::store::Store::subscribe)) and re-reads the whole state it cares
+//! about (level-based, so no event can be missed), and waits on tokio time only: under a paused
+//! tokio clock with an injected [`Clock`](crate::Clock) that follows it, the cluster runs in
+//! virtual time. Timestamps come from the server's clock; delays are measured from when a
+//! controller first saw an object.
+//!
+//! ## Annotations (`sim.operator-host.dev/...`)
+//!
+//! | annotation | on | effect |
+//! | --- | --- | --- |
+//! | `ready-after: 5s` | Pod | Ready after this long instead of [`ClusterConfig::ready_after`] (`500ms`, `5s`, `2m`, `1h`, or plain seconds) |
+//! | `never-ready: "true"` | Pod | Running, containers started but never ready |
+//! | `restarts: "3"` | Pod | Running, not ready: containers waiting in `CrashLoopBackOff` with this restartCount |
+//! | `fail: "true"` | Pod | Running, then (after the ready delay) phase `Failed`, containers terminated with exit code 1 |
+//! | `duration: 10s` | Job or its pod template | the Job runs this long instead of [`ClusterConfig::job_duration`] |
+//! | `fail: "true"` | Job or its pod template | the Job fails (`BackoffLimitExceeded`) instead of completing |
+
+pub mod gc;
+pub mod jobs;
+pub mod kubelet;
+
+use crate::resources::Resource;
+use crate::rest::Core;
+use crate::server::ApiServer;
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// Annotation prefix for per-object simulation overrides.
+pub const ANNOTATION_PREFIX: &str = "sim.operator-host.dev/";
+
+/// What the simulated cluster does, with defaults chosen to keep tests fast.
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    /// Fake Nodes `node-1`..`node-N` created at start (default 1; 0 = no kubelet or scheduler).
+    pub nodes: usize,
+    /// How long a Pod runs before it is Ready (default 1 s).
+    pub ready_after: Duration,
+    /// How long a Job runs before it completes or fails (default 2 s).
+    pub job_duration: Duration,
+    /// Grace period for deleting Pods bound to a node when the request gives none (default 1 s;
+    /// stands in for the pod's `terminationGracePeriodSeconds`, upstream 30 s). Whole seconds;
+    /// zero deletes pods at once.
+    pub pod_grace_period: Duration,
+    /// Full re-scan interval even when nothing changed (default 30 s).
+    pub resync_interval: Duration,
+    /// Run the garbage collector (default true).
+    pub garbage_collector: bool,
+    /// Run the Job runner (default true).
+    pub jobs: bool,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        Self {
+            nodes: 1,
+            ready_after: Duration::from_secs(1),
+            job_duration: Duration::from_secs(2),
+            pod_grace_period: Duration::from_secs(1),
+            resync_interval: Duration::from_secs(30),
+            garbage_collector: true,
+            jobs: true,
+        }
+    }
+}
+
+/// The running controllers. Stop them with [`ClusterHandle::stop`] (dropping the handle stops
+/// them too).
+pub struct ClusterHandle {
+    core: Arc<Core>,
+    stop: tokio::sync::watch::Sender<bool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    nodes: Vec<String>,
+}
+
+impl std::fmt::Debug for ClusterHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterHandle").field("nodes", &self.nodes).field("tasks", &self.tasks.len()).finish()
+    }
+}
+
+impl ClusterHandle {
+    /// Names of the fake nodes.
+    pub fn nodes(&self) -> &[String] {
+        &self.nodes
+    }
+
+    /// Stop every controller and wait for them to finish their current pass. Pods are deleted
+    /// at once again afterwards (no kubelet left to finish a graceful deletion).
+    pub async fn stop(mut self) {
+        let _ = self.stop.send(true);
+        for t in std::mem::take(&mut self.tasks) {
+            let _ = t.await;
+        }
+        self.core.set_pod_grace_period(None);
+    }
+}
+
+impl Drop for ClusterHandle {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+        for t in &self.tasks {
+            t.abort();
+        }
+        self.core.set_pod_grace_period(None);
+    }
+}
+
+/// Start the simulated cluster next to `server`: creates the Nodes (synchronously, so they exist
+/// when this returns), turns on graceful pod deletion and spawns the controllers as tokio tasks.
+/// Must be called inside a tokio runtime.
+///
+/// ```
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let server = apiserver::ApiServer::new();
+/// let cluster = apiserver::cluster::start(&server, apiserver::cluster::ClusterConfig::default());
+/// assert_eq!(cluster.nodes(), ["node-1"]);
+/// cluster.stop().await;
+/// # });
+/// ```
+pub fn start(server: &ApiServer, config: ClusterConfig) -> ClusterHandle {
+    let core = server.core().clone();
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    let mut tasks = vec![];
+    if config.garbage_collector {
+        let mut gc = gc::GarbageCollector::default();
+        tasks.push(tokio::spawn(run(core.clone(), stop_rx.clone(), config.resync_interval, move |c| gc.pass(c))));
+    }
+    let nodes = if config.nodes > 0 {
+        let names = kubelet::create_nodes(&core, config.nodes);
+        core.set_pod_grace_period(Some(config.pod_grace_period.as_secs() as i64));
+        let mut k = kubelet::Kubelet::new(names.clone(), config.clone());
+        tasks.push(tokio::spawn(run(core.clone(), stop_rx.clone(), config.resync_interval, move |c| k.pass(c))));
+        names
+    } else {
+        vec![]
+    };
+    if config.jobs {
+        let mut j = jobs::JobRunner::new(config.clone());
+        tasks.push(tokio::spawn(run(core.clone(), stop_rx.clone(), config.resync_interval, move |c| j.pass(c))));
+    }
+    ClusterHandle { core, stop, tasks, nodes }
+}
+
+/// What one pass of a controller asks for next.
+#[derive(Debug, Default)]
+pub(crate) struct Next {
+    /// Wake at this instant even if nothing changes (a delay runs out).
+    pub at: Option<Instant>,
+    /// A write failed (conflict, transient error): try again soon.
+    pub retry: bool,
+}
+
+impl Next {
+    pub(crate) fn at(&mut self, t: Instant) {
+        self.at = Some(self.at.map_or(t, |a| a.min(t)));
+    }
+}
+
+/// The controller loop: a pass, then sleep until the store changes, a deadline the pass asked
+/// for, a retry, the resync interval, or stop.
+async fn run(core: Arc<Core>, mut stop: tokio::sync::watch::Receiver<bool>, resync: Duration, mut pass: impl FnMut(&Core) -> Next + Send) {
+    let mut changes = core.store.subscribe();
+    loop {
+        if *stop.borrow() {
+            return;
+        }
+        changes.borrow_and_update();
+        let next = pass(&core);
+        let now = Instant::now();
+        let mut wake = now + resync;
+        if let Some(at) = next.at {
+            wake = wake.min(at.max(now));
+        }
+        if next.retry {
+            wake = wake.min(now + Duration::from_millis(100));
+        }
+        tokio::select! {
+            r = changes.changed() => if r.is_err() { return },
+            _ = tokio::time::sleep_until(wake) => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+    }
+}
+
+/// One resource per stored (group, resource): the storage version, skipping views and
+/// create-only kinds.
+pub(crate) fn stored_resources(core: &Core) -> Vec<Resource> {
+    let mut out: Vec<Resource> = vec![];
+    for r in core.registry.all() {
+        if r.alias_of.is_some() || r.ephemeral {
+            continue;
+        }
+        match out.iter_mut().find(|o| o.group_resource() == r.group_resource()) {
+            Some(o) if r.storage && !o.storage => *o = r,
+            Some(_) => {}
+            None => out.push(r),
+        }
+    }
+    out
+}
+
+pub(crate) fn builtin(core: &Core, group: &str, version: &str, plural: &str) -> Resource {
+    core.registry.find(group, version, plural).expect("built-in resource")
+}
+
+pub(crate) fn meta_str<'a>(obj: &'a Value, field: &str) -> &'a str {
+    obj.get("metadata").and_then(|m| m.get(field)).and_then(Value::as_str).unwrap_or_default()
+}
+
+pub(crate) fn finalizers(obj: &Value) -> Vec<String> {
+    obj.pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(|f| f.as_str().map(String::from)).collect())
+        .unwrap_or_default()
+}
+
+pub(crate) fn deleting(obj: &Value) -> bool {
+    obj.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null())
+}
+
+/// A `sim.operator-host.dev/<name>` annotation on `obj`.
+pub(crate) fn annotation<'a>(obj: &'a Value, name: &str) -> Option<&'a str> {
+    obj.pointer("/metadata/annotations").and_then(|a| a.get(format!("{ANNOTATION_PREFIX}{name}"))).and_then(Value::as_str)
+}
+
+pub(crate) fn flag(value: Option<&str>) -> bool {
+    value.is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+}
+
+/// `500ms`, `5s`, `2m`, `1h`, `1.5s` or plain seconds.
+pub fn parse_duration(s: &str) -> Option<Duration> {
+    let s = s.trim();
+    let (num, unit) = match s.find(|c: char| !(c.is_ascii_digit() || c == '.')) {
+        Some(i) => s.split_at(i),
+        None => (s, "s"),
+    };
+    let n: f64 = num.parse().ok()?;
+    let secs = match unit.trim() {
+        "ms" => n / 1000.0,
+        "s" | "" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return None,
+    };
+    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs))
+}
+
+/// The server's "now" as a Kubernetes timestamp.
+pub(crate) fn now(core: &Core) -> String {
+    crate::clock::timestamp(core.config.clock.now())
+}
+
+pub(crate) fn opts(manager: &str) -> crate::rest::WriteOptions {
+    crate::rest::WriteOptions { field_manager: manager.into(), ..Default::default() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_units() {
+        assert_eq!(parse_duration("5s"), Some(Duration::from_secs(5)));
+        assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Some(Duration::from_secs(120)));
+        assert_eq!(parse_duration("3"), Some(Duration::from_secs(3)));
+        assert_eq!(parse_duration("x"), None);
+    }
+}
