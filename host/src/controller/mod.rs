@@ -57,6 +57,12 @@ pub struct Controller {
     recorder: Recorder,
     metrics: Arc<Metrics>,
     config: Config,
+    /// Set once the API server was seen dropping `status.conditions`.
+    conditions_pruned: std::sync::atomic::AtomicBool,
+}
+
+fn has_condition(obj: &DynamicObject, type_: &str) -> bool {
+    obj.data.pointer("/status/conditions").and_then(Value::as_array).is_some_and(|cs| cs.iter().any(|c| c["type"] == type_))
 }
 
 impl QueueProbe for WorkQueue<ObjectKey> {
@@ -150,6 +156,7 @@ impl Controller {
             recorder,
             metrics,
             config,
+            conditions_pruned: std::sync::atomic::AtomicBool::new(false),
         });
         this.register();
         this
@@ -408,10 +415,21 @@ impl Controller {
     ) -> kube::Result<()> {
         let current = obj.data.get("status").filter(|s| s.is_object()).cloned().unwrap_or_else(|| json!({}));
         let base = plugin_status.unwrap_or_else(|| current.clone());
-        let desired = status::with_verdict(base, &current, verdict, obj.metadata.generation, &timestamp(now));
+        let pruned = self.conditions_pruned.load(std::sync::atomic::Ordering::Relaxed);
+        let desired = if pruned { base } else { status::with_verdict(base, &current, verdict, obj.metadata.generation, &timestamp(now)) };
         let Some(diff) = status::merge_diff(&current, &desired) else { return Ok(()) };
         let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
         let new = self.parent_api(key).patch_status(&key.name, &params, &Patch::Merge(json!({"status": diff}))).await?;
+        if !pruned && !has_condition(&new, status::RECONCILED) {
+            // The CRD's status schema has no `conditions` (and does not
+            // preserve unknown fields): the API server drops the condition.
+            // Stop computing it, or every reconcile would write status again.
+            self.conditions_pruned.store(true, std::sync::atomic::Ordering::Relaxed);
+            tracing::warn!(
+                kind = %self.parent_gvk.kind,
+                "the CRD's status schema prunes status.conditions; the host's Reconciled condition cannot be recorded (Events and metrics still report failures)"
+            );
+        }
         self.expect_parent_update(key, obj, &new);
         Ok(())
     }
