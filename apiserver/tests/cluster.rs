@@ -14,7 +14,8 @@ const CMS: &str = "/api/v1/namespaces/default/configmaps";
 const PODS: &str = "/api/v1/namespaces/default/pods";
 const JOBS: &str = "/apis/batch/v1/namespaces/default/jobs";
 
-/// Poll `check` every 20 ms (virtual or real) until it holds, for up to `secs` seconds.
+/// Poll `check` (every 20 ms, or 1/500 of the limit for long limits; virtual or real time)
+/// until it holds, for up to `secs` seconds.
 async fn eventually<F, Fut>(secs: u64, what: &str, mut check: F)
 where
     F: FnMut() -> Fut,
@@ -25,7 +26,7 @@ where
         if check().await {
             return;
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(Duration::from_millis((secs * 2).max(20))).await;
     }
     panic!("timed out waiting until {what}");
 }
@@ -332,4 +333,86 @@ async fn jobs_run_for_their_duration_in_virtual_time_under_a_paused_clock() {
     assert_eq!(took(&ok), 3600);
     assert_eq!(took(&quick), 10);
     assert!(wall.elapsed() < Duration::from_secs(60), "virtual time, not wall time");
+}
+
+/// The real kubectl against the server + cluster over HTTP.
+struct Kubectl {
+    dir: tempfile::TempDir,
+}
+
+impl Kubectl {
+    fn new(handle: &apiserver::ServerHandle) -> Kubectl {
+        let dir = tempfile::tempdir().unwrap();
+        handle.write_kubeconfig(dir.path().join("kubeconfig")).unwrap();
+        Kubectl { dir }
+    }
+
+    fn command(&self, args: &[&str]) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new("kubectl");
+        cmd.arg("--kubeconfig")
+            .arg(self.dir.path().join("kubeconfig"))
+            .arg("--cache-dir")
+            .arg(self.dir.path().join("cache"))
+            .args(args)
+            .env("HOME", self.dir.path())
+            .kill_on_drop(true);
+        cmd
+    }
+
+    async fn ok(&self, args: &[&str]) -> String {
+        let out = self.command(args).output().await.expect("kubectl runs");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "kubectl {args:?}: {text}{}", String::from_utf8_lossy(&out.stderr));
+        text
+    }
+
+    async fn apply(&self, name: &str, yaml: &str) -> String {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, yaml).unwrap();
+        self.ok(&["apply", "-f", path.to_str().unwrap()]).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_delete_cascade_foreground_waits_until_dependents_are_gone() {
+    let s = ApiServer::new();
+    let handle = s.serve().await.unwrap();
+    let _c = cluster::start(&s, gc_only());
+    let k = Kubectl::new(&handle);
+    k.apply("owner.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: owner}\n").await;
+    let uid = k.ok(&["get", "configmap", "owner", "-o", "jsonpath={.metadata.uid}"]).await;
+    let dep = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: dep\n  finalizers: [example.com/hold]\n  ownerReferences:\n  - {{apiVersion: v1, kind: ConfigMap, name: owner, uid: {uid}, blockOwnerDeletion: true}}\n"
+    );
+    k.apply("dep.yaml", &dep).await;
+    let mut deleting = k.command(&["delete", "configmap", "owner", "--cascade=foreground", "--timeout=60s"]).spawn().unwrap();
+    eventually(30, "the dependent is being deleted", || async { get(&s, &cm_uri("dep")).await.1["metadata"]["deletionTimestamp"].is_string() }).await;
+    let fins = k.ok(&["get", "configmap", "owner", "-o", "jsonpath={.metadata.finalizers}"]).await;
+    assert!(fins.contains("foregroundDeletion"), "{fins}");
+    assert!(deleting.try_wait().unwrap().is_none(), "kubectl returned while a blocking dependent exists");
+    k.ok(&["patch", "configmap", "dep", "--type=merge", "-p", r#"{"metadata":{"finalizers":null}}"#]).await;
+    let status = tokio::time::timeout(Duration::from_secs(60), deleting.wait()).await.expect("kubectl delete returns").unwrap();
+    assert!(status.success());
+    assert!(!exists(&s, &cm_uri("owner")).await && !exists(&s, &cm_uri("dep")).await);
+    handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_waits_for_ready_pods_and_complete_jobs_and_deletes_pods_gracefully() {
+    let s = ApiServer::new();
+    let handle = s.serve().await.unwrap();
+    let _c = cluster::start(&s, ClusterConfig { ready_after: Duration::from_millis(200), job_duration: Duration::from_millis(300), ..Default::default() });
+    let k = Kubectl::new(&handle);
+    k.apply("pod.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  containers: [{name: app, image: nginx:1.27}]\n").await;
+    k.ok(&["wait", "--for=condition=Ready", "pod/web", "--timeout=60s"]).await;
+    let table = k.ok(&["get", "pod", "web"]).await;
+    assert!(table.contains("1/1") && table.contains("Running"), "{table}");
+    let nodes = k.ok(&["get", "nodes"]).await;
+    assert!(nodes.contains("node-1") && nodes.contains("Ready"), "{nodes}");
+    k.apply("job.yaml", "apiVersion: batch/v1\nkind: Job\nmetadata: {name: once}\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers: [{name: main, image: busybox:1.36}]\n").await;
+    k.ok(&["wait", "--for=condition=Complete", "job/once", "--timeout=60s"]).await;
+    let out = k.ok(&["delete", "pod", "web", "--timeout=60s"]).await;
+    assert!(out.contains("deleted"), "{out}");
+    assert!(!exists(&s, &format!("{PODS}/web")).await);
+    handle.shutdown().await;
 }
