@@ -169,15 +169,29 @@ impl Next {
     }
 }
 
+/// Shortest time between two passes of one controller (each pass re-reads what it watches).
+const MIN_PASS_INTERVAL: Duration = Duration::from_millis(5);
+
 /// The controller loop: a pass, then sleep until the store changes, a deadline the pass asked
 /// for, a retry, the resync interval, or stop.
 async fn run(core: Arc<Core>, mut stop: tokio::sync::watch::Receiver<bool>, resync: Duration, mut pass: impl FnMut(&Core) -> Next + Send) {
     let mut changes = core.store.subscribe();
+    let mut last: Option<Instant> = None;
     loop {
         if *stop.borrow() {
             return;
         }
+        // Coalesce bursts of commits: at most one pass per MIN_PASS_INTERVAL.
+        if let Some(l) = last
+            && l.elapsed() < MIN_PASS_INTERVAL
+        {
+            tokio::select! {
+                _ = tokio::time::sleep_until(l + MIN_PASS_INTERVAL) => {}
+                _ = stop.wait_for(|s| *s) => return,
+            }
+        }
         changes.borrow_and_update();
+        last = Some(Instant::now());
         let next = pass(&core);
         let now = Instant::now();
         let mut wake = now + resync;
