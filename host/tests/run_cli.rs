@@ -153,3 +153,19 @@ fn run_refuses_two_plugins_for_one_parent_kind_with_exit_code_2() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("both reconcile example.operator.dev/v1alpha1/Hello"), "{err}");
 }
+
+#[test]
+fn run_without_a_reachable_cluster_exits_1_with_the_cause() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("config");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:1\nusers:\n- name: u\n  user: {}\ncontexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\n",
+    )
+    .unwrap();
+    let hello = wasm("hello");
+    let o = host().env("KUBECONFIG", &kubeconfig).args(["run", "--metrics-addr", "0", "--plugin", hello.to_str().unwrap()]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("cannot install CRD hellos.example.operator.dev"), "{err}");
+}

@@ -477,3 +477,27 @@ async fn a_conflict_is_retried_at_once_without_an_error_condition() {
     assert!(text.contains("controller_runtime_reconcile_total{controller=\"mydeployment\",result=\"requeue\"} 1"), "the conflict was met and requeued:\n{text}");
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parent_kind_without_a_status_subresource_still_gets_its_condition() {
+    let env = Env::start_with(&["hostile"], |client| async move {
+        let crd = json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "hostiles.test.operator.dev"},
+            "spec": {"group": "test.operator.dev", "scope": "Namespaced",
+                "names": {"plural": "hostiles", "singular": "hostile", "kind": "Hostile", "listKind": "HostileList"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+        });
+        manager::install_crd(&client, "test", &crd, Duration::from_secs(30)).await.unwrap();
+    })
+    .await;
+    let hs = env.api("test.operator.dev/v1", "Hostile", "hostiles");
+    create(&hs, json!({"apiVersion": "test.operator.dev/v1", "kind": "Hostile", "metadata": {"name": "plain"}, "spec": {"mode": "error"}})).await;
+    eventually("Reconciled=False on the main resource", || async {
+        let h = hs.get("plain").await.ok()?;
+        (condition(&h, "Reconciled")?["status"] == "False").then_some(())
+    })
+    .await;
+    env.stop().await;
+}

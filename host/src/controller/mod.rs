@@ -419,7 +419,14 @@ impl Controller {
         let desired = if pruned { base } else { status::with_verdict(base, &current, verdict, obj.metadata.generation, &timestamp(now)) };
         let Some(diff) = status::merge_diff(&current, &desired) else { return Ok(()) };
         let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
-        let new = self.parent_api(key).patch_status(&key.name, &params, &Patch::Merge(json!({"status": diff}))).await?;
+        let body = json!({"status": diff});
+        let new = match self.parent_api(key).patch_status(&key.name, &params, &Patch::Merge(&body)).await {
+            // A CRD without the status subresource: status is part of the object.
+            Err(kube::Error::Api(e)) if e.code == 404 && self.parent_cache().get(key).is_some() => {
+                self.parent_api(key).patch(&key.name, &params, &Patch::Merge(&body)).await?
+            }
+            other => other?,
+        };
         if !pruned && !has_condition(&new, status::RECONCILED) {
             // The CRD's status schema has no `conditions` (and does not
             // preserve unknown fields): the API server drops the condition.
