@@ -416,3 +416,23 @@ async fn kubectl_waits_for_ready_pods_and_complete_jobs_and_deletes_pods_gracefu
     assert!(!exists(&s, &format!("{PODS}/web")).await);
     handle.shutdown().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn namespace_deletion_waits_for_its_pods_grace_period_and_stopping_the_cluster_deletes_pods_at_once() {
+    let s = ApiServer::new();
+    let c = cluster::start(&s, ClusterConfig { pod_grace_period: Duration::from_secs(3), ..Default::default() });
+    assert_eq!(post(&s, "/api/v1/namespaces", json!({"metadata": {"name": "team"}})).await.0, 201);
+    let team_pods = "/api/v1/namespaces/team/pods";
+    assert_eq!(post(&s, team_pods, pod("p", json!({}))).await.0, 201);
+    eventually(5, "the pod runs", || async { get(&s, &format!("{team_pods}/p")).await.1["status"]["phase"] == "Running" }).await;
+    assert_eq!(delete(&s, "/api/v1/namespaces/team", None).await.0, 202);
+    let p = get(&s, &format!("{team_pods}/p")).await.1;
+    assert_eq!(p["metadata"]["deletionGracePeriodSeconds"], 3, "{p}");
+    assert_eq!(get(&s, "/api/v1/namespaces/team").await.1["status"]["phase"], "Terminating");
+    eventually(10, "the namespace is gone with its pod", || async { !exists(&s, "/api/v1/namespaces/team").await }).await;
+
+    post(&s, PODS, pod("q", json!({}))).await;
+    eventually(5, "the pod runs", || async { get(&s, &format!("{PODS}/q")).await.1["status"]["phase"] == "Running" }).await;
+    c.stop().await;
+    assert_eq!(delete(&s, &format!("{PODS}/q"), None).await.0, 200, "no kubelet: deleted at once");
+}
