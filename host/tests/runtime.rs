@@ -501,3 +501,21 @@ async fn a_parent_kind_without_a_status_subresource_still_gets_its_condition() {
     .await;
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_plugin_is_contained_and_counted_by_kind() {
+    let env = Env::start_with(&["hostile"], install_hostile_crd).await;
+    let hs = env.api("test.operator.dev/v1", "Hostile", "hostiles");
+    create(&hs, json!({"apiVersion": "test.operator.dev/v1", "kind": "Hostile", "metadata": {"name": "boom"}, "spec": {"mode": "panic"}})).await;
+    let cond = eventually("Reconciled=False", || async {
+        let h = hs.get("boom").await.ok()?;
+        let c = condition(&h, "Reconciled")?.clone();
+        (c["status"] == "False").then_some(c)
+    })
+    .await;
+    assert_eq!(cond["reason"], "PluginPanicked", "{cond}");
+    let text = env.running.as_ref().unwrap().metrics().render();
+    assert!(text.contains("plugin_call_errors_total{plugin=\"hostile\",kind=\"panic\"}"), "{text}");
+    assert!(text.contains("controller_runtime_reconcile_errors_total{controller=\"hostile\"}"), "{text}");
+    env.stop().await;
+}

@@ -360,14 +360,16 @@ impl Controller {
                             }
                             None => {
                                 let result = if plan.requeue_after.is_some() { "requeue_after" } else { "success" };
-                                if plan.finalized && deleting
-                                    && let Some(f) = &finalizer {
-                                        let list: Vec<String> = finalizers.iter().filter(|x| *x != f).cloned().collect();
-                                        let ended = self.patch_finalizers(key, &obj, list).await;
-                                        if ended.result != "success" {
-                                            return ended;
-                                        }
-                                    }
+                                if plan.finalized
+                                    && deleting
+                                    && let Some(f) = &finalizer
+                                {
+                                    // Cleanup is done: drop the finalizer and let the
+                                    // object go; no status is written to a parent on
+                                    // its way out.
+                                    let list: Vec<String> = finalizers.iter().filter(|x| *x != f).cloned().collect();
+                                    return self.patch_finalizers(key, &obj, list).await;
+                                }
                                 (Some(status::Verdict::success()), Ended { outcome: Outcome::Success { requeue_after: plan.requeue_after }, result })
                             }
                         }
