@@ -223,6 +223,17 @@ impl Store {
         Ok((st.events.iter().skip(start).filter(|e| &e.key.gr == gr).cloned().collect(), st.rv))
     }
 
+    /// Events of every resource with rv > `since`, or `Err(oldest)` if `since` is older than the
+    /// retained window (controllers next to the server use it to skip passes nothing concerns).
+    pub fn all_events_since(&self, since: u64) -> Result<Vec<Event>, u64> {
+        let st = self.state.lock().unwrap();
+        if since < st.window_start {
+            return Err(st.window_start);
+        }
+        let start = st.events.partition_point(|e| e.rv <= since);
+        Ok(st.events.iter().skip(start).cloned().collect())
+    }
+
     /// All objects of a resource plus the current resourceVersion, atomically (watch start).
     pub fn snapshot(&self, gr: &GroupResource) -> (Vec<Value>, u64) {
         self.list(gr, None)

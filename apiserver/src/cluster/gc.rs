@@ -43,6 +43,13 @@ fn refs(obj: &Value) -> Vec<Value> {
     obj.pointer("/metadata/ownerReferences").and_then(Value::as_array).cloned().unwrap_or_default()
 }
 
+/// Whether a commit may concern the collector: an object went away (it may have owned
+/// something), or the object has (had) ownerReferences or is being deleted.
+pub(crate) fn relevant(e: &crate::store::Event) -> bool {
+    let concerns = |o: &Value| !refs(o).is_empty() || deleting(o);
+    e.kind == crate::store::EventType::Deleted || concerns(&e.object) || e.prev.as_deref().is_some_and(concerns)
+}
+
 impl GarbageCollector {
     /// One pass over every object.
     pub(crate) fn pass(&mut self, core: &Core) -> Next {

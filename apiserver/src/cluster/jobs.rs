@@ -46,6 +46,11 @@ fn condition(t: &str, reason: &str, message: &str, ts: &str) -> Value {
     json!({"type": t, "status": "True", "reason": reason, "message": message, "lastProbeTime": ts, "lastTransitionTime": ts})
 }
 
+/// Whether a commit concerns the Job runner: Jobs.
+pub(crate) fn relevant(e: &crate::store::Event) -> bool {
+    e.key.gr.group == "batch" && e.key.gr.resource == "jobs"
+}
+
 impl JobRunner {
     /// A runner with these durations.
     pub fn new(config: ClusterConfig) -> Self {

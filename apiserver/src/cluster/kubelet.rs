@@ -78,6 +78,11 @@ fn node_ip(i: usize) -> String {
     format!("10.0.{}.{}", i / 250, i % 250 + 1)
 }
 
+/// Whether a commit concerns the scheduler or kubelet: Pods and Nodes.
+pub(crate) fn relevant(e: &crate::store::Event) -> bool {
+    e.key.gr.group.is_empty() && matches!(e.key.gr.resource.as_str(), "pods" | "nodes")
+}
+
 #[derive(Debug)]
 struct Started {
     /// When the ready delay runs out.

@@ -33,6 +33,7 @@ pub mod kubelet;
 use crate::resources::Resource;
 use crate::rest::Core;
 use crate::server::ApiServer;
+use crate::store::Event;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
@@ -136,20 +137,20 @@ pub fn start(server: &ApiServer, config: ClusterConfig) -> ClusterHandle {
     let mut tasks = vec![];
     if config.garbage_collector {
         let mut gc = gc::GarbageCollector::default();
-        tasks.push(tokio::spawn(run(core.clone(), stop_rx.clone(), config.resync_interval, move |c| gc.pass(c))));
+        tasks.push(tokio::spawn(run(core.clone(), stop_rx.clone(), config.resync_interval, gc::relevant, move |c| gc.pass(c))));
     }
     let nodes = if config.nodes > 0 {
         let names = kubelet::create_nodes(&core, config.nodes);
         core.set_pod_grace_period(Some(config.pod_grace_period.as_secs() as i64));
         let mut k = kubelet::Kubelet::new(names.clone(), config.clone());
-        tasks.push(tokio::spawn(run(core.clone(), stop_rx.clone(), config.resync_interval, move |c| k.pass(c))));
+        tasks.push(tokio::spawn(run(core.clone(), stop_rx.clone(), config.resync_interval, kubelet::relevant, move |c| k.pass(c))));
         names
     } else {
         vec![]
     };
     if config.jobs {
         let mut j = jobs::JobRunner::new(config.clone());
-        tasks.push(tokio::spawn(run(core.clone(), stop_rx.clone(), config.resync_interval, move |c| j.pass(c))));
+        tasks.push(tokio::spawn(run(core.clone(), stop_rx.clone(), config.resync_interval, jobs::relevant, move |c| j.pass(c))));
     }
     ClusterHandle { core, stop, tasks, nodes }
 }
@@ -173,10 +174,22 @@ impl Next {
 const MIN_PASS_INTERVAL: Duration = Duration::from_millis(5);
 
 /// The controller loop: a pass, then sleep until the store changes, a deadline the pass asked
-/// for, a retry, the resync interval, or stop.
-async fn run(core: Arc<Core>, mut stop: tokio::sync::watch::Receiver<bool>, resync: Duration, mut pass: impl FnMut(&Core) -> Next + Send) {
+/// for, a retry, the resync interval, or stop. Commits none of whose events `relevant` picks
+/// skip the pass (every pass re-reads everything, so skipping loses nothing); a deadline, a
+/// retry, the resync or an expired event window always runs one.
+async fn run(
+    core: Arc<Core>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+    resync: Duration,
+    relevant: fn(&Event) -> bool,
+    mut pass: impl FnMut(&Core) -> Next + Send,
+) {
     let mut changes = core.store.subscribe();
     let mut last: Option<Instant> = None;
+    let mut seen = *changes.borrow_and_update();
+    let mut due = true;
+    let mut pending = Next::default();
+    let mut resync_at = Instant::now();
     loop {
         if *stop.borrow() {
             return;
@@ -190,15 +203,25 @@ async fn run(core: Arc<Core>, mut stop: tokio::sync::watch::Receiver<bool>, resy
                 _ = stop.wait_for(|s| *s) => return,
             }
         }
-        changes.borrow_and_update();
-        last = Some(Instant::now());
-        let next = pass(&core);
+        let rv = *changes.borrow_and_update();
+        if !due && rv != seen {
+            due = core.store.all_events_since(seen).map_or(true, |evs| evs.iter().any(relevant));
+        }
+        seen = rv;
         let now = Instant::now();
-        let mut wake = now + resync;
-        if let Some(at) = next.at {
+        due |= now >= resync_at || pending.retry || pending.at.is_some_and(|a| now >= a);
+        if due {
+            last = Some(now);
+            resync_at = now + resync;
+            pending = pass(&core);
+            due = false;
+        }
+        let now = Instant::now();
+        let mut wake = resync_at;
+        if let Some(at) = pending.at {
             wake = wake.min(at.max(now));
         }
-        if next.retry {
+        if pending.retry {
             wake = wake.min(now + Duration::from_millis(100));
         }
         tokio::select! {
