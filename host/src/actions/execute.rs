@@ -84,7 +84,12 @@ fn is_already_exists(e: &kube::Error) -> bool {
 impl Executor<'_> {
     fn api(&self, gvk: &GroupVersionKind, namespace: &str) -> Api<DynamicObject> {
         let ar = self.resources.get(gvk).unwrap_or_else(|| panic!("no resource for declared child kind {gvk:?}"));
-        Api::namespaced_with(self.client.clone(), namespace, ar)
+        if namespace.is_empty() {
+            // Children of a cluster-scoped parent: cluster-scoped kinds.
+            Api::all_with(self.client.clone(), ar)
+        } else {
+            Api::namespaced_with(self.client.clone(), namespace, ar)
+        }
     }
 
     pub async fn execute(&self, writes: Vec<Write>) -> Executed {

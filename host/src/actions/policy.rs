@@ -207,7 +207,9 @@ fn check_create(parent: &Parent, children: &[GroupVersionKind], mut object: Valu
     refs.retain(|r| r["uid"] != parent.uid.as_str());
     refs.push(parent.owner_reference());
     meta.insert("ownerReferences".into(), Value::Array(refs));
-    meta.insert("namespace".into(), Value::String(parent.namespace.clone()));
+    if !parent.namespace.is_empty() {
+        meta.insert("namespace".into(), Value::String(parent.namespace.clone()));
+    }
     Ok(Write::Create { gvk, namespace: parent.namespace.clone(), object, fixed_name })
 }
 
@@ -251,7 +253,9 @@ fn check_replace(parent: &Parent, children: &[GroupVersionKind], lookup: &dyn Lo
         refs.push(parent.owner_reference());
     }
     meta.insert("ownerReferences".into(), Value::Array(refs));
-    meta.insert("namespace".into(), Value::String(parent.namespace.clone()));
+    if !parent.namespace.is_empty() {
+        meta.insert("namespace".into(), Value::String(parent.namespace.clone()));
+    }
     if meta.get("resourceVersion").and_then(Value::as_str).is_none_or(str::is_empty) {
         meta.insert("resourceVersion".into(), Value::String(existing.resource_version.clone()));
     }

@@ -225,7 +225,16 @@ impl Controller {
                         let span = tracing::info_span!("reconcile", controller = %this.name, object = %key);
                         let labels = crate::metrics::ControllerLabels { controller: this.name.clone() };
                         this.metrics.active_workers.get_or_create(&labels).inc();
-                        let ended = tracing::Instrument::instrument(this.reconcile(&key), span).await;
+                        // A panic in the host's own reconcile code must not leave the
+                        // key marked as processing forever (controller-runtime's RecoverPanic).
+                        let run = std::panic::AssertUnwindSafe(tracing::Instrument::instrument(this.reconcile(&key), span));
+                        let ended = match futures::FutureExt::catch_unwind(run).await {
+                            Ok(ended) => ended,
+                            Err(_) => {
+                                tracing::error!(controller = %this.name, object = %key, "reconcile panicked; backing off");
+                                Ended { outcome: Outcome::Error, result: "error" }
+                            }
+                        };
                         this.metrics.active_workers.get_or_create(&labels).dec();
                         this.metrics.observe_reconcile(&this.name, ended.result, started.elapsed().as_secs_f64());
                         this.queue.finish(key, ended.outcome);
