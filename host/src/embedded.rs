@@ -6,7 +6,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use apiserver::{ApiServer, Cause, Denial, ServerHandle};
+use apiserver::{ApiServer, Cause, ClusterConfig, ClusterHandle, Denial, ServerHandle};
 use serde_json::Value;
 
 use crate::sandbox::LoadedPlugin;
@@ -16,6 +16,10 @@ pub struct Embedded {
     pub server: ApiServer,
     pub handle: ServerHandle,
     pub kubeconfig: PathBuf,
+    /// The simulated cluster parts (garbage collector, scheduler + kubelet,
+    /// Job runner), so Pods become Ready, Jobs finish and owners' dependents
+    /// are collected as on a real cluster. Stopped when dropped.
+    pub cluster: ClusterHandle,
 }
 
 impl std::fmt::Debug for Embedded {
@@ -30,7 +34,8 @@ pub async fn start(port: u16, kubeconfig: &Path) -> std::io::Result<Embedded> {
     let server = ApiServer::new();
     let handle = server.serve_on(SocketAddr::from(([127, 0, 0, 1], port))).await?;
     handle.write_kubeconfig(kubeconfig)?;
-    Ok(Embedded { server, handle, kubeconfig: kubeconfig.to_path_buf() })
+    let cluster = apiserver::cluster::start(&server, ClusterConfig::default());
+    Ok(Embedded { server, handle, kubeconfig: kubeconfig.to_path_buf(), cluster })
 }
 
 /// Where the kubeconfig goes when `--kubeconfig-out` is not given.
