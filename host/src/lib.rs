@@ -9,6 +9,7 @@
 //! - [`metrics`]: Prometheus metrics and probes.
 //! - [`manager`]: starts plugins as controllers (CRDs, discovery, caches).
 //! - [`embedded`]: the in-process API server and admission for `--embedded`.
+//! - [`webhook`]: plugin admission as HTTPS webhooks for real clusters.
 //! - [`cli`]: the `host` command line.
 
 pub mod actions;
@@ -20,6 +21,7 @@ pub mod events;
 pub mod manager;
 pub mod metrics;
 pub mod sandbox;
+pub mod webhook;
 
 /// Renders an error with its chain of causes, `outer: inner: ...`.
 pub fn error_chain(e: &dyn std::error::Error) -> String {

@@ -45,6 +45,13 @@ pub struct Args {
     /// Address for /metrics, /healthz and /readyz; `0` disables.
     #[arg(long, default_value = "127.0.0.1:8080")]
     metrics_addr: String,
+    /// Serve each plugin's default/validate as HTTPS admission webhooks on
+    /// this address (for a real cluster), e.g. `0.0.0.0:9443`. Off by default.
+    #[arg(long)]
+    webhook_addr: Option<SocketAddr>,
+    /// Directory holding the webhook's `tls.crt` and `tls.key`.
+    #[arg(long, default_value = "/tmp/k8s-webhook-server/serving-certs")]
+    webhook_cert_dir: PathBuf,
     /// How long shutdown waits for in-flight reconciles.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     shutdown_grace: Duration,
@@ -93,6 +100,15 @@ async fn run_async(args: &Args, plugins: Vec<crate::sandbox::LoadedPlugin>, metr
         .await
         .map_err(|e| Failure::bad_input(format!("--metrics-addr {addr}: {e}")))?;
         println!("metrics at http://{bound}/metrics");
+    }
+    if let Some(addr) = args.webhook_addr {
+        let mut rx = stop_rx.clone();
+        let (bound, _task) = crate::webhook::serve(addr, &args.webhook_cert_dir, plugins.clone(), async move {
+            let _ = rx.wait_for(|s| *s).await;
+        })
+        .await
+        .map_err(|e| Failure::bad_input(format!("--webhook-addr {addr}: {}", crate::error_chain(&e))))?;
+        println!("admission webhooks at https://{bound}");
     }
     let options = Options {
         namespaces: args.namespaces.clone(),

@@ -1,0 +1,181 @@
+//! Admission webhooks for a real cluster: each plugin's `default` and
+//! `validate` served as `admission.k8s.io/v1` AdmissionReview over HTTPS, at
+//! kubebuilder's paths:
+//!
+//! ```text
+//! /mutate-<group with dots as dashes>-<version>-<kind lowercase>
+//! /validate-<group with dots as dashes>-<version>-<kind lowercase>
+//! ```
+//!
+//! e.g. `/validate-batch-tutorial-kubebuilder-io-v1-cronjob`. As with
+//! controller-runtime, the certificate comes from a directory holding
+//! `tls.crt` and `tls.key` (cert-manager's secret layout), and the
+//! Mutating/ValidatingWebhookConfiguration objects are deployment manifests,
+//! not written by the host. On the embedded cluster the same plugin calls
+//! are in-process admission hooks instead ([`crate::embedded`]).
+//!
+//! A failing plugin call refuses the request (the configuration's
+//! `failurePolicy` decides what the API server does when the webhook itself
+//! cannot be reached).
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use base64::Engine;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use serde_json::{Value, json};
+
+use crate::sandbox::LoadedPlugin;
+
+/// The path of a plugin's webhook of `kind` (`mutate` or `validate`).
+pub fn path_for(kind: &str, plugin: &LoadedPlugin) -> String {
+    let p = &plugin.manifest().parent;
+    format!("/{kind}-{}-{}-{}", p.group.replace('.', "-"), p.version, p.kind.to_lowercase())
+}
+
+/// Answers one AdmissionReview sent to `path`, calling the plugin that
+/// serves it (on the calling thread: wrap in `spawn_blocking`).
+pub fn review(plugins: &[LoadedPlugin], path: &str, body: &[u8]) -> Value {
+    let review: Value = match serde_json::from_slice(body) {
+        Ok(v) => v,
+        Err(e) => return response("", false, Some((400, format!("cannot decode AdmissionReview: {e}"))), None),
+    };
+    let request = &review["request"];
+    let uid = request["uid"].as_str().unwrap_or_default().to_string();
+    let mutate = plugins.iter().find(|p| path_for("mutate", p) == path);
+    let validate = plugins.iter().find(|p| path_for("validate", p) == path);
+    if request["operation"] == "DELETE" || request["operation"] == "CONNECT" {
+        return response(&uid, true, None, None);
+    }
+    let object = &request["object"];
+    if let Some(plugin) = mutate {
+        return match plugin.default_blocking(&object.to_string()) {
+            Ok(defaulted) => {
+                let patch = json_patch::diff(object, &defaulted);
+                if patch.0.is_empty() {
+                    response(&uid, true, None, None)
+                } else {
+                    let text = serde_json::to_vec(&patch).expect("patches serialize");
+                    response(&uid, true, None, Some(base64::engine::general_purpose::STANDARD.encode(text)))
+                }
+            }
+            Err(e) => response(&uid, false, Some((403, format!("defaulting failed: {e}"))), None),
+        };
+    }
+    if let Some(plugin) = validate {
+        let old = request.get("oldObject").filter(|o| !o.is_null()).map(Value::to_string);
+        return match plugin.validate_blocking(&object.to_string(), old.as_deref()) {
+            Ok(errors) if errors.is_empty() => response(&uid, true, None, None),
+            Ok(errors) => {
+                let kind = &plugin.manifest().parent.kind;
+                let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+                let list: Vec<String> = errors.iter().map(ToString::to_string).collect();
+                let message = format!("{kind}.{} \"{name}\" is invalid: {}", plugin.manifest().parent.group, list.join(", "));
+                response(&uid, false, Some((422, message)), None)
+            }
+            Err(e) => response(&uid, false, Some((403, format!("validation failed: {e}"))), None),
+        };
+    }
+    response(&uid, false, Some((404, format!("no webhook at {path}"))), None)
+}
+
+fn response(uid: &str, allowed: bool, status: Option<(u16, String)>, patch: Option<String>) -> Value {
+    let mut r = json!({"uid": uid, "allowed": allowed});
+    if let Some((code, message)) = status {
+        r["status"] = json!({"code": code, "message": message});
+    }
+    if let Some(p) = patch {
+        r["patchType"] = "JSONPatch".into();
+        r["patch"] = p.into();
+    }
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": r})
+}
+
+/// Why the webhook server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot read {path}")]
+    Pem {
+        path: String,
+        #[source]
+        source: rustls::pki_types::pem::Error,
+    },
+    #[error("invalid certificate or key")]
+    Tls(#[from] rustls::Error),
+    #[error("cannot listen")]
+    Io(#[from] std::io::Error),
+}
+
+/// TLS configuration from `dir/tls.crt` and `dir/tls.key`.
+pub fn tls_config(dir: &Path) -> Result<rustls::ServerConfig, Error> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let cert_path = dir.join("tls.crt");
+    let key_path = dir.join("tls.key");
+    fn pem(path: &Path) -> impl Fn(rustls::pki_types::pem::Error) -> Error + '_ {
+        move |source| Error::Pem { path: path.display().to_string(), source }
+    }
+    let certs = CertificateDer::pem_file_iter(&cert_path)
+        .map_err(pem(&cert_path))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(pem(&cert_path))?;
+    let key = PrivateKeyDer::from_pem_file(&key_path).map_err(pem(&key_path))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// Serves the webhooks of `plugins` over HTTPS on `addr` until `shutdown`.
+pub async fn serve(
+    addr: SocketAddr,
+    cert_dir: &Path,
+    plugins: Vec<LoadedPlugin>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(SocketAddr, tokio::task::JoinHandle<()>), Error> {
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls_config(cert_dir)?));
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let bound = listener.local_addr()?;
+    let plugins = Arc::new(plugins);
+    for p in plugins.iter() {
+        tracing::info!(plugin = p.name(), mutate = %path_for("mutate", p), validate = %path_for("validate", p), "serving admission webhooks");
+    }
+    let task = tokio::spawn(async move {
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => break,
+                accepted = listener.accept() => {
+                    let Ok((stream, _)) = accepted else { continue };
+                    let acceptor = acceptor.clone();
+                    let plugins = plugins.clone();
+                    tokio::spawn(async move {
+                        let Ok(tls) = acceptor.accept(stream).await else { return };
+                        let io = hyper_util::rt::TokioIo::new(tls);
+                        let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                            let plugins = plugins.clone();
+                            async move {
+                                let path = req.uri().path().to_string();
+                                let body = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+                                let answer = tokio::task::spawn_blocking(move || review(&plugins, &path, &body))
+                                    .await
+                                    .unwrap_or_else(|e| response("", false, Some((500, format!("webhook failed: {e}"))), None));
+                                let bytes = Bytes::from(serde_json::to_vec(&answer).expect("serializes"));
+                                Ok::<_, std::convert::Infallible>(
+                                    hyper::Response::builder().header("content-type", "application/json").body(Full::new(bytes)).expect("valid response"),
+                                )
+                            }
+                        });
+                        let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, svc).await;
+                    });
+                }
+            }
+        }
+    });
+    Ok((bound, task))
+}
