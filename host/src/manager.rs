@@ -113,7 +113,6 @@ pub async fn install_crd(client: &kube::Client, plugin: &str, crd: &Value, timeo
         .to_string();
     crd["apiVersion"] = "apiextensions.k8s.io/v1".into();
     crd["kind"] = "CustomResourceDefinition".into();
-    drop_plain_root_metadata_schema(&mut crd);
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     api.patch(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&crd))
         .await
@@ -136,21 +135,6 @@ pub async fn install_crd(client: &kube::Client, plugin: &str, crd: &Value, timeo
             return Err(Error::CrdNotEstablished { name, timeout });
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// Removes a root `metadata: {type: object}` from each version's schema. The
-/// API server owns ObjectMeta's schema, so on kube-apiserver the entry means
-/// nothing; the embedded server (as of this writing) prunes ObjectMeta's
-/// fields under it, losing name and namespace. Entries with constraints are
-/// left alone.
-fn drop_plain_root_metadata_schema(crd: &mut Value) {
-    let Some(versions) = crd.pointer_mut("/spec/versions").and_then(Value::as_array_mut) else { return };
-    for v in versions {
-        if let Some(props) = v.pointer_mut("/schema/openAPIV3Schema/properties").and_then(Value::as_object_mut)
-            && props.get("metadata") == Some(&serde_json::json!({"type": "object"})) {
-                props.remove("metadata");
-            }
     }
 }
 
