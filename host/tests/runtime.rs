@@ -45,13 +45,21 @@ impl Env {
         F: FnOnce(kube::Client) -> Fut,
         Fut: std::future::Future<Output = ()>,
     {
+        Self::start_clocked(plugins, options, Arc::new(SystemClock), before).await
+    }
+
+    async fn start_clocked<F, Fut>(plugins: &[&str], options: Options, clock: host::clock::SharedClock, before: F) -> Env
+    where
+        F: FnOnce(kube::Client) -> Fut,
+        Fut: std::future::Future<Output = ()>,
+    {
         let server = ApiServer::new();
         let sandbox = Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
         let plugins: Vec<_> = plugins.iter().map(|p| common::load(&sandbox, p)).collect();
         host::embedded::register_admission(&server, &plugins);
         let client = server.kube_client();
         before(client.clone()).await;
-        let running = manager::start(client.clone(), plugins, options, Arc::new(SystemClock), Arc::new(Metrics::new()))
+        let running = manager::start(client.clone(), plugins, options, clock, Arc::new(Metrics::new()))
             .await
             .unwrap_or_else(|e| panic!("manager: {}", host::error_chain(&e)));
         tokio::time::timeout(WAIT, running.wait_synced()).await.expect("caches sync");
@@ -517,5 +525,45 @@ async fn a_panicking_plugin_is_contained_and_counted_by_kind() {
     let text = env.running.as_ref().unwrap().metrics().render();
     assert!(text.contains("plugin_call_errors_total{plugin=\"hostile\",kind=\"panic\"}"), "{text}");
     assert!(text.contains("controller_runtime_reconcile_errors_total{controller=\"hostile\"}"), "{text}");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_plugin_sees_the_host_clock_so_a_minutely_cronjob_runs_when_the_clock_says_so() {
+    // The host's clock is 61 s ahead of the API server's: the first */1 run
+    // is already due when the CronJob is created.
+    let clock = Arc::new(host::clock::ManualClock::new(chrono::Utc::now()));
+    let env = Env::start_clocked(&["cronjob"], Options::default(), clock.clone(), |_| async {}).await;
+    let cjs = env.api("batch.tutorial.kubebuilder.io/v1", "CronJob", "cronjobs");
+    let mut cj = sample("plugins/cronjob/samples/batch_v1_cronjob.yaml");
+    cj["spec"].as_object_mut().unwrap().remove("startingDeadlineSeconds");
+    let created = create(&cjs, cj).await;
+    let jobs: Api<Job> = Api::namespaced(env.client.clone(), "default");
+    let owned = |uid: String| {
+        let jobs = jobs.clone();
+        async move {
+            jobs.list(&ListParams::default()).await.unwrap().items.into_iter().filter(|j| {
+                j.metadata.owner_references.as_ref().is_some_and(|rs| rs.iter().any(|r| r.uid == uid))
+            }).count()
+        }
+    };
+    let uid = created.metadata.uid.clone().unwrap();
+    assert_eq!(owned(uid.clone()).await, 0);
+    clock.advance(Duration::from_secs(61));
+    // A spec touch makes the host reconcile now (the plugin's requeue is up to a minute away).
+    cjs.patch("cronjob-sample", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"tick": "1"}}}))).await.unwrap();
+    eventually("the Job of the run the clock made due", || {
+        let uid = uid.clone();
+        let owned = &owned;
+        async move { (owned(uid).await >= 1).then_some(()) }
+    })
+    .await;
+    let cj = eventually("status.lastScheduleTime", || async {
+        let cj = cjs.get("cronjob-sample").await.ok()?;
+        cj.data.pointer("/status/lastScheduleTime").and_then(Value::as_str).map(str::to_string)
+    })
+    .await;
+    let scheduled = chrono::DateTime::parse_from_rfc3339(&cj).unwrap();
+    assert!(scheduled.timestamp() % 60 == 0, "a minute boundary: {cj}");
     env.stop().await;
 }
