@@ -567,3 +567,28 @@ async fn the_plugin_sees_the_host_clock_so_a_minutely_cronjob_runs_when_the_cloc
     assert!(scheduled.timestamp() % 60 == 0, "a minute boundary: {cj}");
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_whose_name_is_taken_by_an_unowned_object_is_an_error_not_done() {
+    let env = Env::start(&["hello"]).await;
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(env.client.clone(), "default");
+    cms.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "taken-greeting"}, "data": {"greeting": "mine"}})).unwrap())
+        .await
+        .unwrap();
+    hello(&env, "default", "taken", json!({})).await;
+    let hellos = env.api(HELLO_CRD_KIND.0, HELLO_CRD_KIND.1, HELLO_CRD_KIND.2);
+    let uid = hellos.get("taken").await.unwrap().metadata.uid.unwrap();
+    let events: Api<Event> = Api::namespaced(env.client.clone(), "default");
+    let ev = eventually("a Warning about the taken name", || async {
+        events.list(&ListParams::default()).await.ok()?.items.into_iter().find(|e| {
+            e.regarding.as_ref().and_then(|r| r.uid.as_deref()) == Some(uid.as_str()) && e.type_.as_deref() == Some("Warning")
+        })
+    })
+    .await;
+    assert_eq!(ev.reason.as_deref(), Some("WriteFailedAlreadyExists"));
+    assert!(ev.note.as_deref().unwrap_or("").contains("the name is taken by an object this parent does not control"), "{ev:?}");
+    let cm = cms.get("taken-greeting").await.unwrap();
+    assert_eq!(cm.data.unwrap()["greeting"], "mine", "the other object is left alone");
+    assert!(cm.metadata.owner_references.is_none());
+    env.stop().await;
+}
