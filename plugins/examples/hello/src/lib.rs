@@ -75,7 +75,12 @@ fn crd() -> operator_plugin_sdk::serde_json::Value {
                     "type": "object",
                     "properties": {
                         "spec": {"type": "object", "properties": {"greeting": {"type": "string", "maxLength": 64}}},
-                        "status": {"type": "object", "properties": {"upToDate": {"type": "boolean"}}}
+                        "status": {"type": "object", "properties": {
+                            "upToDate": {"type": "boolean"},
+                            // The host writes its `Reconciled` condition here; a
+                            // schema without it would prune the condition away.
+                            "conditions": {"type": "array", "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}
+                        }}
                     }
                 }}
             }]
