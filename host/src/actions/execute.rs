@@ -8,7 +8,7 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParam
 use operator_plugin_sdk::{EventType, GroupVersionKind, Propagation};
 use serde_json::Value;
 
-use super::policy::Write;
+use super::policy::{Existing, Write};
 use crate::events::{Recorder, Regarding};
 
 /// The field manager of every write the host makes.
@@ -139,33 +139,17 @@ impl Executor<'_> {
                             break;
                         }
                     };
-                    match self.api(&gvk, &namespace).replace(&name, &pp, &obj).await {
-                        Ok(new) => {
-                            out.writes += 1;
-                            if new.metadata.resource_version.as_deref() != Some(existing.resource_version.as_str()) {
-                                out.expectations.push(Expectation::Updated { gvk, uid: existing.uid, from: existing.resource_version });
-                            }
-                        }
-                        Err(source) => {
-                            out.error = Some(WriteError { what, source });
-                            break;
-                        }
+                    let result = self.api(&gvk, &namespace).replace(&name, &pp, &obj).await;
+                    if !out.record_update(result, what, gvk, existing) {
+                        break;
                     }
                 }
                 Write::Patch { gvk, namespace, name, patch, existing } => {
                     let what = describe("patch", &gvk, &namespace, Some(&Value::String(name.clone())));
                     let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
-                    match self.api(&gvk, &namespace).patch(&name, &params, &Patch::Merge(&patch)).await {
-                        Ok(new) => {
-                            out.writes += 1;
-                            if new.metadata.resource_version.as_deref() != Some(existing.resource_version.as_str()) {
-                                out.expectations.push(Expectation::Updated { gvk, uid: existing.uid, from: existing.resource_version });
-                            }
-                        }
-                        Err(source) => {
-                            out.error = Some(WriteError { what, source });
-                            break;
-                        }
+                    let result = self.api(&gvk, &namespace).patch(&name, &params, &Patch::Merge(&patch)).await;
+                    if !out.record_update(result, what, gvk, existing) {
+                        break;
                     }
                 }
                 Write::Delete { gvk, namespace, name, propagation, existing } => {
@@ -206,6 +190,28 @@ impl Executor<'_> {
             }
         }
         out
+    }
+}
+
+impl Executed {
+    /// Records the result of a replace or patch of `existing`: on success the
+    /// cache must later show the object past its old resourceVersion (unless
+    /// the write changed nothing). Returns false when the write failed and
+    /// execution must stop.
+    fn record_update(&mut self, result: kube::Result<DynamicObject>, what: String, gvk: GroupVersionKind, existing: Existing) -> bool {
+        match result {
+            Ok(new) => {
+                self.writes += 1;
+                if new.metadata.resource_version.as_deref() != Some(existing.resource_version.as_str()) {
+                    self.expectations.push(Expectation::Updated { gvk, uid: existing.uid, from: existing.resource_version });
+                }
+                true
+            }
+            Err(source) => {
+                self.error = Some(WriteError { what, source });
+                false
+            }
+        }
     }
 }
 

@@ -98,7 +98,7 @@ pub(super) fn load(shared: &Arc<Shared>, label: &str, bytes: &[u8]) -> Result<Lo
 
     let mut loading = Inner { shared: shared.clone(), name: label.into(), manifest: placeholder_manifest(), info, pre };
     let manifest = loading
-        .call("manifest", 0, |store, plugin| Ok(plugin.operator_plugin_controller().call_manifest(store)?))
+        .call("manifest", 0, |store, plugin| plugin.operator_plugin_controller().call_manifest(store))
         .map_err(|e| LoadError::ManifestCall { plugin: label.into(), source: Box::new(e) })?;
     let manifest = bindings::manifest(manifest).map_err(|e| LoadError::Manifest { plugin: label.into(), detail: e.0 })?;
     validate_manifest(&manifest).map_err(|detail| LoadError::Manifest { plugin: label.into(), detail })?;
@@ -174,7 +174,7 @@ impl LoadedPlugin {
     /// async code.
     pub fn reconcile_blocking(&self, parent: &str, children: &[String], now_ms: i64) -> Result<Vec<Action>, CallError> {
         let result = self.inner.call("reconcile", now_ms, |store, plugin| {
-            Ok(plugin.operator_plugin_controller().call_reconcile(store, parent, children, now_ms)?)
+            plugin.operator_plugin_controller().call_reconcile(store, parent, children, now_ms)
         })?;
         match result {
             Ok(actions) => bindings::actions(actions).map_err(|e| self.invalid("reconcile", e)),
@@ -185,7 +185,7 @@ impl LoadedPlugin {
     /// Runs `validate` on the calling thread.
     pub fn validate_blocking(&self, object: &str, old: Option<&str>) -> Result<Vec<FieldError>, CallError> {
         let errors = self.inner.call("validate", 0, |store, plugin| {
-            Ok(plugin.operator_plugin_controller().call_validate(store, object, old)?)
+            plugin.operator_plugin_controller().call_validate(store, object, old)
         })?;
         Ok(errors.into_iter().map(bindings::field_error).collect())
     }
@@ -193,7 +193,7 @@ impl LoadedPlugin {
     /// Runs `default` on the calling thread; the result is checked to be a
     /// JSON object.
     pub fn default_blocking(&self, object: &str) -> Result<serde_json::Value, CallError> {
-        let result = self.inner.call("default", 0, |store, plugin| Ok(plugin.operator_plugin_controller().call_default(store, object)?))?;
+        let result = self.inner.call("default", 0, |store, plugin| plugin.operator_plugin_controller().call_default(store, object))?;
         match result {
             Ok(text) => match serde_json::from_str::<serde_json::Value>(&text) {
                 Ok(v) if v.is_object() => Ok(v),
