@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use apiserver::{ApiServer, Cause, ClusterConfig, ClusterHandle, Denial, ServerHandle};
 use serde_json::Value;
 
+use crate::registry::Registry;
 use crate::sandbox::LoadedPlugin;
 
 /// A running embedded cluster.
@@ -61,26 +62,33 @@ fn cause(fe: &operator_plugin_sdk::FieldError) -> Cause {
     Cause::new(fe.kind.cause_type(), message, fe.field.clone())
 }
 
-/// Registers `default` (mutating) and `validate` (validating) of each plugin
-/// for its parent kind. Hooks are named `<plugin>.operator-host`; a failing
-/// plugin call refuses the request (failurePolicy: Fail).
-pub fn register_admission(server: &ApiServer, plugins: &[LoadedPlugin]) {
-    for plugin in plugins {
-        let m = plugin.manifest();
-        let name = format!("{}.operator-host", m.name);
-        let p = plugin.clone();
-        server.admission().register_mutating(&name, &m.parent.group, &m.parent.kind, move |obj: &Value, _old: Option<&Value>| {
-            let text = obj.to_string();
-            blocking(|| p.default_blocking(&text)).map_err(|e| Denial::new(format!("defaulting failed: {e}")))
-        });
-        let p = plugin.clone();
-        server.admission().register_validating(&name, &m.parent.group, &m.parent.kind, move |obj: &Value, old: Option<&Value>| {
-            let text = obj.to_string();
-            let old = old.map(Value::to_string);
-            match blocking(|| p.validate_blocking(&text, old.as_deref())) {
-                Ok(errors) => errors.iter().map(cause).collect(),
-                Err(e) => vec![Cause::new("InternalError", format!("validation failed: {e}"), "")],
-            }
-        });
-    }
+/// Registers `default` (mutating) and `validate` (validating) for `plugin`'s
+/// parent kind. The hooks look the plugin up in `registry` on every call, so
+/// a hot swap changes admission at once and a removed plugin admits all.
+/// Hooks are named after the kind; registering again replaces them. A
+/// failing plugin call refuses the request (failurePolicy: Fail).
+pub fn register_admission(server: &ApiServer, registry: &Registry, plugin: &LoadedPlugin) {
+    let parent = plugin.manifest().parent.clone();
+    let name = format!("{}.{}.operator-host", parent.kind.to_lowercase(), parent.group);
+    server.admission().unregister(&name);
+    let (r, group, kind) = (registry.clone(), parent.group.clone(), parent.kind.clone());
+    server.admission().register_mutating(&name, &parent.group, &parent.kind, move |obj: &Value, _old: Option<&Value>| {
+        let Some(p) = r.for_parent(&group, &kind) else {
+            return Ok(obj.clone());
+        };
+        let text = obj.to_string();
+        blocking(|| p.default_blocking(&text)).map_err(|e| Denial::new(format!("defaulting failed: {e}")))
+    });
+    let (r, group, kind) = (registry.clone(), parent.group.clone(), parent.kind.clone());
+    server.admission().register_validating(&name, &parent.group, &parent.kind, move |obj: &Value, old: Option<&Value>| {
+        let Some(p) = r.for_parent(&group, &kind) else {
+            return Vec::new();
+        };
+        let text = obj.to_string();
+        let old = old.map(Value::to_string);
+        match blocking(|| p.validate_blocking(&text, old.as_deref())) {
+            Ok(errors) => errors.iter().map(cause).collect(),
+            Err(e) => vec![Cause::new("InternalError", format!("validation failed: {e}"), "")],
+        }
+    });
 }

@@ -18,8 +18,10 @@ pub mod clock;
 pub mod controller;
 pub mod embedded;
 pub mod events;
+pub mod hotswap;
 pub mod manager;
 pub mod metrics;
+pub mod registry;
 pub mod sandbox;
 pub mod webhook;
 

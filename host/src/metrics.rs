@@ -40,6 +40,13 @@ pub struct NameLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SwapLabels {
+    pub plugin: String,
+    /// `started`, `swapped`, `restarted`, `removed` or `rejected`.
+    pub result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PluginErrorLabels {
     pub plugin: String,
     pub kind: String,
@@ -69,6 +76,7 @@ pub struct Metrics {
     pub reconcile_errors: Family<ControllerLabels, Counter>,
     pub reconcile_time: Family<ControllerLabels, Histogram, fn() -> Histogram>,
     pub plugin_call_errors: Family<PluginErrorLabels, Counter>,
+    pub plugin_swaps: Family<SwapLabels, Counter>,
     pub active_workers: Family<ControllerLabels, Gauge>,
     pub max_concurrent: Family<ControllerLabels, Gauge>,
     depth: Family<NameLabels, Gauge>,
@@ -97,6 +105,7 @@ impl Metrics {
         let reconcile_errors = Family::<ControllerLabels, Counter>::default();
         let reconcile_time = Family::<ControllerLabels, Histogram, fn() -> Histogram>::new_with_constructor(reconcile_histogram as fn() -> Histogram);
         let plugin_call_errors = Family::<PluginErrorLabels, Counter>::default();
+        let plugin_swaps = Family::<SwapLabels, Counter>::default();
         let active_workers = Family::<ControllerLabels, Gauge>::default();
         let max_concurrent = Family::<ControllerLabels, Gauge>::default();
         let depth = Family::<NameLabels, Gauge>::default();
@@ -106,17 +115,23 @@ impl Metrics {
         registry.register("controller_runtime_reconcile_errors", "Total number of reconciliation errors per controller", reconcile_errors.clone());
         registry.register("controller_runtime_reconcile_time_seconds", "Length of time per reconciliation per controller", reconcile_time.clone());
         registry.register("controller_runtime_active_workers", "Number of currently used workers per controller", active_workers.clone());
-        registry.register("controller_runtime_max_concurrent_reconciles", "Maximum number of concurrent reconciles per controller", max_concurrent.clone());
+        registry.register(
+            "controller_runtime_max_concurrent_reconciles",
+            "Maximum number of concurrent reconciles per controller",
+            max_concurrent.clone(),
+        );
         registry.register("workqueue_depth", "Current depth of workqueue", depth.clone());
         registry.register("workqueue_adds", "Total number of adds handled by workqueue", adds.clone());
         registry.register("workqueue_retries", "Total number of retries handled by workqueue", retries.clone());
         registry.register("plugin_call_errors", "Failed plugin calls by plugin and error kind", plugin_call_errors.clone());
+        registry.register("plugin_swaps", "Plugin loads and hot swaps by plugin (id) and result", plugin_swaps.clone());
         Self {
             registry,
             reconcile_total,
             reconcile_errors,
             reconcile_time,
             plugin_call_errors,
+            plugin_swaps,
             active_workers,
             max_concurrent,
             depth,
@@ -142,9 +157,16 @@ impl Metrics {
         self.plugin_call_errors.get_or_create(&PluginErrorLabels { plugin: plugin.into(), kind: kind.into() }).inc();
     }
 
-    /// Registers a queue to report as `workqueue_*{name}`.
+    pub fn plugin_swap(&self, plugin: &str, result: &str) {
+        self.plugin_swaps.get_or_create(&SwapLabels { plugin: plugin.into(), result: result.into() }).inc();
+    }
+
+    /// Registers a queue to report as `workqueue_*{name}`, replacing the
+    /// queue of a controller of that name that was restarted.
     pub fn add_queue(&self, name: &str, probe: Arc<dyn QueueProbe>) {
-        self.queues.lock().unwrap().push(QueueEntry { name: name.into(), probe, last: Stats::default() });
+        let mut queues = self.queues.lock().unwrap();
+        queues.retain(|q| q.name != name);
+        queues.push(QueueEntry { name: name.into(), probe, last: Stats::default() });
         let _ = self.adds.get_or_create(&NameLabels { name: name.into() });
         let _ = self.retries.get_or_create(&NameLabels { name: name.into() });
     }

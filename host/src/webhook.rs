@@ -40,7 +40,9 @@ pub fn path_for(kind: &str, plugin: &LoadedPlugin) -> String {
 pub fn review(plugins: &[LoadedPlugin], path: &str, body: &[u8]) -> Value {
     let review: Value = match serde_json::from_slice(body) {
         Ok(v) => v,
-        Err(e) => return response("", false, Some((400, format!("cannot decode AdmissionReview: {e}"))), None),
+        Err(e) => {
+            return response("", false, Some((400, format!("cannot decode AdmissionReview: {e}"))), None);
+        }
     };
     let request = &review["request"];
     let uid = request["uid"].as_str().unwrap_or_default().to_string();
@@ -117,10 +119,7 @@ pub fn tls_config(dir: &Path) -> Result<rustls::ServerConfig, Error> {
     fn pem(path: &Path) -> impl Fn(rustls::pki_types::pem::Error) -> Error + '_ {
         move |source| Error::Pem { path: path.display().to_string(), source }
     }
-    let certs = CertificateDer::pem_file_iter(&cert_path)
-        .map_err(pem(&cert_path))?
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(pem(&cert_path))?;
+    let certs = CertificateDer::pem_file_iter(&cert_path).map_err(pem(&cert_path))?.collect::<Result<Vec<_>, _>>().map_err(pem(&cert_path))?;
     let key = PrivateKeyDer::from_pem_file(&key_path).map_err(pem(&key_path))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
@@ -131,18 +130,18 @@ pub fn tls_config(dir: &Path) -> Result<rustls::ServerConfig, Error> {
     Ok(config)
 }
 
-/// Serves the webhooks of `plugins` over HTTPS on `addr` until `shutdown`.
+/// Serves the webhooks of the plugins in `registry` (read per request, so
+/// hot swaps apply) over HTTPS on `addr` until `shutdown`.
 pub async fn serve(
     addr: SocketAddr,
     cert_dir: &Path,
-    plugins: Vec<LoadedPlugin>,
+    registry: crate::registry::Registry,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(SocketAddr, tokio::task::JoinHandle<()>), Error> {
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls_config(cert_dir)?));
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
-    let plugins = Arc::new(plugins);
-    for p in plugins.iter() {
+    for p in registry.all().iter() {
         tracing::info!(plugin = p.name(), mutate = %path_for("mutate", p), validate = %path_for("validate", p), "serving admission webhooks");
     }
     let task = tokio::spawn(async move {
@@ -153,16 +152,16 @@ pub async fn serve(
                 accepted = listener.accept() => {
                     let Ok((stream, _)) = accepted else { continue };
                     let acceptor = acceptor.clone();
-                    let plugins = plugins.clone();
+                    let registry = registry.clone();
                     tokio::spawn(async move {
                         let Ok(tls) = acceptor.accept(stream).await else { return };
                         let io = hyper_util::rt::TokioIo::new(tls);
                         let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                            let plugins = plugins.clone();
+                            let registry = registry.clone();
                             async move {
                                 let path = req.uri().path().to_string();
                                 let body = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
-                                let answer = tokio::task::spawn_blocking(move || review(&plugins, &path, &body))
+                                let answer = tokio::task::spawn_blocking(move || review(&registry.all(), &path, &body))
                                     .await
                                     .unwrap_or_else(|e| response("", false, Some((500, format!("webhook failed: {e}"))), None));
                                 let bytes = Bytes::from(serde_json::to_vec(&answer).expect("serializes"));

@@ -123,12 +123,19 @@ fn run_embedded_serves_kubectl_probes_and_metrics_and_exits_0_on_sigterm() {
             .stdin
             .take()
             .unwrap()
-            .write_all(b"apiVersion: example.operator.dev/v1alpha1\nkind: Hello\nmetadata:\n  name: world\n  namespace: default\nspec:\n  greeting: Hi\n")
+            .write_all(
+                b"apiVersion: example.operator.dev/v1alpha1\nkind: Hello\nmetadata:\n  name: world\n  namespace: default\nspec:\n  greeting: Hi\n",
+            )
             .unwrap();
         let o = apply.wait_with_output().unwrap();
         assert!(o.status.success(), "kubectl apply: {}", String::from_utf8_lossy(&o.stderr));
         poll("kubectl to show the ConfigMap the plugin created", || {
-            let o = Command::new("kubectl").arg("--kubeconfig").arg(&kubeconfig).args(["get", "configmap", "world-greeting", "-o", "jsonpath={.data.greeting}"]).output().ok()?;
+            let o = Command::new("kubectl")
+                .arg("--kubeconfig")
+                .arg(&kubeconfig)
+                .args(["get", "configmap", "world-greeting", "-o", "jsonpath={.data.greeting}"])
+                .output()
+                .ok()?;
             (String::from_utf8_lossy(&o.stdout) == "Hi").then_some(())
         });
         let (_, body) = poll("a successful reconcile in the metrics", || {
@@ -148,7 +155,10 @@ fn run_embedded_serves_kubectl_probes_and_metrics_and_exits_0_on_sigterm() {
 #[test]
 fn run_refuses_two_plugins_for_one_parent_kind_with_exit_code_2() {
     let hello = wasm("hello");
-    let o = host().args(["run", "--embedded", "--metrics-addr", "0", "--plugin", hello.to_str().unwrap(), "--plugin", hello.to_str().unwrap()]).output().unwrap();
+    let o = host()
+        .args(["run", "--embedded", "--metrics-addr", "0", "--plugin", hello.to_str().unwrap(), "--plugin", hello.to_str().unwrap()])
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("both reconcile example.operator.dev/v1alpha1/Hello"), "{err}");
@@ -168,4 +178,58 @@ fn run_without_a_reachable_cluster_exits_1_with_the_cause() {
     assert_eq!(o.status.code(), Some(1));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("cannot install CRD hellos.example.operator.dev"), "{err}");
+}
+
+fn kubectl(kubeconfig: &std::path::Path, args: &[&str], stdin: Option<&str>) -> std::process::Output {
+    let mut c = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    if let Some(text) = stdin {
+        c.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    }
+    c.wait_with_output().unwrap()
+}
+
+#[test]
+fn run_watch_swaps_a_changed_plugin_file_without_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let plugin = dir.path().join("plugin.wasm");
+    std::fs::copy(wasm("versioned"), &plugin).unwrap();
+    let mut r = spawn(&[
+        "run",
+        "--embedded",
+        "--plugin",
+        plugin.to_str().unwrap(),
+        "--watch",
+        "--watch-interval",
+        "100ms",
+        "--kubeconfig-out",
+        kubeconfig.to_str().unwrap(),
+        "--metrics-addr",
+        "0",
+    ]);
+    r.line_with("export KUBECONFIG=");
+    let widget = "apiVersion: swap.test.operator-host.dev/v1\nkind: Widget\nmetadata:\n  name: w\n  namespace: default\nspec: {}\n";
+    poll("kubectl apply of a Widget (once its CRD is served)", || {
+        kubectl(&kubeconfig, &["apply", "-f", "-"], Some(widget)).status.success().then_some(())
+    });
+    let version = || {
+        let o = kubectl(&kubeconfig, &["get", "configmap", "-l", "widget=w", "-o", "jsonpath={.items[*].data.version}"], None);
+        String::from_utf8_lossy(&o.stdout).to_string()
+    };
+    poll("the child at version 1", || (version() == "1").then_some(()));
+
+    // Replace the file the way a build does (write elsewhere, rename over it).
+    let staged = dir.path().join("plugin.wasm.new");
+    std::fs::copy(common::built_plugin("versioned-v2"), &staged).unwrap();
+    std::fs::rename(&staged, &plugin).unwrap();
+    poll("the child at version 2", || (version() == "2").then_some(()));
+    assert!(r.child.try_wait().unwrap().is_none(), "the same host process swapped the plugin");
 }

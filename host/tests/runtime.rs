@@ -56,10 +56,15 @@ impl Env {
         let server = ApiServer::new();
         let sandbox = Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
         let plugins: Vec<_> = plugins.iter().map(|p| common::load(&sandbox, p)).collect();
-        host::embedded::register_admission(&server, &plugins);
+        let registry = host::registry::Registry::default();
+        let keyed: Vec<_> = plugins.into_iter().map(|p| (p.name().to_string(), p)).collect();
+        for (id, p) in &keyed {
+            registry.insert(id, p.clone());
+            host::embedded::register_admission(&server, &registry, p);
+        }
         let client = server.kube_client();
         before(client.clone()).await;
-        let running = manager::start(client.clone(), plugins, options, clock, Arc::new(Metrics::new()))
+        let running = manager::start_keyed(client.clone(), keyed, options, clock, Arc::new(Metrics::new()), registry)
             .await
             .unwrap_or_else(|e| panic!("manager: {}", host::error_chain(&e)));
         tokio::time::timeout(WAIT, running.wait_synced()).await.expect("caches sync");
@@ -72,13 +77,8 @@ impl Env {
 
     fn api_in(&self, namespace: &str, api_version: &str, kind: &str, plural: &str) -> Api<DynamicObject> {
         let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-        let ar = ApiResource {
-            group: group.into(),
-            version: version.into(),
-            api_version: api_version.into(),
-            kind: kind.into(),
-            plural: plural.into(),
-        };
+        let ar =
+            ApiResource { group: group.into(), version: version.into(), api_version: api_version.into(), kind: kind.into(), plural: plural.into() };
         Api::namespaced_with(self.client.clone(), namespace, &ar)
     }
 
@@ -91,19 +91,12 @@ impl Env {
 }
 
 /// Polls `f` until it returns `Some`, for up to [`WAIT`].
-async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
+async fn eventually<T, F, Fut>(what: &str, f: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
 {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    common::eventually(what, WAIT, f).await
 }
 
 fn yaml(text: &str) -> Value {
@@ -136,7 +129,8 @@ async fn pods_of(pods: &Api<Pod>, uid: &str) -> Vec<Pod> {
 async fn mark_ready(pods: &Api<Pod>, list: &[Pod]) {
     let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     for p in list {
-        let ready = p.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+        let ready =
+            p.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
         if ready {
             continue;
         }
@@ -190,7 +184,8 @@ async fn mydeployment_keeps_its_replica_count_of_owned_pods() {
     settle(&pods, &uid, 2, 10, "2 pods after scaling down").await;
 
     // A template change rolls the pods over to the new image (surge 25% of 2 rounds up to 1).
-    let image = json!({"spec": {"template": {"spec": {"containers": [{"name": "nginx", "image": "nginx:1.9.1", "ports": [{"containerPort": 80}]}]}}}});
+    let image =
+        json!({"spec": {"template": {"spec": {"containers": [{"name": "nginx", "image": "nginx:1.9.1", "ports": [{"containerPort": 80}]}]}}}});
     mds.patch("my-nginx-app", &PatchParams::default(), &Patch::Merge(image)).await.unwrap();
     eventually("the rollout to nginx:1.9.1", || async {
         let ps = pods_of(&pods, &uid).await;
@@ -221,9 +216,12 @@ async fn cronjob_every_two_seconds_creates_a_job_and_records_the_last_schedule_t
     let uid = cj.metadata.uid.clone().unwrap();
     let jobs: Api<Job> = Api::namespaced(env.client.clone(), "default");
     let job = eventually("a Job owned by the CronJob", || async {
-        jobs.list(&ListParams::default()).await.ok()?.items.into_iter().find(|j| {
-            j.metadata.owner_references.as_ref().is_some_and(|rs| rs.iter().any(|r| r.uid == uid && r.controller == Some(true)))
-        })
+        jobs.list(&ListParams::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|j| j.metadata.owner_references.as_ref().is_some_and(|rs| rs.iter().any(|r| r.uid == uid && r.controller == Some(true))))
     })
     .await;
     assert_eq!(job.metadata.namespace.as_deref(), Some("default"));
@@ -266,7 +264,8 @@ async fn install_hostile_crd(client: kube::Client) {
 async fn a_plugin_error_sets_reconciled_false_and_records_a_warning_event() {
     let env = Env::start_with(&["hostile"], install_hostile_crd).await;
     let hs = env.api("test.operator.dev/v1", "Hostile", "hostiles");
-    let h = create(&hs, json!({"apiVersion": "test.operator.dev/v1", "kind": "Hostile", "metadata": {"name": "bad"}, "spec": {"mode": "error"}})).await;
+    let h =
+        create(&hs, json!({"apiVersion": "test.operator.dev/v1", "kind": "Hostile", "metadata": {"name": "bad"}, "spec": {"mode": "error"}})).await;
     let cond = eventually("Reconciled=False", || async {
         let h = hs.get("bad").await.ok()?;
         let c = condition(&h, "Reconciled")?.clone();
@@ -278,9 +277,13 @@ async fn a_plugin_error_sets_reconciled_false_and_records_a_warning_event() {
     let events: Api<Event> = Api::namespaced(env.client.clone(), "default");
     let uid = h.metadata.uid.clone().unwrap();
     let ev = eventually("a Warning Event on the parent", || async {
-        events.list(&ListParams::default()).await.ok()?.items.into_iter().find(|e| {
-            e.regarding.as_ref().and_then(|r| r.uid.as_deref()) == Some(uid.as_str()) && e.type_.as_deref() == Some("Warning")
-        })
+        events
+            .list(&ListParams::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|e| e.regarding.as_ref().and_then(|r| r.uid.as_deref()) == Some(uid.as_str()) && e.type_.as_deref() == Some("Warning"))
     })
     .await;
     assert_eq!(ev.reason.as_deref(), Some("Refused"));
@@ -339,7 +342,11 @@ async fn two_plugins_claiming_one_parent_kind_are_refused() {
 async fn hello_creates_its_configmap_and_both_shipped_plugins_run_side_by_side() {
     let env = Env::start(&["hello", "cronjob", "mydeployment"]).await;
     let hellos = env.api("example.operator.dev/v1alpha1", "Hello", "hellos");
-    let h = create(&hellos, json!({"apiVersion": "example.operator.dev/v1alpha1", "kind": "Hello", "metadata": {"name": "world"}, "spec": {"greeting": "Hi"}})).await;
+    let h = create(
+        &hellos,
+        json!({"apiVersion": "example.operator.dev/v1alpha1", "kind": "Hello", "metadata": {"name": "world"}, "spec": {"greeting": "Hi"}}),
+    )
+    .await;
     let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(env.client.clone(), "default");
     let cm = eventually("the greeting ConfigMap", || async { cms.get("world-greeting").await.ok() }).await;
     let owner = &cm.metadata.owner_references.unwrap()[0];
@@ -352,7 +359,8 @@ const HELLO_CRD_KIND: (&str, &str, &str) = ("example.operator.dev/v1alpha1", "He
 
 async fn hello(env: &Env, namespace: &str, name: &str, labels: Value) {
     let api = env.api_in(namespace, HELLO_CRD_KIND.0, HELLO_CRD_KIND.1, HELLO_CRD_KIND.2);
-    create(&api, json!({"apiVersion": HELLO_CRD_KIND.0, "kind": "Hello", "metadata": {"name": name, "labels": labels}, "spec": {"greeting": "Hi"}})).await;
+    create(&api, json!({"apiVersion": HELLO_CRD_KIND.0, "kind": "Hello", "metadata": {"name": name, "labels": labels}, "spec": {"greeting": "Hi"}}))
+        .await;
 }
 
 async fn make_namespaces(client: kube::Client) {
@@ -482,7 +490,10 @@ async fn a_conflict_is_retried_at_once_without_an_error_condition() {
         .collect();
     assert!(warnings.is_empty(), "a conflict is not an error: {warnings:?}");
     let text = env.running.as_ref().unwrap().metrics().render();
-    assert!(text.contains("controller_runtime_reconcile_total{controller=\"mydeployment\",result=\"requeue\"} 1"), "the conflict was met and requeued:\n{text}");
+    assert!(
+        text.contains("controller_runtime_reconcile_total{controller=\"mydeployment\",result=\"requeue\"} 1"),
+        "the conflict was met and requeued:\n{text}"
+    );
     env.stop().await;
 }
 
@@ -542,9 +553,13 @@ async fn the_plugin_sees_the_host_clock_so_a_minutely_cronjob_runs_when_the_cloc
     let owned = |uid: String| {
         let jobs = jobs.clone();
         async move {
-            jobs.list(&ListParams::default()).await.unwrap().items.into_iter().filter(|j| {
-                j.metadata.owner_references.as_ref().is_some_and(|rs| rs.iter().any(|r| r.uid == uid))
-            }).count()
+            jobs.list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .into_iter()
+                .filter(|j| j.metadata.owner_references.as_ref().is_some_and(|rs| rs.iter().any(|r| r.uid == uid)))
+                .count()
         }
     };
     let uid = created.metadata.uid.clone().unwrap();
@@ -572,17 +587,24 @@ async fn the_plugin_sees_the_host_clock_so_a_minutely_cronjob_runs_when_the_cloc
 async fn a_create_whose_name_is_taken_by_an_unowned_object_is_an_error_not_done() {
     let env = Env::start(&["hello"]).await;
     let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(env.client.clone(), "default");
-    cms.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "taken-greeting"}, "data": {"greeting": "mine"}})).unwrap())
-        .await
-        .unwrap();
+    cms.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "taken-greeting"}, "data": {"greeting": "mine"}})).unwrap(),
+    )
+    .await
+    .unwrap();
     hello(&env, "default", "taken", json!({})).await;
     let hellos = env.api(HELLO_CRD_KIND.0, HELLO_CRD_KIND.1, HELLO_CRD_KIND.2);
     let uid = hellos.get("taken").await.unwrap().metadata.uid.unwrap();
     let events: Api<Event> = Api::namespaced(env.client.clone(), "default");
     let ev = eventually("a Warning about the taken name", || async {
-        events.list(&ListParams::default()).await.ok()?.items.into_iter().find(|e| {
-            e.regarding.as_ref().and_then(|r| r.uid.as_deref()) == Some(uid.as_str()) && e.type_.as_deref() == Some("Warning")
-        })
+        events
+            .list(&ListParams::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|e| e.regarding.as_ref().and_then(|r| r.uid.as_deref()) == Some(uid.as_str()) && e.type_.as_deref() == Some("Warning"))
     })
     .await;
     assert_eq!(ev.reason.as_deref(), Some("WriteFailedAlreadyExists"));

@@ -86,14 +86,22 @@ async fn webhooks_are_served_over_https_from_a_cert_directory() {
         return;
     }
     let sandbox = host::sandbox::Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
-    let plugins = vec![common::load(&sandbox, "cronjob")];
-    let (addr, task) = webhook::serve("127.0.0.1:0".parse().unwrap(), dir.path(), plugins, std::future::pending()).await.unwrap();
+    let registry = host::registry::Registry::default();
+    registry.insert("cronjob", common::load(&sandbox, "cronjob"));
+    let (addr, task) = webhook::serve("127.0.0.1:0".parse().unwrap(), dir.path(), registry, std::future::pending()).await.unwrap();
     let body = dir.path().join("review.json");
     std::fs::write(&body, review("CREATE", cronjob("nope"))).unwrap();
     let url = format!("https://{addr}/validate-batch-tutorial-kubebuilder-io-v1-cronjob");
     let ca = dir.path().join("tls.crt");
     let out = tokio::task::spawn_blocking(move || {
-        Command::new("curl").args(["-s", "--max-time", "30", "--cacert"]).arg(ca).args(["-H", "Content-Type: application/json", "--data-binary"]).arg(format!("@{}", body.display())).arg(url).output().unwrap()
+        Command::new("curl")
+            .args(["-s", "--max-time", "30", "--cacert"])
+            .arg(ca)
+            .args(["-H", "Content-Type: application/json", "--data-binary"])
+            .arg(format!("@{}", body.display()))
+            .arg(url)
+            .output()
+            .unwrap()
     })
     .await
     .unwrap();

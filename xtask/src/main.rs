@@ -15,7 +15,10 @@ use std::process::{Command, ExitCode};
 /// Plugins shipped to users, built to `target/plugins/<name>.wasm`.
 const SHIPPED: &[&str] = &["cronjob", "mydeployment"];
 /// Plugins only the tests use.
-const TEST_ONLY: &[&str] = &["hello", "hostile", "contract-v1"];
+const TEST_ONLY: &[&str] = &["hello", "hostile", "contract-v1", "versioned"];
+/// Test-only second builds with a feature, copied to `target/plugins/<name>.wasm`
+/// (crate, feature, name): the hot-swap tests swap between two versions.
+const VARIANTS: &[(&str, &str, &str)] = &[("versioned", "v2", "versioned-v2")];
 /// Built with cargo-component as well, so tests cover wasip1 + adapter.
 const COMPONENT_BUILT: &[&str] = &["hello"];
 const CARGO_COMPONENT_VERSION: &str = "0.21.1";
@@ -76,7 +79,9 @@ fn setup() -> Result {
             c.args(["target", "add", "wasm32-wasip2"]);
             c
         })?,
-        Err(_) => eprintln!("xtask: rustup not found; assuming the wasm32-wasip2 target is installed"),
+        Err(_) => {
+            eprintln!("xtask: rustup not found; assuming the wasm32-wasip2 target is installed")
+        }
     }
     let component_ok = Command::new("cargo")
         .args(["component", "--version"])
@@ -92,6 +97,15 @@ fn setup() -> Result {
 }
 
 fn build() -> Result {
+    let out = target_dir().join("plugins");
+    std::fs::create_dir_all(&out).map_err(|e| format!("create {}: {e}", out.display()))?;
+    // Variants first: the plain build below then leaves the default build in place.
+    for (krate, feature, name) in VARIANTS {
+        let mut c = cargo();
+        c.args(["build", "--release", "--target", "wasm32-wasip2", "-p", krate, "--features", feature]);
+        status(c)?;
+        copy_plugin(krate, &out.join(format!("{name}.wasm")))?;
+    }
     let mut c = cargo();
     c.args(["build", "--release", "--target", "wasm32-wasip2"]);
     for p in SHIPPED.iter().chain(TEST_ONLY) {
@@ -107,14 +121,16 @@ fn build() -> Result {
     let mut c = cargo();
     c.args(["build", "--release", "-p", "host"]);
     status(c)?;
-    let out = target_dir().join("plugins");
-    std::fs::create_dir_all(&out).map_err(|e| format!("create {}: {e}", out.display()))?;
     for p in SHIPPED {
-        let from = target_dir().join("wasm32-wasip2/release").join(format!("{}.wasm", p.replace('-', "_")));
-        let to = out.join(format!("{p}.wasm"));
-        std::fs::copy(&from, &to).map_err(|e| format!("copy {} to {}: {e}", from.display(), to.display()))?;
-        eprintln!("xtask: plugin {}", to.display());
+        copy_plugin(p, &out.join(format!("{p}.wasm")))?;
     }
+    Ok(())
+}
+
+fn copy_plugin(krate: &str, to: &Path) -> Result {
+    let from = target_dir().join("wasm32-wasip2/release").join(format!("{}.wasm", krate.replace('-', "_")));
+    std::fs::copy(&from, to).map_err(|e| format!("copy {} to {}: {e}", from.display(), to.display()))?;
+    eprintln!("xtask: plugin {}", to.display());
     Ok(())
 }
 
@@ -122,7 +138,7 @@ fn test(extra: &[String]) -> Result {
     let mut c = cargo();
     // Release: wasmtime compiles plugins far faster than in a debug build,
     // and it reuses the host build above. Test-only plugins are Wasm-only.
-    c.args(["test", "--release", "--no-fail-fast", "--workspace", "--exclude", "hostile", "--exclude", "contract-v1"]);
+    c.args(["test", "--release", "--no-fail-fast", "--workspace", "--exclude", "hostile", "--exclude", "contract-v1", "--exclude", "versioned"]);
     c.args(extra);
     status(c)
 }

@@ -10,14 +10,36 @@ use std::time::Duration;
 use super::{Failure, SandboxArgs, parse_duration};
 use crate::clock::SystemClock;
 use crate::controller::{self, queue::Backoff};
+use crate::events::Recorder;
+use crate::hotswap::configmap::Selection;
+use crate::hotswap::{self, Reloader};
 use crate::manager::{self, Options};
 use crate::metrics::Metrics;
+use crate::registry::Registry;
+use crate::sandbox::{LoadedPlugin, Sandbox};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// A plugin component (.wasm); repeat for several.
-    #[arg(long = "plugin", required = true)]
+    #[arg(long = "plugin", required_unless_present_any = ["plugin_configmaps", "plugin_configmap_selector"])]
     plugins: Vec<PathBuf>,
+    /// Reload a `--plugin` file when it changes (hot swap).
+    #[arg(long, requires = "plugins")]
+    watch: bool,
+    /// How often `--watch` looks at the files.
+    #[arg(long, default_value = "1s", value_parser = parse_duration, requires = "watch")]
+    watch_interval: Duration,
+    /// Load plugins from a ConfigMap, NAMESPACE/NAME, one per binaryData key,
+    /// and hot-swap them when it changes; repeat for several.
+    #[arg(long = "plugin-configmap", value_name = "NAMESPACE/NAME")]
+    plugin_configmaps: Vec<Selection>,
+    /// Load plugins from every ConfigMap matching this label selector in
+    /// `--plugin-configmap-namespace`, e.g. `operator-host.dev/plugin=true`.
+    #[arg(long, requires = "plugin_configmap_namespace")]
+    plugin_configmap_selector: Option<String>,
+    /// Namespace for `--plugin-configmap-selector`.
+    #[arg(long)]
+    plugin_configmap_namespace: Option<String>,
     /// Run against an embedded API server instead of the kubeconfig's cluster.
     #[arg(long)]
     embedded: bool,
@@ -63,23 +85,31 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
         a => Some(a.parse().map_err(|e| Failure::bad_input(format!("--metrics-addr {a}: {e}")))?),
     };
     let sandbox = sandbox.sandbox().map_err(|e| Failure::bad_input(format!("{e:#}")))?;
-    let mut plugins = Vec::new();
+    let mut plugins: Vec<(String, LoadedPlugin)> = Vec::new();
     for path in &args.plugins {
         let p = sandbox.load_file(path).map_err(|e| Failure::plugin(crate::error_chain(&e)))?;
         tracing::info!(plugin = p.name(), parent = %p.manifest().parent.kind, "loaded");
-        plugins.push(p);
+        plugins.push((hotswap::Origin::File(path.clone()).id(), p));
     }
-    manager::check_parents(&plugins).map_err(|e| Failure { code: e.exit_code(), message: e.to_string() })?;
+    let list: Vec<LoadedPlugin> = plugins.iter().map(|(_, p)| p.clone()).collect();
+    manager::check_parents(&list).map_err(|e| Failure { code: e.exit_code(), message: e.to_string() })?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| Failure::plugin(format!("tokio: {e}")))?;
-    runtime.block_on(run_async(args, plugins, metrics_addr))
+    runtime.block_on(run_async(args, sandbox, plugins, metrics_addr))
 }
 
-async fn run_async(args: &Args, plugins: Vec<crate::sandbox::LoadedPlugin>, metrics_addr: Option<SocketAddr>) -> Result<(), Failure> {
+async fn run_async(args: &Args, sandbox: Sandbox, plugins: Vec<(String, LoadedPlugin)>, metrics_addr: Option<SocketAddr>) -> Result<(), Failure> {
+    // Admission reads the running plugins from here on every request.
+    let registry = Registry::default();
+    for (id, p) in &plugins {
+        registry.insert(id, p.clone());
+    }
     let mut embedded = None;
     let client = if args.embedded {
         let path = args.kubeconfig_out.clone().unwrap_or_else(crate::embedded::default_kubeconfig_path);
         let e = crate::embedded::start(args.embedded_port, &path).await.map_err(|e| Failure::bad_input(format!("embedded API server: {e}")))?;
-        crate::embedded::register_admission(&e.server, &plugins);
+        for (_, p) in &plugins {
+            crate::embedded::register_admission(&e.server, &registry, p);
+        }
         println!("embedded API server at {}", e.handle.url());
         println!("kubeconfig written to {}", path.display());
         println!("export KUBECONFIG={}", path.display());
@@ -103,7 +133,7 @@ async fn run_async(args: &Args, plugins: Vec<crate::sandbox::LoadedPlugin>, metr
     }
     if let Some(addr) = args.webhook_addr {
         let mut rx = stop_rx.clone();
-        let (bound, _task) = crate::webhook::serve(addr, &args.webhook_cert_dir, plugins.clone(), async move {
+        let (bound, _task) = crate::webhook::serve(addr, &args.webhook_cert_dir, registry.clone(), async move {
             let _ = rx.wait_for(|s| *s).await;
         })
         .await
@@ -121,14 +151,39 @@ async fn run_async(args: &Args, plugins: Vec<crate::sandbox::LoadedPlugin>, metr
         },
         ..Options::default()
     };
+    let clock: crate::clock::SharedClock = Arc::new(SystemClock);
     let running = tokio::select! {
-        r = manager::start(client, plugins, options, Arc::new(SystemClock), metrics) => {
+        r = manager::start_keyed(client.clone(), plugins, options, clock.clone(), metrics.clone(), registry.clone()) => {
             r.map_err(|e| Failure { code: e.exit_code(), message: crate::error_chain(&e) })?
         }
         _ = shutdown_signal() => return Ok(()),
     };
+    let mut sources = Vec::new();
+    let mut selections = args.plugin_configmaps.clone();
+    if let (Some(selector), Some(namespace)) = (&args.plugin_configmap_selector, &args.plugin_configmap_namespace) {
+        selections.push(Selection::Labelled { namespace: namespace.clone(), selector: selector.clone() });
+    }
+    if args.watch || !selections.is_empty() {
+        let (tx, rx) = tokio::sync::mpsc::channel(16);
+        for selection in selections {
+            println!("plugins from {selection}");
+            sources.push(tokio::spawn(hotswap::configmap::watch(client.clone(), selection, tx.clone())));
+        }
+        if args.watch {
+            sources.push(tokio::spawn(hotswap::files::watch(args.plugins.clone(), args.watch_interval, tx.clone())));
+        }
+        let on_applied: Option<hotswap::OnApplied> = embedded.as_ref().map(|e| {
+            let (server, registry) = (e.server.clone(), registry.clone());
+            Arc::new(move |p: &LoadedPlugin| crate::embedded::register_admission(&server, &registry, p)) as hotswap::OnApplied
+        });
+        let reloader = Reloader { sandbox, manager: running.clone(), metrics, recorder: Recorder::new(client, "hotswap", clock), on_applied };
+        sources.push(tokio::spawn(reloader.run(rx)));
+    }
     shutdown_signal().await;
     tracing::info!("shutting down: draining in-flight reconciles");
+    for s in sources {
+        s.abort();
+    }
     running.shutdown(args.shutdown_grace).await;
     let _ = stop_tx.send(true);
     if let Some(e) = embedded {

@@ -13,8 +13,8 @@ use std::sync::{Arc, RwLock};
 
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, TypeMeta};
-use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
 use tokio::sync::watch;
 
 /// `namespace/name` (namespace empty for cluster-scoped objects).
@@ -44,6 +44,10 @@ impl std::fmt::Display for ObjectKey {
 /// on deletion.
 pub type Handler = Arc<dyn Fn(Option<&DynamicObject>, Option<&DynamicObject>) + Send + Sync>;
 
+/// Names a registered [`Handler`] so it can be removed again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HandlerId(u64);
+
 #[derive(Default)]
 struct Inner {
     objects: HashMap<ObjectKey, Arc<DynamicObject>>,
@@ -61,7 +65,9 @@ const TOMBSTONES: usize = 4096;
 
 impl Inner {
     fn bury(&mut self, obj: &DynamicObject) {
-        let Some(uid) = obj.metadata.uid.clone() else { return };
+        let Some(uid) = obj.metadata.uid.clone() else {
+            return;
+        };
         if self.tombstones.insert(uid.clone()) {
             self.tomb_order.push_back(uid);
             if self.tomb_order.len() > TOMBSTONES
@@ -88,16 +94,18 @@ impl Inner {
     fn remove(&mut self, key: &ObjectKey) -> Option<Arc<DynamicObject>> {
         let old = self.objects.remove(key)?;
         if let Some(uid) = &old.metadata.uid
-            && self.by_uid.get(uid) == Some(key) {
-                self.by_uid.remove(uid);
-            }
+            && self.by_uid.get(uid) == Some(key)
+        {
+            self.by_uid.remove(uid);
+        }
         if let Some(owner) = controller_uid(&old)
-            && let Some(set) = self.by_controller.get_mut(&owner) {
-                set.remove(key);
-                if set.is_empty() {
-                    self.by_controller.remove(&owner);
-                }
+            && let Some(set) = self.by_controller.get_mut(&owner)
+        {
+            set.remove(key);
+            if set.is_empty() {
+                self.by_controller.remove(&owner);
             }
+        }
         Some(old)
     }
 }
@@ -112,7 +120,8 @@ pub struct KindCache {
     resource: ApiResource,
     namespaced: bool,
     inner: RwLock<Inner>,
-    handlers: RwLock<Vec<Handler>>,
+    handlers: RwLock<Vec<(HandlerId, Handler)>>,
+    next_handler: std::sync::atomic::AtomicU64,
     synced: watch::Sender<bool>,
     changes: watch::Sender<u64>,
 }
@@ -130,6 +139,7 @@ impl KindCache {
             namespaced,
             inner: RwLock::default(),
             handlers: RwLock::default(),
+            next_handler: std::sync::atomic::AtomicU64::new(0),
             synced: watch::channel(false).0,
             changes: watch::channel(0).0,
         }
@@ -144,8 +154,20 @@ impl KindCache {
     }
 
     /// Registers a change handler (before the watch starts, to see the initial list).
-    pub fn on_change(&self, handler: Handler) {
-        self.handlers.write().unwrap().push(handler);
+    pub fn on_change(&self, handler: Handler) -> HandlerId {
+        let id = HandlerId(self.next_handler.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        self.handlers.write().unwrap().push((id, handler));
+        id
+    }
+
+    /// Unregisters a handler (a plugin that was stopped or replaced).
+    pub fn remove_handler(&self, id: HandlerId) {
+        self.handlers.write().unwrap().retain(|(h, _)| *h != id);
+    }
+
+    /// How many handlers are registered (whether anyone still uses this cache).
+    pub fn handler_count(&self) -> usize {
+        self.handlers.read().unwrap().len()
     }
 
     pub fn get(&self, key: &ObjectKey) -> Option<Arc<DynamicObject>> {
@@ -160,11 +182,7 @@ impl KindCache {
     /// Objects whose controller ownerReference has this uid, by key order.
     pub fn controlled_by(&self, owner_uid: &str) -> Vec<Arc<DynamicObject>> {
         let inner = self.inner.read().unwrap();
-        inner
-            .by_controller
-            .get(owner_uid)
-            .map(|keys| keys.iter().filter_map(|k| inner.objects.get(k).cloned()).collect())
-            .unwrap_or_default()
+        inner.by_controller.get(owner_uid).map(|keys| keys.iter().filter_map(|k| inner.objects.get(k).cloned()).collect()).unwrap_or_default()
     }
 
     pub fn keys(&self) -> Vec<ObjectKey> {
@@ -213,7 +231,7 @@ impl KindCache {
     }
 
     fn notify(&self, old: Option<&DynamicObject>, new: Option<&DynamicObject>) {
-        let handlers = self.handlers.read().unwrap().clone();
+        let handlers: Vec<Handler> = self.handlers.read().unwrap().iter().map(|(_, h)| h.clone()).collect();
         for h in handlers {
             h(old, new);
         }
@@ -250,8 +268,7 @@ impl KindCache {
         let mut changes = Vec::new();
         {
             let mut inner = self.inner.write().unwrap();
-            let in_scope: Vec<ObjectKey> =
-                inner.objects.keys().filter(|k| scope.is_none_or(|ns| k.namespace == ns)).cloned().collect();
+            let in_scope: Vec<ObjectKey> = inner.objects.keys().filter(|k| scope.is_none_or(|ns| k.namespace == ns)).cloned().collect();
             let fresh: Vec<Arc<DynamicObject>> = objects.into_iter().map(|o| self.with_types(o)).collect();
             let fresh_keys: HashSet<ObjectKey> = fresh.iter().map(|o| ObjectKey::of(o)).collect();
             for key in in_scope {
@@ -292,13 +309,7 @@ impl KindCache {
         futures::future::join_all(tasks).await;
     }
 
-    async fn run_scope(
-        &self,
-        client: kube::Client,
-        scope: Option<String>,
-        selector: Option<String>,
-        remaining: Arc<std::sync::atomic::AtomicUsize>,
-    ) {
+    async fn run_scope(&self, client: kube::Client, scope: Option<String>, selector: Option<String>, remaining: Arc<std::sync::atomic::AtomicUsize>) {
         let api: Api<DynamicObject> = match &scope {
             Some(ns) => Api::namespaced_with(client, ns, &self.resource),
             None => Api::all_with(client, &self.resource),
@@ -325,7 +336,9 @@ impl KindCache {
                 }
                 Ok(Event::Apply(obj)) => self.apply(obj),
                 Ok(Event::Delete(obj)) => self.delete(obj),
-                Err(e) => tracing::warn!(kind = %self.resource.kind, error = %crate::error_chain(&e), "watch failed; retrying"),
+                Err(e) => {
+                    tracing::warn!(kind = %self.resource.kind, error = %crate::error_chain(&e), "watch failed; retrying")
+                }
             }
         }
     }

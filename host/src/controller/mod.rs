@@ -21,7 +21,7 @@ use crate::clock::{SharedClock, timestamp};
 use crate::events::{Recorder, Regarding};
 use crate::metrics::{Metrics, QueueProbe};
 use crate::sandbox::LoadedPlugin;
-use cache::{KindCache, ObjectKey, controller_uid};
+use cache::{HandlerId, KindCache, ObjectKey, controller_uid};
 use queue::{Outcome, WorkQueue};
 
 /// Tunables of a controller.
@@ -46,7 +46,11 @@ impl Default for Config {
 /// A plugin running as a controller.
 pub struct Controller {
     name: String,
-    plugin: LoadedPlugin,
+    /// The current version; swapped atomically by a hot swap. A reconcile
+    /// takes a clone at its start and finishes on that version.
+    plugin: std::sync::RwLock<LoadedPlugin>,
+    /// The change handlers this controller registered on the shared caches.
+    handlers: Mutex<Vec<(Arc<KindCache>, HandlerId)>>,
     parent_gvk: GroupVersionKind,
     caches: HashMap<GroupVersionKind, Arc<KindCache>>,
     resources: HashMap<GroupVersionKind, ApiResource>,
@@ -79,7 +83,9 @@ impl QueueProbe for WorkQueue<ObjectKey> {
 /// finalizers, deletionTimestamp; objects without a generation compare
 /// everything but status and bookkeeping).
 pub fn parent_changed(old: Option<&DynamicObject>, new: Option<&DynamicObject>) -> bool {
-    let (Some(o), Some(n)) = (old, new) else { return true };
+    let (Some(o), Some(n)) = (old, new) else {
+        return true;
+    };
     let (om, nm) = (&o.metadata, &n.metadata);
     if om.uid != nm.uid
         || om.generation != nm.generation
@@ -145,7 +151,8 @@ impl Controller {
         let recorder = Recorder::new(client.clone(), &name, clock.clone());
         let this = Arc::new(Self {
             name,
-            plugin,
+            plugin: std::sync::RwLock::new(plugin),
+            handlers: Mutex::new(Vec::new()),
             parent_gvk: manifest.parent.clone(),
             caches: mine,
             resources,
@@ -166,8 +173,28 @@ impl Controller {
         &self.name
     }
 
-    pub fn manifest(&self) -> &operator_plugin_sdk::Manifest {
-        self.plugin.manifest()
+    /// The plugin version in use now.
+    pub fn plugin(&self) -> LoadedPlugin {
+        self.plugin.read().unwrap().clone()
+    }
+
+    /// Hot swap: later reconciles run `new`; reconciles in flight finish on
+    /// the old version and queued keys stay queued. The caller has checked
+    /// that `new` has the same parent and child kinds. Every parent is
+    /// queued so the new logic applies at once. Returns the old version.
+    pub fn swap(&self, new: LoadedPlugin) -> LoadedPlugin {
+        let old = std::mem::replace(&mut *self.plugin.write().unwrap(), new);
+        self.resync();
+        old
+    }
+
+    /// Stops the queue and unregisters from the shared caches; workers end
+    /// once their in-flight reconcile finishes.
+    pub fn stop(&self) {
+        self.queue.shut_down();
+        for (cache, id) in self.handlers.lock().unwrap().drain(..) {
+            cache.remove_handler(id);
+        }
     }
 
     pub fn queue(&self) -> &Arc<WorkQueue<ObjectKey>> {
@@ -181,26 +208,31 @@ impl Controller {
     /// Maps cache changes to parent keys.
     fn register(self: &Arc<Self>) {
         let queue = self.queue.clone();
-        self.parent_cache().on_change(Arc::new(move |old, new| {
+        let mut handlers = self.handlers.lock().unwrap();
+        let id = self.parent_cache().on_change(Arc::new(move |old, new| {
             if parent_changed(old, new)
-                && let Some(o) = new.or(old) {
-                    queue.add(ObjectKey::of(o));
-                }
+                && let Some(o) = new.or(old)
+            {
+                queue.add(ObjectKey::of(o));
+            }
         }));
+        handlers.push((self.parent_cache().clone(), id));
         let parent = self.parent_gvk.clone();
-        for gvk in self.plugin.manifest().children.iter() {
+        let children = self.plugin().manifest().children.clone();
+        for gvk in children.iter() {
             if *gvk == self.parent_gvk {
                 continue;
             }
             let queue = self.queue.clone();
             let parent = parent.clone();
-            self.caches[gvk].on_change(Arc::new(move |old, new| {
+            let id = self.caches[gvk].on_change(Arc::new(move |old, new| {
                 for obj in [old, new].into_iter().flatten() {
                     if let Some(key) = controller_key(obj, &parent) {
                         queue.add(key);
                     }
                 }
             }));
+            handlers.push((self.caches[gvk].clone(), id));
         }
     }
 
@@ -251,7 +283,9 @@ impl Controller {
         let (gvk, uid) = match e {
             Expectation::Created { gvk, uid } | Expectation::Updated { gvk, uid, .. } | Expectation::Deleted { gvk, uid } => (gvk, uid),
         };
-        let Some(cache) = self.caches.get(gvk) else { return true };
+        let Some(cache) = self.caches.get(gvk) else {
+            return true;
+        };
         let seen = cache.get_by_uid(uid);
         match e {
             Expectation::Created { .. } => seen.is_some() || cache.has_seen_uid(uid),
@@ -263,7 +297,9 @@ impl Controller {
     /// Holds the reconcile of `key` until the cache has seen the writes of
     /// its previous pass (or the timeout passes).
     async fn wait_for_expectations(&self, key: &ObjectKey) {
-        let Some(pending) = self.expectations.lock().unwrap().remove(key) else { return };
+        let Some(pending) = self.expectations.lock().unwrap().remove(key) else {
+            return;
+        };
         let deadline = Instant::now() + self.config.expectations_timeout;
         let mut receivers: Vec<_> = self.caches.values().map(|c| c.subscribe_changes()).collect();
         loop {
@@ -287,6 +323,7 @@ impl Controller {
 
     async fn reconcile(&self, key: &ObjectKey) -> Ended {
         self.wait_for_expectations(key).await;
+        let plugin = self.plugin();
         let Some(obj) = self.parent_cache().get(key) else {
             self.queue.forget(key);
             self.expectations.lock().unwrap().remove(key);
@@ -308,27 +345,31 @@ impl Controller {
         };
         let deleting = obj.metadata.deletion_timestamp.is_some();
         let finalizers = obj.metadata.finalizers.clone().unwrap_or_default();
-        let finalizer = self.plugin.manifest().finalizer.clone();
+        let finalizer = plugin.manifest().finalizer.clone();
         match &finalizer {
             Some(f) if !deleting && !finalizers.contains(f) => {
                 let mut list = finalizers.clone();
                 list.push(f.clone());
                 return self.patch_finalizers(key, &obj, list).await;
             }
-            Some(f) if deleting && !finalizers.contains(f) => return Ended { outcome: Outcome::Success { requeue_after: None }, result: "success" },
-            None if deleting => return Ended { outcome: Outcome::Success { requeue_after: None }, result: "success" },
+            Some(f) if deleting && !finalizers.contains(f) => {
+                return Ended { outcome: Outcome::Success { requeue_after: None }, result: "success" };
+            }
+            None if deleting => {
+                return Ended { outcome: Outcome::Success { requeue_after: None }, result: "success" };
+            }
             _ => {}
         }
 
         let mut children = Vec::new();
-        for gvk in &self.plugin.manifest().children {
+        for gvk in &plugin.manifest().children {
             for child in self.caches[gvk].controlled_by(&parent.uid) {
                 children.push(serde_json::to_string(&*child).expect("objects serialize"));
             }
         }
         let parent_json = serde_json::to_string(&*obj).expect("objects serialize");
         let now = self.clock.now();
-        let result = self.plugin.reconcile(parent_json, children, now.timestamp_millis()).await;
+        let result = plugin.reconcile(parent_json, children, now.timestamp_millis()).await;
 
         let mut plugin_status = None;
         let (verdict, ended) = match result {
@@ -339,7 +380,7 @@ impl Controller {
             }
             Ok(actions) => {
                 let lookup = CacheLookup(&self.caches);
-                match actions::check(&parent, &self.plugin.manifest().children, &lookup, actions) {
+                match actions::check(&parent, &plugin.manifest().children, &lookup, actions) {
                     Err(refusal) => {
                         self.metrics.plugin_call_error(&self.name, "action_refused");
                         tracing::warn!(%refusal, "action refused");
@@ -388,21 +429,23 @@ impl Controller {
         };
         if let Some(verdict) = verdict {
             if !verdict.ok
-                && let Err(e) = self.recorder.publish(&regarding, "Warning", &verdict.reason, &verdict.message).await {
-                    tracing::warn!(error = %crate::error_chain(&e), "could not record event");
-                }
+                && let Err(e) = self.recorder.publish(&regarding, "Warning", &verdict.reason, &verdict.message).await
+            {
+                tracing::warn!(error = %crate::error_chain(&e), "could not record event");
+            }
             if !(deleting && verdict.ok && plugin_status.is_none())
-                && let Err(e) = self.write_status(key, &obj, plugin_status, &verdict, now).await {
-                    tracing::warn!(error = %crate::error_chain(&e), "status write failed");
-                    if ended.result != "error" {
-                        let is_conflict = matches!(&e, kube::Error::Api(s) if s.code == 409);
-                        return if is_conflict {
-                            Ended { outcome: Outcome::RequeueNow, result: "requeue" }
-                        } else {
-                            Ended { outcome: Outcome::Error, result: "error" }
-                        };
-                    }
+                && let Err(e) = self.write_status(key, &obj, plugin_status, &verdict, now).await
+            {
+                tracing::warn!(error = %crate::error_chain(&e), "status write failed");
+                if ended.result != "error" {
+                    let is_conflict = matches!(&e, kube::Error::Api(s) if s.code == 409);
+                    return if is_conflict {
+                        Ended { outcome: Outcome::RequeueNow, result: "requeue" }
+                    } else {
+                        Ended { outcome: Outcome::Error, result: "error" }
+                    };
                 }
+            }
         }
         ended
     }
@@ -428,7 +471,9 @@ impl Controller {
         let base = plugin_status.unwrap_or_else(|| current.clone());
         let pruned = self.conditions_pruned.load(std::sync::atomic::Ordering::Relaxed);
         let desired = if pruned { base } else { status::with_verdict(base, &current, verdict, obj.metadata.generation, &timestamp(now)) };
-        let Some(diff) = status::merge_diff(&current, &desired) else { return Ok(()) };
+        let Some(diff) = status::merge_diff(&current, &desired) else {
+            return Ok(());
+        };
         let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
         let body = json!({"status": diff});
         let new = match self.parent_api(key).patch_status(&key.name, &params, &Patch::Merge(&body)).await {

@@ -8,12 +8,12 @@ use operator_plugin_sdk::{Action, FieldError, Manifest};
 use wasmtime::component::Component;
 use wasmtime::{Store, Trap};
 
+use super::Shared;
 use super::bindings::{self, Plugin, PluginPre};
 use super::cache::{self, CacheOutcome};
 use super::contract::{self, Version};
 use super::error::{CallError, LoadError};
 use super::wasi::CallState;
-use super::Shared;
 
 /// What `host inspect` shows about a plugin besides its manifest.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -73,8 +73,12 @@ pub(super) fn load(shared: &Arc<Shared>, label: &str, bytes: &[u8]) -> Result<Lo
     let host = contract::host_version();
     let found = match contract::exported_version(exports.iter().map(String::as_str)) {
         Ok(Some(v)) => v,
-        Ok(None) => return Err(LoadError::MissingExport { plugin: label.into(), exports: exports.join(", ") }),
-        Err(detail) => return Err(LoadError::Manifest { plugin: label.into(), detail }),
+        Ok(None) => {
+            return Err(LoadError::MissingExport { plugin: label.into(), exports: exports.join(", ") });
+        }
+        Err(detail) => {
+            return Err(LoadError::Manifest { plugin: label.into(), detail });
+        }
     };
     if !found.compatible_with(host) {
         return Err(LoadError::ContractMismatch { plugin: label.into(), found: found.to_string(), supported: host.compatible_range() });
@@ -89,10 +93,7 @@ pub(super) fn load(shared: &Arc<Shared>, label: &str, bytes: &[u8]) -> Result<Lo
         }
     }
 
-    let instance_pre = shared.linker.instantiate_pre(&component).map_err(|e| LoadError::Link {
-        plugin: label.into(),
-        import: format!("{e:#}"),
-    })?;
+    let instance_pre = shared.linker.instantiate_pre(&component).map_err(|e| LoadError::Link { plugin: label.into(), import: format!("{e:#}") })?;
     let pre = PluginPre::new(instance_pre).map_err(|e| LoadError::MissingExport { plugin: label.into(), exports: format!("{e:#}") })?;
     let info = PluginInfo { digest, size_bytes: bytes.len(), contract_version: found.to_string(), imports, exports, cache: outcome };
 
@@ -157,6 +158,16 @@ fn validate_manifest(m: &Manifest) -> Result<(), String> {
     Ok(())
 }
 
+impl std::fmt::Debug for LoadedPlugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadedPlugin")
+            .field("name", &self.name())
+            .field("version", &self.manifest().version)
+            .field("digest", &self.info().digest)
+            .finish()
+    }
+}
+
 impl LoadedPlugin {
     pub fn name(&self) -> &str {
         &self.inner.name
@@ -173,9 +184,9 @@ impl LoadedPlugin {
     /// Runs `reconcile` on the calling thread. Use [`Self::reconcile`] from
     /// async code.
     pub fn reconcile_blocking(&self, parent: &str, children: &[String], now_ms: i64) -> Result<Vec<Action>, CallError> {
-        let result = self.inner.call("reconcile", now_ms, |store, plugin| {
-            plugin.operator_plugin_controller().call_reconcile(store, parent, children, now_ms)
-        })?;
+        let result = self
+            .inner
+            .call("reconcile", now_ms, |store, plugin| plugin.operator_plugin_controller().call_reconcile(store, parent, children, now_ms))?;
         match result {
             Ok(actions) => bindings::actions(actions).map_err(|e| self.invalid("reconcile", e)),
             Err(e) => Err(CallError::Plugin { plugin: self.name().into(), error: bindings::reconcile_error(e) }),
@@ -184,9 +195,7 @@ impl LoadedPlugin {
 
     /// Runs `validate` on the calling thread.
     pub fn validate_blocking(&self, object: &str, old: Option<&str>) -> Result<Vec<FieldError>, CallError> {
-        let errors = self.inner.call("validate", 0, |store, plugin| {
-            plugin.operator_plugin_controller().call_validate(store, object, old)
-        })?;
+        let errors = self.inner.call("validate", 0, |store, plugin| plugin.operator_plugin_controller().call_validate(store, object, old))?;
         Ok(errors.into_iter().map(bindings::field_error).collect())
     }
 
@@ -242,11 +251,7 @@ impl Inner {
         store.limiter(|s| &mut s.limiter);
         store.set_epoch_deadline(self.shared.deadline_ticks());
         store.epoch_deadline_trap();
-        let result = self
-            .pre
-            .instantiate(&mut store)
-            .map_err(|e| (e, true))
-            .and_then(|plugin| f(&mut store, &plugin).map_err(|e| (e, false)));
+        let result = self.pre.instantiate(&mut store).map_err(|e| (e, true)).and_then(|plugin| f(&mut store, &plugin).map_err(|e| (e, false)));
         let (stdout, stdout_dropped) = store.data().stdout.take();
         let (stderr, stderr_dropped) = store.data().stderr.take();
         self.forward_output(&stdout, &stderr, stdout_dropped + stderr_dropped + store.data().log_dropped());

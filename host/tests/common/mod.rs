@@ -35,3 +35,27 @@ pub fn config(deadline: Duration) -> SandboxConfig {
 pub fn load(sandbox: &Sandbox, crate_name: &str) -> LoadedPlugin {
     sandbox.load_file(&wasm(crate_name)).unwrap_or_else(|e| panic!("load {crate_name}: {}", host::error_chain(&e)))
 }
+
+/// A plugin built by `cargo xtask build` into `target/plugins/` (the shipped
+/// plugins and test variants such as `versioned-v2`).
+pub fn built_plugin(name: &str) -> PathBuf {
+    let path = target_dir().join("plugins").join(format!("{name}.wasm"));
+    assert!(path.exists(), "{} is missing: build the plugins first with `cargo xtask build`", path.display());
+    path
+}
+
+/// Polls `f` until it returns `Some`, for up to `wait`.
+pub async fn eventually<T, F, Fut>(what: &str, wait: Duration, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

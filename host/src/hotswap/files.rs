@@ -1,0 +1,101 @@
+//! `--plugin FILE --watch`: polls each file's size and modification time
+//! (every `interval`) and sends its bytes once a change has held still for
+//! one interval, so a file being written is not read half-way. Polling, not
+//! inotify: it works the same on every filesystem (ConfigMap volumes swap a
+//! symlink, editors rename over the file) and costs one `stat` per file per
+//! interval. A file that disappears keeps the running version.
+
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::mpsc;
+
+use super::{Origin, Update};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Stamp {
+    len: u64,
+    modified: Option<SystemTime>,
+}
+
+fn stamp(path: &std::path::Path) -> Option<Stamp> {
+    let m = std::fs::metadata(path).ok()?;
+    Some(Stamp { len: m.len(), modified: m.modified().ok() })
+}
+
+/// One file's watch state: the stamp last sent, and a changed stamp waiting
+/// to hold still.
+struct Watched {
+    path: PathBuf,
+    sent: Option<Stamp>,
+    pending: Option<Stamp>,
+}
+
+impl Watched {
+    /// Whether the file should be read now.
+    fn poll(&mut self, now: Option<Stamp>) -> bool {
+        let Some(now) = now else {
+            self.pending = None;
+            return false;
+        };
+        if Some(now) == self.sent {
+            self.pending = None;
+            return false;
+        }
+        if self.pending == Some(now) {
+            self.sent = Some(now);
+            self.pending = None;
+            return true;
+        }
+        self.pending = Some(now);
+        false
+    }
+}
+
+/// Polls `paths` (already loaded at their current contents) until the
+/// receiver is dropped.
+pub async fn watch(paths: Vec<PathBuf>, interval: Duration, tx: mpsc::Sender<Update>) {
+    let mut files: Vec<Watched> = paths.into_iter().map(|path| Watched { sent: stamp(&path), path, pending: None }).collect();
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        for f in &mut files {
+            if !f.poll(stamp(&f.path)) {
+                continue;
+            }
+            match tokio::fs::read(&f.path).await {
+                Ok(bytes) => {
+                    tracing::info!(path = %f.path.display(), "plugin file changed; reloading");
+                    if tx.send(Update { origin: Origin::File(f.path.clone()), bytes: Some(bytes) }).await.is_err() {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(path = %f.path.display(), error = %e, "cannot read changed plugin file; keeping the running version")
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(len: u64) -> Option<Stamp> {
+        Some(Stamp { len, modified: None })
+    }
+
+    #[test]
+    fn a_change_is_read_once_it_holds_still_for_one_poll() {
+        let mut w = Watched { path: "p".into(), sent: s(1), pending: None };
+        assert!(!w.poll(s(1)), "unchanged");
+        assert!(!w.poll(s(5)), "changed: wait one poll");
+        assert!(!w.poll(s(9)), "still being written");
+        assert!(w.poll(s(9)), "held still: read");
+        assert!(!w.poll(s(9)), "read once");
+        assert!(!w.poll(None), "gone: keep the running version");
+        assert!(!w.poll(s(9)), "back as it was: nothing to do");
+    }
+}

@@ -1,0 +1,157 @@
+//! Hot swap: plugin bytes arrive from [`configmap`] watches or [`files`]
+//! polled with `--watch`; each new version is compiled and checked off the
+//! hot path (on the blocking pool) and handed to the manager, which swaps it
+//! in atomically ([`crate::manager::Running::apply`]). A module that does not
+//! load, or that the manager refuses (another plugin owns its parent kind, a
+//! CRD that does not install), leaves the running version alone and is
+//! reported: a log line, `plugin_swaps_total{result="rejected"}`, and a
+//! Warning Event on the ConfigMap it came from. Every change is logged,
+//! counted and evented with old → new version.
+
+pub mod configmap;
+pub mod files;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+
+use crate::events::{Recorder, Regarding};
+use crate::manager::{Applied, Running};
+use crate::metrics::Metrics;
+use crate::sandbox::{LoadedPlugin, Sandbox};
+
+/// Where a plugin's bytes come from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Origin {
+    File(PathBuf),
+    ConfigMap { namespace: String, name: String, uid: String, key: String },
+}
+
+impl Origin {
+    /// The plugin id the manager runs it under: one id per source.
+    pub fn id(&self) -> String {
+        match self {
+            Origin::File(path) => path.display().to_string(),
+            Origin::ConfigMap { namespace, name, key, .. } => format!("configmap/{namespace}/{name}/{key}"),
+        }
+    }
+
+    fn regarding(&self) -> Option<Regarding> {
+        match self {
+            Origin::File(_) => None,
+            Origin::ConfigMap { namespace, name, uid, .. } => Some(Regarding {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                namespace: namespace.clone(),
+                name: name.clone(),
+                uid: uid.clone(),
+            }),
+        }
+    }
+}
+
+/// A new version of a plugin (`bytes`), or its removal (`None`).
+#[derive(Debug)]
+pub struct Update {
+    pub origin: Origin,
+    pub bytes: Option<Vec<u8>>,
+}
+
+/// Called after a plugin version is running (e.g. to register embedded admission).
+pub type OnApplied = Arc<dyn Fn(&LoadedPlugin) + Send + Sync>;
+
+/// Applies updates one at a time, in arrival order.
+pub struct Reloader {
+    pub sandbox: Sandbox,
+    pub manager: Running,
+    pub metrics: Arc<Metrics>,
+    pub recorder: Recorder,
+    pub on_applied: Option<OnApplied>,
+}
+
+/// `name version (sha256:abcdef123456)`.
+pub fn describe(p: &LoadedPlugin) -> String {
+    let digest = p.info().digest.trim_start_matches("sha256:");
+    format!("{} {} (sha256:{})", p.name(), p.manifest().version, &digest[..digest.len().min(12)])
+}
+
+impl Reloader {
+    /// Runs until every sender of `updates` is gone.
+    pub async fn run(self, mut updates: mpsc::Receiver<Update>) {
+        while let Some(update) = updates.recv().await {
+            self.apply(update).await;
+        }
+    }
+
+    /// Applies one update; never fails (a refusal is reported).
+    pub async fn apply(&self, update: Update) {
+        let id = update.origin.id();
+        let Some(bytes) = update.bytes else {
+            if let Some(old) = self.manager.remove(&id).await {
+                let message = format!("plugin {} stopped: its source {id} is gone", describe(&old));
+                tracing::warn!(plugin = %id, "{message}");
+                self.metrics.plugin_swap(&id, "removed");
+                self.event(&update.origin, "Normal", "PluginRemoved", &message).await;
+            }
+            return;
+        };
+        let current = self.manager.plugin(&id);
+        let digest = crate::sandbox::cache::digest(&bytes);
+        if current.as_ref().is_some_and(|c| c.info().digest == digest) {
+            return; // the source changed elsewhere (another key, a label); this plugin did not
+        }
+        let sandbox = self.sandbox.clone();
+        let label = id.clone();
+        let loaded = tokio::task::spawn_blocking(move || sandbox.load(&label, &bytes)).await;
+        let plugin = match loaded {
+            Ok(Ok(p)) => p,
+            Ok(Err(e)) => {
+                return self.reject(&update.origin, current.as_ref(), crate::error_chain(&e)).await;
+            }
+            Err(e) => {
+                return self.reject(&update.origin, current.as_ref(), format!("loading panicked: {e}")).await;
+            }
+        };
+        match self.manager.apply(&id, plugin.clone()).await {
+            Ok(applied) => {
+                if let Some(f) = &self.on_applied {
+                    f(&plugin);
+                }
+                let (result, reason, message) = match &applied {
+                    Applied::Started => ("started", "PluginLoaded", format!("plugin {} started from {id}", describe(&plugin))),
+                    Applied::Swapped { old } => {
+                        ("swapped", "PluginSwapped", format!("plugin {} → {} (same kinds: swapped in place)", describe(old), describe(&plugin)))
+                    }
+                    Applied::Restarted { old } => {
+                        ("restarted", "PluginSwapped", format!("plugin {} → {} (kinds changed: watches restarted)", describe(old), describe(&plugin)))
+                    }
+                };
+                tracing::info!(plugin = %id, "{message}");
+                self.metrics.plugin_swap(&id, result);
+                self.event(&update.origin, "Normal", reason, &message).await;
+            }
+            Err(e) => self.reject(&update.origin, current.as_ref(), crate::error_chain(&e)).await,
+        }
+    }
+
+    async fn reject(&self, origin: &Origin, current: Option<&LoadedPlugin>, why: String) {
+        let id = origin.id();
+        let kept = match current {
+            Some(c) => format!("; still running {}", describe(c)),
+            None => String::new(),
+        };
+        let message = format!("new version of plugin {id} refused: {why}{kept}");
+        tracing::warn!(plugin = %id, "{message}");
+        self.metrics.plugin_swap(&id, "rejected");
+        self.event(origin, "Warning", "PluginRejected", &message).await;
+    }
+
+    async fn event(&self, origin: &Origin, type_: &str, reason: &str, message: &str) {
+        if let Some(regarding) = origin.regarding()
+            && let Err(e) = self.recorder.publish(&regarding, type_, reason, message).await
+        {
+            tracing::warn!(error = %crate::error_chain(&e), "could not record event");
+        }
+    }
+}

@@ -1,0 +1,443 @@
+//! The manager (controller-runtime's word): runs plugins as controllers
+//! against one cluster, and changes that set while it runs (hot swap).
+//!
+//! Starting a plugin: refuse a parent kind another plugin owns; install its
+//! CRDs by server-side apply and wait until they are `Established`
+//! ([`install`]); discover its kinds; share one [`KindCache`] per kind among
+//! all plugins; run one [`Controller`] per plugin.
+//!
+//! [`Running::apply`] swaps a plugin for a new version: with the same parent
+//! and child kinds the controller keeps its queue and caches and only the
+//! plugin changes (in-flight reconciles finish on the old version); with
+//! other kinds the old controller drains and a new one starts on the new
+//! kinds' caches. A cache nobody uses any more is stopped.
+
+mod install;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use operator_plugin_sdk::{GroupVersionKind, Manifest};
+
+use crate::clock::SharedClock;
+use crate::controller::cache::KindCache;
+use crate::controller::{self, Controller};
+use crate::metrics::Metrics;
+use crate::registry::Registry;
+use crate::sandbox::LoadedPlugin;
+pub use install::install_crd;
+
+/// What can stop the manager from starting.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("plugins {first} and {second} both reconcile {kind}; only one plugin may own a parent kind")]
+    DuplicateParent { kind: String, first: String, second: String },
+    #[error("plugin {plugin} declares an invalid CRD: {detail}")]
+    InvalidCrd { plugin: String, detail: String },
+    #[error("cannot install CRD {name}")]
+    InstallCrd {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("CRD {name} did not become Established within {timeout:?}")]
+    CrdNotEstablished { name: String, timeout: Duration },
+    #[error(
+        "{kind} is watched with the label selector as a parent; plugin {plugin} also needs it as a child kind, which the selector would hide. Restart the host to watch it unfiltered"
+    )]
+    SelectorConflict { kind: String, plugin: String },
+    #[error("the manager is shutting down")]
+    ShuttingDown,
+    #[error("cannot discover {kind}")]
+    Discovery {
+        kind: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+impl Error {
+    /// Exit code per the CLI's conventions: 2 for a bad set of inputs.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::DuplicateParent { .. } | Error::InvalidCrd { .. } | Error::SelectorConflict { .. } => 2,
+            _ => 1,
+        }
+    }
+}
+
+/// Manager options (CLI flags).
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Watch only these namespaces (all when empty).
+    pub namespaces: Vec<String>,
+    /// Label selector for parents.
+    pub selector: Option<String>,
+    /// Every parent is reconciled at least this often (default 10 min).
+    pub resync: Duration,
+    /// How long to wait for a CRD to become Established (default 60 s).
+    pub crd_timeout: Duration,
+    pub controller: controller::Config,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            namespaces: Vec::new(),
+            selector: None,
+            resync: Duration::from_secs(600),
+            crd_timeout: Duration::from_secs(60),
+            controller: controller::Config::default(),
+        }
+    }
+}
+
+/// Refuses two plugins with the same parent kind (group + kind).
+pub fn check_parents(plugins: &[LoadedPlugin]) -> Result<(), Error> {
+    let mut seen: HashMap<(String, String), String> = HashMap::new();
+    for p in plugins {
+        let m = p.manifest();
+        let key = (m.parent.group.clone(), m.parent.kind.clone());
+        if let Some(first) = seen.get(&key) {
+            return Err(Error::DuplicateParent {
+                kind: format!("{}/{}", m.parent.api_version(), m.parent.kind),
+                first: first.clone(),
+                second: m.name.clone(),
+            });
+        }
+        seen.insert(key, m.name.clone());
+    }
+    Ok(())
+}
+
+/// A started manager. Cheap to clone: every clone controls the same set.
+#[derive(Clone)]
+pub struct Running {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: kube::Client,
+    options: Options,
+    clock: SharedClock,
+    metrics: Arc<Metrics>,
+    registry: Registry,
+    /// Serializes changes of the plugin set (apply/remove), which await.
+    changing: tokio::sync::Mutex<()>,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// By plugin id (where the plugin came from: a file, a ConfigMap key).
+    slots: BTreeMap<String, Slot>,
+    caches: HashMap<GroupVersionKind, CacheSlot>,
+    background: Vec<tokio::task::JoinHandle<()>>,
+    stopped: bool,
+}
+
+struct Slot {
+    controller: Arc<Controller>,
+    worker: tokio::task::JoinHandle<()>,
+}
+
+struct CacheSlot {
+    cache: Arc<KindCache>,
+    /// Started with the parent label selector.
+    selected: bool,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Running {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Running").field("plugins", &self.inner.state.lock().unwrap().slots.len()).finish()
+    }
+}
+
+/// What [`Running::apply`] did.
+#[derive(Debug)]
+pub enum Applied {
+    /// A plugin id not running before.
+    Started,
+    /// Same kinds: the controller now calls the new version.
+    Swapped { old: LoadedPlugin },
+    /// Other kinds: the old controller was stopped and a new one started.
+    Restarted { old: LoadedPlugin },
+}
+
+fn same_kinds(a: &Manifest, b: &Manifest) -> bool {
+    let set = |m: &Manifest| m.children.iter().cloned().collect::<HashSet<_>>();
+    a.parent == b.parent && set(a) == set(b)
+}
+
+/// Starts the manager with `plugins` (each identified by its name); returns
+/// once every CRD is installed and the watches run (not necessarily synced:
+/// see [`Running::wait_synced`]).
+pub async fn start(
+    client: kube::Client,
+    plugins: Vec<LoadedPlugin>,
+    options: Options,
+    clock: SharedClock,
+    metrics: Arc<Metrics>,
+) -> Result<Running, Error> {
+    let keyed = plugins.into_iter().map(|p| (p.name().to_string(), p)).collect();
+    start_keyed(client, keyed, options, clock, metrics, Registry::default()).await
+}
+
+/// [`start`] with an id per plugin (its source) and the [`Registry`] that
+/// admission reads, kept up to date with every change.
+pub async fn start_keyed(
+    client: kube::Client,
+    plugins: Vec<(String, LoadedPlugin)>,
+    options: Options,
+    clock: SharedClock,
+    metrics: Arc<Metrics>,
+    registry: Registry,
+) -> Result<Running, Error> {
+    let list: Vec<LoadedPlugin> = plugins.iter().map(|(_, p)| p.clone()).collect();
+    check_parents(&list)?;
+    let parents: HashSet<GroupVersionKind> = list.iter().map(|p| p.manifest().parent.clone()).collect();
+    let children: HashSet<GroupVersionKind> = list.iter().flat_map(|p| p.manifest().children.clone()).collect();
+    let running = Running {
+        inner: Arc::new(Inner {
+            client,
+            options,
+            clock,
+            metrics: metrics.clone(),
+            registry,
+            changing: tokio::sync::Mutex::new(()),
+            state: Mutex::new(State::default()),
+        }),
+    };
+    let _changing = running.inner.changing.lock().await;
+    for p in &list {
+        running.prepare(p).await?;
+    }
+    // Caches first (unstarted), so every controller's handlers see the initial lists.
+    for gvk in parents.iter().chain(&children) {
+        let selected = parents.contains(gvk) && !children.contains(gvk);
+        running.ensure_cache(gvk, selected).await?;
+    }
+    for (id, p) in plugins {
+        running.start_controller(id, p);
+    }
+    running.start_caches();
+    let synced: Vec<Arc<KindCache>> = running.inner.state.lock().unwrap().caches.values().map(|c| c.cache.clone()).collect();
+    let resync = {
+        let weak = Arc::downgrade(&running.inner);
+        let every = running.inner.options.resync;
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+            loop {
+                tick.tick().await;
+                let Some(inner) = weak.upgrade() else { return };
+                for c in (Running { inner }).controllers() {
+                    c.resync();
+                }
+            }
+        })
+    };
+    let ready = tokio::spawn(async move {
+        for c in &synced {
+            c.wait_synced().await;
+        }
+        metrics.set_ready(true);
+        tracing::info!("caches synced; ready");
+    });
+    running.inner.state.lock().unwrap().background.extend([resync, ready]);
+    drop(_changing);
+    Ok(running)
+}
+
+impl Running {
+    /// Installs `plugin`'s CRDs (idempotent: server-side apply).
+    async fn prepare(&self, plugin: &LoadedPlugin) -> Result<(), Error> {
+        for crd in &plugin.manifest().crds {
+            install_crd(&self.inner.client, plugin.name(), crd, self.inner.options.crd_timeout).await?;
+        }
+        Ok(())
+    }
+
+    /// Creates (unstarted) the cache of `gvk` unless one exists.
+    async fn ensure_cache(&self, gvk: &GroupVersionKind, selected: bool) -> Result<Arc<KindCache>, Error> {
+        if let Some(c) = self.inner.state.lock().unwrap().caches.get(gvk) {
+            return Ok(c.cache.clone());
+        }
+        let (ar, namespaced) = install::discover(&self.inner.client, gvk).await?;
+        let cache = Arc::new(KindCache::new(ar, namespaced));
+        let selected = selected && self.inner.options.selector.is_some();
+        let mut state = self.inner.state.lock().unwrap();
+        let slot = state.caches.entry(gvk.clone()).or_insert(CacheSlot { cache, selected, task: None });
+        Ok(slot.cache.clone())
+    }
+
+    /// Starts the watch of every cache not yet started.
+    fn start_caches(&self) {
+        let mut state = self.inner.state.lock().unwrap();
+        for slot in state.caches.values_mut().filter(|s| s.task.is_none()) {
+            let selector = if slot.selected { self.inner.options.selector.clone() } else { None };
+            let run = slot.cache.clone().run(self.inner.client.clone(), self.inner.options.namespaces.clone(), selector);
+            slot.task = Some(tokio::spawn(run));
+        }
+    }
+
+    fn start_controller(&self, id: String, plugin: LoadedPlugin) -> Arc<Controller> {
+        let caches: HashMap<GroupVersionKind, Arc<KindCache>> =
+            self.inner.state.lock().unwrap().caches.iter().map(|(g, s)| (g.clone(), s.cache.clone())).collect();
+        self.inner.registry.insert(&id, plugin.clone());
+        let controller = Controller::new(
+            plugin,
+            caches,
+            self.inner.client.clone(),
+            self.inner.clock.clone(),
+            self.inner.metrics.clone(),
+            self.inner.options.controller.clone(),
+        );
+        let worker = tokio::spawn(controller.clone().run());
+        self.inner.state.lock().unwrap().slots.insert(id, Slot { controller: controller.clone(), worker });
+        controller
+    }
+
+    /// Runs `plugin` under `id`: starts it, or swaps the running version
+    /// for it. On any error the running version (if any) is left as it was.
+    pub async fn apply(&self, id: &str, plugin: LoadedPlugin) -> Result<Applied, Error> {
+        let _changing = self.inner.changing.lock().await;
+        if self.inner.state.lock().unwrap().stopped {
+            return Err(Error::ShuttingDown);
+        }
+        let current = self.inner.state.lock().unwrap().slots.get(id).map(|s| s.controller.clone());
+        {
+            let others: Vec<LoadedPlugin> = self
+                .inner
+                .state
+                .lock()
+                .unwrap()
+                .slots
+                .iter()
+                .filter(|(k, _)| k.as_str() != id)
+                .map(|(_, s)| s.controller.plugin())
+                .chain(std::iter::once(plugin.clone()))
+                .collect();
+            check_parents(&others)?;
+        }
+        self.prepare(&plugin).await?;
+        if let Some(c) = &current
+            && same_kinds(c.plugin().manifest(), plugin.manifest())
+        {
+            self.inner.registry.insert(id, plugin.clone());
+            let old = c.swap(plugin);
+            return Ok(Applied::Swapped { old });
+        }
+        let m = plugin.manifest().clone();
+        let children_elsewhere: HashSet<GroupVersionKind> = self.controllers().iter().flat_map(|c| c.plugin().manifest().children.clone()).collect();
+        for gvk in std::iter::once(&m.parent).chain(&m.children) {
+            let as_child = m.children.contains(gvk);
+            if as_child && self.inner.state.lock().unwrap().caches.get(gvk).is_some_and(|c| c.selected) {
+                return Err(Error::SelectorConflict { kind: format!("{}/{}", gvk.api_version(), gvk.kind), plugin: m.name.clone() });
+            }
+            self.ensure_cache(gvk, !as_child && !children_elsewhere.contains(gvk)).await?;
+        }
+        let old = match current {
+            Some(_) => self.stop_controller(id).await,
+            None => None,
+        };
+        let controller = self.start_controller(id.to_string(), plugin);
+        self.start_caches();
+        // Caches that were already listed do not replay their objects to new handlers.
+        controller.resync();
+        self.drop_unused_caches();
+        Ok(match old {
+            Some(old) => Applied::Restarted { old },
+            None => Applied::Started,
+        })
+    }
+
+    /// Stops the plugin running under `id` (its in-flight reconciles finish).
+    pub async fn remove(&self, id: &str) -> Option<LoadedPlugin> {
+        let _changing = self.inner.changing.lock().await;
+        let old = self.stop_controller(id).await;
+        self.drop_unused_caches();
+        old
+    }
+
+    async fn stop_controller(&self, id: &str) -> Option<LoadedPlugin> {
+        let slot = self.inner.state.lock().unwrap().slots.remove(id)?;
+        self.inner.registry.remove(id);
+        slot.controller.stop();
+        let _ = slot.worker.await;
+        Some(slot.controller.plugin())
+    }
+
+    fn drop_unused_caches(&self) {
+        let mut state = self.inner.state.lock().unwrap();
+        let used: HashSet<GroupVersionKind> = state
+            .slots
+            .values()
+            .flat_map(|s| {
+                let m = s.controller.plugin().manifest().clone();
+                std::iter::once(m.parent).chain(m.children)
+            })
+            .collect();
+        state.caches.retain(|gvk, slot| {
+            let keep = used.contains(gvk);
+            if !keep && let Some(t) = &slot.task {
+                t.abort();
+            }
+            keep
+        });
+    }
+
+    /// Resolves once every cache has listed its kind.
+    pub async fn wait_synced(&self) {
+        let caches: Vec<Arc<KindCache>> = self.inner.state.lock().unwrap().caches.values().map(|c| c.cache.clone()).collect();
+        for c in caches {
+            c.wait_synced().await;
+        }
+    }
+
+    /// The controllers running now.
+    pub fn controllers(&self) -> Vec<Arc<Controller>> {
+        self.inner.state.lock().unwrap().slots.values().map(|s| s.controller.clone()).collect()
+    }
+
+    /// The plugin running under `id` now.
+    pub fn plugin(&self, id: &str) -> Option<LoadedPlugin> {
+        self.inner.state.lock().unwrap().slots.get(id).map(|s| s.controller.plugin())
+    }
+
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.inner.metrics
+    }
+
+    /// The plugins by id, as admission sees them.
+    pub fn registry(&self) -> &Registry {
+        &self.inner.registry
+    }
+
+    /// Stops handing out work, waits for in-flight reconciles (up to
+    /// `grace`), then stops the watches.
+    pub async fn shutdown(&self, grace: Duration) {
+        let _changing = self.inner.changing.lock().await;
+        self.inner.metrics.set_ready(false);
+        let (workers, caches, background) = {
+            let mut state = self.inner.state.lock().unwrap();
+            state.stopped = true;
+            let slots = std::mem::take(&mut state.slots);
+            let workers: Vec<_> = slots
+                .into_values()
+                .map(|s| {
+                    s.controller.stop();
+                    s.worker
+                })
+                .collect();
+            (workers, std::mem::take(&mut state.caches), std::mem::take(&mut state.background))
+        };
+        if tokio::time::timeout(grace, futures::future::join_all(workers)).await.is_err() {
+            tracing::warn!(?grace, "in-flight reconciles did not finish in time");
+        }
+        for t in caches.into_values().filter_map(|c| c.task).chain(background) {
+            t.abort();
+        }
+    }
+}

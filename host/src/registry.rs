@@ -1,0 +1,40 @@
+//! The plugins running now, by id. Admission (the embedded server's hooks
+//! and the HTTPS webhooks) reads it on every request, so a hot swap changes
+//! defaulting and validation at the same moment as reconciling.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+use crate::sandbox::LoadedPlugin;
+
+/// Shared, cheap to clone.
+#[derive(Clone, Default)]
+pub struct Registry {
+    plugins: Arc<RwLock<BTreeMap<String, LoadedPlugin>>>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.plugins.read().unwrap().keys()).finish()
+    }
+}
+
+impl Registry {
+    pub fn insert(&self, id: &str, plugin: LoadedPlugin) {
+        self.plugins.write().unwrap().insert(id.to_string(), plugin);
+    }
+
+    pub fn remove(&self, id: &str) -> Option<LoadedPlugin> {
+        self.plugins.write().unwrap().remove(id)
+    }
+
+    /// Every plugin, ordered by id.
+    pub fn all(&self) -> Vec<LoadedPlugin> {
+        self.plugins.read().unwrap().values().cloned().collect()
+    }
+
+    /// The plugin whose parent is `group`/`kind`, if one runs.
+    pub fn for_parent(&self, group: &str, kind: &str) -> Option<LoadedPlugin> {
+        self.plugins.read().unwrap().values().find(|p| p.manifest().parent.group == group && p.manifest().parent.kind == kind).cloned()
+    }
+}

@@ -1,0 +1,229 @@
+//! Hot swap through a ConfigMap, as `host run --plugin-configmap` wires it:
+//! the ConfigMap watch feeds the reloader, which compiles off the hot path
+//! and swaps the plugin in the running manager.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use apiserver::ApiServer;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::events::v1::Event;
+use kube::Api;
+use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use host::clock::SystemClock;
+use host::events::Recorder;
+use host::hotswap::configmap::{self, Selection};
+use host::hotswap::{Origin, Reloader};
+use host::manager::{self, Options, Running};
+use host::metrics::Metrics;
+use host::registry::Registry;
+use host::sandbox::Sandbox;
+
+const WAIT: Duration = Duration::from_secs(60);
+const NS: &str = "default";
+const SOURCE: &str = "plugins";
+
+/// The test plugin's default build ("1.0.0") or its `v2` variant ("2.0.0").
+fn bytes(name: &str) -> Vec<u8> {
+    let path = if name == "versioned" { common::wasm(name) } else { common::built_plugin(name) };
+    std::fs::read(path).unwrap()
+}
+
+fn id(key: &str) -> String {
+    Origin::ConfigMap { namespace: NS.into(), name: SOURCE.into(), uid: String::new(), key: key.into() }.id()
+}
+
+fn widgets_resource() -> ApiResource {
+    ApiResource {
+        group: "swap.test.operator-host.dev".into(),
+        version: "v1".into(),
+        api_version: "swap.test.operator-host.dev/v1".into(),
+        kind: "Widget".into(),
+        plural: "widgets".into(),
+    }
+}
+
+struct Env {
+    client: kube::Client,
+    manager: Running,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    _server: ApiServer,
+}
+
+impl Env {
+    /// A manager with no plugins, fed by a watch of ConfigMap default/plugins.
+    async fn start() -> Env {
+        let server = ApiServer::new();
+        let client = server.kube_client();
+        let metrics = Arc::new(Metrics::new());
+        let clock: host::clock::SharedClock = Arc::new(SystemClock);
+        let options = Options { resync: Duration::from_secs(3600), ..Options::default() };
+        let manager = manager::start_keyed(client.clone(), vec![], options, clock.clone(), metrics.clone(), Registry::default()).await.unwrap();
+        let sandbox = Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
+        let (tx, rx) = tokio::sync::mpsc::channel(16);
+        let selection = Selection::Named { namespace: NS.into(), name: SOURCE.into() };
+        let reloader =
+            Reloader { sandbox, manager: manager.clone(), metrics, recorder: Recorder::new(client.clone(), "hotswap", clock), on_applied: None };
+        let tasks = vec![tokio::spawn(configmap::watch(client.clone(), selection, tx)), tokio::spawn(reloader.run(rx))];
+        Env { client, manager, tasks, _server: server }
+    }
+
+    async fn publish(&self, data: &[(&str, Vec<u8>)]) {
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), NS);
+        let mut cm = ConfigMap::default();
+        cm.metadata.name = Some(SOURCE.into());
+        cm.binary_data = Some(data.iter().map(|(k, v)| (k.to_string(), ByteString(v.clone()))).collect::<BTreeMap<_, _>>());
+        let params = PatchParams::apply("hotswap-test").force();
+        api.patch(
+            SOURCE,
+            &params,
+            &Patch::Apply(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": SOURCE}, "binaryData": cm.binary_data})),
+        )
+        .await
+        .unwrap();
+    }
+
+    /// Waits until the plugin under `key` reports `version`.
+    async fn running(&self, key: &str, version: &str) {
+        common::eventually(&format!("{key} at version {version}"), WAIT, || async {
+            self.manager.plugin(&id(key)).filter(|p| p.manifest().version == version).map(|_| ())
+        })
+        .await;
+    }
+
+    fn swaps(&self, result: &str) -> u64 {
+        let text = self.manager.metrics().render();
+        let wanted = format!("plugin_swaps_total{{plugin=\"{}\",result=\"{result}\"}} ", id("plugin.wasm"));
+        text.lines().find_map(|l| l.strip_prefix(&wanted)).map_or(0, |n| n.trim().parse().unwrap())
+    }
+
+    async fn stop(self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+        self.manager.shutdown(Duration::from_secs(30)).await;
+    }
+}
+
+/// ConfigMaps stamped by widgets, by widget name: (count, versions).
+async fn children(client: &kube::Client) -> BTreeMap<String, Vec<String>> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+    let mut by_widget: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for cm in api.list(&ListParams::default().labels("widget")).await.unwrap() {
+        let widget = cm.metadata.labels.unwrap_or_default()["widget"].clone();
+        let version = cm.data.unwrap_or_default().get("version").cloned().unwrap_or_default();
+        by_widget.entry(widget).or_default().push(version);
+    }
+    by_widget
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn swapping_ten_times_under_load_loses_and_duplicates_nothing_and_refuses_a_broken_module() {
+    let env = Env::start().await;
+    let (v1, v2) = (bytes("versioned"), bytes("versioned-v2"));
+    env.publish(&[("plugin.wasm", v1.clone())]).await;
+    env.running("plugin.wasm", "1.0.0").await;
+
+    // 200 parents, created in batches between swaps so reconciles are in
+    // flight while versions change.
+    let widgets: Api<DynamicObject> = Api::namespaced_with(env.client.clone(), NS, &widgets_resource());
+    for swap in 0..10 {
+        for i in 0..20 {
+            let name = format!("w{:03}", swap * 20 + i);
+            let obj = serde_json::from_value(
+                json!({"apiVersion": "swap.test.operator-host.dev/v1", "kind": "Widget", "metadata": {"name": name}, "spec": {}}),
+            )
+            .unwrap();
+            widgets.create(&PostParams::default(), &obj).await.unwrap();
+        }
+        let (next, version) = if swap % 2 == 0 { (&v2, "2.0.0") } else { (&v1, "1.0.0") };
+        env.publish(&[("plugin.wasm", next.clone())]).await;
+        env.running("plugin.wasm", version).await;
+    }
+    assert_eq!(env.swaps("swapped"), 10, "each new version swapped in place (same kinds)");
+
+    // A broken module is refused; v1 keeps running and says so on the ConfigMap.
+    env.publish(&[("plugin.wasm", b"\0asm this is not a component".to_vec())]).await;
+    common::eventually("the refusal", WAIT, || async { (env.swaps("rejected") == 1).then_some(()) }).await;
+    assert_eq!(env.manager.plugin(&id("plugin.wasm")).unwrap().manifest().version, "1.0.0");
+    let events: Api<Event> = Api::namespaced(env.client.clone(), NS);
+    let refused = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .find(|e| e.reason.as_deref() == Some("PluginRejected"))
+        .expect("a PluginRejected event");
+    assert_eq!(refused.type_.as_deref(), Some("Warning"));
+    assert_eq!(refused.regarding.as_ref().and_then(|r| r.name.as_deref()), Some(SOURCE));
+    assert!(refused.note.as_deref().unwrap_or_default().contains("still running versioned 1.0.0"), "{:?}", refused.note);
+
+    // The last swap's behaviour shows on every parent: one child each, at "2".
+    env.publish(&[("plugin.wasm", v2.clone())]).await;
+    env.running("plugin.wasm", "2.0.0").await;
+    let settled = common::eventually("every widget's child at version 2", WAIT, || async {
+        let c = children(&env.client).await;
+        (c.len() == 200 && c.values().all(|v| v.iter().all(|x| x == "2"))).then_some(c)
+    })
+    .await;
+    let duplicated: Vec<_> = settled.iter().filter(|(_, v)| v.len() != 1).collect();
+    assert!(duplicated.is_empty(), "widgets with other than one child: {duplicated:?}");
+    let statuses = widgets.list(&ListParams::default()).await.unwrap();
+    assert_eq!(statuses.items.len(), 200);
+    common::eventually("every status to say version 2", WAIT, || async {
+        let all = widgets.list(&ListParams::default()).await.unwrap();
+        all.items.iter().all(|w| w.data["status"]["version"] == "2").then_some(())
+    })
+    .await;
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_version_with_other_kinds_restarts_the_watches_and_a_removed_key_stops_the_plugin() {
+    let env = Env::start().await;
+    env.publish(&[("plugin.wasm", bytes("versioned"))]).await;
+    env.running("plugin.wasm", "1.0.0").await;
+
+    // Same id, other parent kind: the Widget controller stops, a Hello one starts.
+    let hello = std::fs::read(common::wasm("hello")).unwrap();
+    env.publish(&[("plugin.wasm", hello.clone())]).await;
+    common::eventually("hello to replace versioned", WAIT, || async {
+        env.manager.plugin(&id("plugin.wasm")).filter(|p| p.name() == "hello").map(|_| ())
+    })
+    .await;
+    assert_eq!(env.swaps("restarted"), 1);
+    let hellos: Api<DynamicObject> = Api::namespaced_with(
+        env.client.clone(),
+        NS,
+        &ApiResource {
+            group: "example.operator.dev".into(),
+            version: "v1alpha1".into(),
+            api_version: "example.operator.dev/v1alpha1".into(),
+            kind: "Hello".into(),
+            plural: "hellos".into(),
+        },
+    );
+    let obj = serde_json::from_value(
+        json!({"apiVersion": "example.operator.dev/v1alpha1", "kind": "Hello", "metadata": {"name": "h"}, "spec": {"greeting": "hi"}}),
+    )
+    .unwrap();
+    hellos.create(&PostParams::default(), &obj).await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), NS);
+    common::eventually("the Hello's ConfigMap", WAIT, || async { cms.get_opt("h-greeting").await.unwrap() }).await;
+
+    // A second key is a second plugin; removing a key stops just that one.
+    env.publish(&[("plugin.wasm", hello), ("widgets.wasm", bytes("versioned"))]).await;
+    env.running("widgets.wasm", "1.0.0").await;
+    env.publish(&[("widgets.wasm", bytes("versioned"))]).await;
+    common::eventually("plugin.wasm to stop", WAIT, || async { env.manager.plugin(&id("plugin.wasm")).is_none().then_some(()) }).await;
+    assert!(env.manager.plugin(&id("widgets.wasm")).is_some());
+    assert_eq!(env.manager.controllers().len(), 1);
+    env.stop().await;
+}

@@ -1,0 +1,75 @@
+//! Hot-swap test plugin. Each `Widget` (group `swap.test.operator-host.dev`)
+//! keeps one ConfigMap, created with `generateName` so that a reconcile that
+//! ran on a stale view would show up as a duplicate, holding `data.version`:
+//! "1" in the default build, "2" with `--features v2`. Extras are left in
+//! place on purpose: a test counts them.
+
+use operator_plugin_sdk::{Action, GroupVersionKind, Manifest, Object, Plugin, ReconcileError, Time, export_plugin, json};
+
+pub struct Versioned;
+
+const GROUP: &str = "swap.test.operator-host.dev";
+
+#[cfg(not(feature = "v2"))]
+const STAMP: &str = "1";
+#[cfg(feature = "v2")]
+const STAMP: &str = "2";
+
+impl Plugin for Versioned {
+    fn manifest() -> Manifest {
+        Manifest {
+            name: "versioned".into(),
+            version: format!("{STAMP}.0.0"),
+            parent: GroupVersionKind::new(GROUP, "v1", "Widget"),
+            children: vec![GroupVersionKind::new("", "v1", "ConfigMap")],
+            crds: vec![crd()],
+            finalizer: None,
+        }
+    }
+
+    fn reconcile(parent: &Object, children: &[Object], _now: Time) -> Result<Vec<Action>, ReconcileError> {
+        let mine: Vec<&Object> = children.iter().filter(|c| c.kind() == "ConfigMap").collect();
+        let mut actions = Vec::new();
+        if mine.is_empty() {
+            actions.push(Action::Create(json!({
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"generateName": format!("{}-", parent.name()), "labels": {"widget": parent.name()}},
+                "data": {"version": STAMP},
+            })));
+        }
+        for c in &mine {
+            if c["data"]["version"] != STAMP {
+                actions.push(Action::Patch { target: c.object_ref(), patch: json!({"data": {"version": STAMP}}) });
+            }
+        }
+        actions.push(Action::SetStatus(json!({"version": STAMP, "children": mine.len()})));
+        Ok(actions)
+    }
+}
+
+fn crd() -> operator_plugin_sdk::serde_json::Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("widgets.{GROUP}")},
+        "spec": {
+            "group": GROUP,
+            "names": {"kind": "Widget", "plural": "widgets", "singular": "widget", "listKind": "WidgetList"},
+            "scope": "Namespaced",
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {
+                    "type": "object",
+                    "properties": {
+                        "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                        "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                    },
+                }},
+            }],
+        },
+    })
+}
+
+export_plugin!(Versioned);
