@@ -1,8 +1,11 @@
 //! Plugins from ConfigMaps: `--plugin-configmap NAMESPACE/NAME` (one
 //! ConfigMap) or `--plugin-configmap-selector` (every ConfigMap matching a
-//! label selector in a namespace). Each `binaryData` key is one plugin
-//! (`kubectl create configmap plugins --from-file=cronjob.wasm` puts Wasm
-//! there); a key that disappears, or its ConfigMap, stops that plugin.
+//! label selector in a namespace). Each key is one plugin: `binaryData`,
+//! where `kubectl create configmap plugins --from-file=cronjob.wasm` puts
+//! Wasm, and `data` too (kubectl puts a file that happens to be valid UTF-8
+//! there; it is then refused as "not a component" with a clear message
+//! instead of its key silently vanishing). A key that disappears, or its
+//! ConfigMap, stops that plugin.
 //! kube-runtime's watcher relists after a broken watch, so no change is
 //! missed, only coalesced (the reloader skips bytes it already runs).
 
@@ -60,10 +63,13 @@ impl Known {
     fn applied(&mut self, namespace: &str, cm: &ConfigMap) -> Vec<Update> {
         let name = cm.metadata.name.clone().unwrap_or_default();
         let uid = cm.metadata.uid.clone().unwrap_or_default();
-        let data = cm.binary_data.clone().unwrap_or_default();
+        let mut data: BTreeMap<String, Vec<u8>> = cm.binary_data.clone().unwrap_or_default().into_iter().map(|(k, v)| (k, v.0)).collect();
+        for (k, v) in cm.data.clone().unwrap_or_default() {
+            data.entry(k).or_insert_with(|| v.into_bytes());
+        }
         let keys: BTreeSet<String> = data.keys().cloned().collect();
         let mut out: Vec<Update> =
-            data.into_iter().map(|(key, bytes)| Update { origin: Self::origin(namespace, &name, &uid, &key), bytes: Some(bytes.0) }).collect();
+            data.into_iter().map(|(key, bytes)| Update { origin: Self::origin(namespace, &name, &uid, &key), bytes: Some(bytes) }).collect();
         if let Some((old_uid, old_keys)) = self.0.insert(name.clone(), (uid, keys.clone())) {
             for gone in old_keys.difference(&keys) {
                 out.push(Update { origin: Self::origin(namespace, &name, &old_uid, gone), bytes: None });
@@ -144,7 +150,10 @@ mod tests {
         assert_eq!(summary(&first), [("configmap/ns/plugins/a.wasm".into(), Some(2)), ("configmap/ns/plugins/b.wasm".into(), Some(1))]);
         let second = k.applied("ns", &cm("u1", &[("a.wasm", b"aaa")]));
         assert_eq!(summary(&second), [("configmap/ns/plugins/a.wasm".into(), Some(3)), ("configmap/ns/plugins/b.wasm".into(), None)]);
-        assert_eq!(summary(&k.deleted("ns", "plugins")), [("configmap/ns/plugins/a.wasm".into(), None)]);
+        let mut text = cm("u1", &[("a.wasm", b"aaa")]);
+        text.data = Some([("t.wasm".to_string(), "text".to_string())].into());
+        assert_eq!(summary(&k.applied("ns", &text)), [("configmap/ns/plugins/a.wasm".into(), Some(3)), ("configmap/ns/plugins/t.wasm".into(), Some(4))]);
+        assert_eq!(summary(&k.deleted("ns", "plugins")), [("configmap/ns/plugins/a.wasm".into(), None), ("configmap/ns/plugins/t.wasm".into(), None)]);
         assert!(k.deleted("ns", "plugins").is_empty());
     }
 

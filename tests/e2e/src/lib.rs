@@ -1,0 +1,188 @@
+//! The harness of the end-to-end scenarios: starts `host run --embedded`
+//! with the shipped plugins as its own process (built by `cargo xtask
+//! build`), and drives it only through `/usr/bin/kubectl`, reading what
+//! kubectl prints (`-o json`, `-o jsonpath`, tables).
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+pub use serde_json::{Value, json};
+
+/// How long any one expectation may take before the scenario fails.
+pub const WAIT: Duration = Duration::from_secs(90);
+
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).expect("tests/e2e is two levels down").to_path_buf()
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace_root().join("target"))
+}
+
+/// A file built by `cargo xtask build`, e.g. `plugins/cronjob.wasm`, `release/host`.
+pub fn built(relative: &str) -> PathBuf {
+    let path = target_dir().join(relative);
+    assert!(path.exists(), "{} is missing: run `cargo xtask build` first", path.display());
+    path
+}
+
+/// A file of the repository, e.g. `plugins/cronjob/samples/batch_v1_cronjob.yaml`.
+pub fn repo_file(relative: &str) -> PathBuf {
+    workspace_root().join(relative)
+}
+
+/// A running `host run --embedded` and the kubeconfig it wrote.
+pub struct Host {
+    child: Child,
+    dir: tempfile::TempDir,
+    pub kubeconfig: PathBuf,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Host {
+    /// The host with both shipped plugins, plus `extra` arguments.
+    pub fn start(extra: &[&str]) -> Host {
+        let cronjob = built("plugins/cronjob.wasm");
+        let mydeployment = built("plugins/mydeployment.wasm");
+        let mut args: Vec<String> = vec!["--plugin".into(), cronjob.display().to_string(), "--plugin".into(), mydeployment.display().to_string()];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let host = Host::start_with(&args);
+        host.wait_for_crds(&["cronjobs.batch.tutorial.kubebuilder.io", "mydeployments.apps.example.com"]);
+        host
+    }
+
+    /// Waits until kubectl sees these CRDs (the host installs a plugin's CRDs as it starts it).
+    pub fn wait_for_crds(&self, names: &[&str]) {
+        let mut args = vec!["get", "crd"];
+        args.extend(names);
+        eventually(&format!("CRDs {names:?} to be served"), || self.kubectl(&args).status.success().then_some(()));
+    }
+
+    /// `host run --embedded` with exactly `args` (plugins included).
+    pub fn start_with(args: &[String]) -> Host {
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        let mut child = Command::new(built("release/host"))
+            .env("HOST_LOG", "warn")
+            .arg("--plugin-cache-dir")
+            .arg(dir.path().join("cache"))
+            .args(["run", "--embedded", "--metrics-addr", "0", "--kubeconfig-out"])
+            .arg(&kubeconfig)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start host");
+        let out = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let host = Host { child, dir, kubeconfig, lines };
+        host.stdout_line_with("export KUBECONFIG=");
+        host
+    }
+
+    /// Waits for a line of the host's stdout containing `needle`.
+    pub fn stdout_line_with(&self, needle: &str) -> String {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = self.lines.recv_timeout(left).unwrap_or_else(|_| panic!("the host printed no line with {needle:?}"));
+            if line.contains(needle) {
+                return line;
+            }
+        }
+    }
+
+    /// A scratch directory that lives as long as the host.
+    pub fn scratch(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Runs kubectl against the embedded cluster.
+    pub fn kubectl(&self, args: &[&str]) -> Output {
+        self.kubectl_stdin(args, None)
+    }
+
+    pub fn kubectl_stdin(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        let mut c = Command::new(kubectl())
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run kubectl");
+        let mut input = c.stdin.take().unwrap();
+        if let Some(text) = stdin {
+            input.write_all(text.as_bytes()).unwrap();
+        }
+        drop(input);
+        c.wait_with_output().unwrap()
+    }
+
+    /// kubectl that must succeed; its stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let o = self.kubectl(args);
+        assert!(o.status.success(), "kubectl {}: {}", args.join(" "), String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    /// `kubectl apply -f -` of `yaml`, which must succeed.
+    pub fn apply(&self, yaml: &str) -> String {
+        let o = self.kubectl_stdin(&["apply", "-f", "-"], Some(yaml));
+        assert!(o.status.success(), "kubectl apply: {}\n{yaml}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    /// `kubectl get ... -o json`, parsed.
+    pub fn json(&self, args: &[&str]) -> Value {
+        let mut all = args.to_vec();
+        all.extend(["-o", "json"]);
+        serde_json::from_str(&self.ok(&all)).expect("kubectl printed JSON")
+    }
+
+    /// The `items` of `kubectl get ... -o json`.
+    pub fn items(&self, args: &[&str]) -> Vec<Value> {
+        self.json(args)["items"].as_array().cloned().unwrap_or_default()
+    }
+}
+
+/// `/usr/bin/kubectl` (the real client), or `kubectl` on PATH.
+pub fn kubectl() -> PathBuf {
+    let system = PathBuf::from("/usr/bin/kubectl");
+    if system.exists() { system } else { PathBuf::from("kubectl") }
+}
+
+/// Polls `f` (every 200 ms) until it returns `Some`, for up to [`WAIT`].
+pub fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out after {WAIT:?} waiting for {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// A repository file's text.
+pub fn read(relative: &str) -> String {
+    std::fs::read_to_string(repo_file(relative)).unwrap_or_else(|e| panic!("{relative}: {e}"))
+}
