@@ -275,8 +275,13 @@ impl Reconciler<'_> {
         let earliest = last
             .or_else(|| self.parent.creation_timestamp().map(|t| t.0))
             .unwrap_or(self.now);
-        let deadline = spec.starting_deadline_seconds.map(Duration::seconds);
-        let earliest_in_deadline = deadline.map_or(earliest, |d| earliest.max(self.now - d));
+        // A deadline too large to subtract from now (up to i64::MAX is
+        // valid, as upstream) is no limit at all.
+        let deadline_start = spec
+            .starting_deadline_seconds
+            .and_then(Duration::try_seconds)
+            .and_then(|d| self.now.checked_sub_signed(d));
+        let earliest_in_deadline = deadline_start.map_or(earliest, |t| earliest.max(t));
 
         let due = match runs::most_recent(&schedule, earliest_in_deadline, self.now) {
             Ok(due) => due,
@@ -299,7 +304,7 @@ impl Reconciler<'_> {
                 "too many missed start times. Set or decrease .spec.startingDeadlineSeconds or check clock skew",
             ));
         }
-        if deadline.is_some_and(|d| scheduled + d < self.now) {
+        if deadline_start.is_some_and(|start| scheduled < start) {
             self.push_miss_schedule(scheduled);
             return next;
         }

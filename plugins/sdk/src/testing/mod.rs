@@ -11,6 +11,10 @@
 //! `UPDATE_FIXTURES=1` rewrites `expected.json`; review every rewritten file:
 //! fixtures are assertions.
 
+pub mod robustness;
+
+pub use robustness::check_robustness;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 
