@@ -126,10 +126,52 @@ fn case(fixtures: usize) -> impl Strategy<Value = Case> {
         .prop_map(|(fixture, parent, child, truncate, now_shift_s)| Case { fixture, parent, child, truncate, now_shift_s })
 }
 
-/// Runs `default`, `validate` and `reconcile` of `P` on one broken input,
-/// as the host would: defaulting first, validation against the original as
-/// the old object, and reconcile of whatever defaulting left.
-fn exercise<P: Plugin>(f: &Fixture, c: &Case) {
+/// What runs the plugin: natively ([`Native`]) or, in the host's tests,
+/// the built `.wasm` in the sandbox. Each call returns `Err` only for what
+/// must never happen (a panic, a trap); a plugin's own errors are answers.
+pub trait Subject {
+    /// `default`; `Ok(None)` when the plugin refused the object cleanly.
+    fn default(&self, object: &str) -> Result<Option<String>, String>;
+    fn validate(&self, object: &str, old: Option<&str>) -> Result<(), String>;
+    fn reconcile(&self, parent: &str, children: &[String], now_ms: i64) -> Result<(), String>;
+}
+
+/// `P` called natively; a panic is the failure.
+pub struct Native<P>(std::marker::PhantomData<fn() -> P>);
+
+impl<P> Native<P> {
+    pub fn new() -> Self {
+        Native(std::marker::PhantomData)
+    }
+}
+
+impl<P> Default for Native<P> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn no_panic<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+        .map_err(|panic| panic.downcast_ref::<String>().cloned().or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default())
+}
+
+impl<P: Plugin> Subject for Native<P> {
+    fn default(&self, object: &str) -> Result<Option<String>, String> {
+        no_panic(|| plugin::default::<P>(object).ok())
+    }
+    fn validate(&self, object: &str, old: Option<&str>) -> Result<(), String> {
+        no_panic(|| drop(plugin::validate::<P>(object, old)))
+    }
+    fn reconcile(&self, parent: &str, children: &[String], now_ms: i64) -> Result<(), String> {
+        no_panic(|| drop(plugin::reconcile::<P>(parent, children, now_ms)))
+    }
+}
+
+/// Runs `default`, `validate` and `reconcile` on one broken input, as the
+/// host would: defaulting first, validation against the original as the old
+/// object, and reconcile of whatever defaulting left.
+fn exercise(subject: &dyn Subject, f: &Fixture, c: &Case) -> Result<(), String> {
     let mut parent: Value = serde_json::from_str(&f.parent).expect("fixture parents are JSON");
     for m in &c.parent {
         apply(&mut parent, m);
@@ -154,37 +196,37 @@ fn exercise<P: Plugin>(f: &Fixture, c: &Case) {
         children[i] = child.to_string();
     }
     let now = f.now.0.timestamp_millis().saturating_add(c.now_shift_s.saturating_mul(1000));
-    let run = std::panic::catch_unwind(|| {
-        let defaulted = plugin::default::<P>(&text).unwrap_or_else(|_| text.clone());
-        let _ = plugin::validate::<P>(&defaulted, Some(&f.parent));
-        let _ = plugin::validate::<P>(&defaulted, None);
-        let _ = plugin::reconcile::<P>(&defaulted, &children, now);
-    });
-    if let Err(panic) = run {
-        let why = panic.downcast_ref::<String>().cloned().or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
-        panic!("{why}\n  fixture {}\n  parent {text}\n  children {children:?}\n  now_ms {now}", f.name());
-    }
+    let run = || -> Result<(), String> {
+        let defaulted = subject.default(&text)?.unwrap_or_else(|| text.clone());
+        subject.validate(&defaulted, Some(&f.parent))?;
+        subject.validate(&defaulted, None)?;
+        subject.reconcile(&defaulted, &children, now)
+    };
+    run().map_err(|why| format!("{why}\n  fixture {}\n  parent {text}\n  children {children:?}\n  now_ms {now}", f.name()))
 }
 
 /// Checks that `P` never panics on broken versions of the fixtures under
 /// `root` (see the module doc). Panics with the shrunk failing case.
 pub fn check_robustness<P: Plugin>(root: impl AsRef<std::path::Path>) {
-    let fixtures = super::fixtures_in(root);
-    assert!(!fixtures.is_empty(), "no fixtures to start from");
     let cases = std::env::var("ROBUSTNESS_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(256);
-    let mut runner = TestRunner::new(Config { cases, failure_persistence: None, ..Config::default() });
     // The plugin's panics are the failures we look for; keep their default
     // message off stderr for the cases proptest runs while shrinking.
     let quiet = std::panic::take_hook();
     std::panic::set_hook(Box::new(|_| {}));
-    let result = runner.run(&case(fixtures.len()), |c| {
-        exercise::<P>(&fixtures[c.fixture], &c);
-        Ok(())
-    });
+    let result = run(&Native::<P>::new(), root.as_ref(), cases);
     std::panic::set_hook(quiet);
     if let Err(e) = result {
         panic!("{e}");
     }
+}
+
+/// [`check_robustness`] for any [`Subject`], `cases` cases; the error names
+/// the smallest failing input proptest found.
+pub fn run(subject: &dyn Subject, root: &std::path::Path, cases: u32) -> Result<(), String> {
+    let fixtures = super::fixtures_in(root);
+    assert!(!fixtures.is_empty(), "no fixtures to start from in {}", root.display());
+    let mut runner = TestRunner::new(Config { cases, failure_persistence: None, ..Config::default() });
+    runner.run(&case(fixtures.len()), |c| exercise(subject, &fixtures[c.fixture], &c).map_err(TestCaseError::fail)).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
