@@ -120,6 +120,10 @@ impl Lookup for CacheLookup<'_> {
             controller_uid: controller_uid(&obj),
         })
     }
+
+    fn namespaced(&self, gvk: &GroupVersionKind) -> bool {
+        self.0.get(gvk).is_none_or(|c| c.namespaced())
+    }
 }
 
 /// How one reconcile ended, for the queue, the metrics and the logs.
