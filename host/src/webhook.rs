@@ -11,7 +11,11 @@
 //! controller-runtime, the certificate comes from a directory holding
 //! `tls.crt` and `tls.key` (cert-manager's secret layout), and the
 //! Mutating/ValidatingWebhookConfiguration objects are deployment manifests,
-//! not written by the host. On the embedded cluster the same plugin calls
+//! not written by the host. When the directory holds neither file, the host
+//! generates a self-signed pair in memory ([`ServingCert::generate`]; names:
+//! `localhost`, `127.0.0.1` and each `--webhook-host`) and writes only the
+//! certificate, the configuration's `caBundle`, to `<dir>/generated/ca.crt`;
+//! the key never leaves the process, and a restart makes a new pair. On the embedded cluster the same plugin calls
 //! are in-process admission hooks instead ([`crate::embedded`]).
 //!
 //! A failing plugin call refuses the request (the configuration's
@@ -19,7 +23,7 @@
 //! cannot be reached).
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use base64::Engine;
@@ -98,6 +102,10 @@ fn response(uid: &str, allowed: bool, status: Option<(u16, String)>, patch: Opti
 /// Why the webhook server could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    #[error("{present} is there but {missing} is not: give both, or neither to have a self-signed pair generated")]
+    HalfAPair { present: String, missing: String },
+    #[error("cannot generate a self-signed certificate")]
+    Generate(#[from] rcgen::Error),
     #[error("cannot read {path}")]
     Pem {
         path: String,
@@ -110,17 +118,98 @@ pub enum Error {
     Io(#[from] std::io::Error),
 }
 
+/// Where the CA bundle of a generated certificate is written, under the
+/// certificate directory.
+pub const GENERATED_CA: &str = "generated/ca.crt";
+
+/// The webhook's serving certificate chain and key, as PEM.
+pub struct ServingCert {
+    pub cert_pem: String,
+    key_pem: String,
+}
+
+impl std::fmt::Debug for ServingCert {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServingCert").field("cert_pem", &self.cert_pem).finish_non_exhaustive()
+    }
+}
+
+impl ServingCert {
+    /// A new self-signed certificate (ECDSA P-256) for `localhost`,
+    /// `127.0.0.1` and `hosts` (DNS names or IP addresses, e.g. the webhook
+    /// Service's `name.namespace.svc`).
+    pub fn generate(hosts: &[String]) -> Result<Self, Error> {
+        let mut names = vec!["localhost".to_string(), "127.0.0.1".to_string()];
+        names.extend(hosts.iter().filter(|h| !names.contains(h)).cloned().collect::<Vec<_>>());
+        let mut params = rcgen::CertificateParams::new(names)?;
+        params.distinguished_name.push(rcgen::DnType::CommonName, "operator-host webhook");
+        let key = rcgen::KeyPair::generate()?;
+        let cert = params.self_signed(&key)?;
+        Ok(Self { cert_pem: cert.pem(), key_pem: key.serialize_pem() })
+    }
+
+    /// The private key, PEM (to write a pair to files).
+    pub fn key_pem(&self) -> &str {
+        &self.key_pem
+    }
+
+    /// `dir/tls.crt` and `dir/tls.key` as they are.
+    pub fn read(dir: &Path) -> Result<Self, Error> {
+        let read = |name: &str| {
+            let path = dir.join(name);
+            std::fs::read_to_string(&path).map_err(|e| Error::Pem { path: path.display().to_string(), source: rustls::pki_types::pem::Error::Io(e) })
+        };
+        Ok(Self { cert_pem: read("tls.crt")?, key_pem: read("tls.key")? })
+    }
+
+    /// The pair in `dir`, or a generated one when `dir` holds neither file.
+    /// A generated certificate is written to `dir/`[`GENERATED_CA`] (or,
+    /// when `dir` is not writable, to the temp directory) and the path is
+    /// returned with it.
+    pub fn read_or_generate(dir: &Path, hosts: &[String]) -> Result<(Self, Option<PathBuf>), Error> {
+        let (crt, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+        match (crt.exists(), key.exists()) {
+            (true, true) => return Ok((Self::read(dir)?, None)),
+            (true, false) => return Err(Error::HalfAPair { present: crt.display().to_string(), missing: key.display().to_string() }),
+            (false, true) => return Err(Error::HalfAPair { present: key.display().to_string(), missing: crt.display().to_string() }),
+            (false, false) => {}
+        }
+        let cert = Self::generate(hosts)?;
+        let write = |path: PathBuf| -> std::io::Result<PathBuf> {
+            std::fs::create_dir_all(path.parent().expect("a file path has a parent"))?;
+            std::fs::write(&path, &cert.cert_pem)?;
+            Ok(path)
+        };
+        let fallback = std::env::temp_dir().join(format!("operator-host-{}", std::process::id())).join("webhook-ca.crt");
+        let written = write(dir.join(GENERATED_CA)).or_else(|e| {
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot write the generated CA bundle there; using the temp directory");
+            write(fallback)
+        })?;
+        Ok((cert, Some(written)))
+    }
+
+    /// The rustls server configuration serving this pair (HTTP/1.1).
+    pub fn tls_config(&self) -> Result<rustls::ServerConfig, Error> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        fn pem(what: &'static str) -> impl Fn(rustls::pki_types::pem::Error) -> Error {
+            move |source| Error::Pem { path: what.to_string(), source }
+        }
+        let certs = CertificateDer::pem_slice_iter(self.cert_pem.as_bytes()).collect::<Result<Vec<_>, _>>().map_err(pem("the certificate"))?;
+        let key = PrivateKeyDer::from_pem_slice(self.key_pem.as_bytes()).map_err(pem("the key"))?;
+        server_config(certs, key)
+    }
+}
+
 /// TLS configuration from `dir/tls.crt` and `dir/tls.key`.
 pub fn tls_config(dir: &Path) -> Result<rustls::ServerConfig, Error> {
-    use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-    let cert_path = dir.join("tls.crt");
-    let key_path = dir.join("tls.key");
-    fn pem(path: &Path) -> impl Fn(rustls::pki_types::pem::Error) -> Error + '_ {
-        move |source| Error::Pem { path: path.display().to_string(), source }
-    }
-    let certs = CertificateDer::pem_file_iter(&cert_path).map_err(pem(&cert_path))?.collect::<Result<Vec<_>, _>>().map_err(pem(&cert_path))?;
-    let key = PrivateKeyDer::from_pem_file(&key_path).map_err(pem(&key_path))?;
+    ServingCert::read(dir)?.tls_config()
+}
+
+fn server_config(
+    certs: Vec<rustls::pki_types::CertificateDer<'static>>,
+    key: rustls::pki_types::PrivateKeyDer<'static>,
+) -> Result<rustls::ServerConfig, Error> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
@@ -131,14 +220,27 @@ pub fn tls_config(dir: &Path) -> Result<rustls::ServerConfig, Error> {
 }
 
 /// Serves the webhooks of the plugins in `registry` (read per request, so
-/// hot swaps apply) over HTTPS on `addr` until `shutdown`.
+/// hot swaps apply) over HTTPS on `addr` until `shutdown`, with the pair in
+/// `cert_dir` or a generated one valid for `hosts` (see
+/// [`ServingCert::read_or_generate`]).
 pub async fn serve(
     addr: SocketAddr,
     cert_dir: &Path,
+    hosts: &[String],
     registry: crate::registry::Registry,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(SocketAddr, tokio::task::JoinHandle<()>), Error> {
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls_config(cert_dir)?));
+    let (cert, generated) = ServingCert::read_or_generate(cert_dir, hosts)?;
+    match generated {
+        Some(ca_bundle) => tracing::info!(
+            ca_bundle = %ca_bundle.display(),
+            hosts = ?hosts,
+            "no tls.crt/tls.key in {}: generated a self-signed certificate; use the CA bundle file as the webhook configuration's caBundle",
+            cert_dir.display()
+        ),
+        None => tracing::info!(cert_dir = %cert_dir.display(), "webhook certificate from tls.crt/tls.key"),
+    }
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cert.tls_config()?));
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
     for p in registry.all().iter() {

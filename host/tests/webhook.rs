@@ -1,9 +1,13 @@
 //! Plugin admission as `admission.k8s.io/v1` webhooks: the review handler
-//! with the CronJob plugin, and HTTPS serving with a throwaway certificate.
+//! with the CronJob plugin, and HTTPS serving with a certificate from a
+//! directory or generated, checked by a rustls client that trusts only that
+//! certificate (as the API server trusts only the caBundle).
 
 mod common;
 
-use std::process::Command;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
@@ -71,42 +75,89 @@ fn an_unknown_path_is_refused() {
     assert_eq!(r["response"]["status"]["code"], 404);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn webhooks_are_served_over_https_from_a_cert_directory() {
-    let dir = tempfile::tempdir().unwrap();
-    let made = Command::new("openssl")
-        .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1"])
-        .arg("-keyout")
-        .arg(dir.path().join("tls.key"))
-        .arg("-out")
-        .arg(dir.path().join("tls.crt"))
-        .output();
-    if !made.as_ref().is_ok_and(|o| o.status.success()) || Command::new("curl").arg("--version").output().is_err() {
-        eprintln!("skipping: openssl or curl is not installed");
-        return;
-    }
+const VALIDATE: &str = "/validate-batch-tutorial-kubebuilder-io-v1-cronjob";
+
+async fn serve(dir: &Path, hosts: &[String]) -> Result<(SocketAddr, tokio::task::JoinHandle<()>), webhook::Error> {
     let sandbox = host::sandbox::Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
     let registry = host::registry::Registry::default();
     registry.insert("cronjob", common::load(&sandbox, "cronjob"));
-    let (addr, task) = webhook::serve("127.0.0.1:0".parse().unwrap(), dir.path(), registry, std::future::pending()).await.unwrap();
-    let body = dir.path().join("review.json");
-    std::fs::write(&body, review("CREATE", cronjob("nope"))).unwrap();
-    let url = format!("https://{addr}/validate-batch-tutorial-kubebuilder-io-v1-cronjob");
-    let ca = dir.path().join("tls.crt");
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new("curl")
-            .args(["-s", "--max-time", "30", "--cacert"])
-            .arg(ca)
-            .args(["-H", "Content-Type: application/json", "--data-binary"])
-            .arg(format!("@{}", body.display()))
-            .arg(url)
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    let answer: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
-    assert_eq!(answer["response"]["allowed"], false, "{answer}");
-    assert_eq!(answer["kind"], "AdmissionReview");
+    webhook::serve("127.0.0.1:0".parse().unwrap(), dir, hosts, registry, std::future::pending()).await
+}
+
+/// POSTs an AdmissionReview to `path` at `addr` over HTTPS, trusting only
+/// `ca_pem` and checking the certificate is valid for `server_name`.
+async fn post(addr: SocketAddr, server_name: &str, ca_pem: &str, path: &str, body: Vec<u8>) -> Result<Value, String> {
+    use http_body_util::BodyExt;
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::try_from(server_name.to_string()).unwrap();
+    let tcp = tokio::net::TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(config)).connect(name, tcp).await.map_err(|e| format!("TLS: {e}"))?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls)).await.map_err(|e| e.to_string())?;
+    tokio::spawn(conn);
+    let request = hyper::Request::post(path)
+        .header("host", server_name)
+        .header("content-type", "application/json")
+        .body(http_body_util::Full::new(bytes::Bytes::from(body)))
+        .unwrap();
+    let response = tokio::time::timeout(Duration::from_secs(60), sender.send_request(request)).await.unwrap().map_err(|e| e.to_string())?;
+    let body = response.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
+    serde_json::from_slice(&body).map_err(|e| format!("{e}: {}", String::from_utf8_lossy(&body)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_pair_a_self_signed_one_is_generated_for_localhost_and_the_given_hosts() {
+    let dir = tempfile::tempdir().unwrap();
+    let service = "operator-host-webhook.operator-system.svc".to_string();
+    let (addr, task) = serve(dir.path(), std::slice::from_ref(&service)).await.unwrap();
+    let ca = std::fs::read_to_string(dir.path().join(webhook::GENERATED_CA)).expect("the CA bundle is written for the webhook configuration");
+    assert!(ca.starts_with("-----BEGIN CERTIFICATE-----"), "{ca}");
+    assert!(!dir.path().join("tls.key").exists() && !dir.path().join("generated/tls.key").exists(), "the key stays in memory");
+
+    for name in ["127.0.0.1", "localhost", service.as_str()] {
+        let answer = post(addr, name, &ca, VALIDATE, review("CREATE", cronjob("nope"))).await.unwrap_or_else(|e| panic!("as {name}: {e}"));
+        assert_eq!(answer["kind"], "AdmissionReview");
+        assert_eq!(answer["response"]["allowed"], false, "{answer}");
+        assert_eq!(answer["response"]["status"]["code"], 422, "{answer}");
+    }
+    let ok = post(addr, "localhost", &ca, VALIDATE, review("CREATE", cronjob("*/5 * * * *"))).await.unwrap();
+    assert_eq!(ok["response"]["allowed"], true, "{ok}");
+
+    let err = post(addr, "elsewhere.example.com", &ca, VALIDATE, review("CREATE", cronjob("nope"))).await.unwrap_err();
+    assert!(err.starts_with("TLS:"), "a name the certificate does not carry is refused: {err}");
+    let stranger = webhook::ServingCert::generate(&[]).unwrap();
+    let err = post(addr, "localhost", &stranger.cert_pem, VALIDATE, review("CREATE", cronjob("nope"))).await.unwrap_err();
+    assert!(err.starts_with("TLS:"), "a client trusting another certificate is refused: {err}");
     task.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pair_in_the_cert_directory_is_served_as_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let pair = webhook::ServingCert::generate(&["webhook.test".to_string()]).unwrap();
+    std::fs::write(dir.path().join("tls.crt"), &pair.cert_pem).unwrap();
+    std::fs::write(dir.path().join("tls.key"), pair.key_pem()).unwrap();
+    let (addr, task) = serve(dir.path(), &[]).await.unwrap();
+    assert!(!dir.path().join(webhook::GENERATED_CA).exists(), "nothing is generated");
+    let answer = post(addr, "webhook.test", &pair.cert_pem, VALIDATE, review("CREATE", cronjob("nope"))).await.unwrap();
+    assert_eq!(answer["response"]["allowed"], false, "{answer}");
+    task.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn half_a_pair_is_a_clear_error_not_a_generated_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("tls.crt"), webhook::ServingCert::generate(&[]).unwrap().cert_pem).unwrap();
+    let err = serve(dir.path(), &[]).await.unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("tls.crt is there but") && text.contains("tls.key is not"), "{text}");
+    assert!(!dir.path().join(webhook::GENERATED_CA).exists());
 }

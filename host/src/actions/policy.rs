@@ -4,7 +4,11 @@
 //!
 //! Rules:
 //! 1. Children only of the kinds the manifest declares, only in the parent's
-//!    namespace.
+//!    namespace. A namespaced parent has no cluster-scoped children: such an
+//!    object cannot carry a namespaced owner (the garbage collector treats
+//!    that ownerReference as unresolvable, so nothing would ever clean it up).
+//!    The parent itself is never a target: the host alone writes it (the
+//!    plugin's part is `set-status`, which has no target to point elsewhere).
 //! 2. Replace, patch and delete only objects this parent controls: present in
 //!    the cache with a controller ownerReference whose uid is the parent's.
 //! 3. Creates get the parent's namespace and the controller ownerReference
@@ -55,6 +59,10 @@ pub struct Existing {
 pub trait Lookup {
     /// The object of this kind at namespace/name, if the cache has it.
     fn find(&self, gvk: &GroupVersionKind, namespace: &str, name: &str) -> Option<Existing>;
+
+    /// Whether objects of this kind live in a namespace (as discovery says).
+    /// Unknown kinds count as namespaced.
+    fn namespaced(&self, gvk: &GroupVersionKind) -> bool;
 }
 
 /// A checked write, ready to execute.
@@ -114,7 +122,7 @@ pub fn check(parent: &Parent, children: &[GroupVersionKind], lookup: &dyn Lookup
         let name = action_name(&action);
         let refuse = |reason: String| Refusal { index, action: name, reason };
         match action {
-            Action::Create(object) => plan.writes.push(check_create(parent, children, object).map_err(refuse)?),
+            Action::Create(object) => plan.writes.push(check_create(parent, children, lookup, object).map_err(refuse)?),
             Action::Replace(object) => plan.writes.push(check_replace(parent, children, lookup, object).map_err(refuse)?),
             Action::Patch { target, patch } => {
                 let (gvk, existing) = check_target(parent, children, lookup, &target).map_err(refuse)?;
@@ -157,14 +165,33 @@ pub fn check(parent: &Parent, children: &[GroupVersionKind], lookup: &dyn Lookup
 
 fn declared(children: &[GroupVersionKind], api_version: &str, kind: &str) -> Result<GroupVersionKind, String> {
     let (group, version) = split_api_version(api_version);
-    children
-        .iter()
-        .find(|c| c.group == group && c.version == version && c.kind == kind)
-        .cloned()
-        .ok_or_else(|| {
-            let list: Vec<String> = children.iter().map(|c| format!("{}/{}", c.api_version(), c.kind)).collect();
-            format!("kind {api_version}/{kind} is not among the plugin's declared children [{}]", list.join(", "))
-        })
+    children.iter().find(|c| c.group == group && c.version == version && c.kind == kind).cloned().ok_or_else(|| {
+        let list: Vec<String> = children.iter().map(|c| format!("{}/{}", c.api_version(), c.kind)).collect();
+        format!("kind {api_version}/{kind} is not among the plugin's declared children [{}]", list.join(", "))
+    })
+}
+
+/// Refuses a cluster-scoped child kind for a namespaced parent.
+fn scoped(parent: &Parent, lookup: &dyn Lookup, gvk: &GroupVersionKind) -> Result<(), String> {
+    if parent.namespace.is_empty() || lookup.namespaced(gvk) {
+        return Ok(());
+    }
+    Err(format!(
+        "kind {}/{} is cluster-scoped and cannot be a child of the namespaced {} (a cluster-scoped object cannot carry a namespaced owner)",
+        gvk.api_version(),
+        gvk.kind,
+        parent.kind
+    ))
+}
+
+/// Refuses actions aimed at the parent itself.
+fn not_the_parent(parent: &Parent, api_version: &str, kind: &str, name: &str) -> Result<(), String> {
+    let (group, _) = split_api_version(api_version);
+    let (parent_group, _) = split_api_version(&parent.api_version);
+    if group == parent_group && kind == parent.kind && name == parent.name {
+        return Err(format!("the parent {kind} {}/{name} itself is not a child; only the host writes it (use set-status)", parent.namespace));
+    }
+    Ok(())
 }
 
 fn same_namespace(parent: &Parent, namespace: &str) -> Result<(), String> {
@@ -184,9 +211,10 @@ fn type_of(object: &Value) -> Result<(String, String), String> {
     Ok((api_version.to_string(), kind.to_string()))
 }
 
-fn check_create(parent: &Parent, children: &[GroupVersionKind], mut object: Value) -> Result<Write, String> {
+fn check_create(parent: &Parent, children: &[GroupVersionKind], lookup: &dyn Lookup, mut object: Value) -> Result<Write, String> {
     let (api_version, kind) = type_of(&object)?;
     let gvk = declared(children, &api_version, &kind)?;
+    scoped(parent, lookup, &gvk)?;
     let meta = object.as_object_mut().expect("checked").entry("metadata").or_insert_with(|| json!({}));
     let meta = meta.as_object_mut().ok_or("metadata must be an object")?;
     same_namespace(parent, meta.get("namespace").and_then(Value::as_str).unwrap_or(""))?;
@@ -223,8 +251,15 @@ fn owned(parent: &Parent, lookup: &dyn Lookup, gvk: &GroupVersionKind, name: &st
     Ok(existing)
 }
 
-fn check_target(parent: &Parent, children: &[GroupVersionKind], lookup: &dyn Lookup, target: &ObjectRef) -> Result<(GroupVersionKind, Existing), String> {
+fn check_target(
+    parent: &Parent,
+    children: &[GroupVersionKind],
+    lookup: &dyn Lookup,
+    target: &ObjectRef,
+) -> Result<(GroupVersionKind, Existing), String> {
+    not_the_parent(parent, &target.api_version, &target.kind, &target.name)?;
     let gvk = declared(children, &target.api_version, &target.kind)?;
+    scoped(parent, lookup, &gvk)?;
     same_namespace(parent, &target.namespace)?;
     if target.name.is_empty() {
         return Err("the target has no name".into());
@@ -235,7 +270,10 @@ fn check_target(parent: &Parent, children: &[GroupVersionKind], lookup: &dyn Loo
 
 fn check_replace(parent: &Parent, children: &[GroupVersionKind], lookup: &dyn Lookup, mut object: Value) -> Result<Write, String> {
     let (api_version, kind) = type_of(&object)?;
+    let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+    not_the_parent(parent, &api_version, &kind, name)?;
     let gvk = declared(children, &api_version, &kind)?;
+    scoped(parent, lookup, &gvk)?;
     let meta = object.as_object_mut().expect("checked").entry("metadata").or_insert_with(|| json!({}));
     let meta = meta.as_object_mut().ok_or("metadata must be an object")?;
     same_namespace(parent, meta.get("namespace").and_then(Value::as_str).unwrap_or(""))?;
@@ -274,6 +312,10 @@ mod tests {
             assert_eq!(gvk.kind, "ConfigMap");
             self.0.get(&(namespace.to_string(), name.to_string())).cloned()
         }
+
+        fn namespaced(&self, gvk: &GroupVersionKind) -> bool {
+            gvk.kind != "Namespace"
+        }
     }
 
     fn parent() -> Parent {
@@ -281,7 +323,11 @@ mod tests {
     }
 
     fn children() -> Vec<GroupVersionKind> {
-        vec![GroupVersionKind::new("", "v1", "ConfigMap")]
+        vec![
+            GroupVersionKind::new("", "v1", "ConfigMap"),
+            GroupVersionKind::new("", "v1", "Namespace"),
+            GroupVersionKind::new("x.dev", "v1", "Thing"),
+        ]
     }
 
     fn cache() -> Cache {
@@ -313,7 +359,8 @@ mod tests {
 
     #[test]
     fn a_create_in_another_namespace_is_refused() {
-        let e = run(vec![Action::Create(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "kube-system"}}))]).unwrap_err();
+        let e = run(vec![Action::Create(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "kube-system"}}))])
+            .unwrap_err();
         assert!(e.reason.contains("not the parent's namespace"), "{e}");
     }
 
@@ -389,6 +436,34 @@ mod tests {
         let plan = run(vec![Action::RequeueAfterMs(5000), Action::RequeueAfterMs(200), Action::Finalized {}]).unwrap();
         assert_eq!(plan.requeue_after, Some(Duration::from_millis(200)));
         assert!(plan.finalized);
+    }
+
+    #[test]
+    fn a_namespaced_parent_may_not_create_or_touch_a_cluster_scoped_child() {
+        let e = run(vec![Action::Create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "mine"}}))]).unwrap_err();
+        assert!(e.reason.contains("cluster-scoped and cannot be a child of the namespaced Thing"), "{e}");
+        let ns = ObjectRef { api_version: "v1".into(), kind: "Namespace".into(), namespace: "".into(), name: "team".into() };
+        let e = run(vec![Action::delete(ns)]).unwrap_err();
+        assert!(e.reason.contains("cluster-scoped"), "{e}");
+        let cluster_parent = Parent { namespace: String::new(), ..parent() };
+        let plan = check(
+            &cluster_parent,
+            &children(),
+            &cache(),
+            vec![Action::Create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "n"}}))],
+        );
+        assert!(plan.is_ok(), "a cluster-scoped parent may own cluster-scoped children: {plan:?}");
+    }
+
+    #[test]
+    fn the_parent_itself_is_never_a_target_even_when_its_kind_is_declared() {
+        let me = ObjectRef { api_version: "x.dev/v1".into(), kind: "Thing".into(), namespace: "team".into(), name: "p".into() };
+        let e = run(vec![Action::delete(me.clone())]).unwrap_err();
+        assert!(e.reason.contains("the parent Thing team/p itself is not a child"), "{e}");
+        let e = run(vec![Action::Patch { target: me, patch: json!({"spec": {}}) }]).unwrap_err();
+        assert!(e.reason.contains("itself is not a child"), "{e}");
+        let e = run(vec![Action::Replace(json!({"apiVersion": "x.dev/v1", "kind": "Thing", "metadata": {"name": "p"}}))]).unwrap_err();
+        assert!(e.reason.contains("itself is not a child"), "{e}");
     }
 
     #[test]

@@ -71,9 +71,16 @@ pub struct Args {
     /// this address (for a real cluster), e.g. `0.0.0.0:9443`. Off by default.
     #[arg(long)]
     webhook_addr: Option<SocketAddr>,
-    /// Directory holding the webhook's `tls.crt` and `tls.key`.
+    /// Directory holding the webhook's `tls.crt` and `tls.key`. When it holds
+    /// neither, a self-signed pair is generated and its certificate (the
+    /// caBundle) written to `<dir>/generated/ca.crt`.
     #[arg(long, default_value = "/tmp/k8s-webhook-server/serving-certs")]
     webhook_cert_dir: PathBuf,
+    /// A name the generated webhook certificate is valid for besides
+    /// localhost and 127.0.0.1, e.g. the Service's `name.namespace.svc`.
+    /// Repeatable.
+    #[arg(long = "webhook-host", value_name = "NAME")]
+    webhook_hosts: Vec<String>,
     /// How long shutdown waits for in-flight reconciles.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     shutdown_grace: Duration,
@@ -133,7 +140,7 @@ async fn run_async(args: &Args, sandbox: Sandbox, plugins: Vec<(String, LoadedPl
     }
     if let Some(addr) = args.webhook_addr {
         let mut rx = stop_rx.clone();
-        let (bound, _task) = crate::webhook::serve(addr, &args.webhook_cert_dir, registry.clone(), async move {
+        let (bound, _task) = crate::webhook::serve(addr, &args.webhook_cert_dir, &args.webhook_hosts, registry.clone(), async move {
             let _ = rx.wait_for(|s| *s).await;
         })
         .await

@@ -2,10 +2,12 @@
 //! kinds feed its [`queue`]; workers take keys and run the reconcile driver:
 //! wait for the expectations of the last pass, read parent + children from
 //! the cache, call the plugin with the clock's `now`, check and execute the
-//! actions, write the `Reconciled` condition, requeue.
+//! actions, write the `Reconciled` condition, requeue. Before the plugin's
+//! `reconcile`, its `validate` re-checks the stored parent ([`validity`]).
 
 pub mod cache;
 pub mod queue;
+pub mod validity;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -63,6 +65,8 @@ pub struct Controller {
     config: Config,
     /// Set once the API server was seen dropping `status.conditions`.
     conditions_pruned: std::sync::atomic::AtomicBool,
+    /// The plugin's last `validate` answer per parent.
+    validity: validity::Validity,
 }
 
 fn has_condition(obj: &DynamicObject, type_: &str) -> bool {
@@ -120,6 +124,10 @@ impl Lookup for CacheLookup<'_> {
             controller_uid: controller_uid(&obj),
         })
     }
+
+    fn namespaced(&self, gvk: &GroupVersionKind) -> bool {
+        self.0.get(gvk).is_none_or(|c| c.namespaced())
+    }
 }
 
 /// How one reconcile ended, for the queue, the metrics and the logs.
@@ -164,6 +172,7 @@ impl Controller {
             metrics,
             config,
             conditions_pruned: std::sync::atomic::AtomicBool::new(false),
+            validity: validity::Validity::default(),
         });
         this.register();
         this
@@ -327,6 +336,7 @@ impl Controller {
         let Some(obj) = self.parent_cache().get(key) else {
             self.queue.forget(key);
             self.expectations.lock().unwrap().remove(key);
+            self.validity.forget(key);
             return Ended { outcome: Outcome::Success { requeue_after: None }, result: "success" };
         };
         let parent = Parent {
@@ -359,6 +369,11 @@ impl Controller {
                 return Ended { outcome: Outcome::Success { requeue_after: None }, result: "success" };
             }
             _ => {}
+        }
+        // A parent on its way out is not re-validated: an invalid spec must
+        // not hold up the cleanup that lets it go.
+        if !deleting && let Some(refused) = self.refuse_if_invalid(key, &plugin, &obj, &regarding).await {
+            return refused;
         }
 
         let mut children = Vec::new();

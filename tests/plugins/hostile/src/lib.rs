@@ -1,10 +1,15 @@
 //! A plugin that misbehaves in the way `spec.mode` of the parent asks.
 //! Modes that probe the sandbox (file, env, socket, clock, random) report
 //! what they saw as an Event, so a test can assert the access failed.
+//! Modes that try a forbidden action ([`forbidden`]) return an allowed create
+//! first, so a test can see the whole batch is refused, not just one action.
 
 wit_bindgen::generate!({ path: "../../../wit", world: "plugin" });
 
-use exports::operator::plugin::controller::{Action, Event, EventType, FieldError, Guest, GroupVersionKind, PluginManifest, ReconcileError};
+use exports::operator::plugin::controller::{
+    Action, Deletion, Event, EventType, FieldError, GroupVersionKind, Guest, MergePatch, ObjectRef, PluginManifest, Propagation, ReconcileError,
+};
+use serde_json::{Value, json};
 
 struct Hostile;
 
@@ -73,21 +78,72 @@ fn probe(mode: &str, now: i64) -> Result<Vec<Action>, ReconcileError> {
     Ok(vec![event(report)])
 }
 
+fn config_map(name: &str) -> ObjectRef {
+    ObjectRef { api_version: "v1".into(), kind: "ConfigMap".into(), namespace: String::new(), name: name.into() }
+}
+
+/// The forbidden action `mode` names, after an allowed create of
+/// `<parent>-allowed`; `None` for other modes. `spec.target` names the
+/// object to steal for the modes that change an existing one.
+fn forbidden(mode: &str, parent: &Value) -> Option<Vec<Action>> {
+    let name = parent["metadata"]["name"].as_str().unwrap_or("hostile");
+    let target = parent["spec"]["target"].as_str().unwrap_or("");
+    let allowed = Action::Create(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("{name}-allowed")}}).to_string());
+    let attempt = match mode {
+        "keep" => return Some(vec![allowed]),
+        "create-elsewhere" => Action::Create(
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("{name}-elsewhere"), "namespace": "kube-system"}})
+                .to_string(),
+        ),
+        "create-undeclared" => {
+            Action::Create(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": format!("{name}-secret")}}).to_string())
+        }
+        "create-cluster-scoped" => {
+            Action::Create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": format!("{name}-ns")}}).to_string())
+        }
+        "replace-unowned" => {
+            Action::Replace(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": target}, "data": {"stolen": "yes"}}).to_string())
+        }
+        "patch-unowned" => Action::Patch(MergePatch { target: config_map(target), patch: json!({"data": {"stolen": "yes"}}).to_string() }),
+        "delete-unowned" => Action::Delete(Deletion { target: config_map(target), propagation: Propagation::Background }),
+        "delete-parent" => Action::Delete(Deletion {
+            target: ObjectRef {
+                api_version: parent["apiVersion"].as_str().unwrap_or_default().into(),
+                kind: parent["kind"].as_str().unwrap_or_default().into(),
+                namespace: parent["metadata"]["namespace"].as_str().unwrap_or_default().into(),
+                name: name.into(),
+            },
+            propagation: Propagation::Background,
+        }),
+        _ => return None,
+    };
+    Some(vec![allowed, attempt])
+}
+
 impl Guest for Hostile {
     fn manifest() -> PluginManifest {
         PluginManifest {
             name: "hostile".into(),
             version: "0.0.1".into(),
             parent: GroupVersionKind { group: "test.operator.dev".into(), version: "v1".into(), kind: "Hostile".into() },
-            children: vec![GroupVersionKind { group: "".into(), version: "v1".into(), kind: "ConfigMap".into() }],
+            // Namespace is declared so that the scope rule, not the
+            // declared-kinds rule, is what refuses a cluster-scoped child.
+            children: vec![
+                GroupVersionKind { group: "".into(), version: "v1".into(), kind: "ConfigMap".into() },
+                GroupVersionKind { group: "".into(), version: "v1".into(), kind: "Namespace".into() },
+            ],
             crds: vec![],
             finalizer: None,
         }
     }
 
     fn reconcile(parent: String, _children: Vec<String>, now: i64) -> Result<Vec<Action>, ReconcileError> {
-        let parent: serde_json::Value = serde_json::from_str(&parent).unwrap_or_default();
-        probe(parent["spec"]["mode"].as_str().unwrap_or("ok"), now)
+        let parent: Value = serde_json::from_str(&parent).unwrap_or_default();
+        let mode = parent["spec"]["mode"].as_str().unwrap_or("ok");
+        match forbidden(mode, &parent) {
+            Some(actions) => Ok(actions),
+            None => probe(mode, now),
+        }
     }
 
     fn validate(_object: String, _old: Option<String>) -> Vec<FieldError> {

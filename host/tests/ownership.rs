@@ -1,0 +1,213 @@
+//! Ownership enforcement end to end: the hostile plugin tries each forbidden
+//! action against the embedded API server, and each is refused with a reason
+//! naming the rule, nothing is written (not even the allowed create that came
+//! before it in the batch), the parent gets `Reconciled=False` /
+//! `ActionRefused` and a Warning Event, the refusal is counted, and the
+//! parent is backed off rather than retried in a hot loop.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use apiserver::ApiServer;
+use host::clock::SystemClock;
+use host::manager::{self, Options, Running};
+use host::metrics::Metrics;
+use host::sandbox::Sandbox;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(90);
+
+struct Env {
+    _server: ApiServer,
+    client: kube::Client,
+    running: Running,
+}
+
+impl Env {
+    async fn start() -> Env {
+        let server = ApiServer::new();
+        let sandbox = Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
+        let plugin = common::load(&sandbox, "hostile");
+        let client = server.kube_client();
+        let crd = json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "hostiles.test.operator.dev"},
+            "spec": {"group": "test.operator.dev", "scope": "Namespaced",
+                "names": {"plural": "hostiles", "singular": "hostile", "kind": "Hostile", "listKind": "HostileList"},
+                "versions": [{"name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+        });
+        manager::install_crd(&client, "test", &crd, Duration::from_secs(30)).await.unwrap();
+        let running = manager::start(client.clone(), vec![plugin], Options::default(), Arc::new(SystemClock), Arc::new(Metrics::new()))
+            .await
+            .unwrap_or_else(|e| panic!("manager: {}", host::error_chain(&e)));
+        tokio::time::timeout(WAIT, running.wait_synced()).await.expect("caches sync");
+        Env { _server: server, client, running }
+    }
+
+    fn hostiles(&self) -> Api<DynamicObject> {
+        let ar = ApiResource {
+            group: "test.operator.dev".into(),
+            version: "v1".into(),
+            api_version: "test.operator.dev/v1".into(),
+            kind: "Hostile".into(),
+            plural: "hostiles".into(),
+        };
+        Api::namespaced_with(self.client.clone(), "default", &ar)
+    }
+
+    async fn hostile(&self, name: &str, mode: &str, target: &str) -> String {
+        let h =
+            json!({"apiVersion": "test.operator.dev/v1", "kind": "Hostile", "metadata": {"name": name}, "spec": {"mode": mode, "target": target}});
+        let created = self.hostiles().create(&PostParams::default(), &serde_json::from_value(h).unwrap()).await.unwrap();
+        created.metadata.uid.unwrap()
+    }
+
+    /// The value of the metric line that starts with `series`.
+    fn metric(&self, series: &str) -> f64 {
+        let text = self.running.metrics().render();
+        text.lines().find_map(|l| l.strip_prefix(series)?.trim().parse().ok()).unwrap_or(0.0)
+    }
+
+    async fn stop(self) {
+        self.running.shutdown(Duration::from_secs(30)).await;
+    }
+}
+
+async fn eventually<T, F, Fut>(what: &str, f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    common::eventually(what, WAIT, f).await
+}
+
+fn condition(obj: &DynamicObject, type_: &str) -> Option<Value> {
+    obj.data.pointer("/status/conditions")?.as_array()?.iter().find(|c| c["type"] == type_).cloned()
+}
+
+/// One forbidden attempt: the parent's name, its mode, the object it aims
+/// at, and the words of the rule the refusal must name.
+struct Attempt {
+    name: &'static str,
+    mode: &'static str,
+    target: &'static str,
+    rule: &'static str,
+}
+
+const ATTEMPTS: &[Attempt] = &[
+    Attempt { name: "elsewhere", mode: "create-elsewhere", target: "", rule: "namespace \"kube-system\" is not the parent's namespace \"default\"" },
+    Attempt { name: "undeclared", mode: "create-undeclared", target: "", rule: "kind v1/Secret is not among the plugin's declared children" },
+    Attempt {
+        name: "scoped",
+        mode: "create-cluster-scoped",
+        target: "",
+        rule: "kind v1/Namespace is cluster-scoped and cannot be a child of the namespaced Hostile",
+    },
+    Attempt { name: "replace-loose", mode: "replace-unowned", target: "loose", rule: "ConfigMap default/loose is not controlled by this Hostile" },
+    Attempt { name: "patch-loose", mode: "patch-unowned", target: "loose", rule: "ConfigMap default/loose is not controlled by this Hostile" },
+    Attempt { name: "delete-loose", mode: "delete-unowned", target: "loose", rule: "ConfigMap default/loose is not controlled by this Hostile" },
+    Attempt {
+        name: "replace-theirs",
+        mode: "replace-unowned",
+        target: "owner-allowed",
+        rule: "ConfigMap default/owner-allowed is not controlled by this Hostile",
+    },
+    Attempt {
+        name: "patch-theirs",
+        mode: "patch-unowned",
+        target: "owner-allowed",
+        rule: "ConfigMap default/owner-allowed is not controlled by this Hostile",
+    },
+    Attempt {
+        name: "delete-theirs",
+        mode: "delete-unowned",
+        target: "owner-allowed",
+        rule: "ConfigMap default/owner-allowed is not controlled by this Hostile",
+    },
+    Attempt { name: "suicide", mode: "delete-parent", target: "", rule: "the parent Hostile default/suicide itself is not a child" },
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_forbidden_action_is_refused_and_nothing_is_written() {
+    let env = Env::start().await;
+    let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), "default");
+
+    // The objects to steal: one nobody controls, one another parent controls.
+    let loose = json!({"metadata": {"name": "loose"}, "data": {"k": "v"}});
+    cms.create(&PostParams::default(), &serde_json::from_value(loose).unwrap()).await.unwrap();
+    let owner_uid = env.hostile("owner", "keep", "").await;
+    let theirs = eventually("the owner's ConfigMap", || async { cms.get("owner-allowed").await.ok() }).await;
+    assert_eq!(theirs.metadata.owner_references.as_ref().unwrap()[0].uid, owner_uid);
+    let versions_before = [cms.get("loose").await.unwrap().metadata.resource_version, theirs.metadata.resource_version.clone()];
+
+    let mut uids = Vec::new();
+    for a in ATTEMPTS {
+        uids.push(env.hostile(a.name, a.mode, a.target).await);
+    }
+    let hostiles = env.hostiles();
+    let events: Api<Event> = Api::namespaced(env.client.clone(), "default");
+    for (a, uid) in ATTEMPTS.iter().zip(&uids) {
+        let cond = eventually(&format!("{}: Reconciled=False naming the rule", a.name), || async {
+            let h = hostiles.get(a.name).await.ok()?;
+            let c = condition(&h, "Reconciled")?;
+            (c["status"] == "False" && c["message"].as_str()?.contains(a.rule)).then_some(c)
+        })
+        .await;
+        assert_eq!(cond["reason"], "ActionRefused", "{}: {cond}", a.name);
+        assert!(cond["message"].as_str().unwrap().starts_with("action 1 ("), "{}: the refused action is named by its index: {cond}", a.name);
+        let warning = eventually(&format!("{}: a Warning Event", a.name), || async {
+            events
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .find(|e| e.regarding.as_ref().and_then(|r| r.uid.as_deref()) == Some(uid.as_str()) && e.type_.as_deref() == Some("Warning"))
+        })
+        .await;
+        assert_eq!(warning.reason.as_deref(), Some("ActionRefused"), "{}", a.name);
+        assert!(warning.note.as_deref().unwrap_or("").contains(a.rule), "{}: {warning:?}", a.name);
+        assert!(cms.get(&format!("{}-allowed", a.name)).await.is_err(), "{}: the allowed create before the refused action was not made", a.name);
+    }
+
+    // Nothing the attempts aimed at was written.
+    assert!(Api::<ConfigMap>::namespaced(env.client.clone(), "kube-system").get("elsewhere-elsewhere").await.is_err());
+    assert!(Api::<Secret>::namespaced(env.client.clone(), "default").get("undeclared-secret").await.is_err());
+    assert!(Api::<Namespace>::all(env.client.clone()).get("scoped-ns").await.is_err());
+    let loose = cms.get("loose").await.expect("the unowned ConfigMap was not deleted");
+    let theirs = cms.get("owner-allowed").await.expect("the other parent's ConfigMap was not deleted");
+    assert_eq!([loose.metadata.resource_version.clone(), theirs.metadata.resource_version.clone()], versions_before, "neither was changed");
+    assert_eq!(loose.data.unwrap().get("stolen"), None);
+    assert_eq!(theirs.metadata.owner_references.unwrap()[0].uid, owner_uid, "still the other parent's");
+    assert!(hostiles.get("suicide").await.unwrap().metadata.deletion_timestamp.is_none(), "the parent was not deleted");
+
+    let refused = env.metric("plugin_call_errors_total{plugin=\"hostile\",kind=\"action_refused\"}");
+    assert!(refused >= ATTEMPTS.len() as f64, "every refusal is counted: {refused}");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_parent_is_backed_off_not_retried_in_a_hot_loop() {
+    let env = Env::start().await;
+    env.hostile("stubborn", "create-undeclared", "").await;
+    let hostiles = env.hostiles();
+    eventually("Reconciled=False", || async {
+        let h = hostiles.get("stubborn").await.ok()?;
+        (condition(&h, "Reconciled")?["status"] == "False").then_some(())
+    })
+    .await;
+    // Exponential backoff from 5 ms: about 10 failures in the first 3 s. A
+    // hot loop would run hundreds in that time; a slow machine runs fewer.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let errors = env.metric("controller_runtime_reconcile_errors_total{controller=\"hostile\"}");
+    assert!((1.0..=16.0).contains(&errors), "{errors} failed reconciles in about 3 s");
+    let refused = env.metric("plugin_call_errors_total{plugin=\"hostile\",kind=\"action_refused\"}");
+    assert_eq!(refused, errors, "each failure was the refusal");
+    env.stop().await;
+}

@@ -1,0 +1,112 @@
+//! Validity re-checked on reconcile (seed 004): a CronJob stored with a bad
+//! schedule while no admission ran (the embedded server here has none
+//! registered, as a cluster before the webhook existed) is flagged, not
+//! reconciled, and is reconciled normally once fixed.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use apiserver::ApiServer;
+use host::clock::SystemClock;
+use host::manager::{self, Options};
+use host::metrics::Metrics;
+use host::sandbox::Sandbox;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(90);
+
+async fn eventually<T, F, Fut>(what: &str, f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    common::eventually(what, WAIT, f).await
+}
+
+fn reconciled(obj: &DynamicObject) -> Option<Value> {
+    obj.data.pointer("/status/conditions")?.as_array()?.iter().find(|c| c["type"] == "Reconciled").cloned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_stored_cronjob_is_flagged_not_reconciled_until_it_is_fixed() {
+    let server = ApiServer::new();
+    let sandbox = Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
+    let client = server.kube_client();
+    // No host::embedded::register_admission: nothing checks the object on write.
+    let running =
+        manager::start(client.clone(), vec![common::load(&sandbox, "cronjob")], Options::default(), Arc::new(SystemClock), Arc::new(Metrics::new()))
+            .await
+            .unwrap_or_else(|e| panic!("manager: {}", host::error_chain(&e)));
+    tokio::time::timeout(WAIT, running.wait_synced()).await.expect("caches sync");
+
+    let ar = ApiResource {
+        group: "batch.tutorial.kubebuilder.io".into(),
+        version: "v1".into(),
+        api_version: "batch.tutorial.kubebuilder.io/v1".into(),
+        kind: "CronJob".into(),
+        plural: "cronjobs".into(),
+    };
+    let cjs: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+    let mut cj: Value =
+        serde_yaml::from_str(&std::fs::read_to_string(common::workspace_root().join("plugins/cronjob/samples/batch_v1_cronjob.yaml")).unwrap())
+            .unwrap();
+    cj["spec"]["schedule"] = "every day at noon".into();
+    cj["spec"].as_object_mut().unwrap().remove("startingDeadlineSeconds");
+    let uid = cjs.create(&PostParams::default(), &serde_json::from_value(cj).unwrap()).await.expect("stored: no admission").metadata.uid.unwrap();
+
+    let cond = eventually("Reconciled=False with reason Invalid", || async {
+        let c = reconciled(&cjs.get("cronjob-sample").await.ok()?)?;
+        (c["status"] == "False").then_some(c)
+    })
+    .await;
+    assert_eq!(cond["reason"], "Invalid", "{cond}");
+    let message = cond["message"].as_str().unwrap();
+    assert!(
+        message
+            .starts_with("CronJob.batch.tutorial.kubebuilder.io \"cronjob-sample\" is invalid: spec.schedule: Invalid value: \"every day at noon\""),
+        "worded as the API server's 422: {message}"
+    );
+    let events: Api<Event> = Api::namespaced(client.clone(), "default");
+    let warning = eventually("a Warning Event Invalid", || async {
+        events
+            .list(&ListParams::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|e| e.regarding.as_ref().and_then(|r| r.uid.as_deref()) == Some(uid.as_str()) && e.type_.as_deref() == Some("Warning"))
+    })
+    .await;
+    assert_eq!(warning.reason.as_deref(), Some("Invalid"));
+    assert_eq!(warning.note.as_deref(), Some(message));
+
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
+    let owned = || async {
+        jobs.list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|j| j.metadata.owner_references.as_ref().is_some_and(|rs| rs.iter().any(|r| r.uid == uid)))
+            .count()
+    };
+    // Backed off, not hammered: exponential from 5 ms gives about 10 tries in 3 s.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(owned().await, 0, "the plugin's reconcile was not called: no Jobs");
+    let text = running.metrics().render();
+    let errors: f64 =
+        text.lines().find_map(|l| l.strip_prefix("controller_runtime_reconcile_errors_total{controller=\"cronjob\"}")?.trim().parse().ok()).unwrap();
+    assert!((1.0..=16.0).contains(&errors), "{errors} failed reconciles in about 3 s");
+    assert!(text.contains("plugin_call_errors_total{plugin=\"cronjob\",kind=\"invalid\"}"), "{text}");
+
+    // The fix is a spec change: it is reconciled at once, backoff or not.
+    cjs.patch("cronjob-sample", &PatchParams::default(), &Patch::Merge(json!({"spec": {"schedule": "@every 2s"}}))).await.unwrap();
+    eventually("a Job once the schedule is fixed", || async { (owned().await >= 1).then_some(()) }).await;
+    eventually("Reconciled=True", || async { (reconciled(&cjs.get("cronjob-sample").await.ok()?)?["status"] == "True").then_some(()) }).await;
+    running.shutdown(Duration::from_secs(30)).await;
+}
