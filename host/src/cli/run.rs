@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Failure, SandboxArgs, parse_duration};
-use crate::clock::SystemClock;
+use crate::clock::{SharedClock, SystemClock, TokioClock};
 use crate::controller::{self, queue::Backoff};
 use crate::manager::{self, Options};
 use crate::metrics::Metrics;
@@ -55,6 +55,17 @@ pub struct Args {
     /// How long shutdown waits for in-flight reconciles.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     shutdown_grace: Duration,
+    /// Run cluster and host time this many times as fast as the wall clock
+    /// (demos: `60` turns a minute into a second). Needs `--embedded`.
+    #[arg(long, default_value_t = 1.0, requires = "embedded", value_parser = parse_clock_speed)]
+    clock_speed: f64,
+}
+
+fn parse_clock_speed(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(speed) if speed.is_finite() && speed > 0.0 => Ok(speed),
+        _ => Err(format!("{text:?} is not a positive number (e.g. 1, 60, 0.5)")),
+    }
 }
 
 pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
@@ -70,15 +81,38 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
         plugins.push(p);
     }
     manager::check_parents(&plugins).map_err(|e| Failure { code: e.exit_code(), message: e.to_string() })?;
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| Failure::plugin(format!("tokio: {e}")))?;
+    let runtime = if args.clock_speed == 1.0 {
+        tokio::runtime::Builder::new_multi_thread().enable_all().build()
+    } else {
+        // Virtual time needs tokio's paused clock, which only a current-thread runtime has.
+        tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build()
+    };
+    let runtime = runtime.map_err(|e| Failure::plugin(format!("tokio: {e}")))?;
     runtime.block_on(run_async(args, plugins, metrics_addr))
+}
+
+/// The clock of the whole process: the system clock, or at `--clock-speed N`
+/// virtual time that runs N× as fast from now (see [`crate::clock`]).
+fn clock(args: &Args) -> (SharedClock, Option<tokio::task::JoinHandle<()>>) {
+    if args.clock_speed == 1.0 {
+        return (Arc::new(SystemClock), None);
+    }
+    let clock = TokioClock::starting_at(chrono::Utc::now());
+    let pacer = crate::clock::drive_paused_clock(args.clock_speed);
+    println!("clock speed {}x: cluster and host time run {} times as fast as the wall clock", args.clock_speed, args.clock_speed);
+    (Arc::new(clock), Some(pacer))
 }
 
 async fn run_async(args: &Args, plugins: Vec<crate::sandbox::LoadedPlugin>, metrics_addr: Option<SocketAddr>) -> Result<(), Failure> {
     let mut embedded = None;
+    let (clock, pacer) = clock(args);
     let client = if args.embedded {
         let path = args.kubeconfig_out.clone().unwrap_or_else(crate::embedded::default_kubeconfig_path);
-        let e = crate::embedded::start(args.embedded_port, &path).await.map_err(|e| Failure::bad_input(format!("embedded API server: {e}")))?;
+        let server_clock = clock.clone();
+        let server_clock: apiserver::clock::SharedClock = Arc::new(move || server_clock.now());
+        let e = crate::embedded::start_with_clock(args.embedded_port, &path, server_clock)
+            .await
+            .map_err(|e| Failure::bad_input(format!("embedded API server: {e}")))?;
         crate::embedded::register_admission(&e.server, &plugins);
         println!("embedded API server at {}", e.handle.url());
         println!("kubeconfig written to {}", path.display());
@@ -122,14 +156,18 @@ async fn run_async(args: &Args, plugins: Vec<crate::sandbox::LoadedPlugin>, metr
         ..Options::default()
     };
     let running = tokio::select! {
-        r = manager::start(client, plugins, options, Arc::new(SystemClock), metrics) => {
+        r = manager::start(client, plugins, options, clock, metrics) => {
             r.map_err(|e| Failure { code: e.exit_code(), message: crate::error_chain(&e) })?
         }
         _ = shutdown_signal() => return Ok(()),
     };
     shutdown_signal().await;
     tracing::info!("shutting down: draining in-flight reconciles");
-    running.shutdown(args.shutdown_grace).await;
+    // The grace is wall time; under --clock-speed tokio's delays are virtual.
+    running.shutdown(args.shutdown_grace.mul_f64(args.clock_speed)).await;
+    if let Some(p) = pacer {
+        p.abort();
+    }
     let _ = stop_tx.send(true);
     if let Some(e) = embedded {
         e.handle.shutdown().await;
