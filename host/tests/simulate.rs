@@ -90,7 +90,9 @@ fn simulate(file: &Path, span: &str, output: &str) -> Simulated {
     // Both pipes closed: the process has exited (or is about to); read its CPU before reaping it.
     let mut cpu = None;
     for _ in 0..100 {
-        let zombie = std::fs::read_to_string(format!("/proc/{}/stat", child.id())).ok().and_then(|s| s.rsplit_once(')').map(|(_, r)| r.trim_start().starts_with('Z')));
+        let zombie = std::fs::read_to_string(format!("/proc/{}/stat", child.id()))
+            .ok()
+            .and_then(|s| s.rsplit_once(')').map(|(_, r)| r.trim_start().starts_with('Z')));
         if zombie != Some(false) {
             cpu = cpu_of_zombie(child.id());
             break;
@@ -126,7 +128,13 @@ fn jobs_created(timeline: &[Value]) -> Vec<(DateTime<Utc>, DateTime<Utc>)> {
 /// later than now; with `startingDeadlineSeconds` it looks no further back
 /// than the deadline; a Job still running means skip (Forbid), otherwise the
 /// Job for that time is created now. Returns (scheduled, created).
-fn upstream_forbid(created: DateTime<Utc>, end: DateTime<Utc>, every: TimeDelta, run: TimeDelta, deadline: Option<TimeDelta>) -> Vec<(DateTime<Utc>, DateTime<Utc>)> {
+fn upstream_forbid(
+    created: DateTime<Utc>,
+    end: DateTime<Utc>,
+    every: TimeDelta,
+    run: TimeDelta,
+    deadline: Option<TimeDelta>,
+) -> Vec<(DateTime<Utc>, DateTime<Utc>)> {
     let delta = TimeDelta::milliseconds(100);
     let slot_after = |t: DateTime<Utc>| {
         let n = t.timestamp().div_euclid(every.num_seconds()) + 1;
@@ -244,7 +252,10 @@ fn the_text_timeline_has_one_line_per_entry() {
     let lines: Vec<&str> = text.lines().collect();
     assert!(lines[0].starts_with("2026-01-01T00:00:00.000Z  apply   create"), "{text}");
     assert!(text.contains("2026-01-01T00:05:00.100Z  action  create                       Job default/every5-29453765\n"), "{text}");
-    assert!(text.contains("2026-01-01T00:05:00.100Z  event   Normal SuccessfulCreate      CronJob default/every5: Created job every5-29453765\n"), "{text}");
+    assert!(
+        text.contains("2026-01-01T00:05:00.100Z  event   Normal SuccessfulCreate      CronJob default/every5: Created job every5-29453765\n"),
+        "{text}"
+    );
     assert!(text.contains("2026-01-01T00:12:00.100Z  state   completed                    Job default/every5-29453765\n"), "{text}");
     assert!(text.contains("2026-01-01T00:12:00.100Z  action  create                       Job default/every5-29453770\n"), "{text}");
     let json = simulate(&file, "13m", "json");
@@ -321,7 +332,8 @@ fn at_clock_speed_60_a_minutely_cronjob_runs_jobs_within_wall_seconds() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
         use kube::api::{Api, DynamicObject, ListParams, PostParams};
-        let config = kube::Config::from_custom_kubeconfig(kube::config::Kubeconfig::read_from(&kubeconfig).unwrap(), &Default::default()).await.unwrap();
+        let config =
+            kube::Config::from_custom_kubeconfig(kube::config::Kubeconfig::read_from(&kubeconfig).unwrap(), &Default::default()).await.unwrap();
         let client = kube::Client::try_from(config).unwrap();
         let gvk = kube::api::GroupVersionKind::gvk("batch.tutorial.kubebuilder.io", "v1", "CronJob");
         let wall = Instant::now();

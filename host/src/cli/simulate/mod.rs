@@ -165,5 +165,5 @@ async fn create(client: &kube::Client, obj: &Value) -> Result<Value, kube::Error
     };
     let object: DynamicObject = serde_json::from_value(obj.clone()).map_err(kube::Error::SerdeError)?;
     let created = api.create(&PostParams::default(), &object).await?;
-    Ok(serde_json::to_value(created).map_err(kube::Error::SerdeError)?)
+    serde_json::to_value(created).map_err(kube::Error::SerdeError)
 }

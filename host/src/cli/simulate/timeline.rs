@@ -136,7 +136,15 @@ impl Timeline {
         self.entries.retain(|e| e.order.0 <= end.timestamp_millis());
         self.entries.sort_by_key(|e| e.order);
         let generated = std::mem::take(&mut self.generated);
-        self.entries.into_iter().map(|e| rename_generated(e, &generated)).collect()
+        let mut entries: Vec<Entry> = self.entries.into_iter().map(|e| rename_generated(e, &generated)).collect();
+        // A cluster controller's pass changes many objects at one instant in the
+        // order of their stored names, which for generated names is random: a run
+        // of the same change at one instant is shown by name.
+        for run in entries.chunk_by_mut(|a, b| a.time == b.time && a.category == Category::State && b.category == Category::State && a.what == b.what)
+        {
+            run.sort_by(|a, b| (&a.object.kind, &a.object.namespace, &a.object.name).cmp(&(&b.object.kind, &b.object.namespace, &b.object.name)));
+        }
+        entries
     }
 }
 
@@ -323,6 +331,18 @@ mod tests {
                 ("2026-01-01T00:05:00.000Z".to_string(), "created".to_string()),
             ]
         );
+    }
+
+    #[test]
+    fn one_change_to_many_objects_at_one_instant_is_listed_by_name() {
+        let mut t = Timeline::default();
+        let pod = |n: &str| ObjectRef { api_version: "v1".into(), kind: "Pod".into(), namespace: "ns".into(), name: n.into() };
+        for (rv, name) in [(5, "web-3"), (6, "web-1"), (7, "web-2")] {
+            t.push(at("2026-01-01T00:00:01Z"), rv, Category::State, "ready", pod(name), None, None);
+        }
+        t.push(at("2026-01-01T00:00:01Z"), 8, Category::Action, "status", pod("web-0"), None, None);
+        let names: Vec<_> = t.entries_until(at("2027-01-01T00:00:00Z")).into_iter().map(|e| e.object.name).collect();
+        assert_eq!(names, ["web-1", "web-2", "web-3", "web-0"]);
     }
 
     #[test]
