@@ -1,8 +1,17 @@
 //! The host's one source of "now". Everything that stamps or schedules by
 //! wall time (the `now` a plugin sees, condition and Event times) reads it
-//! through [`Clock`], so virtual time can be swapped in later (`host
-//! simulate`). Delays (queue deadlines, backoff) use `tokio::time`, which
-//! follows tokio's paused clock in tests.
+//! through [`Clock`]. Delays (queue deadlines, requeue-after, resync,
+//! backoff) use `tokio::time`.
+//!
+//! Virtual time is therefore one thing: a [`TokioClock`] reads a fixed start
+//! plus how far tokio's clock has moved, and the same clock is given to the
+//! embedded API server, so every "now" and every delay in the process follow
+//! tokio's clock. On a runtime whose clock is paused, tokio moves it:
+//! - `host simulate`: tokio itself jumps to the next timer whenever every
+//!   task is idle (and never while a plugin call runs on the blocking pool),
+//!   so a week passes in seconds, and the same way on every run;
+//! - `host run --embedded --clock-speed N`: [`drive_paused_clock`] moves it
+//!   N× as fast as the wall clock, so every delay is N× shorter when slept.
 
 use std::sync::Arc;
 
@@ -63,6 +72,71 @@ impl Clock for ManualClock {
     }
 }
 
+/// Virtual time: `start` plus the time tokio's clock has moved since the
+/// clock was made. Under a paused tokio clock this is simulated time; on a
+/// normal runtime it is wall time from `start`.
+#[derive(Clone, Copy, Debug)]
+pub struct TokioClock {
+    start: DateTime<Utc>,
+    origin: tokio::time::Instant,
+}
+
+impl TokioClock {
+    /// A clock reading `start` now. Make it inside the runtime whose clock it follows.
+    pub fn starting_at(start: DateTime<Utc>) -> Self {
+        Self { start, origin: tokio::time::Instant::now() }
+    }
+
+    /// This clock for the embedded API server, which has its own `Clock` trait.
+    pub fn for_apiserver(self) -> apiserver::clock::SharedClock {
+        Arc::new(move || self.now())
+    }
+}
+
+impl Clock for TokioClock {
+    fn now(&self) -> DateTime<Utc> {
+        let elapsed = chrono::Duration::from_std(self.origin.elapsed()).expect("under 292 years of virtual time");
+        self.start + elapsed
+    }
+}
+
+/// How often [`drive_paused_clock`] moves the clock: the granularity of
+/// virtual time at `--clock-speed` (a timer fires at most this much wall time late).
+const PACER_TICK: std::time::Duration = std::time::Duration::from_millis(5);
+
+/// Moves this runtime's paused clock `speed` times as fast as the wall
+/// clock until the returned task is dropped or aborted. Must run on a
+/// current-thread runtime started with a paused clock.
+///
+/// tokio does not auto-advance a paused clock while a blocking task is in
+/// flight, so a blocking task is the ticker: while it lives only this
+/// function moves time, and every `tokio::time` delay (a plugin's
+/// requeue-after, resync, the simulated kubelet's and Job runner's timers,
+/// the error backoff) is slept `speed` times shorter.
+pub fn drive_paused_clock(speed: f64) -> tokio::task::JoinHandle<()> {
+    assert!(speed.is_finite() && speed > 0.0, "clock speed must be a positive number");
+    let (tick_tx, mut tick_rx) = tokio::sync::mpsc::channel::<()>(1);
+    let wall_origin = std::time::Instant::now();
+    let origin = tokio::time::Instant::now();
+    tokio::task::spawn_blocking(move || {
+        loop {
+            std::thread::sleep(PACER_TICK);
+            if let Err(tokio::sync::mpsc::error::TrySendError::Closed(())) = tick_tx.try_send(()) {
+                return;
+            }
+        }
+    });
+    tokio::spawn(async move {
+        while tick_rx.recv().await.is_some() {
+            let target = wall_origin.elapsed().mul_f64(speed);
+            let now = origin.elapsed();
+            if target > now {
+                tokio::time::advance(target - now).await;
+            }
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -75,5 +149,42 @@ mod tests {
         assert_eq!(timestamp(c.now()), "2026-01-01T00:01:30Z");
         c.set(t0);
         assert_eq!(c.now(), t0);
+    }
+
+    fn new_year() -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z").unwrap().with_timezone(&Utc)
+    }
+
+    fn paused_runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap()
+    }
+
+    #[test]
+    fn a_tokio_clock_follows_the_paused_clock_not_the_wall() {
+        paused_runtime().block_on(async {
+            let clock = TokioClock::starting_at(new_year());
+            let server = clock.for_apiserver();
+            let wall = std::time::Instant::now();
+            tokio::time::sleep(std::time::Duration::from_secs(7 * 24 * 3600)).await;
+            assert_eq!(timestamp(clock.now()), "2026-01-08T00:00:00Z");
+            assert_eq!(server.now(), clock.now());
+            assert!(wall.elapsed() < std::time::Duration::from_secs(5), "a paused clock jumps to the timer");
+        });
+    }
+
+    #[test]
+    fn a_driven_clock_runs_at_the_given_speed() {
+        paused_runtime().block_on(async {
+            let clock = TokioClock::starting_at(new_year());
+            let pacer = drive_paused_clock(600.0);
+            let wall = std::time::Instant::now();
+            // Ten virtual minutes at 600× take about a wall second.
+            tokio::time::sleep(std::time::Duration::from_secs(600)).await;
+            let took = wall.elapsed();
+            assert!(clock.now() >= new_year() + chrono::Duration::seconds(600));
+            assert!(took >= std::time::Duration::from_millis(900), "slept only {took:?}: the clock ran faster than 600x");
+            assert!(took < std::time::Duration::from_secs(30), "took {took:?}");
+            pacer.abort();
+        });
     }
 }

@@ -32,7 +32,12 @@ impl std::fmt::Debug for Embedded {
 /// Starts the server on `127.0.0.1:port` (0 = a free port) and writes the
 /// kubeconfig to `kubeconfig`.
 pub async fn start(port: u16, kubeconfig: &Path) -> std::io::Result<Embedded> {
-    let server = ApiServer::new();
+    start_with_clock(port, kubeconfig, std::sync::Arc::new(apiserver::SystemClock)).await
+}
+
+/// [`start`] with the server stamping times from `clock` (the host's, for `--clock-speed`).
+pub async fn start_with_clock(port: u16, kubeconfig: &Path, clock: apiserver::clock::SharedClock) -> std::io::Result<Embedded> {
+    let server = ApiServer::with_config(apiserver::Config { clock, ..apiserver::Config::default() });
     let handle = server.serve_on(SocketAddr::from(([127, 0, 0, 1], port))).await?;
     handle.write_kubeconfig(kubeconfig)?;
     let cluster = apiserver::cluster::start(&server, ClusterConfig::default());

@@ -107,9 +107,30 @@ impl Recorder {
             }
         }
         let namespace = if regarding.namespace.is_empty() { "default".to_string() } else { regarding.namespace.clone() };
-        let t = self.clock.now();
-        let name = format!("{}.{:x}", regarding.name, t.timestamp_nanos_opt().unwrap_or_default());
-        let event: Event = serde_json::from_value(json!({
+        let mut nanos = self.clock.now().timestamp_nanos_opt().unwrap_or_default();
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
+        let mut attempts = 0;
+        loop {
+            let name = format!("{}.{:x}", regarding.name, nanos);
+            match api.create(&PostParams::default(), &self.event(&name, &namespace, &now, regarding, event_type, reason, &note)).await {
+                Ok(_) => {
+                    self.remember(key, Seen { name, namespace, count: 1 });
+                    return Ok(());
+                }
+                // The name comes from the clock, which need not have moved since the
+                // last Event (virtual time stands still during a reconcile): next nanosecond.
+                Err(kube::Error::Api(s)) if s.code == 409 && s.reason == "AlreadyExists" && attempts < 16 => {
+                    attempts += 1;
+                    nanos += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn event(&self, name: &str, namespace: &str, now: &str, regarding: &Regarding, event_type: &str, reason: &str, note: &str) -> Event {
+        serde_json::from_value(json!({
             "metadata": {"name": name, "namespace": namespace},
             "eventTime": now,
             "reportingController": self.controller,
@@ -126,11 +147,7 @@ impl Recorder {
                 "uid": regarding.uid,
             },
         }))
-        .expect("a valid Event");
-        let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
-        api.create(&PostParams::default(), &event).await?;
-        self.remember(key, Seen { name, namespace, count: 1 });
-        Ok(())
+        .expect("a valid Event")
     }
 
     fn remember(&self, key: Key, seen: Seen) {

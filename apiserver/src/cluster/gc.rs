@@ -44,10 +44,16 @@ fn refs(obj: &Value) -> Vec<Value> {
 }
 
 /// Whether a commit may concern the collector: an object went away (it may have owned
-/// something), or the object has (had) ownerReferences or is being deleted.
+/// something), an object appeared with ownerReferences (its owner may be gone already), its
+/// ownerReferences changed, or it is being deleted. Other writes to a dependent (a Job's or
+/// Pod's status, many per object) cannot make garbage and do not cost a pass.
 pub(crate) fn relevant(e: &crate::store::Event) -> bool {
-    let concerns = |o: &Value| !refs(o).is_empty() || deleting(o);
-    e.kind == crate::store::EventType::Deleted || concerns(&e.object) || e.prev.as_deref().is_some_and(concerns)
+    use crate::store::EventType;
+    match (e.kind, e.prev.as_deref()) {
+        (EventType::Deleted, _) => true,
+        (EventType::Modified, Some(prev)) => refs(prev) != refs(&e.object) || deleting(prev) || deleting(&e.object),
+        _ => !refs(&e.object).is_empty() || deleting(&e.object),
+    }
 }
 
 impl GarbageCollector {
@@ -132,7 +138,10 @@ impl GarbageCollector {
                 };
                 match core.delete(res, meta_str(dep, "namespace"), meta_str(dep, "name"), &o) {
                     Ok(_) => tracing::debug!(name = meta_str(dep, "name"), propagation, "garbage collector deleted a dependent"),
-                    Err(e) if e.code == 404 || e.code == 409 => {}
+                    Err(e) if e.code == 404 => {}
+                    // Changed since listed (a status write, say): look again soon, as that
+                    // change alone need not wake the collector.
+                    Err(e) if e.code == 409 => next.retry = true,
                     Err(e) => {
                         tracing::warn!(error = %e.message, "garbage collector could not delete a dependent");
                         next.retry = true;

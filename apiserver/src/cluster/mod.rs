@@ -6,6 +6,7 @@
 //! | [`gc`] | the garbage collector: ownerReferences by uid; Background, Foreground and Orphan propagation; dangling dependents found at start or on a resync |
 //! | [`kubelet`] | fake Nodes (`node-1`..), a scheduler binding unscheduled Pods, kwok-style Pod lifecycle (Running, Ready after a delay, annotations), graceful deletion |
 //! | [`jobs`] | a Job runner: batch/v1 Jobs start, then complete (or fail) after a duration, with upstream's status shape |
+//! | [`events`] | Event expiry, as kube-apiserver's `--event-ttl` (1 h): Events not written for that long are deleted |
 //!
 //! Start them with [`start`]; every controller reads and writes through the server's
 //! [`Core`](crate::rest::Core) (the same verbs HTTP clients use), wakes on every store commit
@@ -26,6 +27,7 @@
 //! | `duration: 10s` | Job or its pod template | the Job runs this long instead of [`ClusterConfig::job_duration`] |
 //! | `fail: "true"` | Job or its pod template | the Job fails (`BackoffLimitExceeded`) instead of completing |
 
+pub mod events;
 pub mod gc;
 pub mod jobs;
 pub mod kubelet;
@@ -61,6 +63,9 @@ pub struct ClusterConfig {
     pub garbage_collector: bool,
     /// Run the Job runner (default true).
     pub jobs: bool,
+    /// Delete Events not written for this long (default 1 h, kube-apiserver's `--event-ttl`);
+    /// `None` keeps them forever.
+    pub event_ttl: Option<Duration>,
 }
 
 impl Default for ClusterConfig {
@@ -73,6 +78,7 @@ impl Default for ClusterConfig {
             resync_interval: Duration::from_secs(30),
             garbage_collector: true,
             jobs: true,
+            event_ttl: Some(Duration::from_secs(3600)),
         }
     }
 }
@@ -151,6 +157,10 @@ pub fn start(server: &ApiServer, config: ClusterConfig) -> ClusterHandle {
     if config.jobs {
         let mut j = jobs::JobRunner::new(config.clone());
         tasks.push(tokio::spawn(run(core.clone(), stop_rx.clone(), config.resync_interval, jobs::relevant, move |c| j.pass(c))));
+    }
+    if let Some(ttl) = config.event_ttl {
+        let mut e = events::EventExpiry::new(ttl);
+        tasks.push(tokio::spawn(run(core.clone(), stop_rx.clone(), config.resync_interval, events::relevant, move |c| e.pass(c))));
     }
     ClusterHandle { core, stop, tasks, nodes }
 }

@@ -8,6 +8,7 @@ mod input;
 mod inspect;
 mod reconcile;
 mod run;
+mod simulate;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -34,6 +35,8 @@ enum Command {
     Reconcile(reconcile::Args),
     /// Run plugins as controllers against a cluster (or `--embedded`).
     Run(run::Args),
+    /// Run plugins against the embedded cluster under virtual time and print what happened.
+    Simulate(simulate::Args),
 }
 
 /// Sandbox limits, shared by every subcommand that runs plugins.
@@ -116,6 +119,7 @@ pub fn main() -> ExitCode {
         Command::Inspect(args) => inspect::run(&cli.sandbox, args),
         Command::Reconcile(args) => reconcile::run(&cli.sandbox, args),
         Command::Run(args) => run::run(&cli.sandbox, args),
+        Command::Simulate(args) => simulate::run(&cli.sandbox, args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

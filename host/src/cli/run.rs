@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Failure, SandboxArgs, parse_duration};
-use crate::clock::SystemClock;
+use crate::clock::{SharedClock, SystemClock, TokioClock};
 use crate::controller::{self, queue::Backoff};
 use crate::events::Recorder;
 use crate::hotswap::configmap::Selection;
@@ -84,6 +84,17 @@ pub struct Args {
     /// How long shutdown waits for in-flight reconciles.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     shutdown_grace: Duration,
+    /// Run cluster and host time this many times as fast as the wall clock
+    /// (demos: `60` turns a minute into a second). Needs `--embedded`.
+    #[arg(long, default_value_t = 1.0, requires = "embedded", value_parser = parse_clock_speed)]
+    clock_speed: f64,
+}
+
+fn parse_clock_speed(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(speed) if speed.is_finite() && speed > 0.0 => Ok(speed),
+        _ => Err(format!("{text:?} is not a positive number (e.g. 1, 60, 0.5)")),
+    }
 }
 
 pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
@@ -100,8 +111,26 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
     }
     let list: Vec<LoadedPlugin> = plugins.iter().map(|(_, p)| p.clone()).collect();
     manager::check_parents(&list).map_err(|e| Failure { code: e.exit_code(), message: e.to_string() })?;
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| Failure::plugin(format!("tokio: {e}")))?;
+    let runtime = if args.clock_speed == 1.0 {
+        tokio::runtime::Builder::new_multi_thread().enable_all().build()
+    } else {
+        // Virtual time needs tokio's paused clock, which only a current-thread runtime has.
+        tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build()
+    };
+    let runtime = runtime.map_err(|e| Failure::plugin(format!("tokio: {e}")))?;
     runtime.block_on(run_async(args, sandbox, plugins, metrics_addr))
+}
+
+/// The clock of the whole process: the system clock, or at `--clock-speed N`
+/// virtual time that runs N× as fast from now (see [`crate::clock`]).
+fn clock(args: &Args) -> (SharedClock, Option<tokio::task::JoinHandle<()>>) {
+    if args.clock_speed == 1.0 {
+        return (Arc::new(SystemClock), None);
+    }
+    let clock = TokioClock::starting_at(chrono::Utc::now());
+    let pacer = crate::clock::drive_paused_clock(args.clock_speed);
+    println!("clock speed {}x: cluster and host time run {} times as fast as the wall clock", args.clock_speed, args.clock_speed);
+    (Arc::new(clock), Some(pacer))
 }
 
 async fn run_async(args: &Args, sandbox: Sandbox, plugins: Vec<(String, LoadedPlugin)>, metrics_addr: Option<SocketAddr>) -> Result<(), Failure> {
@@ -111,9 +140,14 @@ async fn run_async(args: &Args, sandbox: Sandbox, plugins: Vec<(String, LoadedPl
         registry.insert(id, p.clone());
     }
     let mut embedded = None;
+    let (clock, pacer) = clock(args);
     let client = if args.embedded {
         let path = args.kubeconfig_out.clone().unwrap_or_else(crate::embedded::default_kubeconfig_path);
-        let e = crate::embedded::start(args.embedded_port, &path).await.map_err(|e| Failure::bad_input(format!("embedded API server: {e}")))?;
+        let server_clock = clock.clone();
+        let server_clock: apiserver::clock::SharedClock = Arc::new(move || server_clock.now());
+        let e = crate::embedded::start_with_clock(args.embedded_port, &path, server_clock)
+            .await
+            .map_err(|e| Failure::bad_input(format!("embedded API server: {e}")))?;
         for (_, p) in &plugins {
             crate::embedded::register_admission(&e.server, &registry, p);
         }
@@ -158,7 +192,6 @@ async fn run_async(args: &Args, sandbox: Sandbox, plugins: Vec<(String, LoadedPl
         },
         ..Options::default()
     };
-    let clock: crate::clock::SharedClock = Arc::new(SystemClock);
     let running = tokio::select! {
         r = manager::start_keyed(client.clone(), plugins, options, clock.clone(), metrics.clone(), registry.clone()) => {
             r.map_err(|e| Failure { code: e.exit_code(), message: crate::error_chain(&e) })?
@@ -191,7 +224,11 @@ async fn run_async(args: &Args, sandbox: Sandbox, plugins: Vec<(String, LoadedPl
     for s in sources {
         s.abort();
     }
-    running.shutdown(args.shutdown_grace).await;
+    // The grace is wall time; under --clock-speed tokio's delays are virtual.
+    running.shutdown(args.shutdown_grace.mul_f64(args.clock_speed)).await;
+    if let Some(p) = pacer {
+        p.abort();
+    }
     let _ = stop_tx.send(true);
     if let Some(e) = embedded {
         e.handle.shutdown().await;
