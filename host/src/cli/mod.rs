@@ -6,6 +6,7 @@
 
 mod input;
 mod inspect;
+mod leader_args;
 mod reconcile;
 mod run;
 
@@ -33,7 +34,7 @@ enum Command {
     /// Run one reconcile offline and print the actions.
     Reconcile(reconcile::Args),
     /// Run plugins as controllers against a cluster (or `--embedded`).
-    Run(run::Args),
+    Run(Box<run::Args>),
 }
 
 /// Sandbox limits, shared by every subcommand that runs plugins.

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::leader_args::LeaderElectionArgs;
 use super::{Failure, SandboxArgs, parse_duration};
 use crate::clock::SystemClock;
 use crate::controller::{self, queue::Backoff};
@@ -77,6 +78,8 @@ pub struct Args {
     /// How long shutdown waits for in-flight reconciles.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     shutdown_grace: Duration,
+    #[command(flatten)]
+    leader_election: LeaderElectionArgs,
 }
 
 pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
@@ -84,6 +87,7 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
         "0" | "" => None,
         a => Some(a.parse().map_err(|e| Failure::bad_input(format!("--metrics-addr {a}: {e}")))?),
     };
+    let election = args.leader_election.config().map_err(|e| Failure::bad_input(e.to_string()))?;
     let sandbox = sandbox.sandbox().map_err(|e| Failure::bad_input(format!("{e:#}")))?;
     let mut plugins: Vec<(String, LoadedPlugin)> = Vec::new();
     for path in &args.plugins {
@@ -94,10 +98,16 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
     let list: Vec<LoadedPlugin> = plugins.iter().map(|(_, p)| p.clone()).collect();
     manager::check_parents(&list).map_err(|e| Failure { code: e.exit_code(), message: e.to_string() })?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| Failure::plugin(format!("tokio: {e}")))?;
-    runtime.block_on(run_async(args, sandbox, plugins, metrics_addr))
+    runtime.block_on(run_async(args, sandbox, plugins, metrics_addr, election))
 }
 
-async fn run_async(args: &Args, sandbox: Sandbox, plugins: Vec<(String, LoadedPlugin)>, metrics_addr: Option<SocketAddr>) -> Result<(), Failure> {
+async fn run_async(
+    args: &Args,
+    sandbox: Sandbox,
+    plugins: Vec<(String, LoadedPlugin)>,
+    metrics_addr: Option<SocketAddr>,
+    election: Option<crate::leader::Config>,
+) -> Result<(), Failure> {
     // Admission reads the running plugins from here on every request.
     let registry = Registry::default();
     for (id, p) in &plugins {
@@ -140,7 +150,7 @@ async fn run_async(args: &Args, sandbox: Sandbox, plugins: Vec<(String, LoadedPl
         .map_err(|e| Failure::bad_input(format!("--webhook-addr {addr}: {}", crate::error_chain(&e))))?;
         println!("admission webhooks at https://{bound}");
     }
-    let options = Options {
+    let mut options = Options {
         namespaces: args.namespaces.clone(),
         selector: args.selector.clone(),
         resync: args.resync,
@@ -152,6 +162,14 @@ async fn run_async(args: &Args, sandbox: Sandbox, plugins: Vec<(String, LoadedPl
         ..Options::default()
     };
     let clock: crate::clock::SharedClock = Arc::new(SystemClock);
+    let mut election = match election {
+        Some(config) => {
+            let e = crate::leader::Election::start(client.clone(), config, metrics.clone()).map_err(|e| Failure::bad_input(e.to_string()))?;
+            options.leadership = Some(e.leading());
+            Some(e)
+        }
+        None => None,
+    };
     let running = tokio::select! {
         r = manager::start_keyed(client.clone(), plugins, options, clock.clone(), metrics.clone(), registry.clone()) => {
             r.map_err(|e| Failure { code: e.exit_code(), message: crate::error_chain(&e) })?
@@ -179,12 +197,26 @@ async fn run_async(args: &Args, sandbox: Sandbox, plugins: Vec<(String, LoadedPl
         let reloader = Reloader { sandbox, manager: running.clone(), metrics, recorder: Recorder::new(client, "hotswap", clock), on_applied };
         sources.push(tokio::spawn(reloader.run(rx)));
     }
-    shutdown_signal().await;
+    match election.as_mut() {
+        Some(e) => tokio::select! {
+            () = shutdown_signal() => {}
+            lost = e.lost() => {
+                // As controller-runtime: exiting is the surest way that no
+                // in-flight reconcile writes after another replica took over.
+                tracing::error!(error = %lost, "leader election lost; exiting");
+                std::process::exit(1);
+            }
+        },
+        None => shutdown_signal().await,
+    }
     tracing::info!("shutting down: draining in-flight reconciles");
     for s in sources {
         s.abort();
     }
     running.shutdown(args.shutdown_grace).await;
+    if let Some(e) = election {
+        e.release().await;
+    }
     let _ = stop_tx.send(true);
     if let Some(e) = embedded {
         e.handle.shutdown().await;
