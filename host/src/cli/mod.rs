@@ -4,6 +4,7 @@
 //! sandbox (trap, deadline, memory, invalid output); 2 bad input (flags,
 //! files); 3 the plugin reported an error of its own.
 
+mod generate;
 mod input;
 mod inspect;
 mod leader_args;
@@ -35,6 +36,8 @@ enum Command {
     Reconcile(reconcile::Args),
     /// Run plugins as controllers against a cluster (or `--embedded`).
     Run(Box<run::Args>),
+    /// Print deployment manifests derived from plugins: `crds` or `rbac`.
+    Generate(generate::Args),
 }
 
 /// Sandbox limits, shared by every subcommand that runs plugins.
@@ -117,6 +120,7 @@ pub fn main() -> ExitCode {
         Command::Inspect(args) => inspect::run(&cli.sandbox, args),
         Command::Reconcile(args) => reconcile::run(&cli.sandbox, args),
         Command::Run(args) => run::run(&cli.sandbox, args),
+        Command::Generate(args) => generate::run(&cli.sandbox, args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
