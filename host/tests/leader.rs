@@ -304,8 +304,12 @@ async fn after_kill_9_of_the_leader_the_standby_takes_over_once_the_lease_expire
     leader.child.wait().unwrap();
     eventually("the standby holds the lease", || async { (holder(&client).await == standby.identity && leads(&standby).await).then_some(()) }).await;
     let took = killed.elapsed();
+    eprintln!("kill -9: the standby took over after {took:?}");
     // lease duration (10 s) + one jittered retry (<= 2.2 s), with room for a slow machine.
     assert!(took < Duration::from_secs(60), "takeover took {took:?}");
+    // The standby last saw a renewal at most ~2.2 s before the kill: it must
+    // have waited out most of the 10 s lease, not taken it early.
+    assert!(took > Duration::from_secs(5), "taken over after {took:?}, before the lease could expire");
     assert_eq!(transitions(&client).await, 1);
     assert!(!leader.log().contains("released the leader lease"));
 
@@ -336,11 +340,38 @@ async fn on_sigterm_the_leader_releases_the_lease_and_the_standby_takes_over_bef
     assert!(leader.log().contains("released the leader lease"), "log:\n{}", leader.log());
     eventually("the standby holds the lease", || async { (holder(&client).await == standby.identity && leads(&standby).await).then_some(()) }).await;
     let took = signalled.elapsed();
+    eprintln!("SIGTERM: the standby took over after {took:?}");
     assert!(took < Duration::from_secs(60), "takeover took {took:?}, as long as waiting out the lease");
     assert_eq!(transitions(&client).await, 1);
 
     hello_is_reconciled(&client, "two").await;
     assert!(reconciles(&standby).await > 0.0, "the new leader reconciles");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_whose_lease_is_taken_stops_at_once_by_exiting_1_without_taking_it_back() {
+    let c = cluster().await;
+    let client = c.server.kube_client();
+    let flags = ["--leader-election-lease-duration", "4s", "--leader-election-renew-deadline", "3s", "--leader-election-retry-period", "500ms"];
+    let mut leader = spawn_host(&c, "a", &flags).await;
+    eventually("the host leads", || async { (holder(&client).await == leader.identity && leads(&leader).await).then_some(()) }).await;
+    // Another candidate overwrites the record (as one that judged it expired
+    // would); the leader's renewals are refused from now on.
+    let api = Api::<Lease>::namespaced(client.clone(), "default");
+    eventually("the lease is usurped", || async {
+        let mut l = api.get(LEASE).await.ok()?;
+        l.spec.as_mut()?.holder_identity = Some("usurper".into());
+        api.replace(LEASE, &PostParams::default(), &l).await.ok()
+    })
+    .await;
+    let exit = eventually("the old leader exits", || {
+        let exited = leader.child.try_wait().unwrap();
+        async move { exited }
+    })
+    .await;
+    assert_eq!(exit.code(), Some(1), "log:\n{}", leader.log());
+    assert!(leader.log().contains("leader election lost; exiting"), "log:\n{}", leader.log());
+    assert_eq!(holder(&client).await, "usurper", "the old leader did not write the lease again");
 }
 
 #[test]
