@@ -66,6 +66,8 @@ pub enum Error {
     InvalidConfig(String),
     #[error("lost the lease {namespace}/{name}: it was not renewed within the renew deadline ({deadline:?})")]
     Lost { namespace: String, name: String, deadline: Duration },
+    #[error("the leader election task stopped unexpectedly: {0}")]
+    Task(String),
     #[error("cannot release the lease {namespace}/{name}")]
     Release {
         namespace: String,
@@ -401,7 +403,7 @@ impl Election {
         match (&mut self.task).await {
             Ok(Err(e)) => e,
             Ok(Ok(())) => std::future::pending().await,
-            Err(join) => Error::InvalidConfig(format!("the leader election task failed: {join}")),
+            Err(join) => Error::Task(join.to_string()),
         }
     }
 
