@@ -162,11 +162,7 @@ impl Slot {
 
 /// Runs the controller's workers once `leadership` (if any) turns true;
 /// returns without running them if stopped first.
-async fn run_when_leading(
-    c: Arc<Controller>,
-    leadership: Option<tokio::sync::watch::Receiver<bool>>,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-) {
+async fn run_when_leading(c: Arc<Controller>, leadership: Option<tokio::sync::watch::Receiver<bool>>, mut stop: tokio::sync::watch::Receiver<bool>) {
     if let Some(mut leading) = leadership {
         tokio::select! {
             r = leading.wait_for(|l| *l) => if r.is_err() { return },
