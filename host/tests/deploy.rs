@@ -94,7 +94,7 @@ async fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kubectl_apply_k_of_deploy_creates_every_object_and_then_the_samples() {
+async fn kubectl_apply_k_of_deploy_creates_every_object_and_the_host_runs_the_samples_from_its_configmap() {
     let dir = tempfile::tempdir().unwrap();
     let tree = dir.path().join("deploy");
     copy_tree(&deploy_dir(), &tree);
@@ -166,4 +166,31 @@ async fn kubectl_apply_k_of_deploy_creates_every_object_and_then_the_samples() {
             ApiResource { group: group.into(), version: version.into(), api_version: api_version.into(), kind: kind.into(), plural: plural.into() };
         Api::<DynamicObject>::namespaced_with(client.clone(), "default", &ar).get(name).await.unwrap_or_else(|e| panic!("{kind} {name}: {e}"));
     }
+
+    // The host as the Deployment runs it loads the plugins from the applied
+    // ConfigMap, leads (Lease in its namespace) and reconciles the samples.
+    let mut host = Command::new(env!("CARGO_BIN_EXE_host"))
+        .args(["run", "--leader-elect", "--leader-election-namespace", NAMESPACE, "--metrics-addr", "0"])
+        .args(["--plugin-configmap", "operator-host-system/operator-host-plugins", "--plugin-cache-dir"])
+        .arg(dir.path().join("cache"))
+        .env("KUBECONFIG", &kubeconfig)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(dir.path().join("host.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let pods = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), "default");
+    let started = Instant::now();
+    let reconciled = loop {
+        let n = pods.list(&kube::api::ListParams::default().labels("app=my-nginx-app")).await.map(|l| l.items.len()).unwrap_or(0);
+        if n == 3 || started.elapsed() > Duration::from_secs(90) {
+            break n == 3;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    let lease = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(client.clone(), NAMESPACE).get_opt("operator-host").await.unwrap();
+    let _ = host.kill();
+    let _ = host.wait();
+    let log = std::fs::read_to_string(dir.path().join("host.log")).unwrap_or_default();
+    assert!(reconciled, "the host did not create the sample MyDeployment's 3 Pods from the ConfigMap's plugins; log:\n{log}");
+    assert!(lease.and_then(|l| l.spec?.holder_identity).is_some_and(|h| !h.is_empty()), "no leader in {NAMESPACE}; log:\n{log}");
 }
