@@ -1,7 +1,7 @@
 //! Defaulting for built-in kinds (what upstream's `SetDefaults_*` functions and create-time
 //! strategies fill in), so objects read back as a real cluster would show them: pod and
 //! pod-template defaults, Deployment/ReplicaSet/Job spec defaults, Job selectors, Service
-//! cluster IPs, Secret type.
+//! cluster IPs, Secret type; base64 of `[]byte` fields unwrapped as Go's decoder reads it.
 
 use serde_json::{Value, json};
 
@@ -129,8 +129,28 @@ pub fn apply(group: &str, kind: &str, obj: &mut Value, creating: bool) {
                 }
             }
         }
-        ("", "Secret") => set_default(obj, "type", json!("Opaque")),
+        ("", "Secret") => {
+            set_default(obj, "type", json!("Opaque"));
+            canonical_bytes(obj, "data");
+        }
+        ("", "ConfigMap") => canonical_bytes(obj, "binaryData"),
         _ => {}
+    }
+}
+
+/// `[]byte` fields arrive as base64 that may be wrapped over lines (kustomize
+/// and YAML block scalars wrap it); Go's decoder ignores `\r` and `\n`, and
+/// the object is served re-encoded, unwrapped. Without this, a client that
+/// decodes strictly (kube-rs) cannot read a ConfigMap that kubectl applied.
+fn canonical_bytes(obj: &mut Value, field: &str) {
+    if let Some(map) = obj.get_mut(field).and_then(Value::as_object_mut) {
+        for v in map.values_mut() {
+            if let Some(s) = v.as_str()
+                && s.contains(['\r', '\n'])
+            {
+                *v = Value::String(s.replace(['\r', '\n'], ""));
+            }
+        }
     }
 }
 
@@ -163,6 +183,17 @@ pub fn job_selector(obj: &mut Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wrapped_base64_in_byte_fields_is_served_unwrapped() {
+        let mut cm = json!({"binaryData": {"a.wasm": "AGFz\nbQ0A\r\n", "b": "AA=="}, "data": {"c": "x\ny"}});
+        apply("", "ConfigMap", &mut cm, true);
+        assert_eq!(cm["binaryData"], json!({"a.wasm": "AGFzbQ0A", "b": "AA=="}));
+        assert_eq!(cm["data"]["c"], "x\ny", "text data is not base64 and stays as written");
+        let mut secret = json!({"data": {"k": "dmFs\ndWU="}});
+        apply("", "Secret", &mut secret, true);
+        assert_eq!(secret["data"]["k"], "dmFsdWU=");
+    }
 
     #[test]
     fn image_pull_policy_follows_the_tag() {

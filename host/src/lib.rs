@@ -7,6 +7,7 @@
 //! - [`actions`]: policy check and execution of what plugins return.
 //! - [`events`]: Kubernetes Events with deduplication.
 //! - [`metrics`]: Prometheus metrics and probes.
+//! - [`leader`]: leader election with a Lease, as client-go.
 //! - [`manager`]: starts plugins as controllers (CRDs, discovery, caches).
 //! - [`embedded`]: the in-process API server and admission for `--embedded`.
 //! - [`webhook`]: plugin admission as HTTPS webhooks for real clusters.
@@ -19,6 +20,7 @@ pub mod controller;
 pub mod embedded;
 pub mod events;
 pub mod hotswap;
+pub mod leader;
 pub mod manager;
 pub mod metrics;
 pub mod registry;

@@ -82,6 +82,8 @@ pub struct Metrics {
     depth: Family<NameLabels, Gauge>,
     adds: Family<NameLabels, Counter>,
     retries: Family<NameLabels, Counter>,
+    /// 1 while this process holds the leader lease `name`, else 0 (client-go's name).
+    leader: Family<NameLabels, Gauge>,
     queues: Mutex<Vec<QueueEntry>>,
     ready: AtomicBool,
 }
@@ -111,6 +113,7 @@ impl Metrics {
         let depth = Family::<NameLabels, Gauge>::default();
         let adds = Family::<NameLabels, Counter>::default();
         let retries = Family::<NameLabels, Counter>::default();
+        let leader = Family::<NameLabels, Gauge>::default();
         registry.register("controller_runtime_reconcile", "Total number of reconciliations per controller", reconcile_total.clone());
         registry.register("controller_runtime_reconcile_errors", "Total number of reconciliation errors per controller", reconcile_errors.clone());
         registry.register("controller_runtime_reconcile_time_seconds", "Length of time per reconciliation per controller", reconcile_time.clone());
@@ -123,6 +126,7 @@ impl Metrics {
         registry.register("workqueue_depth", "Current depth of workqueue", depth.clone());
         registry.register("workqueue_adds", "Total number of adds handled by workqueue", adds.clone());
         registry.register("workqueue_retries", "Total number of retries handled by workqueue", retries.clone());
+        registry.register("leader_election_master_status", "Whether this process leads the named lease (1) or not (0)", leader.clone());
         registry.register("plugin_call_errors", "Failed plugin calls by plugin and error kind", plugin_call_errors.clone());
         registry.register("plugin_swaps", "Plugin loads and hot swaps by plugin (id) and result", plugin_swaps.clone());
         Self {
@@ -137,6 +141,7 @@ impl Metrics {
             depth,
             adds,
             retries,
+            leader,
             queues: Mutex::new(Vec::new()),
             ready: AtomicBool::new(false),
         }
@@ -151,6 +156,11 @@ impl Metrics {
             self.reconcile_errors.get_or_create(&c).inc();
         }
         self.reconcile_time.get_or_create(&c).observe(seconds);
+    }
+
+    /// Sets `leader_election_master_status{name}`.
+    pub fn set_leader(&self, name: &str, leading: bool) {
+        self.leader.get_or_create(&NameLabels { name: name.into() }).set(i64::from(leading));
     }
 
     pub fn plugin_call_error(&self, plugin: &str, kind: &str) {

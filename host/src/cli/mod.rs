@@ -4,8 +4,10 @@
 //! sandbox (trap, deadline, memory, invalid output); 2 bad input (flags,
 //! files); 3 the plugin reported an error of its own.
 
+mod generate;
 mod input;
 mod inspect;
+mod leader_args;
 mod reconcile;
 mod run;
 mod simulate;
@@ -37,6 +39,8 @@ enum Command {
     Run(run::Args),
     /// Run plugins against the embedded cluster under virtual time and print what happened.
     Simulate(simulate::Args),
+    /// Print deployment manifests derived from plugins: `crds` or `rbac`.
+    Generate(generate::Args),
 }
 
 /// Sandbox limits, shared by every subcommand that runs plugins.
@@ -120,6 +124,7 @@ pub fn main() -> ExitCode {
         Command::Reconcile(args) => reconcile::run(&cli.sandbox, args),
         Command::Run(args) => run::run(&cli.sandbox, args),
         Command::Simulate(args) => simulate::run(&cli.sandbox, args),
+        Command::Generate(args) => generate::run(&cli.sandbox, args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

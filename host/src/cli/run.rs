@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::leader_args::LeaderElectionArgs;
 use super::{Failure, SandboxArgs, parse_duration};
 use crate::clock::{SharedClock, SystemClock, TokioClock};
 use crate::controller::{self, queue::Backoff};
@@ -86,8 +87,10 @@ pub struct Args {
     shutdown_grace: Duration,
     /// Run cluster and host time this many times as fast as the wall clock
     /// (demos: `60` turns a minute into a second). Needs `--embedded`.
-    #[arg(long, default_value_t = 1.0, requires = "embedded", value_parser = parse_clock_speed)]
+    #[arg(long, default_value_t = 1.0, requires = "embedded", conflicts_with = "leader_elect", value_parser = parse_clock_speed)]
     clock_speed: f64,
+    #[command(flatten)]
+    leader_election: LeaderElectionArgs,
 }
 
 fn parse_clock_speed(text: &str) -> Result<f64, String> {
@@ -102,6 +105,7 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
         "0" | "" => None,
         a => Some(a.parse().map_err(|e| Failure::bad_input(format!("--metrics-addr {a}: {e}")))?),
     };
+    let election = args.leader_election.config().map_err(|e| Failure::bad_input(e.to_string()))?;
     let sandbox = sandbox.sandbox().map_err(|e| Failure::bad_input(format!("{e:#}")))?;
     let mut plugins: Vec<(String, LoadedPlugin)> = Vec::new();
     for path in &args.plugins {
@@ -118,7 +122,7 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
         tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build()
     };
     let runtime = runtime.map_err(|e| Failure::plugin(format!("tokio: {e}")))?;
-    runtime.block_on(run_async(args, sandbox, plugins, metrics_addr))
+    runtime.block_on(run_async(args, sandbox, plugins, metrics_addr, election))
 }
 
 /// The clock of the whole process: the system clock, or at `--clock-speed N`
@@ -133,7 +137,13 @@ fn clock(args: &Args) -> (SharedClock, Option<tokio::task::JoinHandle<()>>) {
     (Arc::new(clock), Some(pacer))
 }
 
-async fn run_async(args: &Args, sandbox: Sandbox, plugins: Vec<(String, LoadedPlugin)>, metrics_addr: Option<SocketAddr>) -> Result<(), Failure> {
+async fn run_async(
+    args: &Args,
+    sandbox: Sandbox,
+    plugins: Vec<(String, LoadedPlugin)>,
+    metrics_addr: Option<SocketAddr>,
+    election: Option<crate::leader::Config>,
+) -> Result<(), Failure> {
     // Admission reads the running plugins from here on every request.
     let registry = Registry::default();
     for (id, p) in &plugins {
@@ -181,7 +191,7 @@ async fn run_async(args: &Args, sandbox: Sandbox, plugins: Vec<(String, LoadedPl
         .map_err(|e| Failure::bad_input(format!("--webhook-addr {addr}: {}", crate::error_chain(&e))))?;
         println!("admission webhooks at https://{bound}");
     }
-    let options = Options {
+    let mut options = Options {
         namespaces: args.namespaces.clone(),
         selector: args.selector.clone(),
         resync: args.resync,
@@ -191,6 +201,14 @@ async fn run_async(args: &Args, sandbox: Sandbox, plugins: Vec<(String, LoadedPl
             ..controller::Config::default()
         },
         ..Options::default()
+    };
+    let mut election = match election {
+        Some(config) => {
+            let e = crate::leader::Election::start(client.clone(), config, metrics.clone()).map_err(|e| Failure::bad_input(e.to_string()))?;
+            options.leadership = Some(e.leading());
+            Some(e)
+        }
+        None => None,
     };
     let running = tokio::select! {
         r = manager::start_keyed(client.clone(), plugins, options, clock.clone(), metrics.clone(), registry.clone()) => {
@@ -219,13 +237,27 @@ async fn run_async(args: &Args, sandbox: Sandbox, plugins: Vec<(String, LoadedPl
         let reloader = Reloader { sandbox, manager: running.clone(), metrics, recorder: Recorder::new(client, "hotswap", clock), on_applied };
         sources.push(tokio::spawn(reloader.run(rx)));
     }
-    shutdown_signal().await;
+    match election.as_mut() {
+        Some(e) => tokio::select! {
+            () = shutdown_signal() => {}
+            lost = e.lost() => {
+                // As controller-runtime: exiting is the surest way that no
+                // in-flight reconcile writes after another replica took over.
+                tracing::error!(error = %lost, "leader election lost; exiting");
+                std::process::exit(1);
+            }
+        },
+        None => shutdown_signal().await,
+    }
     tracing::info!("shutting down: draining in-flight reconciles");
     for s in sources {
         s.abort();
     }
     // The grace is wall time; under --clock-speed tokio's delays are virtual.
     running.shutdown(args.shutdown_grace.mul_f64(args.clock_speed)).await;
+    if let Some(e) = election {
+        e.release().await;
+    }
     if let Some(p) = pacer {
         p.abort();
     }

@@ -11,6 +11,10 @@
 //! plugin changes (in-flight reconciles finish on the old version); with
 //! other kinds the old controller drains and a new one starts on the new
 //! kinds' caches. A cache nobody uses any more is stopped.
+//!
+//! With leader election ([`Options::leadership`]) caches run on every
+//! replica (a warm standby) and a controller's workers start only once this
+//! replica leads.
 
 mod install;
 
@@ -79,6 +83,9 @@ pub struct Options {
     /// How long to wait for a CRD to become Established (default 60 s).
     pub crd_timeout: Duration,
     pub controller: controller::Config,
+    /// With leader election: workers start only once this turns true.
+    /// `None` = always lead.
+    pub leadership: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 impl Default for Options {
@@ -89,6 +96,7 @@ impl Default for Options {
             resync: Duration::from_secs(600),
             crd_timeout: Duration::from_secs(60),
             controller: controller::Config::default(),
+            leadership: None,
         }
     }
 }
@@ -140,6 +148,29 @@ struct State {
 struct Slot {
     controller: Arc<Controller>,
     worker: tokio::task::JoinHandle<()>,
+    /// Ends a worker still waiting for leadership (it never ran a reconcile).
+    stop_waiting: tokio::sync::watch::Sender<bool>,
+}
+
+impl Slot {
+    /// Stops handing out work; the worker then ends after its in-flight reconciles.
+    fn stop(&self) {
+        self.stop_waiting.send_replace(true);
+        self.controller.stop();
+    }
+}
+
+/// Runs the controller's workers once `leadership` (if any) turns true;
+/// returns without running them if stopped first.
+async fn run_when_leading(c: Arc<Controller>, leadership: Option<tokio::sync::watch::Receiver<bool>>, mut stop: tokio::sync::watch::Receiver<bool>) {
+    if let Some(mut leading) = leadership {
+        tokio::select! {
+            r = leading.wait_for(|l| *l) => if r.is_err() { return },
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        tracing::info!(controller = %c.name(), "leading: starting workers");
+    }
+    c.run().await;
 }
 
 struct CacheSlot {
@@ -294,8 +325,9 @@ impl Running {
             self.inner.metrics.clone(),
             self.inner.options.controller.clone(),
         );
-        let worker = tokio::spawn(controller.clone().run());
-        self.inner.state.lock().unwrap().slots.insert(id, Slot { controller: controller.clone(), worker });
+        let (stop_waiting, stop) = tokio::sync::watch::channel(false);
+        let worker = tokio::spawn(run_when_leading(controller.clone(), self.inner.options.leadership.clone(), stop));
+        self.inner.state.lock().unwrap().slots.insert(id, Slot { controller: controller.clone(), worker, stop_waiting });
         controller
     }
 
@@ -364,7 +396,7 @@ impl Running {
     async fn stop_controller(&self, id: &str) -> Option<LoadedPlugin> {
         let slot = self.inner.state.lock().unwrap().slots.remove(id)?;
         self.inner.registry.remove(id);
-        slot.controller.stop();
+        slot.stop();
         let _ = slot.worker.await;
         Some(slot.controller.plugin())
     }
@@ -427,7 +459,7 @@ impl Running {
             let workers: Vec<_> = slots
                 .into_values()
                 .map(|s| {
-                    s.controller.stop();
+                    s.stop();
                     s.worker
                 })
                 .collect();

@@ -1,0 +1,196 @@
+//! deploy/: the checked-in generated manifests are what `host generate`
+//! produces from the shipped plugins now, the samples are the plugins' own,
+//! and the real kubectl applies the whole kustomize tree (with the built
+//! plugins placed where deploy/plugins/ expects them) to the embedded server.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use apiserver::ApiServer;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ApiResource, DynamicObject};
+
+const SHIPPED: &[&str] = &["cronjob", "mydeployment"];
+const NAMESPACE: &str = "operator-host-system";
+
+fn deploy_dir() -> PathBuf {
+    common::workspace_root().join("deploy")
+}
+
+/// `$CARGO_TARGET_DIR/plugins/<name>.wasm`, as `cargo xtask build` leaves them.
+fn shipped_wasm(name: &str) -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| common::workspace_root().join("target"));
+    let path = target.join("plugins").join(format!("{name}.wasm"));
+    assert!(path.exists(), "{} is missing: build the plugins first with `cargo xtask build`", path.display());
+    path
+}
+
+fn generate(what: &str) -> String {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_host"));
+    cmd.args(["generate", what, "--no-plugin-cache"]);
+    for p in SHIPPED {
+        cmd.arg("--plugin").arg(shipped_wasm(p));
+    }
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "host generate {what}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn assert_fresh(what: &str, checked_in: &str) {
+    let path = deploy_dir().join(checked_in);
+    let current = std::fs::read_to_string(&path).unwrap_or_default();
+    let plugins: Vec<String> = SHIPPED.iter().map(|p| format!("--plugin target/plugins/{p}.wasm")).collect();
+    assert!(
+        current == generate(what),
+        "deploy/{checked_in} is stale; regenerate it with:\n  cargo xtask build && target/release/host generate {what} {} > deploy/{checked_in}",
+        plugins.join(" ")
+    );
+}
+
+#[test]
+fn the_checked_in_crds_are_what_host_generate_crds_prints() {
+    assert_fresh("crds", "crd/crds.yaml");
+}
+
+#[test]
+fn the_checked_in_rbac_is_what_host_generate_rbac_prints() {
+    assert_fresh("rbac", "rbac/role.yaml");
+}
+
+#[test]
+fn the_samples_are_copies_of_the_plugins_own() {
+    for (copy, original) in [("batch_v1_cronjob.yaml", "plugins/cronjob/samples"), ("my-deployment-instance.yaml", "plugins/mydeployment/samples")] {
+        let a = std::fs::read_to_string(deploy_dir().join("samples").join(copy)).unwrap();
+        let b = std::fs::read_to_string(common::workspace_root().join(original).join(copy)).unwrap();
+        assert!(a == b, "deploy/samples/{copy} differs from {original}/{copy}: copy it again");
+    }
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else if entry.path().extension().is_none_or(|e| e != "wasm") {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+async fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String) {
+    let mut cmd = Command::new("kubectl");
+    cmd.args(args).env("KUBECONFIG", kubeconfig);
+    let out = tokio::task::block_in_place(|| cmd.output()).expect("run kubectl");
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_apply_k_of_deploy_creates_every_object_and_the_host_runs_the_samples_from_its_configmap() {
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("deploy");
+    copy_tree(&deploy_dir(), &tree);
+    for p in SHIPPED {
+        std::fs::copy(shipped_wasm(p), tree.join("plugins").join(format!("{p}.wasm"))).unwrap();
+    }
+    let server = ApiServer::new();
+    let handle = server.serve_on(SocketAddr::from(([127, 0, 0, 1], 0))).await.unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    handle.write_kubeconfig(&kubeconfig).unwrap();
+    let client = server.kube_client();
+
+    let tree_arg = tree.to_str().unwrap();
+    let (ok, out) = kubectl(&kubeconfig, &["apply", "--server-side", "-k", tree_arg]).await;
+    assert!(ok, "kubectl apply --server-side -k deploy/ failed:\n{out}");
+    // Applying again changes nothing and conflicts with nothing.
+    let (ok, again) = kubectl(&kubeconfig, &["apply", "--server-side", "-k", tree_arg]).await;
+    assert!(ok, "a second apply failed:\n{again}");
+
+    Api::<Namespace>::all(client.clone()).get(NAMESPACE).await.expect("the namespace");
+    let crds = Api::<CustomResourceDefinition>::all(client.clone());
+    for name in ["cronjobs.batch.tutorial.kubebuilder.io", "mydeployments.apps.example.com"] {
+        crds.get(name).await.unwrap_or_else(|e| panic!("CRD {name}: {e}"));
+    }
+    Api::<ServiceAccount>::namespaced(client.clone(), NAMESPACE).get("operator-host").await.expect("the ServiceAccount");
+    let role = Api::<ClusterRole>::all(client.clone()).get("operator-host-manager-role").await.expect("the ClusterRole");
+    assert!(role.rules.unwrap_or_default().iter().any(|r| r.resources.as_deref() == Some(&["cronjobs/status".to_string()][..])));
+    Api::<ClusterRoleBinding>::all(client.clone()).get("operator-host-manager-rolebinding").await.expect("the ClusterRoleBinding");
+    Api::<Role>::namespaced(client.clone(), NAMESPACE).get("operator-host-leader-election-role").await.expect("the leader election Role");
+    Api::<RoleBinding>::namespaced(client.clone(), NAMESPACE).get("operator-host-leader-election-rolebinding").await.expect("its RoleBinding");
+    Api::<Service>::namespaced(client.clone(), NAMESPACE).get("operator-host-metrics").await.expect("the metrics Service");
+
+    let cm = Api::<ConfigMap>::namespaced(client.clone(), NAMESPACE).get("operator-host-plugins").await.expect("the plugins ConfigMap, unsuffixed");
+    let binary = cm.binary_data.unwrap_or_default();
+    for p in SHIPPED {
+        let key = format!("{p}.wasm");
+        let bytes = binary.get(&key).unwrap_or_else(|| panic!("binaryData has no {key}"));
+        assert!(bytes.0 == std::fs::read(shipped_wasm(p)).unwrap(), "binaryData {key} is not the plugin file");
+    }
+
+    let d = Api::<Deployment>::namespaced(client.clone(), NAMESPACE).get("operator-host").await.expect("the Deployment");
+    let pod = d.spec.template.spec.unwrap();
+    let c = &pod.containers[0];
+    assert_eq!(c.image.as_deref(), Some("operator-host:latest"));
+    let args = c.args.clone().unwrap_or_default().join(" ");
+    assert!(args.contains("--leader-elect") && args.contains("--plugin-configmap operator-host-system/operator-host-plugins"), "{args}");
+    let sc = c.security_context.clone().unwrap();
+    assert_eq!(sc.read_only_root_filesystem, Some(true));
+    assert_eq!(sc.capabilities.unwrap().drop, Some(vec!["ALL".to_string()]));
+    assert_eq!(pod.service_account_name.as_deref(), Some("operator-host"));
+
+    // The samples go in once the CRDs are served (as a user would, right after).
+    let samples = tree.join("samples");
+    let started = Instant::now();
+    loop {
+        let (ok, out) = kubectl(&kubeconfig, &["apply", "-k", samples.to_str().unwrap()]).await;
+        if ok {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "kubectl apply -k deploy/samples failed:\n{out}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    for (api_version, kind, plural, name) in [
+        ("batch.tutorial.kubebuilder.io/v1", "CronJob", "cronjobs", "cronjob-sample"),
+        ("apps.example.com/v1", "MyDeployment", "mydeployments", "my-nginx-app"),
+    ] {
+        let (group, version) = api_version.split_once('/').unwrap();
+        let ar =
+            ApiResource { group: group.into(), version: version.into(), api_version: api_version.into(), kind: kind.into(), plural: plural.into() };
+        Api::<DynamicObject>::namespaced_with(client.clone(), "default", &ar).get(name).await.unwrap_or_else(|e| panic!("{kind} {name}: {e}"));
+    }
+
+    // The host as the Deployment runs it loads the plugins from the applied
+    // ConfigMap, leads (Lease in its namespace) and reconciles the samples.
+    let mut host = Command::new(env!("CARGO_BIN_EXE_host"))
+        .args(["run", "--leader-elect", "--leader-election-namespace", NAMESPACE, "--metrics-addr", "0"])
+        .args(["--plugin-configmap", "operator-host-system/operator-host-plugins", "--plugin-cache-dir"])
+        .arg(dir.path().join("cache"))
+        .env("KUBECONFIG", &kubeconfig)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(dir.path().join("host.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let pods = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), "default");
+    let started = Instant::now();
+    let reconciled = loop {
+        let n = pods.list(&kube::api::ListParams::default().labels("app=my-nginx-app")).await.map(|l| l.items.len()).unwrap_or(0);
+        if n == 3 || started.elapsed() > Duration::from_secs(90) {
+            break n == 3;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    let lease = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(client.clone(), NAMESPACE).get_opt("operator-host").await.unwrap();
+    let _ = host.kill();
+    let _ = host.wait();
+    let log = std::fs::read_to_string(dir.path().join("host.log")).unwrap_or_default();
+    assert!(reconciled, "the host did not create the sample MyDeployment's 3 Pods from the ConfigMap's plugins; log:\n{log}");
+    assert!(lease.and_then(|l| l.spec?.holder_identity).is_some_and(|h| !h.is_empty()), "no leader in {NAMESPACE}; log:\n{log}");
+}

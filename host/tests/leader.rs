@@ -1,0 +1,387 @@
+//! Leader election: the Lease protocol against the embedded API server
+//! (in-process candidates), then two real `host run --leader-elect` processes
+//! sharing one server: exactly one reconciles, `kill -9` of the leader hands
+//! over after the lease expires, SIGTERM hands over at once (the lease is
+//! released). No timed assertion is tight: waits poll with generous limits,
+//! and the takeover bounds are far from what a noisy machine needs.
+
+mod common;
+
+use std::io::BufRead;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use apiserver::{ApiServer, ServerHandle};
+use host::leader::{Config, LeaderElector};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, ApiResource, DynamicObject, PostParams};
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const WAIT: Duration = Duration::from_secs(90);
+const LEASE: &str = "operator-host";
+
+fn config(identity: &str, lease: Duration) -> Config {
+    Config {
+        namespace: "default".into(),
+        name: LEASE.into(),
+        identity: identity.into(),
+        lease_duration: lease,
+        renew_deadline: lease / 2,
+        retry_period: lease / 10,
+    }
+}
+
+async fn lease(client: &kube::Client) -> Option<Lease> {
+    Api::<Lease>::namespaced(client.clone(), "default").get_opt(LEASE).await.unwrap()
+}
+
+async fn holder(client: &kube::Client) -> String {
+    lease(client).await.and_then(|l| l.spec?.holder_identity).unwrap_or_default()
+}
+
+async fn transitions(client: &kube::Client) -> i32 {
+    lease(client).await.and_then(|l| l.spec?.lease_transitions).unwrap_or(-1)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_candidate_wins_the_other_stands_by_and_a_release_hands_over_at_once() {
+    let server = ApiServer::new();
+    let client = server.kube_client();
+    let mut a = LeaderElector::new(client.clone(), config("a", Duration::from_secs(60))).unwrap();
+    let mut b = LeaderElector::new(client.clone(), config("b", Duration::from_secs(60))).unwrap();
+
+    let (won_a, won_b) = tokio::join!(a.try_acquire_or_renew(), b.try_acquire_or_renew());
+    let (mut leader, mut standby) = match (won_a.unwrap(), won_b.unwrap()) {
+        (true, false) => (a, b),
+        (false, true) => (b, a),
+        other => panic!("exactly one candidate must win a race for a missing lease, got {other:?}"),
+    };
+    let first = lease(&client).await.unwrap().spec.unwrap();
+    assert_eq!(first.holder_identity.as_deref(), Some(leader.config().identity.as_str()));
+    assert_eq!(first.lease_transitions, Some(0));
+    assert_eq!(first.lease_duration_seconds, Some(60));
+    assert!(!standby.try_acquire_or_renew().await.unwrap(), "a held, unexpired lease is not taken");
+
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert!(leader.try_acquire_or_renew().await.unwrap(), "the holder renews");
+    let renewed = lease(&client).await.unwrap().spec.unwrap();
+    assert_eq!(renewed.acquire_time, first.acquire_time, "a renewal keeps acquireTime");
+    assert!(renewed.renew_time.as_ref().unwrap().0 > first.renew_time.as_ref().unwrap().0, "a renewal moves renewTime");
+    assert_eq!(renewed.lease_transitions, Some(0));
+
+    leader.release().await.unwrap();
+    let released = lease(&client).await.unwrap().spec.unwrap();
+    assert_eq!(released.holder_identity.as_deref(), Some(""));
+    assert_eq!(released.lease_duration_seconds, Some(1));
+    assert!(standby.try_acquire_or_renew().await.unwrap(), "a released lease is free at once");
+    assert_eq!(holder(&client).await, standby.config().identity);
+    assert_eq!(transitions(&client).await, 1);
+    assert!(!leader.try_acquire_or_renew().await.unwrap(), "the old leader is now the standby");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_nobody_renews_is_taken_once_it_expired_as_observed_locally() {
+    let server = ApiServer::new();
+    let client = server.kube_client();
+    let lease_duration = Duration::from_secs(1);
+    let mut a = LeaderElector::new(client.clone(), config("a", lease_duration)).unwrap();
+    let mut b = LeaderElector::new(client.clone(), config("b", lease_duration)).unwrap();
+    assert!(a.try_acquire_or_renew().await.unwrap());
+    let seen = Instant::now();
+    assert!(!b.try_acquire_or_renew().await.unwrap());
+    // `a` stops renewing. `b` counts the lease duration from when it saw the
+    // record change, so it must not win before that much time has passed.
+    let won = loop {
+        if b.try_acquire_or_renew().await.unwrap() {
+            break seen.elapsed();
+        }
+        assert!(seen.elapsed() < WAIT, "the expired lease was never taken");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(won >= lease_duration, "taken after {won:?}, before the lease duration passed");
+    assert_eq!(holder(&client).await, "b");
+    assert_eq!(transitions(&client).await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewal_that_cannot_succeed_loses_leadership_within_the_renew_deadline() {
+    let server = ApiServer::new();
+    let client = server.kube_client();
+    let mut a = LeaderElector::new(client.clone(), config("a", Duration::from_secs(2))).unwrap();
+    assert!(a.try_acquire_or_renew().await.unwrap());
+    // Someone else overwrites the record (as a leader that saw our lease
+    // expire would): our renewals are refused from now on.
+    let api = Api::<Lease>::namespaced(client.clone(), "default");
+    let mut l = api.get(LEASE).await.unwrap();
+    l.spec.as_mut().unwrap().holder_identity = Some("usurper".into());
+    api.replace(LEASE, &PostParams::default(), &l).await.unwrap();
+    let started = Instant::now();
+    let lost = tokio::time::timeout(WAIT, a.renew_until_lost()).await.expect("leadership is lost");
+    assert!(matches!(lost, host::leader::Error::Lost { .. }), "{lost}");
+    assert!(started.elapsed() >= Duration::from_secs(1), "lost after {:?}, before the renew deadline", started.elapsed());
+    assert_eq!(holder(&client).await, "usurper", "losing does not write");
+}
+
+// ---- two `host run` processes ------------------------------------------------
+
+struct Cluster {
+    server: ApiServer,
+    _handle: ServerHandle,
+    kubeconfig: PathBuf,
+    dir: tempfile::TempDir,
+}
+
+async fn cluster() -> Cluster {
+    let server = ApiServer::new();
+    let handle = server.serve_on(SocketAddr::from(([127, 0, 0, 1], 0))).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    handle.write_kubeconfig(&kubeconfig).unwrap();
+    Cluster { server, _handle: handle, kubeconfig, dir }
+}
+
+struct HostProcess {
+    child: Child,
+    metrics: SocketAddr,
+    identity: String,
+    log: PathBuf,
+}
+
+impl Drop for HostProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl HostProcess {
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+/// `host run --leader-elect` with the hello plugin against the cluster's
+/// kubeconfig; returns once it serves metrics and has logged its identity.
+async fn spawn_host(cluster: &Cluster, name: &str, lease_flags: &[&str]) -> HostProcess {
+    let log = cluster.dir.path().join(format!("{name}.log"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_host"))
+        .args(["run", "--leader-elect", "--metrics-addr", "127.0.0.1:0", "--plugin"])
+        .arg(common::wasm("hello"))
+        .args(lease_flags)
+        .arg("--plugin-cache-dir")
+        .arg(cluster.dir.path().join(format!("cache-{name}")))
+        .env("KUBECONFIG", &cluster.kubeconfig)
+        .env("HOST_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("start host");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        // Keep draining stdout so the child never blocks on a full pipe.
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Some(addr) = line.strip_prefix("metrics at http://").and_then(|a| a.strip_suffix("/metrics")) {
+                let _ = tx.send(addr.parse::<SocketAddr>().unwrap());
+            }
+        }
+    });
+    let metrics = tokio::task::spawn_blocking(move || rx.recv_timeout(WAIT))
+        .await
+        .unwrap()
+        .unwrap_or_else(|_| panic!("{name}: no metrics address; log:\n{}", std::fs::read_to_string(&log).unwrap_or_default()));
+    let started = Instant::now();
+    let identity = loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if let Some(id) = text.split_whitespace().find_map(|w| w.strip_prefix("identity=")) {
+            break id.to_string();
+        }
+        assert!(started.elapsed() < WAIT, "{name} never logged its identity:\n{text}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    HostProcess { child, metrics, identity, log }
+}
+
+async fn scrape(addr: SocketAddr) -> String {
+    let Ok(mut stream) = tokio::net::TcpStream::connect(addr).await else {
+        return String::new();
+    };
+    let request = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    if stream.write_all(request.as_bytes()).await.is_err() {
+        return String::new();
+    }
+    let mut text = String::new();
+    let _ = stream.read_to_string(&mut text).await;
+    text
+}
+
+/// Sum of the samples whose line starts with `prefix`.
+async fn metric(p: &HostProcess, prefix: &str) -> f64 {
+    scrape(p.metrics).await.lines().filter(|l| l.starts_with(prefix)).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum()
+}
+
+async fn leads(p: &HostProcess) -> bool {
+    metric(p, &format!("leader_election_master_status{{name=\"{LEASE}\"}}")).await == 1.0
+}
+
+async fn reconciles(p: &HostProcess) -> f64 {
+    metric(p, "controller_runtime_reconcile_total{").await
+}
+
+async fn eventually<T, F: std::future::Future<Output = Option<T>>>(what: &str, mut check: impl FnMut() -> F) -> T {
+    let started = Instant::now();
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(started.elapsed() < WAIT, "timed out after {WAIT:?} waiting until {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn hellos(client: &kube::Client) -> Api<DynamicObject> {
+    let ar = ApiResource {
+        group: "example.operator.dev".into(),
+        version: "v1alpha1".into(),
+        api_version: "example.operator.dev/v1alpha1".into(),
+        kind: "Hello".into(),
+        plural: "hellos".into(),
+    };
+    Api::namespaced_with(client.clone(), "default", &ar)
+}
+
+/// Creates a Hello (once its CRD is served) and waits for its ConfigMap.
+async fn hello_is_reconciled(client: &kube::Client, name: &str) {
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "example.operator.dev/v1alpha1", "kind": "Hello",
+        "metadata": {"name": name, "namespace": "default"}, "spec": {"greeting": "Hi"}
+    }))
+    .unwrap();
+    eventually("the Hello is created", || async { hellos(client).create(&PostParams::default(), &obj).await.ok() }).await;
+    let cms = Api::<ConfigMap>::namespaced(client.clone(), "default");
+    eventually(&format!("{name}-greeting exists"), || async { cms.get_opt(&format!("{name}-greeting")).await.ok().flatten() }).await;
+}
+
+/// Waits until exactly one of the two leads and the Lease names it; returns (leader, standby).
+async fn elect(client: &kube::Client, a: HostProcess, b: HostProcess) -> (HostProcess, HostProcess) {
+    let which = eventually("one host leads and holds the lease", || async {
+        let h = holder(client).await;
+        let (la, lb) = (leads(&a).await, leads(&b).await);
+        match (la, lb) {
+            (true, false) if h == a.identity => Some(true),
+            (false, true) if h == b.identity => Some(false),
+            (true, true) => panic!("both hosts lead"),
+            _ => None,
+        }
+    })
+    .await;
+    if which { (a, b) } else { (b, a) }
+}
+
+async fn only_the_leader_reconciles(client: &kube::Client, leader: &HostProcess, standby: &HostProcess, name: &str) {
+    hello_is_reconciled(client, name).await;
+    assert!(reconciles(leader).await > 0.0, "the leader reconciled {name}");
+    assert_eq!(reconciles(standby).await, 0.0, "the standby reconciles nothing; its log:\n{}", standby.log());
+    assert!(!leads(standby).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_kill_9_of_the_leader_the_standby_takes_over_once_the_lease_expires() {
+    let c = cluster().await;
+    let client = c.server.kube_client();
+    let flags = ["--leader-election-lease-duration", "10s", "--leader-election-renew-deadline", "8s", "--leader-election-retry-period", "1s"];
+    let a = spawn_host(&c, "a", &flags).await;
+    let b = spawn_host(&c, "b", &flags).await;
+    let (mut leader, standby) = elect(&client, a, b).await;
+    only_the_leader_reconciles(&client, &leader, &standby, "one").await;
+
+    leader.child.kill().unwrap(); // SIGKILL: no release
+    let killed = Instant::now();
+    leader.child.wait().unwrap();
+    eventually("the standby holds the lease", || async { (holder(&client).await == standby.identity && leads(&standby).await).then_some(()) }).await;
+    let took = killed.elapsed();
+    eprintln!("kill -9: the standby took over after {took:?}");
+    // lease duration (10 s) + one jittered retry (<= 2.2 s), with room for a slow machine.
+    assert!(took < Duration::from_secs(60), "takeover took {took:?}");
+    // The standby last saw a renewal at most ~2.2 s before the kill: it must
+    // have waited out most of the 10 s lease, not taken it early.
+    assert!(took > Duration::from_secs(5), "taken over after {took:?}, before the lease could expire");
+    assert_eq!(transitions(&client).await, 1);
+    assert!(!leader.log().contains("released the leader lease"));
+
+    hello_is_reconciled(&client, "two").await;
+    assert!(reconciles(&standby).await > 0.0, "the new leader reconciles");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_sigterm_the_leader_releases_the_lease_and_the_standby_takes_over_before_it_would_expire() {
+    let c = cluster().await;
+    let client = c.server.kube_client();
+    // A long lease: a takeover well within it proves the lease was released.
+    let flags = ["--leader-election-lease-duration", "120s", "--leader-election-renew-deadline", "60s", "--leader-election-retry-period", "1s"];
+    let a = spawn_host(&c, "a", &flags).await;
+    let b = spawn_host(&c, "b", &flags).await;
+    let (mut leader, standby) = elect(&client, a, b).await;
+    only_the_leader_reconciles(&client, &leader, &standby, "one").await;
+
+    let status = Command::new("kill").args(["-TERM", &leader.child.id().to_string()]).status().unwrap();
+    assert!(status.success());
+    let signalled = Instant::now();
+    let exit = eventually("the leader exits", || {
+        let exited = leader.child.try_wait().unwrap();
+        async move { exited }
+    })
+    .await;
+    assert!(exit.success(), "graceful shutdown exits 0, got {exit}; log:\n{}", leader.log());
+    assert!(leader.log().contains("released the leader lease"), "log:\n{}", leader.log());
+    eventually("the standby holds the lease", || async { (holder(&client).await == standby.identity && leads(&standby).await).then_some(()) }).await;
+    let took = signalled.elapsed();
+    eprintln!("SIGTERM: the standby took over after {took:?}");
+    assert!(took < Duration::from_secs(60), "takeover took {took:?}, as long as waiting out the lease");
+    assert_eq!(transitions(&client).await, 1);
+
+    hello_is_reconciled(&client, "two").await;
+    assert!(reconciles(&standby).await > 0.0, "the new leader reconciles");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_whose_lease_is_taken_stops_at_once_by_exiting_1_without_taking_it_back() {
+    let c = cluster().await;
+    let client = c.server.kube_client();
+    let flags = ["--leader-election-lease-duration", "4s", "--leader-election-renew-deadline", "3s", "--leader-election-retry-period", "500ms"];
+    let mut leader = spawn_host(&c, "a", &flags).await;
+    eventually("the host leads", || async { (holder(&client).await == leader.identity && leads(&leader).await).then_some(()) }).await;
+    // Another candidate overwrites the record (as one that judged it expired
+    // would); the leader's renewals are refused from now on.
+    let api = Api::<Lease>::namespaced(client.clone(), "default");
+    eventually("the lease is usurped", || async {
+        let mut l = api.get(LEASE).await.ok()?;
+        l.spec.as_mut()?.holder_identity = Some("usurper".into());
+        api.replace(LEASE, &PostParams::default(), &l).await.ok()
+    })
+    .await;
+    let exit = eventually("the old leader exits", || {
+        let exited = leader.child.try_wait().unwrap();
+        async move { exited }
+    })
+    .await;
+    assert_eq!(exit.code(), Some(1), "log:\n{}", leader.log());
+    assert!(leader.log().contains("leader election lost; exiting"), "log:\n{}", leader.log());
+    assert_eq!(holder(&client).await, "usurper", "the old leader did not write the lease again");
+}
+
+#[test]
+fn inconsistent_durations_are_refused_with_the_rule_broken() {
+    let out = Command::new(env!("CARGO_BIN_EXE_host"))
+        .args(["run", "--leader-elect", "--leader-election-lease-duration", "5s", "--leader-election-renew-deadline", "10s", "--plugin"])
+        .arg(common::wasm("hello"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("lease duration (5s) must be greater than the renew deadline (10s)"), "{err}");
+}
