@@ -9,7 +9,7 @@
 //!         | close-watch                          watch streams close at once
 //! PARAM  := share=0.05        fire on this share (0..1) of matching requests (default 1)
 //!         | verb=update       get|list|watch|create|update|patch|delete|deletecollection|write (default any;
-//!                             409 defaults to `write`)
+//!                             409 defaults to `write`, the watch kinds to `watch`)
 //!         | group=apps        API group (`core` or empty for the core group)
 //!         | resource=pods     plural resource
 //!         | count=3           fire this many times, then stop (default: until cleared)
@@ -108,8 +108,10 @@ pub fn parse(text: &str) -> Result<FaultSpec, SpecError> {
             })?,
     };
     let mut fault = Fault::always(action.clone());
-    if kind == "409" {
-        fault.verb = Some("write".into()); // a conflict is an answer to a write
+    match kind {
+        "409" => fault.verb = Some("write".into()), // a conflict is an answer to a write
+        "drop-watch" | "expire-watch" | "close-watch" => fault.verb = Some("watch".into()),
+        _ => {}
     }
     let mut share = 1.0;
     let mut duration = None;
