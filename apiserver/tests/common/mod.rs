@@ -8,22 +8,8 @@ use serde_json::Value;
 use tower::ServiceExt;
 
 /// Send one request in-process; returns (status, JSON body or Null).
-pub async fn call(
-    server: &ApiServer,
-    method: &str,
-    uri: &str,
-    content_type: &str,
-    body: Option<Value>,
-) -> (u16, Value) {
-    let raw = body
-        .map(|b| {
-            if let Value::String(s) = b {
-                s.into_bytes()
-            } else {
-                serde_json::to_vec(&b).unwrap()
-            }
-        })
-        .unwrap_or_default();
+pub async fn call(server: &ApiServer, method: &str, uri: &str, content_type: &str, body: Option<Value>) -> (u16, Value) {
+    let raw = body.map(|b| if let Value::String(s) = b { s.into_bytes() } else { serde_json::to_vec(&b).unwrap() }).unwrap_or_default();
     let req = http::Request::builder()
         .method(method)
         .uri(uri)
@@ -34,10 +20,7 @@ pub async fn call(
     let resp = server.service().oneshot(req).await.unwrap();
     let status = resp.status().as_u16();
     let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-    (
-        status,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    )
+    (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
 }
 
 pub async fn get(s: &ApiServer, uri: &str) -> (u16, Value) {
