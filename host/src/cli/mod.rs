@@ -4,6 +4,7 @@
 //! sandbox (trap, deadline, memory, invalid output); 2 bad input (flags,
 //! files); 3 the plugin reported an error of its own.
 
+mod embedded_args;
 mod input;
 mod inspect;
 mod reconcile;

@@ -55,9 +55,14 @@ pub struct Args {
     /// How long shutdown waits for in-flight reconciles.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     shutdown_grace: Duration,
+    #[command(flatten)]
+    embedded_args: super::embedded_args::EmbeddedArgs,
 }
 
 pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
+    if !args.embedded && !args.embedded_args.faults.is_empty() {
+        return Err(Failure::bad_input("--fault (or OPERATOR_HOST_FAULTS) needs --embedded: faults are injected by the embedded API server"));
+    }
     let metrics_addr: Option<SocketAddr> = match args.metrics_addr.as_str() {
         "0" | "" => None,
         a => Some(a.parse().map_err(|e| Failure::bad_input(format!("--metrics-addr {a}: {e}")))?),
@@ -78,7 +83,9 @@ async fn run_async(args: &Args, plugins: Vec<crate::sandbox::LoadedPlugin>, metr
     let mut embedded = None;
     let client = if args.embedded {
         let path = args.kubeconfig_out.clone().unwrap_or_else(crate::embedded::default_kubeconfig_path);
-        let e = crate::embedded::start(args.embedded_port, &path).await.map_err(|e| Failure::bad_input(format!("embedded API server: {e}")))?;
+        let e = crate::embedded::start(args.embedded_port, &path, &args.embedded_args.options())
+            .await
+            .map_err(|e| Failure::bad_input(format!("embedded API server: {e}")))?;
         crate::embedded::register_admission(&e.server, &plugins);
         println!("embedded API server at {}", e.handle.url());
         println!("kubeconfig written to {}", path.display());
