@@ -15,7 +15,8 @@ async fn rate(server: ApiServer, writes: usize, writers: usize) -> f64 {
             let cms: Api<ConfigMap> = Api::namespaced(server.kube_client(), "default");
             tokio::spawn(async move {
                 for i in 0..writes / writers {
-                    let cm = serde_json::from_value(serde_json::json!({"metadata": {"name": format!("w{w}-{i}")}, "data": {"k": "v".repeat(200)}})).unwrap();
+                    let cm = serde_json::from_value(serde_json::json!({"metadata": {"name": format!("w{w}-{i}")}, "data": {"k": "v".repeat(200)}}))
+                        .unwrap();
                     cms.create(&PostParams::default(), &cm).await.unwrap();
                 }
             })

@@ -69,26 +69,13 @@ impl FaultAction {
                 "Conflict",
                 "Operation cannot be fulfilled (injected fault): the object has been modified; please apply your changes to the latest version and try again",
             ),
-            429 => (
-                "TooManyRequests",
-                "injected fault: too many requests, please try again later",
-            ),
+            429 => ("TooManyRequests", "injected fault: too many requests, please try again later"),
             500 => ("InternalError", "Internal error occurred: injected fault"),
-            503 => (
-                "ServiceUnavailable",
-                "injected fault: the server is currently unable to handle the request",
-            ),
-            504 => (
-                "Timeout",
-                "injected fault: the server was unable to return a response in the time allotted",
-            ),
+            503 => ("ServiceUnavailable", "injected fault: the server is currently unable to handle the request"),
+            504 => ("Timeout", "injected fault: the server was unable to return a response in the time allotted"),
             _ => return None,
         };
-        Some(FaultAction::Error {
-            code,
-            reason: reason.into(),
-            message: message.into(),
-        })
+        Some(FaultAction::Error { code, reason: reason.into(), message: message.into() })
     }
 
     /// Short name used in counters and `/debug/faults` (`500`, `latency`, `expire-watch`, ...).
@@ -122,24 +109,12 @@ pub struct Fault {
 impl Fault {
     /// A rule for `verb` on `group`/`resource` that fires once.
     pub fn once(verb: &str, group: &str, resource: &str, action: FaultAction) -> Self {
-        Fault {
-            verb: Some(verb.into()),
-            group: Some(group.into()),
-            resource: Some(resource.into()),
-            times: Some(1),
-            action,
-        }
+        Fault { verb: Some(verb.into()), group: Some(group.into()), resource: Some(resource.into()), times: Some(1), action }
     }
 
     /// A rule for every request (any verb, group and resource), until cleared.
     pub fn always(action: FaultAction) -> Self {
-        Fault {
-            verb: None,
-            group: None,
-            resource: None,
-            times: None,
-            action,
-        }
+        Fault { verb: None, group: None, resource: None, times: None, action }
     }
 
     fn matches(&self, req: &RequestInfo<'_>) -> bool {
@@ -154,19 +129,13 @@ impl Fault {
             FaultAction::CloseWatch | FaultAction::DropWatchAfter(_) => req.verb == "watch",
             _ => true,
         };
-        verb_ok
-            && watch_ok
-            && self.group.as_deref().is_none_or(|g| g == req.group)
-            && self.resource.as_deref().is_none_or(|r| r == req.resource)
+        verb_ok && watch_ok && self.group.as_deref().is_none_or(|g| g == req.group) && self.resource.as_deref().is_none_or(|r| r == req.resource)
     }
 }
 
 /// Whether a verb changes state (what `verb=write` matches).
 pub fn is_write(verb: &str) -> bool {
-    matches!(
-        verb,
-        "create" | "update" | "patch" | "delete" | "deletecollection"
-    )
+    matches!(verb, "create" | "update" | "patch" | "delete" | "deletecollection")
 }
 
 /// Handle returned by [`Faults::inject`].
@@ -255,9 +224,7 @@ pub struct Faults {
 
 impl std::fmt::Debug for Faults {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Faults")
-            .field("rules", &self.inner.lock().unwrap().rules.len())
-            .finish()
+        f.debug_struct("Faults").field("rules", &self.inner.lock().unwrap().rules.len()).finish()
     }
 }
 
@@ -290,15 +257,7 @@ impl Faults {
         let id = FaultId(self.next.fetch_add(1, Ordering::Relaxed) + 1);
         let mut inner = self.inner.lock().unwrap();
         let rng = StdRng::seed_from_u64(inner.seed ^ id.0.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        inner.rules.push(Rule {
-            id,
-            fault,
-            share: share.clamp(0.0, 1.0),
-            text,
-            rng,
-            injected: 0,
-            matched: 0,
-        });
+        inner.rules.push(Rule { id, fault, share: share.clamp(0.0, 1.0), text, rng, injected: 0, matched: 0 });
         id
     }
 
@@ -314,36 +273,17 @@ impl Faults {
 
     /// How many times a rule injected its fault (0 for an unknown or cleared rule).
     pub fn injected(&self, id: FaultId) -> u64 {
-        self.inner
-            .lock()
-            .unwrap()
-            .rules
-            .iter()
-            .find(|r| r.id == id)
-            .map_or(0, |r| r.injected)
+        self.inner.lock().unwrap().rules.iter().find(|r| r.id == id).map_or(0, |r| r.injected)
     }
 
     /// Faults injected by every current rule.
     pub fn injected_total(&self) -> u64 {
-        self.inner
-            .lock()
-            .unwrap()
-            .rules
-            .iter()
-            .map(|r| r.injected)
-            .sum()
+        self.inner.lock().unwrap().rules.iter().map(|r| r.injected).sum()
     }
 
     /// Record that a deferred fault (a dropped watch) happened.
     pub fn count(&self, id: FaultId) {
-        if let Some(r) = self
-            .inner
-            .lock()
-            .unwrap()
-            .rules
-            .iter_mut()
-            .find(|r| r.id == id)
-        {
+        if let Some(r) = self.inner.lock().unwrap().rules.iter_mut().find(|r| r.id == id) {
             r.injected += 1;
         }
     }
@@ -362,14 +302,8 @@ impl Faults {
     /// The action for a request, consuming one use of the first matching rule (the behaviour
     /// of the original API; latency rules are applied by [`Faults::decide`] only).
     pub fn take(&self, verb: &str, group: &str, resource: &str) -> Option<FaultAction> {
-        let d = self.decide(&RequestInfo {
-            verb,
-            group,
-            resource,
-            resuming: true,
-        });
-        d.action
-            .or((!d.latency.is_zero()).then_some(FaultAction::Latency(d.latency)))
+        let d = self.decide(&RequestInfo { verb, group, resource, resuming: true });
+        d.action.or((!d.latency.is_zero()).then_some(FaultAction::Latency(d.latency)))
     }
 
     /// What happens to one request: every matching latency rule adds its delay, the first
@@ -416,11 +350,7 @@ fn describe(f: &Fault) -> String {
         FaultAction::DropWatchAfter(d) => format!("drop-watch:every={}", spec::format_duration(*d)),
         other => other.kind(),
     };
-    for (k, v) in [
-        ("verb", &f.verb),
-        ("group", &f.group),
-        ("resource", &f.resource),
-    ] {
+    for (k, v) in [("verb", &f.verb), ("group", &f.group), ("resource", &f.resource)] {
         if let Some(v) = v {
             s.push_str(&format!(",{k}={v}"));
         }
@@ -436,12 +366,7 @@ mod tests {
     use super::*;
 
     fn req<'a>(verb: &'a str, resource: &'a str) -> RequestInfo<'a> {
-        RequestInfo {
-            verb,
-            group: "",
-            resource,
-            resuming: true,
-        }
+        RequestInfo { verb, group: "", resource, resuming: true }
     }
 
     #[test]
@@ -450,9 +375,7 @@ mod tests {
             let f = Faults::default();
             f.set_seed(seed);
             f.inject_share(Fault::always(FaultAction::internal_error()), 0.25);
-            (0..400)
-                .map(|_| f.decide(&req("get", "pods")).action.is_some())
-                .collect::<Vec<_>>()
+            (0..400).map(|_| f.decide(&req("get", "pods")).action.is_some()).collect::<Vec<_>>()
         };
         assert_eq!(run(7), run(7));
         assert_ne!(run(7), run(8));
@@ -463,26 +386,14 @@ mod tests {
     #[test]
     fn latencies_add_up_and_do_not_hide_an_error() {
         let f = Faults::default();
-        f.inject(Fault::always(FaultAction::Latency(Duration::from_millis(
-            10,
-        ))));
-        f.inject(Fault::always(FaultAction::Latency(Duration::from_millis(
-            5,
-        ))));
-        let e = f.inject(Fault::once(
-            "get",
-            "",
-            "pods",
-            FaultAction::internal_error(),
-        ));
+        f.inject(Fault::always(FaultAction::Latency(Duration::from_millis(10))));
+        f.inject(Fault::always(FaultAction::Latency(Duration::from_millis(5))));
+        let e = f.inject(Fault::once("get", "", "pods", FaultAction::internal_error()));
         let d = f.decide(&req("get", "pods"));
         assert_eq!(d.latency, Duration::from_millis(15));
         assert!(d.action.is_some());
         assert_eq!(f.injected(e), 1);
-        assert!(
-            f.decide(&req("get", "pods")).action.is_none(),
-            "a once-rule is spent"
-        );
+        assert!(f.decide(&req("get", "pods")).action.is_none(), "a once-rule is spent");
         assert_eq!(f.injected_total(), 4 + 1);
     }
 
@@ -490,16 +401,7 @@ mod tests {
     fn expire_watch_only_hits_resuming_watches() {
         let f = Faults::default();
         let id = f.inject(Fault::always(FaultAction::ExpireWatch));
-        assert!(
-            f.decide(&RequestInfo {
-                verb: "watch",
-                group: "",
-                resource: "pods",
-                resuming: false
-            })
-            .action
-            .is_none()
-        );
+        assert!(f.decide(&RequestInfo { verb: "watch", group: "", resource: "pods", resuming: false }).action.is_none());
         assert!(f.decide(&req("watch", "pods")).action.is_some());
         assert_eq!(f.injected(id), 1);
     }
@@ -507,10 +409,7 @@ mod tests {
     #[test]
     fn write_matches_every_changing_verb() {
         let f = Faults::default();
-        f.inject(Fault {
-            verb: Some("write".into()),
-            ..Fault::always(FaultAction::conflict())
-        });
+        f.inject(Fault { verb: Some("write".into()), ..Fault::always(FaultAction::conflict()) });
         assert!(f.decide(&req("get", "pods")).action.is_none());
         for v in ["create", "update", "patch", "delete"] {
             assert!(f.decide(&req(v, "pods")).action.is_some(), "{v}");

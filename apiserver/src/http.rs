@@ -30,19 +30,12 @@ const AGGREGATED: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGrou
 fn full(code: StatusCode, content_type: &str, bytes: Vec<u8>) -> Response<Body> {
     let mut r = Response::new(Full::new(Bytes::from(bytes)).boxed_unsync());
     *r.status_mut() = code;
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_str(content_type).expect("content type"),
-    );
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_str(content_type).expect("content type"));
     r
 }
 
 fn json(code: u16, v: &Value) -> Response<Body> {
-    full(
-        StatusCode::from_u16(code).unwrap_or(StatusCode::OK),
-        "application/json",
-        serde_json::to_vec(v).expect("json"),
-    )
+    full(StatusCode::from_u16(code).unwrap_or(StatusCode::OK), "application/json", serde_json::to_vec(v).expect("json"))
 }
 
 fn error(e: &ApiError) -> Response<Body> {
@@ -78,12 +71,7 @@ impl Req<'_> {
     fn write_options(&self) -> WriteOptions {
         let manager = match self.q("fieldManager") {
             Some(m) if !m.is_empty() => m.to_string(),
-            _ => self
-                .user_agent
-                .split('/')
-                .next()
-                .unwrap_or_default()
-                .to_string(),
+            _ => self.user_agent.split('/').next().unwrap_or_default().to_string(),
         };
         WriteOptions {
             dry_run: self.q("dryRun") == Some("All"),
@@ -94,24 +82,15 @@ impl Req<'_> {
     }
 
     fn list_options(&self, res: &Resource) -> Result<ListOptions> {
-        let labels = LabelSelector::parse(self.q("labelSelector").unwrap_or_default())
-            .map_err(|e| ApiError::bad_request(e.to_string()))?;
-        let fields = FieldSelector::parse(self.q("fieldSelector").unwrap_or_default())
-            .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        let labels = LabelSelector::parse(self.q("labelSelector").unwrap_or_default()).map_err(|e| ApiError::bad_request(e.to_string()))?;
+        let fields = FieldSelector::parse(self.q("fieldSelector").unwrap_or_default()).map_err(|e| ApiError::bad_request(e.to_string()))?;
         let supported = supported_fields(&res.group, &res.plural);
         if !res.custom {
             if let Some(f) = fields.fields().find(|f| !supported.contains(f)) {
-                return Err(ApiError::bad_request(format!(
-                    "field label not supported: {f}"
-                )));
+                return Err(ApiError::bad_request(format!("field label not supported: {f}")));
             }
-        } else if let Some(f) = fields
-            .fields()
-            .find(|f| !["metadata.name", "metadata.namespace"].contains(f))
-        {
-            return Err(ApiError::bad_request(format!(
-                "field label not supported: {f}"
-            )));
+        } else if let Some(f) = fields.fields().find(|f| !["metadata.name", "metadata.namespace"].contains(f)) {
+            return Err(ApiError::bad_request(format!("field label not supported: {f}")));
         }
         Ok(ListOptions {
             labels,
@@ -133,18 +112,12 @@ impl Req<'_> {
             });
         }
         if self.content_type.contains("cbor") {
-            return Err(ApiError::unsupported_media_type(&[
-                "application/json",
-                "application/yaml",
-            ]));
+            return Err(ApiError::unsupported_media_type(&["application/json", "application/yaml"]));
         }
         if self.content_type.contains("yaml") {
-            serde_yaml::from_slice(self.body)
-                .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))
+            serde_yaml::from_slice(self.body).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))
         } else {
-            serde_json::from_slice(self.body).map_err(|e| {
-                ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
-            })
+            serde_json::from_slice(self.body).map_err(|e| ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}")))
         }
     }
 
@@ -159,8 +132,7 @@ impl Req<'_> {
             o.propagation = Some("Orphan".into());
         }
         if !self.body.is_empty() {
-            let b: Value = serde_json::from_slice(self.body)
-                .map_err(|e| ApiError::bad_request(e.to_string()))?;
+            let b: Value = serde_json::from_slice(self.body).map_err(|e| ApiError::bad_request(e.to_string()))?;
             if let Some(p) = b.get("propagationPolicy").and_then(Value::as_str) {
                 o.propagation = Some(p.into());
             }
@@ -170,14 +142,8 @@ impl Req<'_> {
             if let Some(g) = b.get("gracePeriodSeconds").and_then(Value::as_i64) {
                 o.grace_period = Some(g);
             }
-            o.uid = b
-                .pointer("/preconditions/uid")
-                .and_then(Value::as_str)
-                .map(String::from);
-            o.resource_version = b
-                .pointer("/preconditions/resourceVersion")
-                .and_then(Value::as_str)
-                .map(String::from);
+            o.uid = b.pointer("/preconditions/uid").and_then(Value::as_str).map(String::from);
+            o.resource_version = b.pointer("/preconditions/resourceVersion").and_then(Value::as_str).map(String::from);
             if let Some(d) = b.get("dryRun").and_then(Value::as_array) {
                 o.dry_run |= d.iter().any(|x| x == "All");
             }
@@ -188,20 +154,10 @@ impl Req<'_> {
 
 /// Serve one request.
 pub async fn handle(core: Arc<Core>, req: Request<Bytes>, server_address: &str) -> Response<Body> {
-    let header = |h: header::HeaderName| {
-        req.headers()
-            .get(h)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_string()
-    };
+    let header = |h: header::HeaderName| req.headers().get(h).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
     let r = Req {
         method: req.method(),
-        query: req
-            .uri()
-            .query()
-            .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
-            .unwrap_or_default(),
+        query: req.uri().query().map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect()).unwrap_or_default(),
         accept: header(header::ACCEPT),
         content_type: header(header::CONTENT_TYPE),
         user_agent: header(header::USER_AGENT),
@@ -209,41 +165,23 @@ pub async fn handle(core: Arc<Core>, req: Request<Bytes>, server_address: &str) 
     };
     let path = req.uri().path().to_string();
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    let aggregated = r.accept.contains("as=APIGroupDiscoveryList")
-        && r.accept.contains("v=v2;")
-        && core.config.aggregated_discovery;
+    let aggregated = r.accept.contains("as=APIGroupDiscoveryList") && r.accept.contains("v=v2;") && core.config.aggregated_discovery;
     let get = r.method == Method::GET;
     let result: Result<Response<Body>> = match segs.as_slice() {
         ["version"] if get => Ok(json(200, &discovery::version())),
-        ["healthz"] | ["livez"] | ["readyz"] if get => {
-            Ok(full(StatusCode::OK, "text/plain", b"ok".to_vec()))
-        }
-        ["api"] if get && aggregated => Ok(aggregated_response(discovery::aggregated(
-            &core.registry,
-            true,
-        ))),
+        ["healthz"] | ["livez"] | ["readyz"] if get => Ok(full(StatusCode::OK, "text/plain", b"ok".to_vec())),
+        ["api"] if get && aggregated => Ok(aggregated_response(discovery::aggregated(&core.registry, true))),
         ["api"] if get => Ok(json(200, &discovery::core_versions(server_address))),
-        ["apis"] if get && aggregated => Ok(aggregated_response(discovery::aggregated(
-            &core.registry,
-            false,
-        ))),
+        ["apis"] if get && aggregated => Ok(aggregated_response(discovery::aggregated(&core.registry, false))),
         ["apis"] if get => Ok(json(200, &discovery::group_list(&core.registry))),
-        ["apis", g] if get => discovery::group(&core.registry, g)
-            .map(|v| json(200, &v))
-            .ok_or_else(ApiError::no_route),
-        ["api", "v1"] if get => discovery::resource_list(&core.registry, "", "v1")
-            .map(|v| json(200, &v))
-            .ok_or_else(ApiError::no_route),
-        ["apis", g, v] if get => discovery::resource_list(&core.registry, g, v)
-            .map(|v| json(200, &v))
-            .ok_or_else(ApiError::no_route),
+        ["apis", g] if get => discovery::group(&core.registry, g).map(|v| json(200, &v)).ok_or_else(ApiError::no_route),
+        ["api", "v1"] if get => discovery::resource_list(&core.registry, "", "v1").map(|v| json(200, &v)).ok_or_else(ApiError::no_route),
+        ["apis", g, v] if get => discovery::resource_list(&core.registry, g, v).map(|v| json(200, &v)).ok_or_else(ApiError::no_route),
         ["openapi", "v3"] if get => Ok(json(200, &openapi::root(&core.registry))),
-        ["openapi", "v3", "api", v] if get => openapi::group_version_doc(&core.registry, "", v)
-            .map(|d| json(200, &d))
-            .ok_or_else(ApiError::no_route),
-        ["openapi", "v3", "apis", g, v] if get => openapi::group_version_doc(&core.registry, g, v)
-            .map(|d| json(200, &d))
-            .ok_or_else(ApiError::no_route),
+        ["openapi", "v3", "api", v] if get => openapi::group_version_doc(&core.registry, "", v).map(|d| json(200, &d)).ok_or_else(ApiError::no_route),
+        ["openapi", "v3", "apis", g, v] if get => {
+            openapi::group_version_doc(&core.registry, g, v).map(|d| json(200, &d)).ok_or_else(ApiError::no_route)
+        }
         ["debug", "faults", rest @ ..] => debug_faults(&core, rest, &r),
         ["api", "v1", rest @ ..] => resource(&core, "", "v1", rest, &r).await,
         ["apis", g, v, rest @ ..] => resource(&core, g, v, rest, &r).await,
@@ -266,12 +204,8 @@ fn debug_faults(core: &Core, rest: &[&str], r: &Req<'_>) -> Result<Response<Body
             Ok(json(200, &faults.to_json()))
         }
         (&Method::DELETE, [id]) => {
-            let id: u64 = id
-                .parse()
-                .map_err(|_| ApiError::bad_request(format!("fault id `{id}` is not a number")))?;
-            let known = faults.to_json()["rules"]
-                .as_array()
-                .is_some_and(|rs| rs.iter().any(|x| x["id"] == id));
+            let id: u64 = id.parse().map_err(|_| ApiError::bad_request(format!("fault id `{id}` is not a number")))?;
+            let known = faults.to_json()["rules"].as_array().is_some_and(|rs| rs.iter().any(|x| x["id"] == id));
             if !known {
                 return Err(ApiError::not_found("", "faults", &id.to_string()));
             }
@@ -279,41 +213,27 @@ fn debug_faults(core: &Core, rest: &[&str], r: &Req<'_>) -> Result<Response<Body
             Ok(json(200, &faults.to_json()))
         }
         (&Method::POST, []) => {
-            let text = std::str::from_utf8(r.body)
-                .map_err(|_| ApiError::bad_request("fault specs must be UTF-8 text or JSON"))?;
+            let text = std::str::from_utf8(r.body).map_err(|_| ApiError::bad_request("fault specs must be UTF-8 text or JSON"))?;
             let specs = if text.trim_start().starts_with('{') {
-                let v: Value = serde_json::from_str(text)
-                    .map_err(|e| ApiError::bad_request(format!("fault request JSON: {e}")))?;
+                let v: Value = serde_json::from_str(text).map_err(|e| ApiError::bad_request(format!("fault request JSON: {e}")))?;
                 if let Some(seed) = v.get("seed") {
-                    faults.set_seed(seed.as_u64().ok_or_else(|| {
-                        ApiError::bad_request("seed must be a non-negative integer")
-                    })?);
+                    faults.set_seed(seed.as_u64().ok_or_else(|| ApiError::bad_request("seed must be a non-negative integer"))?);
                 }
                 let list: Vec<&str> = match (v.get("spec"), v.get("specs")) {
-                    (Some(s), _) => vec![
-                        s.as_str()
-                            .ok_or_else(|| ApiError::bad_request("spec must be a string"))?,
-                    ],
-                    (None, Some(Value::Array(a))) => a
-                        .iter()
-                        .map(|s| {
-                            s.as_str()
-                                .ok_or_else(|| ApiError::bad_request("specs must be strings"))
-                        })
-                        .collect::<Result<_>>()?,
+                    (Some(s), _) => vec![s.as_str().ok_or_else(|| ApiError::bad_request("spec must be a string"))?],
+                    (None, Some(Value::Array(a))) => {
+                        a.iter().map(|s| s.as_str().ok_or_else(|| ApiError::bad_request("specs must be strings"))).collect::<Result<_>>()?
+                    }
                     _ if v.get("seed").is_some() => vec![],
                     _ => {
-                        return Err(ApiError::bad_request(
-                            r#"expected {"spec": "500:share=0.05"}, {"specs": [..]} or {"seed": N}"#,
-                        ));
+                        return Err(ApiError::bad_request(r#"expected {"spec": "500:share=0.05"}, {"specs": [..]} or {"seed": N}"#));
                     }
                 };
                 list.join(";")
             } else {
                 text.replace('\n', ";")
             };
-            let parsed = crate::faults::parse_list(&specs)
-                .map_err(|e| ApiError::bad_request(e.to_string()))?;
+            let parsed = crate::faults::parse_list(&specs).map_err(|e| ApiError::bad_request(e.to_string()))?;
             for spec in &parsed {
                 faults.inject_spec(spec);
             }
@@ -327,11 +247,7 @@ fn debug_faults(core: &Core, rest: &[&str], r: &Req<'_>) -> Result<Response<Body
 /// Answer an access/identity review: the embedded server has no authentication or
 /// authorization, so every subject is an all-powerful admin and every request is allowed.
 fn review(res: &Resource, body: Value) -> Value {
-    let mut body = if body.is_object() {
-        body
-    } else {
-        serde_json::json!({})
-    };
+    let mut body = if body.is_object() { body } else { serde_json::json!({}) };
     body["apiVersion"] = serde_json::json!(res.api_version());
     body["kind"] = serde_json::json!(res.kind);
     body["status"] = match res.kind.as_str() {
@@ -356,11 +272,7 @@ pub fn partial_metadata(obj: &Value) -> Value {
 }
 
 fn aggregated_response(v: Value) -> Response<Body> {
-    full(
-        StatusCode::OK,
-        AGGREGATED,
-        serde_json::to_vec(&v).expect("json"),
-    )
+    full(StatusCode::OK, AGGREGATED, serde_json::to_vec(&v).expect("json"))
 }
 
 struct Target<'a> {
@@ -371,19 +283,10 @@ struct Target<'a> {
 }
 
 fn parse_target<'a>(rest: &[&'a str]) -> Option<Target<'a>> {
-    let t = |plural, namespace, name, sub| {
-        Some(Target {
-            plural,
-            namespace,
-            name,
-            sub,
-        })
-    };
+    let t = |plural, namespace, name, sub| Some(Target { plural, namespace, name, sub });
     match *rest {
         [plural] => t(plural, None, None, None),
-        ["namespaces", ns, plural] if !matches!(plural, "status" | "finalize") => {
-            t(plural, Some(ns), None, None)
-        }
+        ["namespaces", ns, plural] if !matches!(plural, "status" | "finalize") => t(plural, Some(ns), None, None),
         ["namespaces", ns, plural, name] => t(plural, Some(ns), Some(name), None),
         ["namespaces", ns, plural, name, sub] => t(plural, Some(ns), Some(name), Some(sub)),
         [plural, name] => t(plural, None, Some(name), None),
@@ -392,21 +295,10 @@ fn parse_target<'a>(rest: &[&'a str]) -> Option<Target<'a>> {
     }
 }
 
-async fn resource(
-    core: &Arc<Core>,
-    group: &str,
-    version: &str,
-    rest: &[&str],
-    r: &Req<'_>,
-) -> Result<Response<Body>> {
+async fn resource(core: &Arc<Core>, group: &str, version: &str, rest: &[&str], r: &Req<'_>) -> Result<Response<Body>> {
     let t = parse_target(rest).ok_or_else(ApiError::no_route)?;
-    let res = core
-        .registry
-        .find(group, version, t.plural)
-        .ok_or_else(ApiError::no_route)?;
-    if (!res.namespaced && t.namespace.is_some())
-        || (res.namespaced && t.namespace.is_none() && t.name.is_some())
-    {
+    let res = core.registry.find(group, version, t.plural).ok_or_else(ApiError::no_route)?;
+    if (!res.namespaced && t.namespace.is_some()) || (res.namespaced && t.namespace.is_none() && t.name.is_some()) {
         return Err(ApiError::no_route());
     }
     let ns = t.namespace.unwrap_or_default();
@@ -415,23 +307,14 @@ async fn resource(
             return Err(ApiError::method_not_allowed(r.method.as_str()));
         }
         // The answer does not depend on the request (kubectl sends it as protobuf).
-        return Ok(json(
-            201,
-            &review(
-                &res,
-                r.body_json().unwrap_or_else(|_| serde_json::json!({})),
-            ),
-        ));
+        return Ok(json(201, &review(&res, r.body_json().unwrap_or_else(|_| serde_json::json!({})))));
     }
     if t.sub == Some("binding") && res.group.is_empty() && res.plural == "pods" {
         let name = t.name.unwrap_or_default();
         if r.method != Method::POST {
             return Err(ApiError::method_not_allowed(r.method.as_str()));
         }
-        return Ok(json(
-            201,
-            &core.bind(&res, ns, name, &r.body_json()?, &r.write_options())?,
-        ));
+        return Ok(json(201, &core.bind(&res, ns, name, &r.body_json()?, &r.write_options())?));
     }
     let sub = match t.sub {
         None => Sub::Main,
@@ -451,24 +334,14 @@ async fn resource(
         (&Method::DELETE, Some(_)) => "delete",
         _ => "",
     };
-    let resuming =
-        verb == "watch" && !matches!(r.q("resourceVersion"), None | Some("") | Some("0"));
-    let decision = core.faults.decide(&RequestInfo {
-        verb,
-        group: &res.group,
-        resource: &res.plural,
-        resuming,
-    });
+    let resuming = verb == "watch" && !matches!(r.q("resourceVersion"), None | Some("") | Some("0"));
+    let decision = core.faults.decide(&RequestInfo { verb, group: &res.group, resource: &res.plural, resuming });
     if !decision.latency.is_zero() {
         tokio::time::sleep(decision.latency).await;
     }
     match decision.action {
         None | Some(FaultAction::Latency(_)) | Some(FaultAction::DropWatchAfter(_)) => {}
-        Some(FaultAction::Error {
-            code,
-            reason,
-            message,
-        }) => {
+        Some(FaultAction::Error { code, reason, message }) => {
             let mut e = ApiError::internal("");
             e.code = code;
             e.reason = reason;
@@ -477,14 +350,8 @@ async fn resource(
         }
         Some(FaultAction::ExpireWatch) if verb == "watch" => {
             let rv = r.q("resourceVersion").unwrap_or_default();
-            let e = ApiError::expired(format!(
-                "too old resource version: {rv} ({}) (injected fault)",
-                core.store.current_rv()
-            ));
-            let line = format!(
-                "{}\n",
-                serde_json::json!({"type": "ERROR", "object": e.to_status()})
-            );
+            let e = ApiError::expired(format!("too old resource version: {rv} ({}) (injected fault)", core.store.current_rv()));
+            let line = format!("{}\n", serde_json::json!({"type": "ERROR", "object": e.to_status()}));
             return Ok(full(StatusCode::OK, "application/json", line.into_bytes()));
         }
         Some(FaultAction::ExpireWatch) => return Err(ApiError::expired("injected fault")),
@@ -498,28 +365,10 @@ async fn resource(
         let view = |v: Value| core.present(&res, v);
         match (&method, t.name) {
             (&Method::POST, None) => {
-                return Ok(json(
-                    201,
-                    &view(core.create(
-                        &storage,
-                        ns,
-                        to_storage(r.body_json()?),
-                        &r.write_options(),
-                    )?),
-                ));
+                return Ok(json(201, &view(core.create(&storage, ns, to_storage(r.body_json()?), &r.write_options())?)));
             }
             (&Method::PUT, Some(name)) => {
-                return Ok(json(
-                    200,
-                    &view(core.update(
-                        &storage,
-                        ns,
-                        name,
-                        to_storage(r.body_json()?),
-                        Sub::Main,
-                        &r.write_options(),
-                    )?),
-                ));
+                return Ok(json(200, &view(core.update(&storage, ns, name, to_storage(r.body_json()?), Sub::Main, &r.write_options())?)));
             }
             (&Method::PATCH, Some(name)) => {
                 let ptype = PatchType::from_content_type(&r.content_type).ok_or_else(|| {
@@ -534,10 +383,7 @@ async fn resource(
                 if ptype == PatchType::Apply && r.q("fieldManager").is_none_or(str::is_empty) {
                     opts.field_manager.clear();
                 }
-                return Ok(json(
-                    200,
-                    &core.patch_view(&res, &storage, ns, name, ptype, r.body, &opts)?,
-                ));
+                return Ok(json(200, &core.patch_view(&res, &storage, ns, name, ptype, r.body, &opts)?));
             }
             (&Method::DELETE, Some(name)) => {
                 return match core.delete(&storage, ns, name, &r.delete_options()?)? {
@@ -559,23 +405,11 @@ async fn resource(
                 let items = list["items"].as_array().cloned().unwrap_or_default();
                 return Ok(json(
                     200,
-                    &table::to_table(
-                        &res,
-                        &items,
-                        list["metadata"].clone(),
-                        r.q("includeObject").unwrap_or("Metadata"),
-                        core.config.clock.now(),
-                    ),
+                    &table::to_table(&res, &items, list["metadata"].clone(), r.q("includeObject").unwrap_or("Metadata"), core.config.clock.now()),
                 ));
             }
             if r.wants_metadata() {
-                let items: Vec<Value> = list["items"]
-                    .as_array()
-                    .cloned()
-                    .unwrap_or_default()
-                    .iter()
-                    .map(partial_metadata)
-                    .collect();
+                let items: Vec<Value> = list["items"].as_array().cloned().unwrap_or_default().iter().map(partial_metadata).collect();
                 return Ok(json(
                     200,
                     &serde_json::json!({
@@ -591,18 +425,8 @@ async fn resource(
             }
             let obj = core.get(&res, ns, name)?;
             if r.wants_table() {
-                let meta =
-                    serde_json::json!({"resourceVersion": obj["metadata"]["resourceVersion"]});
-                return Ok(json(
-                    200,
-                    &table::to_table(
-                        &res,
-                        &[obj],
-                        meta,
-                        r.q("includeObject").unwrap_or("Metadata"),
-                        core.config.clock.now(),
-                    ),
-                ));
+                let meta = serde_json::json!({"resourceVersion": obj["metadata"]["resourceVersion"]});
+                return Ok(json(200, &table::to_table(&res, &[obj], meta, r.q("includeObject").unwrap_or("Metadata"), core.config.clock.now())));
             }
             if r.wants_metadata() {
                 return Ok(json(200, &partial_metadata(&obj)));
@@ -615,24 +439,14 @@ async fn resource(
         }
         (Method::PUT, Some(name)) => {
             if sub == Sub::Scale {
-                return Ok(json(
-                    200,
-                    &core.update_scale(&res, ns, name, None, r.body, &r.write_options())?,
-                ));
+                return Ok(json(200, &core.update_scale(&res, ns, name, None, r.body, &r.write_options())?));
             }
             let body = r.body_json()?;
-            Ok(json(
-                200,
-                &core.update(&res, ns, name, body, sub, &r.write_options())?,
-            ))
+            Ok(json(200, &core.update(&res, ns, name, body, sub, &r.write_options())?))
         }
         (Method::PATCH, Some(name)) => {
             let accepted: &[&str] = if res.custom {
-                &[
-                    "application/json-patch+json",
-                    "application/merge-patch+json",
-                    "application/apply-patch+yaml",
-                ]
+                &["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"]
             } else {
                 &[
                     "application/json-patch+json",
@@ -641,35 +455,23 @@ async fn resource(
                     "application/strategic-merge-patch+json",
                 ]
             };
-            let ptype = PatchType::from_content_type(&r.content_type)
-                .ok_or_else(|| ApiError::unsupported_media_type(accepted))?;
+            let ptype = PatchType::from_content_type(&r.content_type).ok_or_else(|| ApiError::unsupported_media_type(accepted))?;
             if sub == Sub::Scale {
-                return Ok(json(
-                    200,
-                    &core.update_scale(&res, ns, name, Some(ptype), r.body, &r.write_options())?,
-                ));
+                return Ok(json(200, &core.update_scale(&res, ns, name, Some(ptype), r.body, &r.write_options())?));
             }
             let mut opts = r.write_options();
             if ptype == PatchType::Apply && r.q("fieldManager").is_none_or(str::is_empty) {
                 opts.field_manager.clear(); // apply needs an explicit manager, as upstream
             }
-            Ok(json(
-                200,
-                &core.patch(&res, ns, name, ptype, r.body, sub, &opts)?,
-            ))
+            Ok(json(200, &core.patch(&res, ns, name, ptype, r.body, sub, &opts)?))
         }
-        (Method::DELETE, Some(name)) if sub == Sub::Main => {
-            match core.delete(&res, ns, name, &r.delete_options()?)? {
-                Deleted::Now(v) => Ok(json(200, &v)),
-                Deleted::Pending(v) => Ok(json(202, &v)),
-            }
-        }
+        (Method::DELETE, Some(name)) if sub == Sub::Main => match core.delete(&res, ns, name, &r.delete_options()?)? {
+            Deleted::Now(v) => Ok(json(200, &v)),
+            Deleted::Pending(v) => Ok(json(202, &v)),
+        },
         (Method::DELETE, None) => {
             let lo = r.list_options(&res)?;
-            Ok(json(
-                200,
-                &core.delete_collection(&res, t.namespace, &lo, &r.delete_options()?)?,
-            ))
+            Ok(json(200, &core.delete_collection(&res, t.namespace, &lo, &r.delete_options()?)?))
         }
         (m, _) => Err(ApiError::method_not_allowed(m.as_str())),
     }
@@ -687,16 +489,11 @@ fn watch_response(
         resource_version: r.q("resourceVersion").unwrap_or_default().to_string(),
         send_initial_events: r.flag("sendInitialEvents"),
         bookmarks: r.flag("allowWatchBookmarks"),
-        timeout: r
-            .q("timeoutSeconds")
-            .and_then(|t| t.parse().ok())
-            .map(Duration::from_secs),
+        timeout: r.q("timeoutSeconds").and_then(|t| t.parse().ok()).map(Duration::from_secs),
         namespace: ns.map(String::from),
         labels: lo.labels,
         fields: lo.fields,
-        table: r
-            .wants_table()
-            .then(|| r.q("includeObject").unwrap_or("Metadata").to_string()),
+        table: r.wants_table().then(|| r.q("includeObject").unwrap_or("Metadata").to_string()),
         metadata_only: r.wants_metadata(),
     };
     if params.send_initial_events && r.q("resourceVersionMatch") != Some("NotOlderThan") {
@@ -727,9 +524,6 @@ fn watch_response(
     let stream = stream.take_until(Box::pin(dropped));
     let body = StreamBody::new(stream.map(|b| Ok::<_, Infallible>(http_body::Frame::data(b))));
     let mut resp = Response::new(BodyExt::boxed_unsync(body));
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     Ok(resp)
 }

@@ -47,9 +47,7 @@ pub enum PersistError {
         source: std::io::Error,
     },
     /// redb refused the file: damaged, not a redb file, or in use by another process.
-    #[error(
-        "cannot open data file {path}: {source} (a damaged file is not loaded: move it away to start with an empty store, or restore a backup)"
-    )]
+    #[error("cannot open data file {path}: {source} (a damaged file is not loaded: move it away to start with an empty store, or restore a backup)")]
     Open {
         /// The file.
         path: PathBuf,
@@ -58,9 +56,7 @@ pub enum PersistError {
         source: redb::DatabaseError,
     },
     /// The file opened but its contents are inconsistent.
-    #[error(
-        "data file {path} is corrupt: {detail} (not loaded: move it away to start with an empty store, or restore a backup)"
-    )]
+    #[error("data file {path} is corrupt: {detail} (not loaded: move it away to start with an empty store, or restore a backup)")]
     Corrupt {
         /// The file.
         path: PathBuf,
@@ -78,18 +74,20 @@ pub enum PersistError {
     },
 }
 
+/// What a data file holds: its objects and the resourceVersion to continue from.
+type Contents = (Vec<(ObjectKey, Value)>, u64);
+
 /// A [`Backend`] keeping the store in `DIR/store.redb`.
 pub struct RedbBackend {
     db: Database,
     path: PathBuf,
-    loaded: std::sync::Mutex<Option<(Vec<(ObjectKey, Value)>, u64)>>,
+    /// Read and verified at open; handed to the store once.
+    loaded: std::sync::Mutex<Option<Contents>>,
 }
 
 impl std::fmt::Debug for RedbBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedbBackend")
-            .field("path", &self.path)
-            .finish()
+        f.debug_struct("RedbBackend").field("path", &self.path).finish()
     }
 }
 
@@ -98,23 +96,13 @@ impl RedbBackend {
     /// error for a damaged file, or one another process holds open.
     pub fn open(dir: impl AsRef<Path>) -> Result<Self, PersistError> {
         let dir = dir.as_ref();
-        std::fs::create_dir_all(dir).map_err(|source| PersistError::CreateDir {
-            path: dir.to_path_buf(),
-            source,
-        })?;
+        std::fs::create_dir_all(dir).map_err(|source| PersistError::CreateDir { path: dir.to_path_buf(), source })?;
         let path = dir.join(FILE_NAME);
         let db = Database::builder()
             .set_check_integrity_on_open(true)
             .create(&path)
-            .map_err(|source| PersistError::Open {
-                path: path.clone(),
-                source,
-            })?;
-        let backend = RedbBackend {
-            db,
-            path,
-            loaded: std::sync::Mutex::new(None),
-        };
+            .map_err(|source| PersistError::Open { path: path.clone(), source })?;
+        let backend = RedbBackend { db, path, loaded: std::sync::Mutex::new(None) };
         let loaded = backend.read_all()?;
         *backend.loaded.lock().unwrap() = Some(loaded);
         Ok(backend)
@@ -126,20 +114,14 @@ impl RedbBackend {
     }
 
     fn storage(&self, e: impl Into<redb::Error>) -> PersistError {
-        PersistError::Storage {
-            path: self.path.clone(),
-            source: e.into(),
-        }
+        PersistError::Storage { path: self.path.clone(), source: e.into() }
     }
 
     fn corrupt(&self, detail: String) -> PersistError {
-        PersistError::Corrupt {
-            path: self.path.clone(),
-            detail,
-        }
+        PersistError::Corrupt { path: self.path.clone(), detail }
     }
 
-    fn read_all(&self) -> Result<(Vec<(ObjectKey, Value)>, u64), PersistError> {
+    fn read_all(&self) -> Result<Contents, PersistError> {
         let tx = self.db.begin_read().map_err(|e| self.storage(e))?;
         let meta = match tx.open_table(META) {
             Ok(t) => Some(t),
@@ -149,28 +131,19 @@ impl RedbBackend {
         let Some(meta) = meta else {
             return Ok((vec![], 0));
         }; // a new file
-        let format = meta
-            .get(META_FORMAT)
-            .map_err(|e| self.storage(e))?
-            .map(|v| v.value());
+        let format = meta.get(META_FORMAT).map_err(|e| self.storage(e))?.map(|v| v.value());
         if format != Some(FORMAT) {
             return Err(self.corrupt(format!("format version {format:?}, expected {FORMAT}")));
         }
-        let rv = meta
-            .get(META_RV)
-            .map_err(|e| self.storage(e))?
-            .map(|v| v.value())
-            .ok_or_else(|| self.corrupt("no resourceVersion recorded".into()))?;
+        let rv =
+            meta.get(META_RV).map_err(|e| self.storage(e))?.map(|v| v.value()).ok_or_else(|| self.corrupt("no resourceVersion recorded".into()))?;
         let objects = tx.open_table(OBJECTS).map_err(|e| self.storage(e))?;
         let mut out = vec![];
         for entry in objects.iter().map_err(|e| self.storage(e))? {
             let (k, v) = entry.map_err(|e| self.storage(e))?;
-            let key = parse_key(k.value())
-                .ok_or_else(|| self.corrupt(format!("malformed key {:?}", k.value())))?;
-            let obj = decode(v.value())
-                .map_err(|why| self.corrupt(format!("object {}: {why}", k.value())))?;
-            let name_ok =
-                obj.pointer("/metadata/name").and_then(Value::as_str) == Some(key.name.as_str());
+            let key = parse_key(k.value()).ok_or_else(|| self.corrupt(format!("malformed key {:?}", k.value())))?;
+            let obj = decode(v.value()).map_err(|why| self.corrupt(format!("object {}: {why}", k.value())))?;
+            let name_ok = obj.pointer("/metadata/name").and_then(Value::as_str) == Some(key.name.as_str());
             let obj_rv = crate::store::object_rv(&obj);
             if !name_ok || obj_rv == 0 || obj_rv > rv {
                 return Err(self.corrupt(format!("object {} does not match its key or has resourceVersion {obj_rv} (store at {rv})", k.value())));
@@ -182,8 +155,7 @@ impl RedbBackend {
 
     fn write(&self, event: &Event) -> Result<(), PersistError> {
         let mut tx = self.db.begin_write().map_err(|e| self.storage(e))?;
-        tx.set_durability(Durability::Immediate)
-            .map_err(|e| self.storage(e))?;
+        tx.set_durability(Durability::Immediate).map_err(|e| self.storage(e))?;
         {
             let mut objects = tx.open_table(OBJECTS).map_err(|e| self.storage(e))?;
             let key = format_key(&event.key);
@@ -192,16 +164,12 @@ impl RedbBackend {
                     objects.remove(key.as_str()).map_err(|e| self.storage(e))?;
                 }
                 EventType::Added | EventType::Modified => {
-                    objects
-                        .insert(key.as_str(), encode(&event.object).as_slice())
-                        .map_err(|e| self.storage(e))?;
+                    objects.insert(key.as_str(), encode(&event.object).as_slice()).map_err(|e| self.storage(e))?;
                 }
             }
             let mut meta = tx.open_table(META).map_err(|e| self.storage(e))?;
-            meta.insert(META_RV, event.rv)
-                .map_err(|e| self.storage(e))?;
-            meta.insert(META_FORMAT, FORMAT)
-                .map_err(|e| self.storage(e))?;
+            meta.insert(META_RV, event.rv).map_err(|e| self.storage(e))?;
+            meta.insert(META_FORMAT, FORMAT).map_err(|e| self.storage(e))?;
         }
         tx.commit().map_err(|e| self.storage(e))
     }
@@ -219,27 +187,16 @@ impl Backend for RedbBackend {
 
 fn format_key(k: &ObjectKey) -> String {
     // None of the parts can contain '/' (API groups, plurals and names are DNS-like).
-    format!(
-        "{}/{}/{}/{}",
-        k.gr.group, k.gr.resource, k.namespace, k.name
-    )
+    format!("{}/{}/{}/{}", k.gr.group, k.gr.resource, k.namespace, k.name)
 }
 
 fn parse_key(s: &str) -> Option<ObjectKey> {
     let mut parts = s.split('/');
-    let (group, resource, namespace, name) =
-        (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    let (group, resource, namespace, name) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
     if parts.next().is_some() || resource.is_empty() || name.is_empty() {
         return None;
     }
-    Some(ObjectKey {
-        gr: GroupResource {
-            group: group.into(),
-            resource: resource.into(),
-        },
-        namespace: namespace.into(),
-        name: name.into(),
-    })
+    Some(ObjectKey { gr: GroupResource { group: group.into(), resource: resource.into() }, namespace: namespace.into(), name: name.into() })
 }
 
 /// CRC-32 (little endian) followed by the JSON.
@@ -251,9 +208,7 @@ fn encode(obj: &Value) -> Vec<u8> {
 }
 
 fn decode(bytes: &[u8]) -> Result<Value, String> {
-    let (crc, json) = bytes
-        .split_at_checked(4)
-        .ok_or("shorter than its checksum")?;
+    let (crc, json) = bytes.split_at_checked(4).ok_or("shorter than its checksum")?;
     if u32::from_le_bytes(crc.try_into().expect("4 bytes")) != crc32fast::hash(json) {
         return Err("checksum mismatch".into());
     }
@@ -266,11 +221,7 @@ mod tests {
 
     #[test]
     fn keys_round_trip_including_the_core_group_and_cluster_scope() {
-        for k in [
-            "/configmaps/default/a",
-            "apps/deployments/ns/web",
-            "/namespaces//kube-system",
-        ] {
+        for k in ["/configmaps/default/a", "apps/deployments/ns/web", "/namespaces//kube-system"] {
             assert_eq!(format_key(&parse_key(k).unwrap()), k);
         }
         assert!(parse_key("a/b/c").is_none());

@@ -43,9 +43,7 @@ pub struct ApiServer {
 
 impl std::fmt::Debug for ApiServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ApiServer")
-            .field("config", &self.core.config)
-            .finish()
+        f.debug_struct("ApiServer").field("config", &self.core.config).finish()
     }
 }
 
@@ -77,14 +75,8 @@ impl ApiServer {
     /// A server whose store lives in `dir` (see [`crate::persist`]): loads what is there
     /// (failing with a clear error for a damaged file) and persists every write before
     /// acknowledging it.
-    pub fn with_data_dir(
-        config: Config,
-        dir: impl AsRef<std::path::Path>,
-    ) -> Result<Self, crate::persist::PersistError> {
-        Ok(Self::with_backend(
-            config,
-            Box::new(crate::persist::RedbBackend::open(dir)?),
-        ))
+    pub fn with_data_dir(config: Config, dir: impl AsRef<std::path::Path>) -> Result<Self, crate::persist::PersistError> {
+        Ok(Self::with_backend(config, Box::new(crate::persist::RedbBackend::open(dir)?)))
     }
 
     /// The admission hook registry.
@@ -104,10 +96,7 @@ impl ApiServer {
 
     /// The in-process `tower::Service`.
     pub fn service(&self) -> ApiService {
-        ApiService {
-            core: self.core.clone(),
-            address: "127.0.0.1:0".into(),
-        }
+        ApiService { core: self.core.clone(), address: "127.0.0.1:0".into() }
     }
 
     /// A `kube::Client` talking to this server in-process (no sockets). Must be called inside a
@@ -128,20 +117,11 @@ impl ApiServer {
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let core = self.core.clone();
         let task = tokio::spawn(accept_loop(listener, core, addr, stop_rx));
-        Ok(ServerHandle {
-            addr,
-            stop: stop_tx,
-            task: Some(task),
-        })
+        Ok(ServerHandle { addr, stop: stop_tx, task: Some(task) })
     }
 }
 
-async fn accept_loop(
-    listener: tokio::net::TcpListener,
-    core: Arc<Core>,
-    addr: SocketAddr,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-) {
+async fn accept_loop(listener: tokio::net::TcpListener, core: Arc<Core>, addr: SocketAddr, mut stop: tokio::sync::watch::Receiver<bool>) {
     let mut conns = tokio::task::JoinSet::new();
     loop {
         tokio::select! {
@@ -168,10 +148,7 @@ async fn accept_loop(
         while conns.try_join_next().is_some() {}
     }
     drop(listener);
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), async {
-        while conns.join_next().await.is_some() {}
-    })
-    .await;
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), async { while conns.join_next().await.is_some() {} }).await;
     conns.abort_all();
 }
 
@@ -253,14 +230,9 @@ where
             let bytes: Bytes = match body.collect().await {
                 Ok(c) => c.to_bytes(),
                 Err(e) => {
-                    let err =
-                        crate::status::ApiError::bad_request(format!("reading request body: {e}"));
-                    let mut r = Response::new(
-                        http_body_util::Full::new(Bytes::from(
-                            serde_json::to_vec(&err.to_status()).expect("json"),
-                        ))
-                        .boxed_unsync(),
-                    );
+                    let err = crate::status::ApiError::bad_request(format!("reading request body: {e}"));
+                    let mut r =
+                        Response::new(http_body_util::Full::new(Bytes::from(serde_json::to_vec(&err.to_status()).expect("json"))).boxed_unsync());
                     *r.status_mut() = http::StatusCode::BAD_REQUEST;
                     return Ok(r);
                 }

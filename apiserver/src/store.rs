@@ -139,10 +139,7 @@ pub struct Store {
 
 /// Read the resourceVersion an object carries (0 if absent or malformed).
 pub fn object_rv(obj: &Value) -> u64 {
-    obj.pointer("/metadata/resourceVersion")
-        .and_then(Value::as_str)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0)
+    obj.pointer("/metadata/resourceVersion").and_then(Value::as_str).and_then(|s| s.parse().ok()).unwrap_or(0)
 }
 
 impl Store {
@@ -151,12 +148,7 @@ impl Store {
         let (objects, rv) = backend.load();
         let (notify, _) = tokio::sync::watch::channel(rv);
         Store {
-            state: Mutex::new(State {
-                objects: objects.into_iter().collect(),
-                rv,
-                events: VecDeque::new(),
-                window_start: rv,
-            }),
+            state: Mutex::new(State { objects: objects.into_iter().collect(), rv, events: VecDeque::new(), window_start: rv }),
             window: window.max(1),
             backend,
             notify,
@@ -178,11 +170,7 @@ impl Store {
     pub fn list(&self, gr: &GroupResource, namespace: Option<&str>) -> (Vec<Value>, u64) {
         let st = self.state.lock().unwrap();
         // Keys sort by (gr, namespace, name): walk only this resource's (and namespace's) range.
-        let start = ObjectKey {
-            gr: gr.clone(),
-            namespace: namespace.unwrap_or_default().to_string(),
-            name: String::new(),
-        };
+        let start = ObjectKey { gr: gr.clone(), namespace: namespace.unwrap_or_default().to_string(), name: String::new() };
         let items = st
             .objects
             .range(start..)
@@ -195,31 +183,19 @@ impl Store {
     /// Keys of all objects in a namespace (any resource).
     pub fn keys_in_namespace(&self, namespace: &str) -> Vec<ObjectKey> {
         let st = self.state.lock().unwrap();
-        st.objects
-            .keys()
-            .filter(|k| k.namespace == namespace)
-            .cloned()
-            .collect()
+        st.objects.keys().filter(|k| k.namespace == namespace).cloned().collect()
     }
 
     /// Compare-and-swap: apply `write` to `key` if the object's current resourceVersion is
     /// `expected` (`None` = must not exist). Returns the committed event.
-    pub fn commit(
-        &self,
-        key: &ObjectKey,
-        expected: Option<u64>,
-        write: Write,
-    ) -> Result<Event, StoreError> {
+    pub fn commit(&self, key: &ObjectKey, expected: Option<u64>, write: Write) -> Result<Event, StoreError> {
         let mut st = self.state.lock().unwrap();
         let current = st.objects.get(key).map(object_rv);
         match (expected, current) {
             (None, Some(_)) => return Err(StoreError::AlreadyExists),
             (Some(_), None) => return Err(StoreError::NotFound),
             (Some(e), Some(c)) if e != c => {
-                return Err(StoreError::Conflict {
-                    expected: e,
-                    found: c,
-                });
+                return Err(StoreError::Conflict { expected: e, found: c });
             }
             _ => {}
         }
@@ -229,35 +205,17 @@ impl Store {
         let event = match write {
             Write::Put(mut obj) => {
                 set_rv(&mut obj, rv);
-                let kind = if current.is_some() {
-                    EventType::Modified
-                } else {
-                    EventType::Added
-                };
+                let kind = if current.is_some() { EventType::Modified } else { EventType::Added };
                 let prev = st.objects.get(key).cloned().map(Arc::new);
-                Event {
-                    rv,
-                    kind,
-                    key: key.clone(),
-                    object: Arc::new(obj),
-                    prev,
-                }
+                Event { rv, kind, key: key.clone(), object: Arc::new(obj), prev }
             }
             Write::Delete => {
                 let mut obj = st.objects.get(key).cloned().expect("checked above");
                 set_rv(&mut obj, rv);
-                Event {
-                    rv,
-                    kind: EventType::Deleted,
-                    key: key.clone(),
-                    object: Arc::new(obj),
-                    prev: None,
-                }
+                Event { rv, kind: EventType::Deleted, key: key.clone(), object: Arc::new(obj), prev: None }
             }
         };
-        self.backend
-            .record(&event)
-            .map_err(|e| StoreError::Persist(e.0))?;
+        self.backend.record(&event).map_err(|e| StoreError::Persist(e.0))?;
         st.rv = rv;
         match event.kind {
             EventType::Deleted => {
@@ -286,15 +244,7 @@ impl Store {
         }
         // Events are sorted by rv; skip the ones already seen.
         let start = st.events.partition_point(|e| e.rv <= since);
-        Ok((
-            st.events
-                .iter()
-                .skip(start)
-                .filter(|e| &e.key.gr == gr)
-                .cloned()
-                .collect(),
-            st.rv,
-        ))
+        Ok((st.events.iter().skip(start).filter(|e| &e.key.gr == gr).cloned().collect(), st.rv))
     }
 
     /// Events of every resource with rv > `since`, or `Err(oldest)` if `since` is older than the
@@ -336,33 +286,14 @@ mod tests {
     use serde_json::json;
 
     fn key(name: &str) -> ObjectKey {
-        ObjectKey {
-            gr: GroupResource {
-                group: "".into(),
-                resource: "configmaps".into(),
-            },
-            namespace: "default".into(),
-            name: name.into(),
-        }
+        ObjectKey { gr: GroupResource { group: "".into(), resource: "configmaps".into() }, namespace: "default".into(), name: name.into() }
     }
 
     #[test]
     fn commits_assign_increasing_resource_versions() {
         let s = Store::new(10, Box::new(NullBackend));
-        let a = s
-            .commit(
-                &key("a"),
-                None,
-                Write::Put(json!({"metadata": {"name": "a"}})),
-            )
-            .unwrap();
-        let b = s
-            .commit(
-                &key("a"),
-                Some(a.rv),
-                Write::Put(json!({"metadata": {"name": "a"}})),
-            )
-            .unwrap();
+        let a = s.commit(&key("a"), None, Write::Put(json!({"metadata": {"name": "a"}}))).unwrap();
+        let b = s.commit(&key("a"), Some(a.rv), Write::Put(json!({"metadata": {"name": "a"}}))).unwrap();
         assert!(b.rv > a.rv);
         assert_eq!(object_rv(&s.get(&key("a")).unwrap()), b.rv);
     }
@@ -370,19 +301,10 @@ mod tests {
     #[test]
     fn stale_compare_and_swap_is_refused() {
         let s = Store::new(10, Box::new(NullBackend));
-        let a = s
-            .commit(&key("a"), None, Write::Put(json!({"metadata": {}})))
-            .unwrap();
-        s.commit(&key("a"), Some(a.rv), Write::Put(json!({"metadata": {}})))
-            .unwrap();
-        assert!(matches!(
-            s.commit(&key("a"), Some(a.rv), Write::Delete),
-            Err(StoreError::Conflict { .. })
-        ));
-        assert_eq!(
-            s.commit(&key("a"), None, Write::Delete).unwrap_err(),
-            StoreError::AlreadyExists
-        );
+        let a = s.commit(&key("a"), None, Write::Put(json!({"metadata": {}}))).unwrap();
+        s.commit(&key("a"), Some(a.rv), Write::Put(json!({"metadata": {}}))).unwrap();
+        assert!(matches!(s.commit(&key("a"), Some(a.rv), Write::Delete), Err(StoreError::Conflict { .. })));
+        assert_eq!(s.commit(&key("a"), None, Write::Delete).unwrap_err(), StoreError::AlreadyExists);
     }
 
     struct Refusing;
@@ -396,9 +318,7 @@ mod tests {
     #[test]
     fn a_write_the_backend_refuses_is_not_applied() {
         let s = Store::new(10, Box::new(Refusing));
-        let err = s
-            .commit(&key("a"), None, Write::Put(json!({"metadata": {}})))
-            .unwrap_err();
+        let err = s.commit(&key("a"), None, Write::Put(json!({"metadata": {}}))).unwrap_err();
         assert_eq!(err, StoreError::Persist("disk full".into()));
         assert!(s.get(&key("a")).is_none());
         assert_eq!(s.current_rv(), 0);
@@ -409,8 +329,7 @@ mod tests {
     fn events_older_than_the_window_are_expired() {
         let s = Store::new(2, Box::new(NullBackend));
         for n in ["a", "b", "c", "d"] {
-            s.commit(&key(n), None, Write::Put(json!({"metadata": {}})))
-                .unwrap();
+            s.commit(&key(n), None, Write::Put(json!({"metadata": {}}))).unwrap();
         }
         assert!(s.events_since(&key("a").gr, 1).is_err());
         assert_eq!(s.events_since(&key("a").gr, 2).unwrap().0.len(), 2);

@@ -40,10 +40,7 @@ where
 async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while !check() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -52,33 +49,20 @@ async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
 async fn a_reflector_sees_every_change_despite_dropped_and_expired_watches() {
     let server = ApiServer::new();
     server.faults().set_seed(1);
-    let drops = inject(
-        server.faults(),
-        "drop-watch:every=150ms,resource=configmaps",
-    );
-    let expiries = inject(
-        server.faults(),
-        "expire-watch:share=0.5,resource=configmaps",
-    );
+    let drops = inject(server.faults(), "drop-watch:every=150ms,resource=configmaps");
+    let expiries = inject(server.faults(), "expire-watch:share=0.5,resource=configmaps");
     let cms: Api<ConfigMap> = Api::namespaced(server.kube_client(), "default");
     let (reader, writer) = reflector::store::<ConfigMap>();
-    let stream = reflector::reflector(
-        writer,
-        watcher(cms.clone(), watcher::Config::default()).default_backoff(),
-    );
+    let stream = reflector::reflector(writer, watcher(cms.clone(), watcher::Config::default()).default_backoff());
     let task = tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
         while stream.next().await.is_some() {}
     });
     reader.wait_until_ready().await.unwrap();
     for i in 0..40 {
-        cms.create(&PostParams::default(), &cm(&format!("cm-{i}"), "v1"))
-            .await
-            .unwrap();
+        cms.create(&PostParams::default(), &cm(&format!("cm-{i}"), "v1")).await.unwrap();
         if i % 4 == 3 {
-            cms.delete(&format!("cm-{}", i - 1), &DeleteParams::default())
-                .await
-                .unwrap();
+            cms.delete(&format!("cm-{}", i - 1), &DeleteParams::default()).await.unwrap();
             cms.replace(&format!("cm-{i}"), &PostParams::default(), &{
                 let mut c = cms.get(&format!("cm-{i}")).await.unwrap();
                 c.data = Some([("v".to_string(), "v2".to_string())].into());
@@ -90,30 +74,13 @@ async fn a_reflector_sees_every_change_despite_dropped_and_expired_watches() {
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
     // Keep the watch busy until both faults have fired a few times.
-    eventually("several drops and expiries", || {
-        server.faults().injected(drops) >= 3 && server.faults().injected(expiries) >= 1
-    })
-    .await;
-    let want: Vec<(String, String)> = cms
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .map(|c| (c.metadata.name.unwrap(), c.data.unwrap()["v"].clone()))
-        .collect();
+    eventually("several drops and expiries", || server.faults().injected(drops) >= 3 && server.faults().injected(expiries) >= 1).await;
+    let want: Vec<(String, String)> =
+        cms.list(&ListParams::default()).await.unwrap().items.into_iter().map(|c| (c.metadata.name.unwrap(), c.data.unwrap()["v"].clone())).collect();
     assert_eq!(want.len(), 30, "40 created, 10 deleted");
     eventually("the reflector's store to equal the server's state", || {
-        let mut have: Vec<(String, String)> = reader
-            .state()
-            .iter()
-            .map(|c| {
-                (
-                    c.metadata.name.clone().unwrap(),
-                    c.data.clone().unwrap()["v"].clone(),
-                )
-            })
-            .collect();
+        let mut have: Vec<(String, String)> =
+            reader.state().iter().map(|c| (c.metadata.name.clone().unwrap(), c.data.clone().unwrap()["v"].clone())).collect();
         have.sort();
         let mut want = want.clone();
         want.sort();
@@ -148,32 +115,19 @@ async fn converge_under_conflicts_and_errors(seed: u64) -> (u64, u64) {
         })
         .await;
     }
-    let (c, e) = (
-        server.faults().injected(conflicts),
-        server.faults().injected(errors),
-    );
+    let (c, e) = (server.faults().injected(conflicts), server.faults().injected(errors));
     server.faults().clear_all();
     let items = cms.list(&ListParams::default()).await.unwrap().items;
     assert_eq!(items.len(), 20);
-    assert!(
-        items.iter().all(|c| c.data.as_ref().unwrap()["v"] == "v2"),
-        "every update landed"
-    );
+    assert!(items.iter().all(|c| c.data.as_ref().unwrap()["v"] == "v2"), "every update landed");
     (c, e)
 }
 
 #[tokio::test]
 async fn writers_retrying_injected_conflicts_and_errors_converge_reproducibly() {
     let (conflicts, errors) = converge_under_conflicts_and_errors(42).await;
-    assert!(
-        conflicts > 0 && errors > 0,
-        "faults fired: {conflicts} conflicts, {errors} errors"
-    );
-    assert_eq!(
-        converge_under_conflicts_and_errors(42).await,
-        (conflicts, errors),
-        "same seed, same faults"
-    );
+    assert!(conflicts > 0 && errors > 0, "faults fired: {conflicts} conflicts, {errors} errors");
+    assert_eq!(converge_under_conflicts_and_errors(42).await, (conflicts, errors), "same seed, same faults");
 }
 
 #[tokio::test(start_paused = true)]
@@ -182,14 +136,9 @@ async fn latency_applies_only_to_its_verb_and_resource() {
     let slow = inject(server.faults(), "latency:2s,verb=list,resource=configmaps");
     let cms: Api<ConfigMap> = Api::namespaced(server.kube_client(), "default");
     let start = tokio::time::Instant::now();
-    cms.create(&PostParams::default(), &cm("a", "1"))
-        .await
-        .unwrap();
+    cms.create(&PostParams::default(), &cm("a", "1")).await.unwrap();
     cms.get("a").await.unwrap();
-    assert!(
-        start.elapsed() < Duration::from_secs(1),
-        "get and create are not delayed"
-    );
+    assert!(start.elapsed() < Duration::from_secs(1), "get and create are not delayed");
     let start = tokio::time::Instant::now();
     cms.list(&ListParams::default()).await.unwrap();
     assert!(start.elapsed() >= Duration::from_secs(2));
@@ -204,57 +153,21 @@ async fn the_debug_endpoint_adds_lists_counts_and_clears_rules() {
         "POST",
         "/debug/faults",
         "text/plain",
-        Some(Value::String(
-            "latency:1ms,resource=secrets;500:count=1,resource=configmaps".into(),
-        )),
+        Some(Value::String("latency:1ms,resource=secrets;500:count=1,resource=configmaps".into())),
     )
     .await;
     assert_eq!(code, 201, "{body}");
     assert_eq!(body["rules"].as_array().unwrap().len(), 2);
-    let (code, body) = common::post(
-        &server,
-        "/debug/faults",
-        json!({"seed": 9, "spec": "409:verb=update,resource=pods"}),
-    )
-    .await;
+    let (code, body) = common::post(&server, "/debug/faults", json!({"seed": 9, "spec": "409:verb=update,resource=pods"})).await;
     assert_eq!(code, 201, "{body}");
     assert_eq!(body["seed"], 9);
-    let (code, body) = common::call(
-        &server,
-        "POST",
-        "/debug/faults",
-        "text/plain",
-        Some(Value::String("418:share=0.1".into())),
-    )
-    .await;
+    let (code, body) = common::call(&server, "POST", "/debug/faults", "text/plain", Some(Value::String("418:share=0.1".into()))).await;
     assert_eq!(code, 400);
-    assert!(
-        body["message"]
-            .as_str()
-            .unwrap()
-            .contains("unknown kind `418`"),
-        "{body}"
-    );
+    assert!(body["message"].as_str().unwrap().contains("unknown kind `418`"), "{body}");
 
-    assert_eq!(
-        common::get(&server, "/api/v1/namespaces/default/configmaps")
-            .await
-            .0,
-        500
-    );
-    assert_eq!(
-        common::get(&server, "/api/v1/namespaces/default/configmaps")
-            .await
-            .0,
-        200,
-        "count=1 is spent"
-    );
-    assert_eq!(
-        common::get(&server, "/api/v1/namespaces/default/secrets")
-            .await
-            .0,
-        200
-    );
+    assert_eq!(common::get(&server, "/api/v1/namespaces/default/configmaps").await.0, 500);
+    assert_eq!(common::get(&server, "/api/v1/namespaces/default/configmaps").await.0, 200, "count=1 is spent");
+    assert_eq!(common::get(&server, "/api/v1/namespaces/default/secrets").await.0, 200);
     let (_, body) = common::get(&server, "/debug/faults").await;
     let rules = body["rules"].as_array().unwrap();
     let by_kind = |k: &str| rules.iter().find(|r| r["kind"] == k).unwrap().clone();
@@ -267,10 +180,7 @@ async fn the_debug_endpoint_adds_lists_counts_and_clears_rules() {
     let id = by_kind("409")["id"].as_u64().unwrap();
     let (code, body) = common::delete(&server, &format!("/debug/faults/{id}"), None).await;
     assert_eq!((code, body["rules"].as_array().unwrap().len()), (200, 2));
-    assert_eq!(
-        common::delete(&server, "/debug/faults/999", None).await.0,
-        404
-    );
+    assert_eq!(common::delete(&server, "/debug/faults/999", None).await.0, 404);
     let (code, body) = common::delete(&server, "/debug/faults", None).await;
     assert_eq!((code, body["rules"].as_array().unwrap().len()), (200, 0));
 }
@@ -294,31 +204,14 @@ async fn kubectl_raw_reads_adds_and_clears_faults() {
             .env("HOME", dir.path())
             .output()
             .expect("kubectl runs");
-        assert!(
-            out.status.success(),
-            "kubectl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
         serde_json::from_slice::<Value>(&out.stdout).unwrap_or(Value::Null)
     };
-    let added = tokio::task::block_in_place(|| {
-        kubectl(&[
-            "create",
-            "--raw",
-            "/debug/faults",
-            "-f",
-            spec.to_str().unwrap(),
-        ])
-    });
+    let added = tokio::task::block_in_place(|| kubectl(&["create", "--raw", "/debug/faults", "-f", spec.to_str().unwrap()]));
     assert_eq!(added["rules"][0]["spec"], "500:share=0.05", "{added}");
     let listed = tokio::task::block_in_place(|| kubectl(&["get", "--raw", "/debug/faults"]));
     assert_eq!(listed["rules"].as_array().unwrap().len(), 1);
     tokio::task::block_in_place(|| kubectl(&["delete", "--raw", "/debug/faults"]));
-    assert!(
-        server.faults().to_json()["rules"]
-            .as_array()
-            .unwrap()
-            .is_empty()
-    );
+    assert!(server.faults().to_json()["rules"].as_array().unwrap().is_empty());
     handle.shutdown().await;
 }

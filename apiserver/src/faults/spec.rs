@@ -42,9 +42,7 @@ pub enum SpecError {
     #[error("empty fault spec (expected e.g. `500:share=0.05` or `drop-watch:every=30s`)")]
     Empty,
     /// The part before `:` is not a known kind.
-    #[error(
-        "fault spec `{spec}`: unknown kind `{kind}` (expected 409, 429, 500, 503, 504, latency, drop-watch, expire-watch or close-watch)"
-    )]
+    #[error("fault spec `{spec}`: unknown kind `{kind}` (expected 409, 429, 500, 503, 504, latency, drop-watch, expire-watch or close-watch)")]
     UnknownKind {
         /// The whole spec.
         spec: String,
@@ -61,17 +59,7 @@ pub enum SpecError {
     },
 }
 
-const VERBS: &[&str] = &[
-    "get",
-    "list",
-    "watch",
-    "create",
-    "update",
-    "patch",
-    "delete",
-    "deletecollection",
-    "write",
-];
+const VERBS: &[&str] = &["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection", "write"];
 
 impl std::str::FromStr for FaultSpec {
     type Err = SpecError;
@@ -87,10 +75,7 @@ pub fn parse(text: &str) -> Result<FaultSpec, SpecError> {
     if text.is_empty() {
         return Err(SpecError::Empty);
     }
-    let bad = |problem: String| SpecError::BadParam {
-        spec: text.to_string(),
-        problem,
-    };
+    let bad = |problem: String| SpecError::BadParam { spec: text.to_string(), problem };
     let (kind, params) = text.split_once(':').unwrap_or((text, ""));
     let kind = kind.trim();
     let mut action = match kind {
@@ -102,10 +87,7 @@ pub fn parse(text: &str) -> Result<FaultSpec, SpecError> {
             .parse::<u16>()
             .ok()
             .and_then(FaultAction::error)
-            .ok_or_else(|| SpecError::UnknownKind {
-                spec: text.to_string(),
-                kind: kind.to_string(),
-            })?,
+            .ok_or_else(|| SpecError::UnknownKind { spec: text.to_string(), kind: kind.to_string() })?,
     };
     let mut fault = Fault::always(action.clone());
     match kind {
@@ -127,77 +109,43 @@ pub fn parse(text: &str) -> Result<FaultSpec, SpecError> {
                     .parse::<f64>()
                     .ok()
                     .filter(|s| (0.0..=1.0).contains(s))
-                    .ok_or_else(|| {
-                        bad(format!("share `{value}` is not a number between 0 and 1"))
-                    })?;
+                    .ok_or_else(|| bad(format!("share `{value}` is not a number between 0 and 1")))?;
             }
             "verb" => {
                 if !VERBS.contains(&value) {
-                    return Err(bad(format!(
-                        "verb `{value}` is not one of {}",
-                        VERBS.join(", ")
-                    )));
+                    return Err(bad(format!("verb `{value}` is not one of {}", VERBS.join(", "))));
                 }
                 fault.verb = Some(value.to_string());
             }
-            "group" => {
-                fault.group = Some(if value == "core" {
-                    String::new()
-                } else {
-                    value.to_string()
-                })
-            }
+            "group" => fault.group = Some(if value == "core" { String::new() } else { value.to_string() }),
             "resource" => fault.resource = Some(value.to_string()),
             "count" => {
-                let n = value
-                    .parse::<usize>()
-                    .ok()
-                    .filter(|n| *n > 0)
-                    .ok_or_else(|| bad(format!("count `{value}` is not a positive integer")))?;
+                let n = value.parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| bad(format!("count `{value}` is not a positive integer")))?;
                 fault.times = Some(n);
             }
-            "every" | "delay"
-                if (key, kind) == ("every", "drop-watch")
-                    || (key, kind) == ("delay", "latency") =>
-            {
+            "every" | "delay" if (key, kind) == ("every", "drop-watch") || (key, kind) == ("delay", "latency") => {
                 let d = crate::cluster::parse_duration(value)
                     .filter(|d| !d.is_zero() || kind == "latency")
-                    .ok_or_else(|| {
-                        bad(format!(
-                            "{key} `{value}` is not a duration (e.g. 50ms, 30s, 2m)"
-                        ))
-                    })?;
+                    .ok_or_else(|| bad(format!("{key} `{value}` is not a duration (e.g. 50ms, 30s, 2m)")))?;
                 duration = Some(d);
             }
             other => return Err(bad(format!("unknown parameter `{other}` for {kind}"))),
         }
     }
     match &mut action {
-        FaultAction::Latency(d) => {
-            *d = duration
-                .ok_or_else(|| bad("latency needs a duration, e.g. `latency:50ms`".into()))?
-        }
+        FaultAction::Latency(d) => *d = duration.ok_or_else(|| bad("latency needs a duration, e.g. `latency:50ms`".into()))?,
         FaultAction::DropWatchAfter(d) => {
-            *d = duration.ok_or_else(|| {
-                bad("drop-watch needs `every=DURATION`, e.g. `drop-watch:every=30s`".into())
-            })?
+            *d = duration.ok_or_else(|| bad("drop-watch needs `every=DURATION`, e.g. `drop-watch:every=30s`".into()))?
         }
         _ => {}
     }
     fault.action = action;
-    Ok(FaultSpec {
-        fault,
-        share,
-        text: text.to_string(),
-    })
+    Ok(FaultSpec { fault, share, text: text.to_string() })
 }
 
 /// Parse a `;`-separated list (empty entries are skipped).
 pub fn parse_list(text: &str) -> Result<Vec<FaultSpec>, SpecError> {
-    text.split(';')
-        .filter(|s| !s.trim().is_empty())
-        .map(parse)
-        .collect()
+    text.split(';').filter(|s| !s.trim().is_empty()).map(parse).collect()
 }
 
 /// `50ms`, `30s`, `1.5s` (how specs show durations).
@@ -218,36 +166,17 @@ mod tests {
     #[test]
     fn the_documented_examples_parse() {
         let s = parse("500:share=0.05").unwrap();
-        assert_eq!(
-            (
-                s.fault.action.kind().as_str(),
-                s.share,
-                s.fault.verb.as_deref()
-            ),
-            ("500", 0.05, None)
-        );
+        assert_eq!((s.fault.action.kind().as_str(), s.share, s.fault.verb.as_deref()), ("500", 0.05, None));
         let s = parse("409:share=0.1,verb=update").unwrap();
         assert_eq!((s.fault.verb.as_deref(), s.share), (Some("update"), 0.1));
         assert_eq!(parse("409").unwrap().fault.verb.as_deref(), Some("write"));
-        assert_eq!(
-            parse("drop-watch:every=30s").unwrap().fault.action,
-            FaultAction::DropWatchAfter(Duration::from_secs(30))
-        );
-        assert_eq!(
-            parse("expire-watch").unwrap().fault.action,
-            FaultAction::ExpireWatch
-        );
+        assert_eq!(parse("drop-watch:every=30s").unwrap().fault.action, FaultAction::DropWatchAfter(Duration::from_secs(30)));
+        assert_eq!(parse("expire-watch").unwrap().fault.action, FaultAction::ExpireWatch);
         let s = parse("latency:50ms,resource=pods").unwrap();
-        assert_eq!(
-            s.fault.action,
-            FaultAction::Latency(Duration::from_millis(50))
-        );
+        assert_eq!(s.fault.action, FaultAction::Latency(Duration::from_millis(50)));
         assert_eq!(s.fault.resource.as_deref(), Some("pods"));
         let s = parse("500:group=core,resource=configmaps,count=2").unwrap();
-        assert_eq!(
-            (s.fault.group.as_deref(), s.fault.times),
-            (Some(""), Some(2))
-        );
+        assert_eq!((s.fault.group.as_deref(), s.fault.times), (Some(""), Some(2)));
         assert_eq!(parse_list("500:share=0.5; ;latency:1s").unwrap().len(), 2);
     }
 

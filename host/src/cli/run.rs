@@ -56,7 +56,7 @@ pub struct Args {
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     shutdown_grace: Duration,
     #[command(flatten)]
-    embedded_args: super::embedded_args::EmbeddedArgs,
+    embedded_args: Box<super::embedded_args::EmbeddedArgs>,
 }
 
 pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
