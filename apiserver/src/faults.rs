@@ -261,9 +261,12 @@ impl Faults {
         id
     }
 
-    /// Remove a rule.
-    pub fn clear(&self, id: FaultId) {
-        self.inner.lock().unwrap().rules.retain(|r| r.id != id);
+    /// Remove a rule; `false` if there was none with this id.
+    pub fn clear(&self, id: FaultId) -> bool {
+        let mut inner = self.inner.lock().unwrap();
+        let before = inner.rules.len();
+        inner.rules.retain(|r| r.id != id);
+        inner.rules.len() != before
     }
 
     /// Remove every rule (and its counters).

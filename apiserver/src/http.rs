@@ -205,11 +205,9 @@ fn debug_faults(core: &Core, rest: &[&str], r: &Req<'_>) -> Result<Response<Body
         }
         (&Method::DELETE, [id]) => {
             let id: u64 = id.parse().map_err(|_| ApiError::bad_request(format!("fault id `{id}` is not a number")))?;
-            let known = faults.to_json()["rules"].as_array().is_some_and(|rs| rs.iter().any(|x| x["id"] == id));
-            if !known {
+            if !faults.clear(FaultId::from_raw(id)) {
                 return Err(ApiError::not_found("", "faults", &id.to_string()));
             }
-            faults.clear(FaultId::from_raw(id));
             Ok(json(200, &faults.to_json()))
         }
         (&Method::POST, []) => {
