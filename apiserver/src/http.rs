@@ -3,7 +3,7 @@
 //! [`crate::table`], and every error onto a `Status` body.
 
 use crate::discovery;
-use crate::faults::FaultAction;
+use crate::faults::{FaultAction, FaultId, RequestInfo};
 use crate::openapi;
 use crate::patch::PatchType;
 use crate::resources::Resource;
@@ -82,10 +82,8 @@ impl Req<'_> {
     }
 
     fn list_options(&self, res: &Resource) -> Result<ListOptions> {
-        let labels = LabelSelector::parse(self.q("labelSelector").unwrap_or_default())
-            .map_err(|e| ApiError::bad_request(e.to_string()))?;
-        let fields = FieldSelector::parse(self.q("fieldSelector").unwrap_or_default())
-            .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        let labels = LabelSelector::parse(self.q("labelSelector").unwrap_or_default()).map_err(|e| ApiError::bad_request(e.to_string()))?;
+        let fields = FieldSelector::parse(self.q("fieldSelector").unwrap_or_default()).map_err(|e| ApiError::bad_request(e.to_string()))?;
         let supported = supported_fields(&res.group, &res.plural);
         if !res.custom {
             if let Some(f) = fields.fields().find(|f| !supported.contains(f)) {
@@ -119,8 +117,7 @@ impl Req<'_> {
         if self.content_type.contains("yaml") {
             serde_yaml::from_slice(self.body).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))
         } else {
-            serde_json::from_slice(self.body)
-                .map_err(|e| ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}")))
+            serde_json::from_slice(self.body).map_err(|e| ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}")))
         }
     }
 
@@ -182,7 +179,10 @@ pub async fn handle(core: Arc<Core>, req: Request<Bytes>, server_address: &str) 
         ["apis", g, v] if get => discovery::resource_list(&core.registry, g, v).map(|v| json(200, &v)).ok_or_else(ApiError::no_route),
         ["openapi", "v3"] if get => Ok(json(200, &openapi::root(&core.registry))),
         ["openapi", "v3", "api", v] if get => openapi::group_version_doc(&core.registry, "", v).map(|d| json(200, &d)).ok_or_else(ApiError::no_route),
-        ["openapi", "v3", "apis", g, v] if get => openapi::group_version_doc(&core.registry, g, v).map(|d| json(200, &d)).ok_or_else(ApiError::no_route),
+        ["openapi", "v3", "apis", g, v] if get => {
+            openapi::group_version_doc(&core.registry, g, v).map(|d| json(200, &d)).ok_or_else(ApiError::no_route)
+        }
+        ["debug", "faults", rest @ ..] => debug_faults(&core, rest, &r),
         ["api", "v1", rest @ ..] => resource(&core, "", "v1", rest, &r).await,
         ["apis", g, v, rest @ ..] => resource(&core, g, v, rest, &r).await,
         _ => Err(ApiError::no_route()),
@@ -192,6 +192,56 @@ pub async fn handle(core: Arc<Core>, req: Request<Bytes>, server_address: &str) 
     resp
 }
 
+/// `/debug/faults`: GET lists the rules and their counters, POST adds rules (a spec, `;`- or
+/// newline-separated specs, or JSON `{"spec": ..}` / `{"specs": [..]}`, optionally with
+/// `"seed"`), DELETE clears them all (or one: `/debug/faults/ID`).
+fn debug_faults(core: &Core, rest: &[&str], r: &Req<'_>) -> Result<Response<Body>> {
+    let faults = &core.faults;
+    match (r.method, rest) {
+        (&Method::GET, []) => Ok(json(200, &faults.to_json())),
+        (&Method::DELETE, []) => {
+            faults.clear_all();
+            Ok(json(200, &faults.to_json()))
+        }
+        (&Method::DELETE, [id]) => {
+            let id: u64 = id.parse().map_err(|_| ApiError::bad_request(format!("fault id `{id}` is not a number")))?;
+            if !faults.clear(FaultId::from_raw(id)) {
+                return Err(ApiError::not_found("", "faults", &id.to_string()));
+            }
+            Ok(json(200, &faults.to_json()))
+        }
+        (&Method::POST, []) => {
+            let text = std::str::from_utf8(r.body).map_err(|_| ApiError::bad_request("fault specs must be UTF-8 text or JSON"))?;
+            let specs = if text.trim_start().starts_with('{') {
+                let v: Value = serde_json::from_str(text).map_err(|e| ApiError::bad_request(format!("fault request JSON: {e}")))?;
+                if let Some(seed) = v.get("seed") {
+                    faults.set_seed(seed.as_u64().ok_or_else(|| ApiError::bad_request("seed must be a non-negative integer"))?);
+                }
+                let list: Vec<&str> = match (v.get("spec"), v.get("specs")) {
+                    (Some(s), _) => vec![s.as_str().ok_or_else(|| ApiError::bad_request("spec must be a string"))?],
+                    (None, Some(Value::Array(a))) => {
+                        a.iter().map(|s| s.as_str().ok_or_else(|| ApiError::bad_request("specs must be strings"))).collect::<Result<_>>()?
+                    }
+                    _ if v.get("seed").is_some() => vec![],
+                    _ => {
+                        return Err(ApiError::bad_request(r#"expected {"spec": "500:share=0.05"}, {"specs": [..]} or {"seed": N}"#));
+                    }
+                };
+                list.join(";")
+            } else {
+                text.replace('\n', ";")
+            };
+            let parsed = crate::faults::parse_list(&specs).map_err(|e| ApiError::bad_request(e.to_string()))?;
+            for spec in &parsed {
+                faults.inject_spec(spec);
+            }
+            Ok(json(201, &faults.to_json()))
+        }
+        (m, []) => Err(ApiError::method_not_allowed(m.as_str())),
+        _ => Err(ApiError::no_route()),
+    }
+}
+
 /// Answer an access/identity review: the embedded server has no authentication or
 /// authorization, so every subject is an all-powerful admin and every request is allowed.
 fn review(res: &Resource, body: Value) -> Value {
@@ -199,13 +249,17 @@ fn review(res: &Resource, body: Value) -> Value {
     body["apiVersion"] = serde_json::json!(res.api_version());
     body["kind"] = serde_json::json!(res.kind);
     body["status"] = match res.kind.as_str() {
-        "SelfSubjectAccessReview" => serde_json::json!({"allowed": true, "reason": "the embedded API server authorizes every request"}),
+        "SelfSubjectAccessReview" => {
+            serde_json::json!({"allowed": true, "reason": "the embedded API server authorizes every request"})
+        }
         "SelfSubjectRulesReview" => serde_json::json!({
             "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
             "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
             "incomplete": false,
         }),
-        _ => serde_json::json!({"userInfo": {"username": "embedded-admin", "groups": ["system:masters", "system:authenticated"]}}),
+        _ => {
+            serde_json::json!({"userInfo": {"username": "embedded-admin", "groups": ["system:masters", "system:authenticated"]}})
+        }
     };
     body
 }
@@ -278,9 +332,13 @@ async fn resource(core: &Arc<Core>, group: &str, version: &str, rest: &[&str], r
         (&Method::DELETE, Some(_)) => "delete",
         _ => "",
     };
-    let mut close_watch = false;
-    match core.faults.take(verb, &res.group, &res.plural) {
-        None => {}
+    let resuming = verb == "watch" && !matches!(r.q("resourceVersion"), None | Some("") | Some("0"));
+    let decision = core.faults.decide(&RequestInfo { verb, group: &res.group, resource: &res.plural, resuming });
+    if !decision.latency.is_zero() {
+        tokio::time::sleep(decision.latency).await;
+    }
+    match decision.action {
+        None | Some(FaultAction::Latency(_)) | Some(FaultAction::DropWatchAfter(_)) => {}
         Some(FaultAction::Error { code, reason, message }) => {
             let mut e = ApiError::internal("");
             e.code = code;
@@ -288,28 +346,36 @@ async fn resource(core: &Arc<Core>, group: &str, version: &str, rest: &[&str], r
             e.message = message;
             return Err(e);
         }
-        Some(FaultAction::Latency(d)) => tokio::time::sleep(d).await,
         Some(FaultAction::ExpireWatch) if verb == "watch" => {
-            let e = ApiError::expired("too old resource version: injected fault");
+            let rv = r.q("resourceVersion").unwrap_or_default();
+            let e = ApiError::expired(format!("too old resource version: {rv} ({}) (injected fault)", core.store.current_rv()));
             let line = format!("{}\n", serde_json::json!({"type": "ERROR", "object": e.to_status()}));
             return Ok(full(StatusCode::OK, "application/json", line.into_bytes()));
         }
         Some(FaultAction::ExpireWatch) => return Err(ApiError::expired("injected fault")),
-        Some(FaultAction::CloseWatch) => close_watch = verb == "watch",
-    }
-    if close_watch {
-        return Ok(full(StatusCode::OK, "application/json", vec![]));
+        Some(FaultAction::CloseWatch) => {
+            return Ok(full(StatusCode::OK, "application/json", vec![]));
+        }
     }
     if let Some(storage) = core.storage_of(&res) {
         // A view over another resource's storage: convert bodies in, results out.
         let to_storage = |v: Value| crate::convert::event_to_core(v);
         let view = |v: Value| core.present(&res, v);
         match (&method, t.name) {
-            (&Method::POST, None) => return Ok(json(201, &view(core.create(&storage, ns, to_storage(r.body_json()?), &r.write_options())?))),
-            (&Method::PUT, Some(name)) => return Ok(json(200, &view(core.update(&storage, ns, name, to_storage(r.body_json()?), Sub::Main, &r.write_options())?))),
+            (&Method::POST, None) => {
+                return Ok(json(201, &view(core.create(&storage, ns, to_storage(r.body_json()?), &r.write_options())?)));
+            }
+            (&Method::PUT, Some(name)) => {
+                return Ok(json(200, &view(core.update(&storage, ns, name, to_storage(r.body_json()?), Sub::Main, &r.write_options())?)));
+            }
             (&Method::PATCH, Some(name)) => {
                 let ptype = PatchType::from_content_type(&r.content_type).ok_or_else(|| {
-                    ApiError::unsupported_media_type(&["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml", "application/strategic-merge-patch+json"])
+                    ApiError::unsupported_media_type(&[
+                        "application/json-patch+json",
+                        "application/merge-patch+json",
+                        "application/apply-patch+yaml",
+                        "application/strategic-merge-patch+json",
+                    ])
                 })?;
                 let mut opts = r.write_options();
                 if ptype == PatchType::Apply && r.q("fieldManager").is_none_or(str::is_empty) {
@@ -330,18 +396,24 @@ async fn resource(core: &Arc<Core>, group: &str, version: &str, rest: &[&str], r
         (Method::GET, None) => {
             let lo = r.list_options(&res)?;
             if r.flag("watch") {
-                return watch_response(core, res, t.namespace, lo, r);
+                return watch_response(core, res, t.namespace, lo, r, decision.drop_watch);
             }
             let list = core.list(&res, t.namespace, &lo)?;
             if r.wants_table() {
                 let items = list["items"].as_array().cloned().unwrap_or_default();
-                return Ok(json(200, &table::to_table(&res, &items, list["metadata"].clone(), r.q("includeObject").unwrap_or("Metadata"), core.config.clock.now())));
+                return Ok(json(
+                    200,
+                    &table::to_table(&res, &items, list["metadata"].clone(), r.q("includeObject").unwrap_or("Metadata"), core.config.clock.now()),
+                ));
             }
             if r.wants_metadata() {
                 let items: Vec<Value> = list["items"].as_array().cloned().unwrap_or_default().iter().map(partial_metadata).collect();
-                return Ok(json(200, &serde_json::json!({
-                    "kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": list["metadata"], "items": items,
-                })));
+                return Ok(json(
+                    200,
+                    &serde_json::json!({
+                        "kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": list["metadata"], "items": items,
+                    }),
+                ));
             }
             Ok(json(200, &list))
         }
@@ -374,7 +446,12 @@ async fn resource(core: &Arc<Core>, group: &str, version: &str, rest: &[&str], r
             let accepted: &[&str] = if res.custom {
                 &["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"]
             } else {
-                &["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml", "application/strategic-merge-patch+json"]
+                &[
+                    "application/json-patch+json",
+                    "application/merge-patch+json",
+                    "application/apply-patch+yaml",
+                    "application/strategic-merge-patch+json",
+                ]
             };
             let ptype = PatchType::from_content_type(&r.content_type).ok_or_else(|| ApiError::unsupported_media_type(accepted))?;
             if sub == Sub::Scale {
@@ -398,7 +475,14 @@ async fn resource(core: &Arc<Core>, group: &str, version: &str, rest: &[&str], r
     }
 }
 
-fn watch_response(core: &Arc<Core>, res: Resource, ns: Option<&str>, lo: ListOptions, r: &Req<'_>) -> Result<Response<Body>> {
+fn watch_response(
+    core: &Arc<Core>,
+    res: Resource,
+    ns: Option<&str>,
+    lo: ListOptions,
+    r: &Req<'_>,
+    drop: Option<(FaultId, Duration)>,
+) -> Result<Response<Body>> {
     let params = WatchParams {
         resource_version: r.q("resourceVersion").unwrap_or_default().to_string(),
         send_initial_events: r.flag("sendInitialEvents"),
@@ -411,13 +495,31 @@ fn watch_response(core: &Arc<Core>, res: Resource, ns: Option<&str>, lo: ListOpt
         metadata_only: r.wants_metadata(),
     };
     if params.send_initial_events && r.q("resourceVersionMatch") != Some("NotOlderThan") {
-        return Err(ApiError::invalid("meta.k8s.io", "ListOptions", "", vec![crate::status::Cause::new(
-            "FieldValueForbidden",
-            "Forbidden: sendInitialEvents is forbidden for watch unless resourceVersionMatch is set to NotOlderThan",
-            "sendInitialEvents",
-        )]));
+        return Err(ApiError::invalid(
+            "meta.k8s.io",
+            "ListOptions",
+            "",
+            vec![crate::status::Cause::new(
+                "FieldValueForbidden",
+                "Forbidden: sendInitialEvents is forbidden for watch unless resourceVersionMatch is set to NotOlderThan",
+                "sendInitialEvents",
+            )],
+        ));
     }
     let stream = watch::watch(core.clone(), res, params)?;
+    // An injected drop ends the stream after a while, as a load balancer or a restarting
+    // apiserver would; counted only when it happens (not when the watch ended first).
+    let faults = core.faults.clone();
+    let dropped = async move {
+        match drop {
+            Some((id, after)) => {
+                tokio::time::sleep(after).await;
+                faults.count(id);
+            }
+            None => std::future::pending().await,
+        }
+    };
+    let stream = stream.take_until(Box::pin(dropped));
     let body = StreamBody::new(stream.map(|b| Ok::<_, Infallible>(http_body::Frame::data(b))));
     let mut resp = Response::new(BodyExt::boxed_unsync(body));
     resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));

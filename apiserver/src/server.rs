@@ -3,8 +3,8 @@
 //! localhost ([`ApiServer::serve`] → [`ServerHandle`]).
 
 use crate::admission::Admission;
-use crate::http::{Body, handle};
 use crate::config::Config;
+use crate::http::{Body, handle};
 use crate::rest::Core;
 use crate::store::{Backend, NullBackend, Store};
 use bytes::Bytes;
@@ -70,6 +70,13 @@ impl ApiServer {
         let core = Arc::new(Core::new(store, config, Admission::default()));
         core.bootstrap();
         ApiServer { core }
+    }
+
+    /// A server whose store lives in `dir` (see [`crate::persist`]): loads what is there
+    /// (failing with a clear error for a damaged file) and persists every write before
+    /// acknowledging it.
+    pub fn with_data_dir(config: Config, dir: impl AsRef<std::path::Path>) -> Result<Self, crate::persist::PersistError> {
+        Ok(Self::with_backend(config, Box::new(crate::persist::RedbBackend::open(dir)?)))
     }
 
     /// The admission hook registry.
@@ -224,7 +231,8 @@ where
                 Ok(c) => c.to_bytes(),
                 Err(e) => {
                     let err = crate::status::ApiError::bad_request(format!("reading request body: {e}"));
-                    let mut r = Response::new(http_body_util::Full::new(Bytes::from(serde_json::to_vec(&err.to_status()).expect("json"))).boxed_unsync());
+                    let mut r =
+                        Response::new(http_body_util::Full::new(Bytes::from(serde_json::to_vec(&err.to_status()).expect("json"))).boxed_unsync());
                     *r.status_mut() = http::StatusCode::BAD_REQUEST;
                     return Ok(r);
                 }

@@ -88,13 +88,23 @@ pub enum StoreError {
         /// What is there now.
         found: u64,
     },
+    /// The backend could not persist the change; nothing was committed.
+    #[error("the change could not be persisted: {0}")]
+    Persist(String),
 }
 
-/// Persistence hook (another issue adds redb/SQLite): sees every event in commit order and may
-/// seed objects at start.
+/// A backend's failure to persist an event.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BackendError(pub String);
+
+/// Persistence hook ([`crate::persist::RedbBackend`] keeps a data directory): sees every event
+/// in commit order and may seed objects at start.
 pub trait Backend: Send + Sync + 'static {
-    /// Called under the store lock for every committed event, in order.
-    fn record(&self, event: &Event);
+    /// Called under the store lock for every event, in order, *before* the store applies it: an
+    /// `Ok` means the event is durable; an error refuses the commit (the caller answers 500) and
+    /// leaves the store unchanged.
+    fn record(&self, event: &Event) -> Result<(), BackendError>;
     /// Objects to load at start, with the resourceVersion to continue from.
     fn load(&self) -> (Vec<(ObjectKey, Value)>, u64) {
         (vec![], 0)
@@ -106,7 +116,9 @@ pub trait Backend: Send + Sync + 'static {
 pub struct NullBackend;
 
 impl Backend for NullBackend {
-    fn record(&self, _event: &Event) {}
+    fn record(&self, _event: &Event) -> Result<(), BackendError> {
+        Ok(())
+    }
 }
 
 struct State {
@@ -182,25 +194,37 @@ impl Store {
         match (expected, current) {
             (None, Some(_)) => return Err(StoreError::AlreadyExists),
             (Some(_), None) => return Err(StoreError::NotFound),
-            (Some(e), Some(c)) if e != c => return Err(StoreError::Conflict { expected: e, found: c }),
+            (Some(e), Some(c)) if e != c => {
+                return Err(StoreError::Conflict { expected: e, found: c });
+            }
             _ => {}
         }
-        st.rv += 1;
-        let rv = st.rv;
+        let rv = st.rv + 1;
+        // Build the event without touching the state, persist it, then apply it: a refused
+        // write leaves memory and disk as they were.
         let event = match write {
             Write::Put(mut obj) => {
                 set_rv(&mut obj, rv);
                 let kind = if current.is_some() { EventType::Modified } else { EventType::Added };
-                let prev = st.objects.insert(key.clone(), obj.clone()).map(Arc::new);
+                let prev = st.objects.get(key).cloned().map(Arc::new);
                 Event { rv, kind, key: key.clone(), object: Arc::new(obj), prev }
             }
             Write::Delete => {
-                let mut obj = st.objects.remove(key).expect("checked above");
+                let mut obj = st.objects.get(key).cloned().expect("checked above");
                 set_rv(&mut obj, rv);
                 Event { rv, kind: EventType::Deleted, key: key.clone(), object: Arc::new(obj), prev: None }
             }
         };
-        self.backend.record(&event);
+        self.backend.record(&event).map_err(|e| StoreError::Persist(e.0))?;
+        st.rv = rv;
+        match event.kind {
+            EventType::Deleted => {
+                st.objects.remove(key);
+            }
+            _ => {
+                st.objects.insert(key.clone(), (*event.object).clone());
+            }
+        }
         st.events.push_back(event.clone());
         while st.events.len() > self.window {
             let old = st.events.pop_front().expect("non-empty");
@@ -281,6 +305,24 @@ mod tests {
         s.commit(&key("a"), Some(a.rv), Write::Put(json!({"metadata": {}}))).unwrap();
         assert!(matches!(s.commit(&key("a"), Some(a.rv), Write::Delete), Err(StoreError::Conflict { .. })));
         assert_eq!(s.commit(&key("a"), None, Write::Delete).unwrap_err(), StoreError::AlreadyExists);
+    }
+
+    struct Refusing;
+
+    impl Backend for Refusing {
+        fn record(&self, _event: &Event) -> Result<(), BackendError> {
+            Err(BackendError("disk full".into()))
+        }
+    }
+
+    #[test]
+    fn a_write_the_backend_refuses_is_not_applied() {
+        let s = Store::new(10, Box::new(Refusing));
+        let err = s.commit(&key("a"), None, Write::Put(json!({"metadata": {}}))).unwrap_err();
+        assert_eq!(err, StoreError::Persist("disk full".into()));
+        assert!(s.get(&key("a")).is_none());
+        assert_eq!(s.current_rv(), 0);
+        assert!(s.all_events_since(0).unwrap().is_empty());
     }
 
     #[test]

@@ -436,3 +436,40 @@ async fn namespace_deletion_waits_for_its_pods_grace_period_and_stopping_the_clu
     c.stop().await;
     assert_eq!(delete(&s, &format!("{PODS}/q"), None).await.0, 200, "no kubelet: deleted at once");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_chain_whose_root_was_deleted_while_the_collector_was_not_running_is_collected_at_start() {
+    let s = ApiServer::new();
+    let parent = cm(&s, "parent", &[]).await;
+    let child = cm(&s, "child", &[("block", &parent)]).await;
+    cm(&s, "grandchild", &[("block", &child)]).await;
+    let unrelated = cm(&s, "unrelated", &[]).await;
+    cm(&s, "kept", &[("", &unrelated)]).await;
+    assert_eq!(delete(&s, &cm_uri("parent"), None).await.0, 200);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(exists(&s, &cm_uri("child")).await && exists(&s, &cm_uri("grandchild")).await, "nothing collects without the cluster");
+    let _c = cluster::start(&s, gc_only());
+    eventually(10, "both levels below the gone root are deleted", || async {
+        !exists(&s, &cm_uri("child")).await && !exists(&s, &cm_uri("grandchild")).await
+    })
+    .await;
+    assert!(exists(&s, &cm_uri("kept")).await, "a dependent of a live owner stays");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_foreground_deletion_requested_while_the_collector_was_not_running_completes_at_start() {
+    let s = ApiServer::new();
+    let parent = cm(&s, "parent", &[]).await;
+    let child = cm(&s, "child", &[("block", &parent)]).await;
+    cm(&s, "grandchild", &[("block", &child)]).await;
+    let (code, _) = delete(&s, &cm_uri("parent"), Some(json!({"propagationPolicy": "Foreground"}))).await;
+    assert_eq!(code, 202);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (code, o) = get(&s, &cm_uri("parent")).await;
+    assert_eq!((code, o["metadata"]["finalizers"].clone()), (200, json!(["foregroundDeletion"])), "the owner waits for a collector");
+    let _c = cluster::start(&s, gc_only());
+    eventually(10, "the whole chain is gone, owner last", || async {
+        !exists(&s, &cm_uri("parent")).await && !exists(&s, &cm_uri("child")).await && !exists(&s, &cm_uri("grandchild")).await
+    })
+    .await;
+}

@@ -6,7 +6,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use apiserver::{ApiServer, Cause, ClusterConfig, ClusterHandle, Denial, ServerHandle};
+use apiserver::{ApiServer, Cause, ClusterConfig, ClusterHandle, Config, Denial, FaultSpec, PersistError, ServerHandle};
 use serde_json::Value;
 
 use crate::registry::Registry;
@@ -29,18 +29,55 @@ impl std::fmt::Debug for Embedded {
     }
 }
 
+/// How the embedded cluster is set up (`host run --embedded` flags).
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Persist the store here (`--data-dir`); `None`: in memory only.
+    pub data_dir: Option<PathBuf>,
+    /// Faults the API server injects from the start (`--fault`, `OPERATOR_HOST_FAULTS`).
+    pub faults: Vec<FaultSpec>,
+    /// Seed of share-based faults (`--fault-seed`).
+    pub fault_seed: u64,
+    /// The simulated cluster parts (`--sim-*`).
+    pub cluster: ClusterConfig,
+}
+
+/// Why the embedded cluster did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The data directory cannot be used (damaged file, in use, not writable).
+    #[error(transparent)]
+    DataDir(#[from] PersistError),
+    /// Binding the port or writing the kubeconfig failed.
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 /// Starts the server on `127.0.0.1:port` (0 = a free port) and writes the
 /// kubeconfig to `kubeconfig`.
-pub async fn start(port: u16, kubeconfig: &Path) -> std::io::Result<Embedded> {
-    start_with_clock(port, kubeconfig, std::sync::Arc::new(apiserver::SystemClock)).await
+pub async fn start(port: u16, kubeconfig: &Path, options: &Options) -> Result<Embedded, StartError> {
+    start_with_clock(port, kubeconfig, options, std::sync::Arc::new(apiserver::SystemClock)).await
 }
 
 /// [`start`] with the server stamping times from `clock` (the host's, for `--clock-speed`).
-pub async fn start_with_clock(port: u16, kubeconfig: &Path, clock: apiserver::clock::SharedClock) -> std::io::Result<Embedded> {
-    let server = ApiServer::with_config(apiserver::Config { clock, ..apiserver::Config::default() });
-    let handle = server.serve_on(SocketAddr::from(([127, 0, 0, 1], port))).await?;
-    handle.write_kubeconfig(kubeconfig)?;
-    let cluster = apiserver::cluster::start(&server, ClusterConfig::default());
+pub async fn start_with_clock(port: u16, kubeconfig: &Path, options: &Options, clock: apiserver::clock::SharedClock) -> Result<Embedded, StartError> {
+    let config = Config { clock, ..Config::default() };
+    let server = match &options.data_dir {
+        Some(dir) => ApiServer::with_data_dir(config, dir)?,
+        None => ApiServer::with_config(config),
+    };
+    server.faults().set_seed(options.fault_seed);
+    for fault in &options.faults {
+        server.faults().inject_spec(fault);
+    }
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let handle = server.serve_on(addr).await.map_err(|source| StartError::Io { what: format!("serving on {addr}"), source })?;
+    handle.write_kubeconfig(kubeconfig).map_err(|source| StartError::Io { what: format!("writing {}", kubeconfig.display()), source })?;
+    let cluster = apiserver::cluster::start(&server, options.cluster.clone());
     Ok(Embedded { server, handle, kubeconfig: kubeconfig.to_path_buf(), cluster })
 }
 

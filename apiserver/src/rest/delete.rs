@@ -68,6 +68,7 @@ impl Core {
                 }
                 match self.store.commit(&key, Some(object_rv(&old)), Write::Put(new)) {
                     Ok(ev) => return Ok(Deleted::Pending(self.present(res, (*ev.object).clone()))),
+                    Err(StoreError::Persist(e)) => return Err(persist_failed(e)),
                     Err(_) => continue,
                 }
             }
@@ -86,6 +87,7 @@ impl Core {
                 }
                 match self.store.commit(&key, Some(object_rv(&old)), Write::Put(new)) {
                     Ok(ev) => return Ok(Deleted::Pending(self.present(res, (*ev.object).clone()))),
+                    Err(StoreError::Persist(e)) => return Err(persist_failed(e)),
                     Err(_) => continue,
                 }
             }
@@ -103,6 +105,7 @@ impl Core {
                         success(Some(json!({"name": name, "group": res.group, "kind": res.plural, "uid": meta_str(&gone, "uid")})))
                     }));
                 }
+                Err(StoreError::Persist(e)) => return Err(persist_failed(e)),
                 Err(_) => continue,
             }
         }
@@ -136,6 +139,7 @@ impl Core {
             t["status"] = json!({"phase": "Terminating"});
             match self.store.commit(key, Some(object_rv(&old)), Write::Put(t)) {
                 Ok(ev) => (*ev.object).clone(),
+                Err(StoreError::Persist(e)) => return Err(persist_failed(e)),
                 Err(_) => return Err(ApiError::stale("", "namespaces", &name)),
             }
         };

@@ -128,6 +128,11 @@ pub struct Core {
 const GENERATE_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 const SYSTEM_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
 
+/// The answer to a write the persistence backend refused (nothing was committed).
+pub(crate) fn persist_failed(reason: String) -> ApiError {
+    ApiError::internal(format!("the change could not be persisted: {reason}"))
+}
+
 /// A random 5-character suffix from upstream's alphabet (no vowels, no confusable digits).
 pub fn random_suffix() -> String {
     use rand::Rng;
@@ -480,6 +485,7 @@ impl Core {
                 Err(StoreError::AlreadyExists) if !generate.is_empty() && attempt < 7 => {
                     meta(&mut obj).insert("name".into(), json!(format!("{generate}{}", random_suffix())));
                 }
+                Err(StoreError::Persist(e)) => return Err(persist_failed(e)),
                 Err(_) => return Err(ApiError::already_exists(&res.group, &res.plural, &name)),
             }
         }
@@ -663,6 +669,7 @@ impl Core {
             match self.commit_update(res, ns, &old, new, opts) {
                 Ok(v) => return Ok(v),
                 Err(StoreError::NotFound) => return Err(ApiError::not_found(&res.group, &res.plural, name)),
+                Err(StoreError::Persist(e)) => return Err(persist_failed(e)),
                 Err(_) if wanted_rv.is_some() => return Err(ApiError::stale(&res.group, &res.plural, name)),
                 Err(_) => continue,
             }

@@ -46,6 +46,7 @@ impl Core {
             match self.commit_update(res, ns, &old, new, opts) {
                 Ok(v) => return Ok(v),
                 Err(StoreError::NotFound) => return Err(ApiError::not_found(&res.group, &res.plural, name)),
+                Err(StoreError::Persist(e)) => return Err(persist_failed(e)),
                 Err(_) => continue,
             }
         }
@@ -99,6 +100,7 @@ impl Core {
                     });
                     match self.commit_update(res, ns, &old, new, opts) {
                         Ok(v) => return Ok(v),
+                        Err(StoreError::Persist(e)) => return Err(persist_failed(e)),
                         Err(StoreError::NotFound) => continue,
                         Err(_) => continue,
                     }
@@ -141,6 +143,7 @@ impl Core {
             match self.commit_update(storage, ns, &old, new, opts) {
                 Ok(v) => return Ok(self.present(view, v)),
                 Err(StoreError::NotFound) => return Err(ApiError::not_found(&view.group, &view.plural, name)),
+                Err(StoreError::Persist(e)) => return Err(persist_failed(e)),
                 Err(_) => continue,
             }
         }

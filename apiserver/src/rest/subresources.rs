@@ -70,6 +70,7 @@ impl Core {
             match self.commit_update(res, ns, &old, prepared, opts) {
                 Ok(_) => return Ok(success(None)),
                 Err(StoreError::NotFound) => return Err(ApiError::not_found(&res.group, &res.plural, name)),
+                Err(StoreError::Persist(e)) => return Err(persist_failed(e)),
                 Err(_) => continue,
             }
         }
@@ -126,6 +127,7 @@ impl Core {
             match self.commit_update(res, ns, &old, prepared, opts) {
                 Ok(v) => return Ok(scale_of(&v, &spec)),
                 Err(StoreError::NotFound) => return Err(ApiError::not_found(&res.group, &res.plural, name)),
+                Err(StoreError::Persist(e)) => return Err(persist_failed(e)),
                 Err(_) => continue,
             }
         }

@@ -5,6 +5,7 @@
 //! files); 3 the plugin reported an error of its own.
 
 mod generate;
+mod embedded_args;
 mod input;
 mod inspect;
 mod leader_args;

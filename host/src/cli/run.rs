@@ -91,6 +91,8 @@ pub struct Args {
     clock_speed: f64,
     #[command(flatten)]
     leader_election: LeaderElectionArgs,
+    #[command(flatten)]
+    embedded_args: Box<super::embedded_args::EmbeddedArgs>,
 }
 
 fn parse_clock_speed(text: &str) -> Result<f64, String> {
@@ -101,6 +103,9 @@ fn parse_clock_speed(text: &str) -> Result<f64, String> {
 }
 
 pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
+    if !args.embedded && !args.embedded_args.faults.is_empty() {
+        return Err(Failure::bad_input("--fault (or OPERATOR_HOST_FAULTS) needs --embedded: faults are injected by the embedded API server"));
+    }
     let metrics_addr: Option<SocketAddr> = match args.metrics_addr.as_str() {
         "0" | "" => None,
         a => Some(a.parse().map_err(|e| Failure::bad_input(format!("--metrics-addr {a}: {e}")))?),
@@ -155,7 +160,7 @@ async fn run_async(
         let path = args.kubeconfig_out.clone().unwrap_or_else(crate::embedded::default_kubeconfig_path);
         let server_clock = clock.clone();
         let server_clock: apiserver::clock::SharedClock = Arc::new(move || server_clock.now());
-        let e = crate::embedded::start_with_clock(args.embedded_port, &path, server_clock)
+        let e = crate::embedded::start_with_clock(args.embedded_port, &path, &args.embedded_args.options(), server_clock)
             .await
             .map_err(|e| Failure::bad_input(format!("embedded API server: {e}")))?;
         for (_, p) in &plugins {

@@ -1,0 +1,148 @@
+//! `host run --embedded` flags for the embedded cluster, as a user runs them: `--data-dir`
+//! (objects survive `kill -9` and a restart), `--fault` and `OPERATOR_HOST_FAULTS` (injected,
+//! visible and counted at `/debug/faults`), `--sim-nodes`; bad specs and damaged data files
+//! are refused with exit code 2 and a clear message.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use common::wasm;
+
+const WAIT: Duration = Duration::from_secs(120);
+
+fn host(cache: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_host"));
+    c.env("HOST_LOG", "warn").env_remove("OPERATOR_HOST_FAULTS").arg("--plugin-cache-dir").arg(cache);
+    c
+}
+
+struct Running {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Running {
+    fn start(mut cmd: Command) -> Running {
+        let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("spawn host");
+        let out = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let r = Running { child, lines: rx };
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let line = r.lines.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("the host prints its kubeconfig");
+            if line.starts_with("export KUBECONFIG=") {
+                return r;
+            }
+        }
+    }
+
+    /// SIGKILL: no shutdown path runs.
+    fn kill_9(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String) {
+    let out = Command::new("kubectl").arg("--kubeconfig").arg(kubeconfig).args(args).output().expect("run kubectl");
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr))
+}
+
+fn ok(kubeconfig: &Path, args: &[&str]) -> String {
+    let (success, out) = kubectl(kubeconfig, args);
+    assert!(success, "kubectl {args:?}: {out}");
+    out
+}
+
+fn run_args<'a>(kubeconfig: &'a Path, data: &'a Path) -> Vec<String> {
+    let hello = wasm("hello");
+    [
+        "run",
+        "--embedded",
+        "--metrics-addr",
+        "0",
+        "--plugin",
+        hello.to_str().unwrap(),
+        "--kubeconfig-out",
+        kubeconfig.to_str().unwrap(),
+        "--data-dir",
+        data.to_str().unwrap(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+#[test]
+fn data_dir_faults_and_nodes_flags_work_across_a_kill_9_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (kubeconfig, data, cache) = (dir.path().join("kubeconfig"), dir.path().join("data"), dir.path().join("cache"));
+
+    let mut cmd = host(&cache);
+    cmd.args(run_args(&kubeconfig, &data)).args(["--fault", "500:resource=secrets,verb=list", "--sim-nodes", "3", "--fault-seed", "7"]);
+    cmd.env("OPERATOR_HOST_FAULTS", "ignored-when-flags-are-given");
+    let running = Running::start(cmd);
+    assert_eq!(ok(&kubeconfig, &["get", "nodes", "-o", "name"]).lines().count(), 3, "--sim-nodes 3");
+    let (listed, out) = kubectl(&kubeconfig, &["get", "secrets"]);
+    assert!(!listed && out.contains("injected fault"), "the injected 500: {out}");
+    let faults: serde_json::Value = serde_json::from_str(&ok(&kubeconfig, &["get", "--raw", "/debug/faults"])).unwrap();
+    assert_eq!(faults["seed"], 7);
+    assert_eq!(faults["rules"][0]["spec"], "500:resource=secrets,verb=list");
+    assert!(faults["rules"][0]["injected"].as_u64().unwrap() >= 1, "{faults}");
+    ok(&kubeconfig, &["create", "configmap", "survivor", "--from-literal=k=v"]);
+    running.kill_9();
+
+    // Restart on the same directory, faults from the environment this time.
+    let mut cmd = host(&cache);
+    cmd.args(run_args(&kubeconfig, &data)).env("OPERATOR_HOST_FAULTS", "latency:1ms,resource=configmaps;409:share=0.5,verb=update,resource=secrets");
+    let running = Running::start(cmd);
+    assert_eq!(ok(&kubeconfig, &["get", "configmap", "survivor", "-o", "jsonpath={.data.k}"]), "v", "the acknowledged write survived kill -9");
+    assert_eq!(ok(&kubeconfig, &["get", "nodes", "-o", "name"]).lines().count(), 3, "the nodes were persisted too");
+    let faults: serde_json::Value = serde_json::from_str(&ok(&kubeconfig, &["get", "--raw", "/debug/faults"])).unwrap();
+    assert_eq!(faults["rules"].as_array().unwrap().len(), 2, "{faults}");
+    let (listed, out) = kubectl(&kubeconfig, &["get", "secrets"]);
+    assert!(listed, "the first run's 500 rule is not persisted: {out}");
+    drop(running);
+}
+
+fn refused(cmd: &mut Command) -> String {
+    let out = cmd.stdout(Stdio::null()).stderr(Stdio::piped()).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn bad_fault_specs_and_damaged_data_files_are_refused_with_exit_code_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let (kubeconfig, data, cache) = (dir.path().join("kubeconfig"), dir.path().join("data"), dir.path().join("cache"));
+    let err = refused(host(&cache).args(run_args(&kubeconfig, &data)).args(["--fault", "418:share=0.1"]));
+    assert!(err.contains("unknown kind `418`"), "{err}");
+    let err = refused(host(&cache).args(run_args(&kubeconfig, &data)).env("OPERATOR_HOST_FAULTS", "500:share=0.1;drop-watch"));
+    assert!(err.contains("drop-watch needs `every=DURATION`"), "{err}");
+    let err = refused(host(&cache).args(["run", "--plugin", wasm("hello").to_str().unwrap(), "--fault", "500"]));
+    assert!(err.contains("needs --embedded"), "{err}");
+
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(data.join("store.redb"), b"this is not a redb file").unwrap();
+    let err = refused(host(&cache).args(run_args(&kubeconfig, &data)));
+    assert!(err.contains("cannot open data file") && err.contains("store.redb"), "{err}");
+}
