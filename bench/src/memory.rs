@@ -20,7 +20,12 @@ pub struct Report {
     pub idle: Vec<(usize, f64)>,
     /// (plugins loaded, MiB) on an empty cluster: hello, + cronjob, + mydeployment.
     pub per_plugin: Vec<(String, f64)>,
+    /// Sizes left out because seeding them would not fit [`SEED_BUDGET`].
+    pub skipped: Vec<usize>,
 }
+
+/// The longest the seeding of one size may be expected to take.
+const SEED_BUDGET: Duration = Duration::from_secs(150);
 
 /// Half Pods, half Jobs (kinds the two plugins watch), owned by no parent,
 /// shaped like the fixtures', created in-process.
@@ -85,9 +90,25 @@ pub async fn run(profile: &Profile, paths: &Paths) -> anyhow::Result<Report> {
         cluster.stop().await;
     }
     let mut idle = Vec::new();
+    let mut skipped = Vec::new();
+    // Objects seeded per second so far, to skip a size whose seeding alone
+    // would take longer than the budget on a slow day.
+    let mut rate: Option<f64> = None;
     for objects in profile.memory_objects() {
+        if let Some(r) = rate
+            && objects as f64 / r > SEED_BUDGET.as_secs_f64()
+        {
+            eprintln!("bench: memory: skipping {objects} objects: seeding at {r:.0}/s would take over {SEED_BUDGET:?}");
+            skipped.push(objects);
+            continue;
+        }
         let cluster = Cluster::start().await?;
+        let t = std::time::Instant::now();
         seed(&cluster, objects).await?;
+        if objects > 0 {
+            rate = Some(objects as f64 / t.elapsed().as_secs_f64());
+            eprintln!("bench: memory: seeded {objects} objects in {:.1} s", t.elapsed().as_secs_f64());
+        }
         let mib = idle_rss(paths, &cluster, &shipped, cache.path()).await?;
         eprintln!("bench: memory idle with {objects} cached objects: {mib:.1} MiB");
         idle.push((objects, mib));
@@ -106,5 +127,5 @@ pub async fn run(profile: &Profile, paths: &Paths) -> anyhow::Result<Report> {
         per_plugin.push((label.to_string(), mib));
         cluster.stop().await;
     }
-    Ok(Report { idle, per_plugin })
+    Ok(Report { idle, per_plugin, skipped })
 }

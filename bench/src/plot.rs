@@ -103,7 +103,13 @@ impl Chart {
         let values = self.series.iter().flat_map(|(_, bars)| bars.iter().flat_map(|b| [Some(b.value), b.whisker.map(|w| w.1)]).flatten());
         let max = values.chain(self.goal.as_ref().map(|g| g.0)).fold(0.0f64, f64::max).max(1e-9) * 1.15;
         let min_log = self.series.iter().flat_map(|(_, b)| b.iter().map(|b| b.value)).filter(|v| *v > 0.0).fold(f64::MAX, f64::min).max(1e-3);
-        let (lo, hi) = if self.log { ((min_log / 2.0).log10().floor(), max.log10().ceil()) } else { (0.0, max) };
+        // Linear axes end on a round step (1, 2 or 5 × 10^k) so ticks read well.
+        let step = {
+            let raw = max / 5.0;
+            let mag = 10f64.powf(raw.log10().floor());
+            [1.0, 2.0, 5.0, 10.0].into_iter().map(|m| m * mag).find(|s| *s >= raw).unwrap_or(raw)
+        };
+        let (lo, hi) = if self.log { ((min_log / 2.0).log10().floor(), max.log10().ceil()) } else { (0.0, (max / step).ceil() * step) };
         let plot_h = (H as i32 - TOP - BOTTOM) as f64;
         let y_of = |v: f64| -> i32 {
             let t = if self.log { (v.max(10f64.powf(lo)).log10() - lo) / (hi - lo) } else { v / hi };
@@ -112,8 +118,11 @@ impl Chart {
         let plot_w = W as i32 - LEFT - RIGHT;
         let group_w = plot_w / self.groups.len().max(1) as i32;
         let bar_w = (group_w * 8 / 10) / self.series.len().max(1) as i32;
-        let ticks: Vec<f64> =
-            if self.log { (lo as i32..=hi as i32).map(|e| 10f64.powi(e)).collect() } else { (0..=5).map(|i| hi * i as f64 / 5.0).collect() };
+        let ticks: Vec<f64> = if self.log {
+            (lo as i32..=hi as i32).map(|e| 10f64.powi(e)).collect()
+        } else {
+            (0..=(hi / step).round() as i32).map(|i| step * i as f64).collect()
+        };
         let mut labels: Vec<(f32, f32, f32, String, RGBColor, bool)> = Vec::new();
         {
             let root = BitMapBackend::with_buffer(&mut buf, (W, H)).into_drawing_area();
@@ -319,7 +328,7 @@ mod tests {
         chart.render(&path).unwrap();
         let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&path).unwrap()));
         let mut reader = decoder.read_info().unwrap();
-        let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+        let mut buf = vec![0; reader.output_buffer_size()];
         let info = reader.next_frame(&mut buf).unwrap();
         assert_eq!((info.width, info.height), (W, H));
         // The title row has dark (text) pixels; the plot has the bar colour.

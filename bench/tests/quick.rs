@@ -29,7 +29,7 @@ fn a_quick_reconcile_run_reports_a_ratio_per_plugin_and_size() {
 #[test]
 fn a_quick_hook_run_compares_the_wasm_call_with_the_http_hook() {
     let stdout = bench(&["--quick", "hook"]);
-    let found = ratios(&stdout, "Wasm is");
+    let found = ratios(&stdout, "HTTP hook time / Wasm time");
     assert_eq!(found.len(), 4, "2 plugins × 2 sizes:\n{stdout}");
     assert!(found.iter().all(|r| r.is_finite() && *r > 0.0), "{found:?}");
 }
