@@ -30,7 +30,10 @@ impl Row {
     }
 }
 
-pub fn native_reconcile(kind: Kind) -> fn(&str, &[String], i64) -> Result<Vec<Action>, ReconcileError> {
+/// The plugin's text-in/text-out reconcile, compiled natively.
+pub type NativeReconcile = fn(&str, &[String], i64) -> Result<Vec<Action>, ReconcileError>;
+
+pub fn native_reconcile(kind: Kind) -> NativeReconcile {
     match kind {
         Kind::CronJob => operator_plugin_sdk::plugin::reconcile::<cronjob::CronJobPlugin>,
         Kind::MyDeployment => operator_plugin_sdk::plugin::reconcile::<mydeployment::MyDeploymentPlugin>,
