@@ -8,6 +8,8 @@
 //! - `test`: `setup`, `build`, then every test of the workspace.
 //! - `run`: `build`, then the host on the embedded cluster with the shipped
 //!   plugins (extra arguments go to `host run`).
+//! - `bench`: `build`, then the benchmarks (`bench all`), which write
+//!   docs/benchmarks.md and docs/benchmarks/*.png; `--quick` for a smoke run.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -32,8 +34,9 @@ fn main() -> ExitCode {
         Some("build") => setup().and_then(|()| build()),
         Some("test") => setup().and_then(|()| build()).and_then(|()| test(&args[1..])),
         Some("run") => setup().and_then(|()| build()).and_then(|()| run(&args[1..])),
+        Some("bench") => setup().and_then(|()| build()).and_then(|()| bench(&args[1..])),
         _ => {
-            eprintln!("usage: cargo xtask <setup|build|test|run> [args...]");
+            eprintln!("usage: cargo xtask <setup|build|test|run|bench> [args...]");
             return ExitCode::from(2);
         }
     };
@@ -154,5 +157,16 @@ fn run(extra: &[String]) -> Result {
     if !succeeds(host.to_str().unwrap_or("host"), &["--version"]) {
         return Err(format!("{} was not built", host.display()));
     }
+    status(c)
+}
+
+fn bench(extra: &[String]) -> Result {
+    let mut c = cargo();
+    c.args(["build", "--release", "-p", "bench"]);
+    status(c)?;
+    let mut c = Command::new(target_dir().join("release/bench"));
+    c.current_dir(root()).env("CARGO_TARGET_DIR", target_dir());
+    // `--quick` and the like go before the subcommand's own arguments.
+    c.args(extra).arg("all");
     status(c)
 }

@@ -19,6 +19,8 @@ pub mod cache;
 pub mod contract;
 mod error;
 mod limits;
+#[cfg(feature = "native-plugins")]
+mod native;
 mod plugin;
 mod stdio;
 mod wasi;
@@ -125,6 +127,14 @@ impl Sandbox {
     /// manifest is read (usually the file or ConfigMap key).
     pub fn load(&self, label: &str, bytes: &[u8]) -> Result<LoadedPlugin, LoadError> {
         plugin::load(&self.shared, label, bytes)
+    }
+
+    /// Wraps a plugin compiled into the host binary (feature
+    /// `native-plugins`, for benchmarks): the same logic as its Wasm build,
+    /// called directly, with no sandbox limits.
+    #[cfg(feature = "native-plugins")]
+    pub fn load_native<P: operator_plugin_sdk::Plugin>(&self) -> Result<LoadedPlugin, LoadError> {
+        plugin::native(&self.shared, native::NativeCalls::of::<P>(), P::manifest())
     }
 
     /// Loads a plugin from a file.

@@ -42,7 +42,16 @@ struct Inner {
     name: Arc<str>,
     manifest: Manifest,
     info: PluginInfo,
-    pre: PluginPre<CallState>,
+    code: Code,
+}
+
+/// What runs a call: a Wasm component (always), or, with the
+/// `native-plugins` feature, the same plugin logic linked into the host
+/// (for benchmarks against the sandbox; no isolation, no limits).
+enum Code {
+    Wasm(PluginPre<CallState>),
+    #[cfg(feature = "native-plugins")]
+    Native(super::native::NativeCalls),
 }
 
 pub(super) fn load(shared: &Arc<Shared>, label: &str, bytes: &[u8]) -> Result<LoadedPlugin, LoadError> {
@@ -97,7 +106,7 @@ pub(super) fn load(shared: &Arc<Shared>, label: &str, bytes: &[u8]) -> Result<Lo
     let pre = PluginPre::new(instance_pre).map_err(|e| LoadError::MissingExport { plugin: label.into(), exports: format!("{e:#}") })?;
     let info = PluginInfo { digest, size_bytes: bytes.len(), contract_version: found.to_string(), imports, exports, cache: outcome };
 
-    let mut loading = Inner { shared: shared.clone(), name: label.into(), manifest: placeholder_manifest(), info, pre };
+    let mut loading = Inner { shared: shared.clone(), name: label.into(), manifest: placeholder_manifest(), info, code: Code::Wasm(pre) };
     let manifest = loading
         .call("manifest", 0, |store, plugin| plugin.operator_plugin_controller().call_manifest(store))
         .map_err(|e| LoadError::ManifestCall { plugin: label.into(), source: Box::new(e) })?;
@@ -158,6 +167,24 @@ fn validate_manifest(m: &Manifest) -> Result<(), String> {
     Ok(())
 }
 
+/// Wraps a natively linked plugin so the controller and executor use it
+/// exactly as a Wasm one. Its manifest is checked as a Wasm plugin's is.
+#[cfg(feature = "native-plugins")]
+pub(super) fn native(shared: &Arc<Shared>, calls: super::native::NativeCalls, manifest: Manifest) -> Result<LoadedPlugin, LoadError> {
+    validate_manifest(&manifest).map_err(|detail| LoadError::Manifest { plugin: manifest.name.clone(), detail })?;
+    let info = PluginInfo {
+        digest: format!("native:{}@{}", manifest.name, manifest.version),
+        size_bytes: 0,
+        contract_version: contract::host_version().to_string(),
+        imports: vec![],
+        exports: vec![],
+        // Nothing was read from the precompiled cache: the code is in the host binary.
+        cache: CacheOutcome::Compiled,
+    };
+    let inner = Inner { shared: shared.clone(), name: manifest.name.as_str().into(), manifest, info, code: Code::Native(calls) };
+    Ok(LoadedPlugin { inner: Arc::new(inner) })
+}
+
 impl std::fmt::Debug for LoadedPlugin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LoadedPlugin")
@@ -184,6 +211,10 @@ impl LoadedPlugin {
     /// Runs `reconcile` on the calling thread. Use [`Self::reconcile`] from
     /// async code.
     pub fn reconcile_blocking(&self, parent: &str, children: &[String], now_ms: i64) -> Result<Vec<Action>, CallError> {
+        #[cfg(feature = "native-plugins")]
+        if let Code::Native(native) = &self.inner.code {
+            return (native.reconcile)(parent, children, now_ms).map_err(|error| CallError::Plugin { plugin: self.name().into(), error });
+        }
         let result = self
             .inner
             .call("reconcile", now_ms, |store, plugin| plugin.operator_plugin_controller().call_reconcile(store, parent, children, now_ms))?;
@@ -195,6 +226,10 @@ impl LoadedPlugin {
 
     /// Runs `validate` on the calling thread.
     pub fn validate_blocking(&self, object: &str, old: Option<&str>) -> Result<Vec<FieldError>, CallError> {
+        #[cfg(feature = "native-plugins")]
+        if let Code::Native(native) = &self.inner.code {
+            return Ok((native.validate)(object, old));
+        }
         let errors = self.inner.call("validate", 0, |store, plugin| plugin.operator_plugin_controller().call_validate(store, object, old))?;
         Ok(errors.into_iter().map(bindings::field_error).collect())
     }
@@ -202,14 +237,21 @@ impl LoadedPlugin {
     /// Runs `default` on the calling thread; the result is checked to be a
     /// JSON object.
     pub fn default_blocking(&self, object: &str) -> Result<serde_json::Value, CallError> {
-        let result = self.inner.call("default", 0, |store, plugin| plugin.operator_plugin_controller().call_default(store, object))?;
+        let result = match &self.inner.code {
+            Code::Wasm(_) => self
+                .inner
+                .call("default", 0, |store, plugin| plugin.operator_plugin_controller().call_default(store, object))?
+                .map_err(bindings::reconcile_error),
+            #[cfg(feature = "native-plugins")]
+            Code::Native(native) => (native.default)(object),
+        };
         match result {
             Ok(text) => match serde_json::from_str::<serde_json::Value>(&text) {
                 Ok(v) if v.is_object() => Ok(v),
                 Ok(_) => Err(self.invalid("default", bindings::InvalidOutput("the defaulted object must be a JSON object".into()))),
                 Err(e) => Err(self.invalid("default", bindings::InvalidOutput(format!("the defaulted object is not valid JSON: {e}")))),
             },
-            Err(e) => Err(CallError::Plugin { plugin: self.name().into(), error: bindings::reconcile_error(e) }),
+            Err(error) => Err(CallError::Plugin { plugin: self.name().into(), error }),
         }
     }
 
@@ -247,11 +289,16 @@ impl Inner {
     fn call<R>(&self, op: &'static str, now_ms: i64, f: impl FnOnce(&mut Store<CallState>, &Plugin) -> wasmtime::Result<R>) -> Result<R, CallError> {
         let cfg = &self.shared.config;
         let state = CallState::new(self.name.clone(), now_ms, cfg.memory_limit, cfg.output_cap, cfg.log_cap);
+        let pre = match &self.code {
+            Code::Wasm(pre) => pre,
+            #[cfg(feature = "native-plugins")]
+            Code::Native(_) => unreachable!("native plugins are called directly, never through a Store"),
+        };
         let mut store = Store::new(&self.shared.engine, state);
         store.limiter(|s| &mut s.limiter);
         store.set_epoch_deadline(self.shared.deadline_ticks());
         store.epoch_deadline_trap();
-        let result = self.pre.instantiate(&mut store).map_err(|e| (e, true)).and_then(|plugin| f(&mut store, &plugin).map_err(|e| (e, false)));
+        let result = pre.instantiate(&mut store).map_err(|e| (e, true)).and_then(|plugin| f(&mut store, &plugin).map_err(|e| (e, false)));
         let (stdout, stdout_dropped) = store.data().stdout.take();
         let (stderr, stderr_dropped) = store.data().stderr.take();
         self.forward_output(&stdout, &stderr, stdout_dropped + stderr_dropped + store.data().log_dropped());

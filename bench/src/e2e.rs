@@ -1,0 +1,291 @@
+//! Benchmark 3: end to end on the embedded API server over HTTP (loopback),
+//! the host's manager in-process, once with the Wasm plugin and once with
+//! the same plugin linked natively into the host (`Sandbox::load_native`),
+//! everything else (caches, queue, controller, executor) identical.
+//!
+//! - CronJobs: `count` CronJobs (`*/1`) exist before the host starts; the
+//!   host clock is a ManualClock set 1 s past the first minute boundary
+//!   after the last creation, so every CronJob has exactly one run due.
+//!   Measured: host start → all `count` Jobs exist.
+//! - MyDeployments: `count` MyDeployments × 3 replicas exist before the host
+//!   starts; the simulated cluster (scheduler + kubelet, Pods Ready at once)
+//!   runs beside the server. Measured: host start → all Pods Ready.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use apiserver::{ApiServer, ClusterConfig};
+use futures::{StreamExt, TryStreamExt};
+use host::clock::{ManualClock, SharedClock, SystemClock};
+use host::manager::{self, Options};
+use host::metrics::Metrics;
+use host::registry::Registry;
+use host::sandbox::LoadedPlugin;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+use crate::stats::Summary;
+use crate::workload::Kind;
+use crate::{Plugins, Profile};
+
+/// How the plugin runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum Variant {
+    Wasm,
+    Native,
+}
+
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Row {
+    pub kind: Kind,
+    pub count: usize,
+    /// Milliseconds from host start to done.
+    pub wasm: Summary,
+    pub native: Summary,
+    /// Milliseconds from host start to caches synced (part of the above).
+    pub wasm_synced: Summary,
+    pub native_synced: Summary,
+    /// Milliseconds from host start until every child exists (part of the total).
+    pub wasm_created: Summary,
+    pub native_created: Summary,
+}
+
+impl Row {
+    pub fn ratio(&self) -> f64 {
+        self.wasm.median / self.native.median
+    }
+}
+
+const POLL: Duration = Duration::from_millis(20);
+const GIVE_UP: Duration = Duration::from_secs(300);
+const MANAGER: &str = "operator-host";
+
+fn plugin_for(plugins: &Plugins, kind: Kind, variant: Variant) -> anyhow::Result<LoadedPlugin> {
+    Ok(match (variant, kind) {
+        (Variant::Wasm, _) => plugins.get(kind).clone(),
+        (Variant::Native, Kind::CronJob) => plugins.sandbox.load_native::<cronjob::CronJobPlugin>()?,
+        (Variant::Native, Kind::MyDeployment) => plugins.sandbox.load_native::<mydeployment::MyDeploymentPlugin>()?,
+    })
+}
+
+/// A kube client that talks HTTP to the server on loopback, as `host run` does.
+async fn http_client(handle: &apiserver::ServerHandle, dir: &std::path::Path) -> anyhow::Result<kube::Client> {
+    let path = dir.join("kubeconfig");
+    handle.write_kubeconfig(&path)?;
+    let kubeconfig = kube::config::Kubeconfig::read_from(&path)?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
+    Ok(kube::Client::try_from(config)?)
+}
+
+pub async fn install_crds(client: &kube::Client, plugin: &LoadedPlugin) -> anyhow::Result<()> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in &plugin.manifest().crds {
+        let name = crd["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        api.patch(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(crd)).await?;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let crd = api.get(&name).await?;
+            if crd.status.and_then(|s| s.conditions).unwrap_or_default().iter().any(|c| c.type_ == "Established" && c.status == "True") {
+                break;
+            }
+            anyhow::ensure!(Instant::now() < deadline, "CRD {name} not established");
+            tokio::time::sleep(POLL).await;
+        }
+    }
+    Ok(())
+}
+
+pub fn parent(kind: Kind, i: usize) -> Value {
+    let name = format!("{}-{i:05}", kind.plugin());
+    match kind {
+        Kind::CronJob => json!({
+            "apiVersion": "batch.tutorial.kubebuilder.io/v1", "kind": "CronJob",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"schedule": "*/1 * * * *", "startingDeadlineSeconds": 60, "concurrencyPolicy": "Allow",
+                "jobTemplate": {"spec": {"template": {"spec": {
+                    "containers": [{"name": "hello", "image": "busybox", "args": ["/bin/sh", "-c", "date"]}],
+                    "restartPolicy": "OnFailure"}}}}}
+        }),
+        Kind::MyDeployment => json!({
+            "apiVersion": "apps.example.com/v1", "kind": "MyDeployment",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"replicas": 3, "selector": {"matchLabels": {"app": name}},
+                "template": {"metadata": {"labels": {"app": name}},
+                    "spec": {"containers": [{"name": "nginx", "image": "nginx:1.7.9", "ports": [{"containerPort": 80}]}]}}}
+        }),
+    }
+}
+
+pub fn parent_api(client: &kube::Client, kind: Kind) -> Api<DynamicObject> {
+    let ar = match kind {
+        Kind::CronJob => ApiResource {
+            group: "batch.tutorial.kubebuilder.io".into(),
+            version: "v1".into(),
+            api_version: "batch.tutorial.kubebuilder.io/v1".into(),
+            kind: "CronJob".into(),
+            plural: "cronjobs".into(),
+        },
+        Kind::MyDeployment => ApiResource {
+            group: "apps.example.com".into(),
+            version: "v1".into(),
+            api_version: "apps.example.com/v1".into(),
+            kind: "MyDeployment".into(),
+            plural: "mydeployments".into(),
+        },
+    };
+    Api::namespaced_with(client.clone(), "default", &ar)
+}
+
+async fn create_parents(client: &kube::Client, kind: Kind, count: usize) -> anyhow::Result<()> {
+    let api = parent_api(client, kind);
+    futures::stream::iter(0..count)
+        .map(|i| {
+            let api = api.clone();
+            async move {
+                api.create(&PostParams::default(), &serde_json::from_value::<DynamicObject>(parent(kind, i))?).await.map_err(anyhow::Error::from)
+            }
+        })
+        .buffer_unordered(16)
+        .try_for_each(|_| async { Ok(()) })
+        .await
+}
+
+/// How many children exist, and how many of them meet the goal (Jobs:
+/// exist; Pods: Ready).
+async fn progress(client: &kube::Client, kind: Kind) -> anyhow::Result<(usize, usize)> {
+    Ok(match kind {
+        Kind::CronJob => {
+            let n = Api::<Job>::namespaced(client.clone(), "default").list_metadata(&ListParams::default()).await?.items.len();
+            (n, n)
+        }
+        Kind::MyDeployment => {
+            let pods = Api::<Pod>::namespaced(client.clone(), "default").list(&ListParams::default()).await?.items;
+            let live: Vec<&Pod> = pods.iter().filter(|p| p.metadata.deletion_timestamp.is_none()).collect();
+            let ready = live
+                .iter()
+                .filter(|p| {
+                    p.status
+                        .as_ref()
+                        .and_then(|s| s.conditions.as_ref())
+                        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+                })
+                .count();
+            (live.len(), ready)
+        }
+    })
+}
+
+/// Times of one run, from host start.
+pub struct Times {
+    pub synced: Duration,
+    /// Every child exists (for Pods: before they are Ready).
+    pub created: Duration,
+    pub done: Duration,
+}
+
+/// One run: fresh server, `count` parents, host start → goal.
+pub async fn run_once(plugins: &Plugins, kind: Kind, variant: Variant, count: usize) -> anyhow::Result<Times> {
+    let dir = tempfile::tempdir()?;
+    let server = ApiServer::new();
+    let handle = server.serve_on(([127, 0, 0, 1], 0).into()).await?;
+    let client = http_client(&handle, dir.path()).await?;
+    let plugin = plugin_for(plugins, kind, variant)?;
+    let registry = Registry::default();
+    registry.insert(plugin.name(), plugin.clone());
+    host::embedded::register_admission(&server, &registry, &plugin);
+    install_crds(&client, &plugin).await?;
+    create_parents(&client, kind, count).await?;
+
+    let (clock, cluster): (SharedClock, _) = match kind {
+        Kind::CronJob => {
+            let now = chrono::Utc::now();
+            let next_minute = chrono::DateTime::from_timestamp((now.timestamp() / 60 + 1) * 60, 0).expect("time");
+            (Arc::new(ManualClock::new(next_minute + chrono::Duration::seconds(1))), None)
+        }
+        Kind::MyDeployment => {
+            let nodes = (count * 3).div_ceil(100).max(1);
+            let config = ClusterConfig { nodes, ready_after: Duration::ZERO, jobs: false, ..ClusterConfig::default() };
+            (Arc::new(SystemClock), Some(apiserver::cluster::start(&server, config)))
+        }
+    };
+    let goal = match kind {
+        Kind::CronJob => count,
+        Kind::MyDeployment => count * 3,
+    };
+    // Progress is read in-process, off the host's HTTP connection.
+    let observer = server.kube_client();
+
+    let start = Instant::now();
+    let running =
+        manager::start_keyed(client, vec![(plugin.name().to_string(), plugin)], Options::default(), clock, Arc::new(Metrics::new()), registry)
+            .await
+            .map_err(|e| anyhow::anyhow!("manager: {}", host::error_chain(&e)))?;
+    running.wait_synced().await;
+    let synced = start.elapsed();
+    let mut last_report = Instant::now();
+    let mut created_at = None;
+    loop {
+        let (created, done) = progress(&observer, kind).await?;
+        if created >= goal && created_at.is_none() {
+            created_at = Some(start.elapsed());
+        }
+        if std::env::var_os("BENCH_VERBOSE").is_some() && last_report.elapsed() > Duration::from_secs(1) {
+            eprintln!("bench: e2e {kind:?} {variant:?}: {done} of {goal} after {:.1} s", start.elapsed().as_secs_f64());
+            last_report = Instant::now();
+        }
+        if done >= goal {
+            break;
+        }
+        anyhow::ensure!(start.elapsed() < GIVE_UP, "{kind:?} {variant:?}: only {done} of {goal} after {GIVE_UP:?}");
+        tokio::time::sleep(POLL).await;
+    }
+    let total = start.elapsed();
+    let created = created_at.unwrap_or(total);
+    running.shutdown(Duration::from_secs(10)).await;
+    if let Some(c) = cluster {
+        c.stop().await;
+    }
+    handle.shutdown().await;
+    Ok(Times { synced, created, done: total })
+}
+
+pub async fn run(profile: &Profile, plugins: &Plugins) -> anyhow::Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    for kind in Kind::ALL {
+        let count = profile.e2e_count(kind);
+        let mut samples: [Vec<Times>; 2] = Default::default();
+        // Alternate the variants so drifting load hits both alike.
+        for round in 0..profile.e2e_rounds() {
+            for (slot, variant) in [Variant::Wasm, Variant::Native].into_iter().enumerate() {
+                let t = run_once(plugins, kind, variant, count).await?;
+                eprintln!(
+                    "bench: e2e {} ×{count} {variant:?} round {round}: synced {:.0} ms, children created {:.0} ms, done {:.0} ms",
+                    kind.plugin(),
+                    ms(t.synced),
+                    ms(t.created),
+                    ms(t.done)
+                );
+                samples[slot].push(t);
+            }
+        }
+        let of = |slot: usize, f: fn(&Times) -> Duration| Summary::millis(&samples[slot].iter().map(f).collect::<Vec<_>>());
+        rows.push(Row {
+            kind,
+            count,
+            wasm: of(0, |t| t.done),
+            native: of(1, |t| t.done),
+            wasm_synced: of(0, |t| t.synced),
+            native_synced: of(1, |t| t.synced),
+            wasm_created: of(0, |t| t.created),
+            native_created: of(1, |t| t.created),
+        });
+    }
+    Ok(rows)
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}

@@ -1,0 +1,204 @@
+//! `bench`: the operator host measured against its alternatives, side by
+//! side in one run. `cargo xtask bench` builds what is needed and runs
+//! `bench all`, which prints ratios and writes docs/benchmarks.md with
+//! plots; each measurement also runs alone (`bench reconcile`, ...).
+
+mod e2e;
+mod hook;
+mod memory;
+mod plot;
+mod process;
+mod reconcile;
+mod report;
+mod startup;
+mod stats;
+mod workload;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use host::sandbox::{LoadedPlugin, PrecompiledCache, Sandbox, SandboxConfig};
+
+use workload::Kind;
+
+#[derive(Debug, Parser)]
+#[command(about = "Benchmarks of the operator host against native logic and a loopback HTTP hook")]
+struct Cli {
+    /// A short smoke run: few iterations and small sizes (numbers are not
+    /// meaningful, only that everything runs).
+    #[arg(long, global = true)]
+    quick: bool,
+    /// The cargo target dir holding `release/host` and the built plugins
+    /// (default: two levels above this binary).
+    #[arg(long, global = true, env = "CARGO_TARGET_DIR")]
+    target_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Every benchmark, then the report and plots.
+    All {
+        /// Where the markdown report goes.
+        #[arg(long, default_value = "docs/benchmarks.md")]
+        report: PathBuf,
+        /// Where the PNG plots go.
+        #[arg(long, default_value = "docs/benchmarks")]
+        plots: PathBuf,
+    },
+    /// 1: one reconcile, Wasm vs native, by number of children.
+    Reconcile,
+    /// 2: the Wasm call vs the same logic behind a loopback HTTP hook.
+    Hook,
+    /// 3: 1,000 CronJobs / MyDeployments end to end, Wasm vs native in-host.
+    E2e,
+    /// 4: the host's RSS with cached objects and per extra plugin.
+    Memory,
+    /// 5: hot-swap latency and cold start.
+    Startup,
+}
+
+/// How long and how big: `--quick` for a smoke run, else the full run.
+#[derive(Clone, Copy, Debug)]
+pub struct Profile {
+    pub quick: bool,
+}
+
+impl Profile {
+    /// Time spent per micro-benchmark measurement (both variants together).
+    pub fn per_measurement(&self) -> Duration {
+        if self.quick { Duration::from_millis(100) } else { Duration::from_secs(4) }
+    }
+    pub fn min_iterations(&self) -> usize {
+        if self.quick { 5 } else { 30 }
+    }
+    /// Parents per end-to-end run. MyDeployments at full size: 200 (600
+    /// Pods), not 1,000: at the ~15–30 Pods/s this shared machine reaches,
+    /// 3,000 Pods take minutes per run (see docs/benchmarks.md).
+    pub fn e2e_count(&self, kind: Kind) -> usize {
+        match (self.quick, kind) {
+            (true, Kind::CronJob) => 50,
+            (true, Kind::MyDeployment) => 10,
+            (false, Kind::CronJob) => 1000,
+            (false, Kind::MyDeployment) => 200,
+        }
+    }
+    pub fn e2e_rounds(&self) -> usize {
+        if self.quick { 1 } else { 2 }
+    }
+    pub fn memory_objects(&self) -> Vec<usize> {
+        if self.quick { vec![0, 1000] } else { vec![0, 10_000, 100_000] }
+    }
+    pub fn swaps(&self) -> usize {
+        if self.quick { 2 } else { 20 }
+    }
+    pub fn cold_starts(&self) -> usize {
+        if self.quick { 1 } else { 7 }
+    }
+}
+
+/// Where the built artifacts are.
+pub struct Paths {
+    pub target: PathBuf,
+    pub host: PathBuf,
+    /// Scratch space for logs of child processes.
+    pub work: PathBuf,
+}
+
+impl Paths {
+    fn new(target: PathBuf) -> anyhow::Result<Paths> {
+        let host = target.join("release/host");
+        anyhow::ensure!(host.exists(), "{} is missing: run `cargo xtask bench` (it builds the host and plugins first)", host.display());
+        let work = target.join("bench");
+        std::fs::create_dir_all(&work)?;
+        Ok(Paths { host, work, target })
+    }
+
+    /// A shipped plugin, `target/plugins/<name>.wasm`.
+    pub fn plugin(&self, name: &str) -> PathBuf {
+        self.target.join("plugins").join(format!("{name}.wasm"))
+    }
+
+    pub fn hello(&self) -> PathBuf {
+        self.target.join("wasm32-wasip2/release/hello.wasm")
+    }
+
+    /// The hot-swap test plugin, version 1 or 2.
+    pub fn versioned(&self, version: u8) -> PathBuf {
+        if version == 1 { self.target.join("wasm32-wasip2/release/versioned.wasm") } else { self.plugin("versioned-v2") }
+    }
+}
+
+/// The shipped plugins loaded as Wasm, in one sandbox with `host run`'s
+/// default limits.
+pub struct Plugins {
+    pub sandbox: Sandbox,
+    cronjob: LoadedPlugin,
+    mydeployment: LoadedPlugin,
+}
+
+impl Plugins {
+    fn load(paths: &Paths) -> anyhow::Result<Plugins> {
+        let sandbox = Sandbox::new(SandboxConfig { cache: PrecompiledCache::disabled(), ..SandboxConfig::default() })?;
+        let load = |name: &str| sandbox.load_file(&paths.plugin(name)).map_err(|e| anyhow::anyhow!("{}", host::error_chain(&e)));
+        Ok(Plugins { cronjob: load("cronjob")?, mydeployment: load("mydeployment")?, sandbox })
+    }
+
+    pub fn get(&self, kind: Kind) -> &LoadedPlugin {
+        match kind {
+            Kind::CronJob => &self.cronjob,
+            Kind::MyDeployment => &self.mydeployment,
+        }
+    }
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("bench: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    let profile = Profile { quick: cli.quick };
+    let target = match cli.target_dir {
+        Some(t) => t,
+        None => std::env::current_exe()?
+            .parent()
+            .and_then(|p| p.parent())
+            .map(PathBuf::from)
+            .ok_or_else(|| anyhow::anyhow!("cannot tell the target dir; pass --target-dir"))?,
+    };
+    let paths = Paths::new(target)?;
+    let plugins = Plugins::load(&paths)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let mut results = report::Results::start(profile);
+    match cli.command {
+        Command::Reconcile => results.reconcile = reconcile::run(&profile, &plugins)?,
+        Command::Hook => results.hook = runtime.block_on(hook::run(&profile, &plugins))?,
+        Command::E2e => results.e2e = runtime.block_on(e2e::run(&profile, &plugins))?,
+        Command::Memory => results.memory = Some(runtime.block_on(memory::run(&profile, &paths))?),
+        Command::Startup => results.startup = Some(runtime.block_on(startup::run(&profile, &paths, &plugins))?),
+        Command::All { report, plots } => {
+            results.reconcile = reconcile::run(&profile, &plugins)?;
+            results.hook = runtime.block_on(hook::run(&profile, &plugins))?;
+            results.e2e = runtime.block_on(e2e::run(&profile, &plugins))?;
+            results.memory = Some(runtime.block_on(memory::run(&profile, &paths))?);
+            results.startup = Some(runtime.block_on(startup::run(&profile, &paths, &plugins))?);
+            results.finish();
+            let images = plot::all(&results, &plots)?;
+            let rel = plots.strip_prefix(report.parent().unwrap_or(std::path::Path::new(""))).unwrap_or(&plots).to_path_buf();
+            std::fs::write(&report, report::markdown(&results, &rel, &images))?;
+            eprintln!("bench: wrote {} and {} plots in {}", report.display(), images.len(), plots.display());
+        }
+    }
+    println!("{}", report::summary(&results));
+    std::fs::write(paths.work.join("results.json"), serde_json::to_string_pretty(&results)?)?;
+    Ok(())
+}

@@ -1,0 +1,98 @@
+//! Benchmark 1: one reconcile in the sandbox (fresh Store + instantiate +
+//! call + decode, `LoadedPlugin::reconcile_blocking`) against the same
+//! plugin logic compiled natively (`operator_plugin_sdk::plugin::reconcile`,
+//! exactly the text path the Wasm export runs), per number of children.
+
+use std::time::{Duration, Instant};
+
+use host::sandbox::LoadedPlugin;
+use operator_plugin_sdk::{Action, ReconcileError};
+
+use crate::Profile;
+use crate::stats::Summary;
+use crate::workload::{self, Input, Kind};
+
+pub const SIZES: [usize; 4] = [0, 10, 100, 1000];
+
+/// One plugin at one size.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Row {
+    pub kind: Kind,
+    pub children: usize,
+    /// Microseconds per reconcile.
+    pub wasm: Summary,
+    pub native: Summary,
+}
+
+impl Row {
+    pub fn ratio(&self) -> f64 {
+        self.wasm.median / self.native.median
+    }
+}
+
+/// The plugin's text-in/text-out reconcile, compiled natively.
+pub type NativeReconcile = fn(&str, &[String], i64) -> Result<Vec<Action>, ReconcileError>;
+
+pub fn native_reconcile(kind: Kind) -> NativeReconcile {
+    match kind {
+        Kind::CronJob => operator_plugin_sdk::plugin::reconcile::<cronjob::CronJobPlugin>,
+        Kind::MyDeployment => operator_plugin_sdk::plugin::reconcile::<mydeployment::MyDeploymentPlugin>,
+    }
+}
+
+/// How many measured pairs a size gets: enough for the time budget, within
+/// bounds, estimated from one timed warm-up call.
+fn iterations(profile: &Profile, one_pair: Duration) -> usize {
+    let budget = profile.per_measurement();
+    let n = (budget.as_secs_f64() / one_pair.as_secs_f64().max(1e-7)) as usize;
+    n.clamp(profile.min_iterations(), 20_000)
+}
+
+/// Measures both variants interleaved call by call, so load that comes and
+/// goes on the machine hits both alike.
+pub fn measure(profile: &Profile, kind: Kind, plugin: &LoadedPlugin, n: usize) -> anyhow::Result<Row> {
+    let Input { parent, children, now_ms } = workload::input(kind, n);
+    let native = native_reconcile(kind);
+    // Same answer both ways, or the comparison means nothing.
+    let from_wasm = plugin.reconcile_blocking(&parent, &children, now_ms)?;
+    let from_native = native(&parent, &children, now_ms).map_err(|e| anyhow::anyhow!("native {}: {e:?}", kind.plugin()))?;
+    anyhow::ensure!(from_wasm == from_native, "{} with {n} children: Wasm and native disagree", kind.plugin());
+
+    let start = Instant::now();
+    for _ in 0..3 {
+        let _ = plugin.reconcile_blocking(&parent, &children, now_ms)?;
+        let _ = native(&parent, &children, now_ms);
+    }
+    let iters = iterations(profile, start.elapsed() / 3);
+    let (mut wasm, mut nat) = (Vec::with_capacity(iters), Vec::with_capacity(iters));
+    for _ in 0..iters {
+        let t = Instant::now();
+        let a = plugin.reconcile_blocking(&parent, &children, now_ms)?;
+        wasm.push(t.elapsed());
+        std::hint::black_box(a);
+        let t = Instant::now();
+        let a = native(&parent, &children, now_ms);
+        nat.push(t.elapsed());
+        std::hint::black_box(a).ok();
+    }
+    Ok(Row { kind, children: n, wasm: Summary::micros(&wasm), native: Summary::micros(&nat) })
+}
+
+pub fn run(profile: &Profile, plugins: &crate::Plugins) -> anyhow::Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    for kind in Kind::ALL {
+        for n in SIZES {
+            let row = measure(profile, kind, plugins.get(kind), n)?;
+            eprintln!(
+                "bench: reconcile {} {n:>4} {}: wasm {:.1} µs, native {:.1} µs, ratio {:.2}",
+                kind.plugin(),
+                kind.child(),
+                row.wasm.median,
+                row.native.median,
+                row.ratio()
+            );
+            rows.push(row);
+        }
+    }
+    Ok(rows)
+}
