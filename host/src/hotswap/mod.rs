@@ -76,6 +76,26 @@ pub fn describe(p: &LoadedPlugin) -> String {
     format!("{} {} (sha256:{})", p.name(), p.manifest().version, &digest[..digest.len().min(12)])
 }
 
+/// The most a gzipped plugin may inflate to (a bomb stops here).
+const MAX_INFLATED: u64 = 64 << 20;
+
+/// A plugin may be stored gzipped (`.wasm.gz`): a ConfigMap holds at most
+/// 1 MiB on a real API server. Bytes with the gzip magic are inflated, up to
+/// [`MAX_INFLATED`]; anything else is returned as it is.
+pub fn gunzip_if_gzipped(bytes: Vec<u8>) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    if !bytes.starts_with(&[0x1f, 0x8b]) {
+        return Ok(bytes);
+    }
+    let mut out = Vec::new();
+    let mut reader = flate2::read::GzDecoder::new(bytes.as_slice()).take(MAX_INFLATED + 1);
+    reader.read_to_end(&mut out).map_err(|e| format!("cannot gunzip the plugin: {e}"))?;
+    if out.len() as u64 > MAX_INFLATED {
+        return Err(format!("the gzipped plugin inflates to more than {} MiB", MAX_INFLATED >> 20));
+    }
+    Ok(out)
+}
+
 impl Reloader {
     /// Runs until every sender of `updates` is gone.
     pub async fn run(self, mut updates: mpsc::Receiver<Update>) {
@@ -97,6 +117,10 @@ impl Reloader {
             return;
         };
         let current = self.manager.plugin(&id);
+        let bytes = match gunzip_if_gzipped(bytes) {
+            Ok(b) => b,
+            Err(why) => return self.reject(&update.origin, current.as_ref(), why).await,
+        };
         let digest = crate::sandbox::cache::digest(&bytes);
         if current.as_ref().is_some_and(|c| c.info().digest == digest) {
             return; // the source changed elsewhere (another key, a label); this plugin did not
@@ -153,5 +177,33 @@ impl Reloader {
         {
             tracing::warn!(error = %crate::error_chain(&e), "could not record event");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn gzip(bytes: &[u8]) -> Vec<u8> {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(bytes).unwrap();
+        e.finish().unwrap()
+    }
+
+    #[test]
+    fn gzipped_plugins_are_inflated_and_plain_ones_kept() {
+        assert_eq!(gunzip_if_gzipped(b"\0asm plain".to_vec()).unwrap(), b"\0asm plain");
+        assert_eq!(gunzip_if_gzipped(gzip(b"\0asm zipped")).unwrap(), b"\0asm zipped");
+        let mut cut = gzip(&[7u8; 4096]);
+        cut.truncate(cut.len() / 2);
+        assert!(gunzip_if_gzipped(cut).unwrap_err().contains("cannot gunzip"));
+    }
+
+    #[test]
+    fn a_gzip_bomb_is_refused() {
+        let bomb = gzip(&vec![0u8; (MAX_INFLATED + 1) as usize]);
+        assert!(bomb.len() < 1 << 20);
+        assert!(gunzip_if_gzipped(bomb).unwrap_err().contains("more than 64 MiB"));
     }
 }
