@@ -152,8 +152,14 @@ mod tests {
         assert_eq!(summary(&second), [("configmap/ns/plugins/a.wasm".into(), Some(3)), ("configmap/ns/plugins/b.wasm".into(), None)]);
         let mut text = cm("u1", &[("a.wasm", b"aaa")]);
         text.data = Some([("t.wasm".to_string(), "text".to_string())].into());
-        assert_eq!(summary(&k.applied("ns", &text)), [("configmap/ns/plugins/a.wasm".into(), Some(3)), ("configmap/ns/plugins/t.wasm".into(), Some(4))]);
-        assert_eq!(summary(&k.deleted("ns", "plugins")), [("configmap/ns/plugins/a.wasm".into(), None), ("configmap/ns/plugins/t.wasm".into(), None)]);
+        assert_eq!(
+            summary(&k.applied("ns", &text)),
+            [("configmap/ns/plugins/a.wasm".into(), Some(3)), ("configmap/ns/plugins/t.wasm".into(), Some(4))]
+        );
+        assert_eq!(
+            summary(&k.deleted("ns", "plugins")),
+            [("configmap/ns/plugins/a.wasm".into(), None), ("configmap/ns/plugins/t.wasm".into(), None)]
+        );
         assert!(k.deleted("ns", "plugins").is_empty());
     }
 
