@@ -2,10 +2,12 @@
 //! [`crate::rest`], [`crate::watch`], [`crate::discovery`], [`crate::openapi`] and
 //! [`crate::table`], and every error onto a `Status` body.
 
+use crate::auth::UserInfo;
 use crate::discovery;
 use crate::faults::{FaultAction, FaultId, RequestInfo};
 use crate::openapi;
 use crate::patch::PatchType;
+use crate::rbac::Attributes;
 use crate::resources::Resource;
 use crate::rest::{Core, DeleteOptions, Deleted, ListOptions, Sub, WriteOptions};
 use crate::selector::{FieldSelector, LabelSelector, supported_fields};
@@ -167,6 +169,16 @@ pub async fn handle(core: Arc<Core>, req: Request<Bytes>, server_address: &str) 
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let aggregated = r.accept.contains("as=APIGroupDiscoveryList") && r.accept.contains("v=v2;") && core.config.aggregated_discovery;
     let get = r.method == Method::GET;
+    let user = match core.access.identify(&core.store, req.headers()) {
+        Ok(user) => user,
+        Err(e) => return error(&e),
+    };
+    if !matches!(segs.as_slice(), ["api", "v1", _, ..] | ["apis", _, _, _, ..]) {
+        let attrs = Attributes::NonResource { verb: r.method.as_str().to_ascii_lowercase(), path: path.clone() };
+        if let Err(e) = core.access.authorize(&core.store, &user, &attrs, "") {
+            return error(&e);
+        }
+    }
     let result: Result<Response<Body>> = match segs.as_slice() {
         ["version"] if get => Ok(json(200, &discovery::version())),
         ["healthz"] | ["livez"] | ["readyz"] if get => Ok(full(StatusCode::OK, "text/plain", b"ok".to_vec())),
@@ -183,8 +195,8 @@ pub async fn handle(core: Arc<Core>, req: Request<Bytes>, server_address: &str) 
             openapi::group_version_doc(&core.registry, g, v).map(|d| json(200, &d)).ok_or_else(ApiError::no_route)
         }
         ["debug", "faults", rest @ ..] => debug_faults(&core, rest, &r),
-        ["api", "v1", rest @ ..] => resource(&core, "", "v1", rest, &r).await,
-        ["apis", g, v, rest @ ..] => resource(&core, g, v, rest, &r).await,
+        ["api", "v1", rest @ ..] => resource(&core, "", "v1", rest, &r, &user).await,
+        ["apis", g, v, rest @ ..] => resource(&core, g, v, rest, &r, &user).await,
         _ => Err(ApiError::no_route()),
     };
     let resp = result.unwrap_or_else(|e| error(&e));
@@ -242,24 +254,55 @@ fn debug_faults(core: &Core, rest: &[&str], r: &Req<'_>) -> Result<Response<Body
     }
 }
 
-/// Answer an access/identity review: the embedded server has no authentication or
-/// authorization, so every subject is an all-powerful admin and every request is allowed.
-fn review(res: &Resource, body: Value) -> Value {
+/// Answer an access or identity review for the requesting identity: a
+/// `SelfSubjectAccessReview` is decided by [`crate::rbac`] (`kubectl auth can-i`), a
+/// `SelfSubjectReview` names the user (`kubectl auth whoami`).
+fn review(core: &Core, res: &Resource, body: Value, user: &UserInfo) -> Value {
     let mut body = if body.is_object() { body } else { serde_json::json!({}) };
     body["apiVersion"] = serde_json::json!(res.api_version());
     body["kind"] = serde_json::json!(res.kind);
+    let admin = user.groups.iter().any(|g| g == "system:masters");
     body["status"] = match res.kind.as_str() {
         "SelfSubjectAccessReview" => {
-            serde_json::json!({"allowed": true, "reason": "the embedded API server authorizes every request"})
+            let spec = &body["spec"];
+            let s = |v: &Value, k: &str| v[k].as_str().unwrap_or_default().to_string();
+            let attrs = if let Some(a) = spec.get("resourceAttributes").filter(|a| a.is_object()) {
+                Some(Attributes::Resource {
+                    verb: s(a, "verb"),
+                    group: s(a, "group"),
+                    resource: s(a, "resource"),
+                    subresource: s(a, "subresource"),
+                    namespace: s(a, "namespace"),
+                    name: s(a, "name"),
+                })
+            } else {
+                spec.get("nonResourceAttributes")
+                    .filter(|a| a.is_object())
+                    .map(|a| Attributes::NonResource { verb: s(a, "verb"), path: s(a, "path") })
+            };
+            match attrs {
+                Some(attrs) => {
+                    let allowed = crate::rbac::allows(&core.store, user, &attrs);
+                    let reason = if admin {
+                        "the user is in system:masters"
+                    } else if allowed {
+                        "allowed by RBAC"
+                    } else {
+                        ""
+                    };
+                    serde_json::json!({"allowed": allowed, "reason": reason})
+                }
+                None => serde_json::json!({"allowed": false, "evaluationError": "spec has neither resourceAttributes nor nonResourceAttributes"}),
+            }
         }
-        "SelfSubjectRulesReview" => serde_json::json!({
+        "SelfSubjectRulesReview" if admin => serde_json::json!({
             "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
             "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
             "incomplete": false,
         }),
-        _ => {
-            serde_json::json!({"userInfo": {"username": "embedded-admin", "groups": ["system:masters", "system:authenticated"]}})
-        }
+        "SelfSubjectRulesReview" => serde_json::json!({"resourceRules": [], "nonResourceRules": [], "incomplete": true,
+            "evaluationError": "the embedded API server lists rules only for system:masters"}),
+        _ => serde_json::json!({"userInfo": {"username": user.name, "groups": user.groups}}),
     };
     body
 }
@@ -293,19 +336,41 @@ fn parse_target<'a>(rest: &[&'a str]) -> Option<Target<'a>> {
     }
 }
 
-async fn resource(core: &Arc<Core>, group: &str, version: &str, rest: &[&str], r: &Req<'_>) -> Result<Response<Body>> {
+async fn resource(core: &Arc<Core>, group: &str, version: &str, rest: &[&str], r: &Req<'_>, user: &UserInfo) -> Result<Response<Body>> {
     let t = parse_target(rest).ok_or_else(ApiError::no_route)?;
     let res = core.registry.find(group, version, t.plural).ok_or_else(ApiError::no_route)?;
     if (!res.namespaced && t.namespace.is_some()) || (res.namespaced && t.namespace.is_none() && t.name.is_some()) {
         return Err(ApiError::no_route());
     }
     let ns = t.namespace.unwrap_or_default();
+    let verb = match (r.method, t.name) {
+        (&Method::GET, None) if r.flag("watch") => "watch",
+        (&Method::GET, None) => "list",
+        (&Method::GET, Some(_)) => "get",
+        (&Method::POST, _) => "create",
+        (&Method::PUT, _) => "update",
+        (&Method::PATCH, _) => "patch",
+        (&Method::DELETE, None) => "deletecollection",
+        (&Method::DELETE, Some(_)) => "delete",
+        _ => "",
+    };
+    // As upstream's RequestInfo: a list or watch of one name (fieldSelector metadata.name=X)
+    // is authorized for that name, so `resourceNames` rules cover informers of one object.
+    let one_name = r.q("fieldSelector").and_then(|f| f.strip_prefix("metadata.name=")).filter(|n| !n.contains(','));
+    let attrs = Attributes::Resource {
+        verb: verb.into(),
+        group: res.group.clone(),
+        resource: res.plural.clone(),
+        subresource: t.sub.unwrap_or_default().into(),
+        namespace: ns.into(),
+        name: t.name.or(one_name).unwrap_or_default().into(),
+    };
+    core.access.authorize(&core.store, user, &attrs, &crate::status::qualified(&res.group, &res.plural))?;
     if res.ephemeral {
         if r.method != Method::POST || t.name.is_some() {
             return Err(ApiError::method_not_allowed(r.method.as_str()));
         }
-        // The answer does not depend on the request (kubectl sends it as protobuf).
-        return Ok(json(201, &review(&res, r.body_json().unwrap_or_else(|_| serde_json::json!({})))));
+        return Ok(json(201, &review(core, &res, r.body_json().unwrap_or_else(|_| serde_json::json!({})), user)));
     }
     if t.sub == Some("binding") && res.group.is_empty() && res.plural == "pods" {
         let name = t.name.unwrap_or_default();
@@ -321,17 +386,6 @@ async fn resource(core: &Arc<Core>, group: &str, version: &str, rest: &[&str], r
         Some(_) => return Err(ApiError::no_route()),
     };
     let method = r.method.clone();
-    let verb = match (&method, t.name) {
-        (&Method::GET, None) if r.flag("watch") => "watch",
-        (&Method::GET, None) => "list",
-        (&Method::GET, Some(_)) => "get",
-        (&Method::POST, _) => "create",
-        (&Method::PUT, _) => "update",
-        (&Method::PATCH, _) => "patch",
-        (&Method::DELETE, None) => "deletecollection",
-        (&Method::DELETE, Some(_)) => "delete",
-        _ => "",
-    };
     let resuming = verb == "watch" && !matches!(r.q("resourceVersion"), None | Some("") | Some("0"));
     let decision = core.faults.decide(&RequestInfo { verb, group: &res.group, resource: &res.plural, resuming });
     if !decision.latency.is_zero() {

@@ -3,7 +3,9 @@
 //!
 //! Start one with [`ApiServer::new`]; talk to it in-process with [`ApiServer::kube_client`] or
 //! over HTTP with [`ApiServer::serve`] and [`ServerHandle::write_kubeconfig`]. Register admission
-//! hooks on [`ApiServer::admission`]; inject time with [`Config::clock`].
+//! hooks on [`ApiServer::admission`]; inject time with [`Config::clock`]. Requests without
+//! credentials are the administrator's; bearer tokens and impersonation are authorized by RBAC
+//! ([`auth`], [`rbac`]).
 //!
 //! Layers, one way: `store` (objects, resourceVersions, event window) → `rest` (verb semantics)
 //! → `watch` / `table` / `discovery` / `openapi` → `http` (routing) → `server` (serving).
@@ -12,6 +14,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod admission;
+pub mod auth;
 pub mod builtin_schema;
 pub mod clock;
 pub mod cluster;
@@ -28,6 +31,7 @@ pub mod openapi;
 pub mod patch;
 pub mod persist;
 pub mod protobuf;
+pub mod rbac;
 pub mod resources;
 pub mod rest;
 pub mod schema;
@@ -40,6 +44,7 @@ pub mod validation;
 pub mod watch;
 
 pub use admission::{Admission, Denial};
+pub use auth::{Access, Refusal, UserInfo};
 pub use clock::{Clock, SystemClock};
 pub use cluster::{ClusterConfig, ClusterHandle};
 pub use faults::{Fault, FaultAction, FaultId, FaultSpec, Faults};

@@ -61,12 +61,8 @@ const OBJECT_META: &[Field] = &[
     (14, "finalizers", Ty::RepStr),
 ];
 
-const CONFIG_MAP: &[Field] = &[
-    (1, "metadata", Ty::Msg(OBJECT_META)),
-    (2, "data", Ty::MapStrStr),
-    (3, "binaryData", Ty::MapStrBytes),
-    (4, "immutable", Ty::OptBool),
-];
+const CONFIG_MAP: &[Field] =
+    &[(1, "metadata", Ty::Msg(OBJECT_META)), (2, "data", Ty::MapStrStr), (3, "binaryData", Ty::MapStrBytes), (4, "immutable", Ty::OptBool)];
 
 const SECRET: &[Field] = &[
     (1, "metadata", Ty::Msg(OBJECT_META)),
@@ -80,23 +76,32 @@ const NAMESPACE_SPEC: &[Field] = &[(1, "finalizers", Ty::RepStr)];
 
 const NAMESPACE: &[Field] = &[(1, "metadata", Ty::Msg(OBJECT_META)), (2, "spec", Ty::Msg(NAMESPACE_SPEC)), (3, "status", Ty::Ignored)];
 
+const RESOURCE_ATTRIBUTES: &[Field] = &[
+    (1, "namespace", Ty::Str),
+    (2, "verb", Ty::Str),
+    (3, "group", Ty::Str),
+    (4, "version", Ty::Str),
+    (5, "resource", Ty::Str),
+    (6, "subresource", Ty::Str),
+    (7, "name", Ty::Str),
+];
 
+const NON_RESOURCE_ATTRIBUTES: &[Field] = &[(1, "path", Ty::Str), (2, "verb", Ty::Str)];
+
+const SELF_SUBJECT_ACCESS_REVIEW_SPEC: &[Field] =
+    &[(1, "resourceAttributes", Ty::Msg(RESOURCE_ATTRIBUTES)), (2, "nonResourceAttributes", Ty::Msg(NON_RESOURCE_ATTRIBUTES))];
+
+/// What `kubectl auth can-i` sends.
+const SELF_SUBJECT_ACCESS_REVIEW: &[Field] =
+    &[(1, "metadata", Ty::Msg(OBJECT_META)), (2, "spec", Ty::Msg(SELF_SUBJECT_ACCESS_REVIEW_SPEC)), (3, "status", Ty::Ignored)];
 
 const LOCAL_REF: &[Field] = &[(1, "name", Ty::Str)];
 
-const SERVICE_ACCOUNT: &[Field] = &[
-    (1, "metadata", Ty::Msg(OBJECT_META)),
-    (3, "imagePullSecrets", Ty::RepMsg(LOCAL_REF)),
-    (4, "automountServiceAccountToken", Ty::OptBool),
-];
+const SERVICE_ACCOUNT: &[Field] =
+    &[(1, "metadata", Ty::Msg(OBJECT_META)), (3, "imagePullSecrets", Ty::RepMsg(LOCAL_REF)), (4, "automountServiceAccountToken", Ty::OptBool)];
 
-const CONTAINER_PORT: &[Field] = &[
-    (1, "name", Ty::Str),
-    (2, "hostPort", Ty::Int),
-    (3, "containerPort", Ty::Int),
-    (4, "protocol", Ty::Str),
-    (5, "hostIP", Ty::Str),
-];
+const CONTAINER_PORT: &[Field] =
+    &[(1, "name", Ty::Str), (2, "hostPort", Ty::Int), (3, "containerPort", Ty::Int), (4, "protocol", Ty::Str), (5, "hostIP", Ty::Str)];
 
 const ENV_VAR: &[Field] = &[(1, "name", Ty::Str), (2, "value", Ty::Str)];
 
@@ -416,6 +421,7 @@ pub fn decode(body: &[u8]) -> Result<Value, Error> {
         ("v1", "Service") => SERVICE,
         ("apps/v1", "Deployment") => DEPLOYMENT,
         ("batch/v1", "Job") => JOB,
+        ("authorization.k8s.io/v1", "SelfSubjectAccessReview") => SELF_SUBJECT_ACCESS_REVIEW,
         _ => return Err(Error::Unsupported(format!("{api_version}, Kind={kind}"))),
     };
     let mut obj = message(raw, schema)?;
@@ -437,10 +443,14 @@ mod tests {
     #[test]
     fn a_config_map_envelope_decodes() {
         let meta = [field(1, b"cm"), field(11, &[field(1, b"app"), field(2, b"web")].concat())].concat();
-        let cm = [field(1, &meta), field(2, &[field(1, b"k"), field(2, b"v")].concat()), field(3, &[field(1, b"b"), field(2, &[0, 1])].concat())].concat();
+        let cm =
+            [field(1, &meta), field(2, &[field(1, b"k"), field(2, b"v")].concat()), field(3, &[field(1, b"b"), field(2, &[0, 1])].concat())].concat();
         let tm = [field(1, b"v1"), field(2, b"ConfigMap")].concat();
         let body = [b"k8s\0".to_vec(), field(1, &tm), field(2, &cm)].concat();
         let v = decode(&body).unwrap();
-        assert_eq!(v, json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "labels": {"app": "web"}}, "data": {"k": "v"}, "binaryData": {"b": "AAE="}}));
+        assert_eq!(
+            v,
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "labels": {"app": "web"}}, "data": {"k": "v"}, "binaryData": {"b": "AAE="}})
+        );
     }
 }

@@ -89,6 +89,11 @@ impl ApiServer {
         &self.core.faults
     }
 
+    /// Bearer tokens, and the requests RBAC refused.
+    pub fn access(&self) -> &crate::auth::Access {
+        &self.core.access
+    }
+
     /// Direct access to the verbs (for simulated controllers living next to the server).
     pub fn core(&self) -> &Arc<Core> {
         &self.core

@@ -118,6 +118,8 @@ pub struct Core {
     pub config: Config,
     /// Injected faults.
     pub faults: crate::faults::Faults,
+    /// Tokens, impersonation and RBAC refusals.
+    pub access: crate::auth::Access,
     snapshots: Mutex<VecDeque<Snapshot>>,
     next_snapshot: AtomicU64,
     /// Default grace period (seconds) for deleting pods bound to a node, or -1: pods are deleted
@@ -207,6 +209,7 @@ impl Core {
             admission,
             config,
             faults: crate::faults::Faults::default(),
+            access: crate::auth::Access::default(),
             snapshots: Mutex::new(VecDeque::new()),
             next_snapshot: AtomicU64::new(1),
             pod_grace: std::sync::atomic::AtomicI64::new(-1),

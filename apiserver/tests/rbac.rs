@@ -1,0 +1,171 @@
+//! RBAC: a user with a bearer token or impersonated with kubectl `--as` can do exactly what the
+//! Roles bound to it allow, is refused the rest with upstream's 403 wording, and kubectl's
+//! `auth can-i` / `auth whoami` answer for that identity.
+
+use apiserver::{ApiServer, UserInfo};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{Api, PostParams};
+use serde_json::json;
+
+const NS: &str = "team-a";
+
+struct Cluster {
+    server: ApiServer,
+    _handle: apiserver::ServerHandle,
+    dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    /// A server with namespace `team-a`, a Role there that may read ConfigMaps and create
+    /// them, bound to the service account `team-a/reader`, and a token for that account.
+    async fn start() -> Cluster {
+        let server = ApiServer::new();
+        let handle = server.serve().await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        handle.write_kubeconfig(dir.path().join("kubeconfig")).unwrap();
+        let c = Cluster { server, _handle: handle, dir };
+        c.apply(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})).await;
+        c.apply(&json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "cm", "namespace": NS},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch", "create"]}]}))
+            .await;
+        c.apply(&json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "cm", "namespace": NS},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "cm"},
+            "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": NS}]}))
+            .await;
+        c.server.access().add_token("reader-token", UserInfo::service_account(NS, "reader"));
+        c
+    }
+
+    async fn apply(&self, obj: &serde_json::Value) {
+        let path = self.dir.path().join("obj.json");
+        std::fs::write(&path, obj.to_string()).unwrap();
+        let (ok, out) = self.kubectl(&["apply", "-f", path.to_str().unwrap()]).await;
+        assert!(ok, "kubectl apply: {out}");
+    }
+
+    async fn kubectl(&self, args: &[&str]) -> (bool, String) {
+        let out = tokio::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(self.dir.path().join("kubeconfig"))
+            .arg("--cache-dir")
+            .arg(self.dir.path().join("cache"))
+            .args(args)
+            .env("HOME", self.dir.path())
+            .output()
+            .await
+            .expect("kubectl runs");
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr))
+    }
+
+    /// A kube client that authenticates with `token`.
+    async fn client_with_token(&self, token: &str) -> kube::Client {
+        let mut kubeconfig = kube::config::Kubeconfig::read_from(self.dir.path().join("kubeconfig")).unwrap();
+        kubeconfig.auth_infos[0].auth_info.as_mut().unwrap().token = Some(token.to_string().into());
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await.unwrap();
+        kube::Client::try_from(config).unwrap()
+    }
+}
+
+fn config_map(name: &str) -> ConfigMap {
+    serde_json::from_value(json!({"metadata": {"name": name}})).unwrap()
+}
+
+fn status_of(e: kube::Error) -> kube::core::Status {
+    match e {
+        kube::Error::Api(s) => *s,
+        other => panic!("expected an API error, got {other}"),
+    }
+}
+
+#[tokio::test]
+async fn a_token_user_may_do_what_its_role_allows_and_nothing_else() {
+    let c = Cluster::start().await;
+    let client = c.client_with_token("reader-token").await;
+    let mine: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+    mine.create(&PostParams::default(), &config_map("allowed")).await.expect("create is in the Role");
+    assert_eq!(mine.list(&Default::default()).await.unwrap().items.len(), 1);
+    assert_eq!(c.server.access().refused_total(), 0);
+
+    let e = status_of(mine.delete("allowed", &Default::default()).await.unwrap_err());
+    assert_eq!((e.code, e.reason.as_str()), (403, "Forbidden"));
+    assert_eq!(
+        e.message,
+        r#"configmaps "allowed" is forbidden: User "system:serviceaccount:team-a:reader" cannot delete resource "configmaps" in API group "" in the namespace "team-a""#
+    );
+    let e = status_of(Api::<ConfigMap>::namespaced(client.clone(), "default").list(&Default::default()).await.unwrap_err());
+    assert_eq!(e.code, 403, "a RoleBinding grants nothing outside its namespace: {}", e.message);
+    let e = status_of(Api::<Secret>::namespaced(client.clone(), NS).list(&Default::default()).await.unwrap_err());
+    assert!(e.message.starts_with("secrets is forbidden: "), "{}", e.message);
+    let e = status_of(Api::<ConfigMap>::all(client.clone()).list(&Default::default()).await.unwrap_err());
+    assert!(e.message.ends_with("at the cluster scope"), "{}", e.message);
+
+    let refusals = c.server.access().refusals();
+    assert_eq!(refusals.len(), 4);
+    assert!(refusals.iter().all(|r| r.user == "system:serviceaccount:team-a:reader"));
+    // Discovery is every authenticated user's (upstream's system:discovery binding).
+    client.apiserver_version().await.expect("/version");
+    assert_eq!(c.server.access().refused_total(), 4);
+}
+
+#[tokio::test]
+async fn an_unknown_token_is_unauthorized() {
+    let c = Cluster::start().await;
+    let client = c.client_with_token("not-a-token").await;
+    let e = status_of(Api::<ConfigMap>::namespaced(client, NS).list(&Default::default()).await.unwrap_err());
+    assert_eq!((e.code, e.reason.as_str()), (401, "Unauthorized"));
+}
+
+#[tokio::test]
+async fn a_cluster_role_binding_to_a_group_applies_in_every_namespace() {
+    let c = Cluster::start().await;
+    c.apply(&json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "secret-reader"},
+        "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["list"]}]}))
+        .await;
+    c.apply(&json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "secret-reader"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "secret-reader"},
+        "subjects": [{"kind": "Group", "name": "system:serviceaccounts:team-a", "apiGroup": "rbac.authorization.k8s.io"}]}))
+        .await;
+    let client = c.client_with_token("reader-token").await;
+    Api::<Secret>::namespaced(client.clone(), "default").list(&Default::default()).await.expect("the group's ClusterRole");
+    Api::<Secret>::all(client).list(&Default::default()).await.expect("cluster-wide too");
+}
+
+#[tokio::test]
+async fn kubectl_as_a_service_account_is_authorized_as_that_account() {
+    let c = Cluster::start().await;
+    let sa = "--as=system:serviceaccount:team-a:reader";
+    let (ok, out) = c.kubectl(&["auth", "can-i", "create", "configmaps", "-n", NS, sa]).await;
+    assert!(ok && out.trim() == "yes", "{out}");
+    let (ok, out) = c.kubectl(&["auth", "can-i", "delete", "configmaps", "-n", NS, sa]).await;
+    assert!(!ok && out.starts_with("no"), "{out}");
+    let (ok, out) = c.kubectl(&["auth", "can-i", "get", "secrets", "-n", NS, sa]).await;
+    assert!(!ok && out.starts_with("no"), "{out}");
+    let (ok, out) = c.kubectl(&["auth", "whoami", "-o", "jsonpath={.status.userInfo.username}", sa]).await;
+    assert!(ok && out.trim() == "system:serviceaccount:team-a:reader", "{out}");
+
+    let (ok, out) = c.kubectl(&["get", "configmaps", "-n", NS, sa]).await;
+    assert!(ok, "{out}");
+    let (ok, out) = c.kubectl(&["get", "secrets", "-n", NS, sa]).await;
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains(r#"Error from server (Forbidden): secrets is forbidden: User "system:serviceaccount:team-a:reader" cannot list resource "secrets" in API group "" in the namespace "team-a""#),
+        "{out}"
+    );
+    // Without --as, the kubeconfig's user is the administrator.
+    let (ok, out) = c.kubectl(&["auth", "can-i", "delete", "secrets", "-A"]).await;
+    assert!(ok && out.trim() == "yes", "{out}");
+}
+
+#[tokio::test]
+async fn only_users_allowed_to_impersonate_may_impersonate() {
+    let c = Cluster::start().await;
+    let mut kubeconfig = kube::config::Kubeconfig::read_from(c.dir.path().join("kubeconfig")).unwrap();
+    let auth = kubeconfig.auth_infos[0].auth_info.as_mut().unwrap();
+    auth.token = Some("reader-token".to_string().into());
+    auth.impersonate = Some("embedded-admin".into());
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await.unwrap();
+    let client = kube::Client::try_from(config).unwrap();
+    let e = status_of(Api::<Secret>::namespaced(client, NS).list(&Default::default()).await.unwrap_err());
+    assert_eq!(e.code, 403);
+    assert!(e.message.contains(r#"cannot impersonate resource "users""#), "{}", e.message);
+}
