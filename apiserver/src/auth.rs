@@ -4,7 +4,9 @@
 //!    in `system:masters`), which is what the kubeconfig the server writes uses, so kubectl and
 //!    tests keep working as before.
 //! 2. `Authorization: Bearer <token>` names a user registered with [`Access::add_token`], as
-//!    kube-apiserver's static token file does; an unknown token is `401 Unauthorized`.
+//!    kube-apiserver's static token file does; an unknown token is `401 Unauthorized`. (kube-rs
+//!    sends tokens over the server's plain HTTP; kubectl, like all of client-go, sends
+//!    credentials only over TLS, so with kubectl use `--as`.)
 //! 3. `Impersonate-User` / `Impersonate-Group` (kubectl `--as` / `--as-group`, or a kubeconfig's
 //!    `as:`) switch to that identity if the requester may `impersonate` it, as upstream. A
 //!    service account impersonated without groups gets its upstream groups.

@@ -167,13 +167,20 @@ async fn kubectl_apply_k_of_deploy_creates_every_object_and_the_host_runs_the_sa
         Api::<DynamicObject>::namespaced_with(client.clone(), "default", &ar).get(name).await.unwrap_or_else(|e| panic!("{kind} {name}: {e}"));
     }
 
-    // The host as the Deployment runs it loads the plugins from the applied
+    // The host as the Deployment runs it, with exactly the RBAC of deploy/rbac:
+    // it authenticates as the Deployment's ServiceAccount (a bearer token, as a
+    // Pod's projected token would), and the server authorizes every request
+    // against the applied Roles. It loads the plugins from the applied
     // ConfigMap, leads (Lease in its namespace) and reconciles the samples.
+    server.access().add_token("operator-host-token", apiserver::UserInfo::service_account(NAMESPACE, "operator-host"));
+    let sa_kubeconfig = dir.path().join("operator-host.kubeconfig");
+    let with_token = apiserver::kubeconfig_yaml(&handle.url(), NAMESPACE).replace("user: {}", "user:\n    token: operator-host-token");
+    std::fs::write(&sa_kubeconfig, with_token).unwrap();
     let mut host = Command::new(env!("CARGO_BIN_EXE_host"))
         .args(["run", "--leader-elect", "--leader-election-namespace", NAMESPACE, "--metrics-addr", "0"])
         .args(["--plugin-configmap", "operator-host-system/operator-host-plugins", "--plugin-cache-dir"])
         .arg(dir.path().join("cache"))
-        .env("KUBECONFIG", &kubeconfig)
+        .env("KUBECONFIG", &sa_kubeconfig)
         .stdout(std::process::Stdio::null())
         .stderr(std::fs::File::create(dir.path().join("host.log")).unwrap())
         .spawn()
@@ -188,9 +195,44 @@ async fn kubectl_apply_k_of_deploy_creates_every_object_and_the_host_runs_the_sa
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
     let lease = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(client.clone(), NAMESPACE).get_opt("operator-host").await.unwrap();
+    // Both parents carry the host's Reconciled condition: their status
+    // subresources were written as the ServiceAccount.
+    let mut unreconciled = vec![];
+    for (group, plural, name) in
+        [("batch.tutorial.kubebuilder.io", "cronjobs", "cronjob-sample"), ("apps.example.com", "mydeployments", "my-nginx-app")]
+    {
+        let started = Instant::now();
+        loop {
+            let (_, out) = kubectl(
+                &kubeconfig,
+                &["get", &format!("{plural}.{group}"), name, "-o", "jsonpath={.status.conditions[?(@.type==\"Reconciled\")].status}"],
+            )
+            .await;
+            if out.trim() == "True" {
+                break;
+            }
+            if started.elapsed() > Duration::from_secs(30) {
+                unreconciled.push(format!("{plural}/{name}: {out}"));
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+    let refused = server.access().refusals();
     let _ = host.kill();
     let _ = host.wait();
     let log = std::fs::read_to_string(dir.path().join("host.log")).unwrap_or_default();
     assert!(reconciled, "the host did not create the sample MyDeployment's 3 Pods from the ConfigMap's plugins; log:\n{log}");
     assert!(lease.and_then(|l| l.spec?.holder_identity).is_some_and(|h| !h.is_empty()), "no leader in {NAMESPACE}; log:\n{log}");
+    assert!(unreconciled.is_empty(), "not reconciled as the ServiceAccount: {unreconciled:?}; log:\n{log}");
+    assert!(refused.is_empty(), "the host needed more than deploy/rbac grants: {refused:#?}; log:\n{log}");
+    // The check above is not vacuous: the same identity is refused what its Roles leave out.
+    // (kube-rs sends the token over plain HTTP; kubectl only over TLS, so the
+    // check uses the host's client library and the same kubeconfig.)
+    let sa_config =
+        kube::Config::from_custom_kubeconfig(kube::config::Kubeconfig::read_from(&sa_kubeconfig).unwrap(), &Default::default()).await.unwrap();
+    let sa_client = kube::Client::try_from(sa_config).unwrap();
+    let denied = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(sa_client, NAMESPACE).list(&Default::default()).await;
+    assert!(matches!(&denied, Err(kube::Error::Api(s)) if s.code == 403), "{denied:?}");
+    assert_eq!(server.access().refused_total(), 1);
 }

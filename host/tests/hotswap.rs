@@ -165,6 +165,25 @@ async fn swapping_ten_times_under_load_loses_and_duplicates_nothing_and_refuses_
     assert_eq!(refused.regarding.as_ref().and_then(|r| r.name.as_deref()), Some(SOURCE));
     assert!(refused.note.as_deref().unwrap_or_default().contains("still running versioned 1.0.0"), "{:?}", refused.note);
 
+    // So is a plugin built against another major version of the contract,
+    // with both versions named.
+    env.publish(&[("plugin.wasm", std::fs::read(common::wasm("contract-v1")).unwrap())]).await;
+    common::eventually("the second refusal", WAIT, || async { (env.swaps("rejected") == 2).then_some(()) }).await;
+    assert_eq!(env.manager.plugin(&id("plugin.wasm")).unwrap().manifest().version, "1.0.0");
+    let notes: Vec<String> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("PluginRejected"))
+        .filter_map(|e| e.note)
+        .collect();
+    assert!(
+        notes.iter().any(|n| n.contains("operator:plugin@1.0.0") && n.contains("operator:plugin@0.1") && n.contains("still running versioned 1.0.0")),
+        "{notes:#?}"
+    );
+
     // The last swap's behaviour shows on every parent: one child each, at "2".
     env.publish(&[("plugin.wasm", v2.clone())]).await;
     env.running("plugin.wasm", "2.0.0").await;

@@ -16,6 +16,10 @@
 //!    controller is refused. Patches may not touch ownerReferences; a replace
 //!    keeps the parent as controller.
 //! 4. Status must be an object; Events need a reason.
+//! 5. At most [`MAX_WRITES`] writes per reconcile: a plugin that answers
+//!    with a flood (say 200,000 Events) is refused before anything is
+//!    written, instead of holding the executor and the API server for
+//!    minutes.
 
 use std::time::Duration;
 
@@ -115,8 +119,22 @@ pub fn split_api_version(api_version: &str) -> (&str, &str) {
     }
 }
 
+/// Writes one reconcile may ask for. Controllers take large changes in
+/// steps (upstream's ReplicaSet controller creates at most `burstReplicas`,
+/// 500, Pods per sync; MyDeployment does the same), so 1,000 leaves room
+/// for a full burst plus its Events and status.
+pub const MAX_WRITES: usize = 1000;
+
 /// Checks every action; the first refusal refuses the whole batch.
 pub fn check(parent: &Parent, children: &[GroupVersionKind], lookup: &dyn Lookup, actions: Vec<Action>) -> Result<Plan, Refusal> {
+    let writes = actions.iter().filter(|a| !matches!(a, Action::RequeueAfterMs(_) | Action::Finalized {})).count();
+    if writes > MAX_WRITES {
+        return Err(Refusal {
+            index: MAX_WRITES,
+            action: action_name(&actions[MAX_WRITES]),
+            reason: format!("the reconcile asked for {writes} writes; at most {MAX_WRITES} are made per reconcile (take large changes in steps)"),
+        });
+    }
     let mut plan = Plan::default();
     for (index, action) in actions.into_iter().enumerate() {
         let name = action_name(&action);
@@ -344,6 +362,20 @@ mod tests {
 
     fn run(actions: Vec<Action>) -> Result<Plan, Refusal> {
         check(&parent(), &children(), &cache(), actions)
+    }
+
+    fn events(n: usize) -> Vec<Action> {
+        (0..n).map(|i| Action::Event { event_type: EventType::Normal, reason: "Flood".into(), message: format!("{i}") }).collect()
+    }
+
+    #[test]
+    fn a_flood_of_writes_is_refused_before_anything_is_written() {
+        let e = run(events(200_000)).unwrap_err();
+        assert_eq!(e.index, MAX_WRITES);
+        assert!(e.reason.contains("asked for 200000 writes; at most 1000"), "{e}");
+        let mut full = events(MAX_WRITES);
+        full.push(Action::RequeueAfterMs(5));
+        assert_eq!(run(full).unwrap().writes.len(), MAX_WRITES, "requeues are not writes");
     }
 
     #[test]

@@ -4,8 +4,9 @@
 //! sandbox (trap, deadline, memory, invalid output); 2 bad input (flags,
 //! files); 3 the plugin reported an error of its own.
 
-mod generate;
+mod cluster;
 mod embedded_args;
+mod generate;
 mod input;
 mod inspect;
 mod leader_args;

@@ -114,7 +114,7 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
     let sandbox = sandbox.sandbox().map_err(|e| Failure::bad_input(format!("{e:#}")))?;
     let mut plugins: Vec<(String, LoadedPlugin)> = Vec::new();
     for path in &args.plugins {
-        let p = sandbox.load_file(path).map_err(|e| Failure::plugin(crate::error_chain(&e)))?;
+        let p = sandbox.load_file(path).map_err(|e| Failure::bad_input(crate::error_chain(&e)))?;
         tracing::info!(plugin = p.name(), parent = %p.manifest().parent.kind, "loaded");
         plugins.push((hotswap::Origin::File(path.clone()).id(), p));
     }
@@ -173,7 +173,9 @@ async fn run_async(
         embedded = Some(e);
         client
     } else {
-        kube::Client::try_default().await.map_err(|e| Failure::plugin(format!("cannot reach the cluster: {}", crate::error_chain(&e))))?
+        let config = super::cluster::config().await?;
+        kube::Client::try_from(config)
+            .map_err(|e| Failure::bad_input(format!("cannot build a client from the kubeconfig: {}", crate::error_chain(&e))))?
     };
 
     let metrics = Arc::new(Metrics::new());

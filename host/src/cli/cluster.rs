@@ -1,0 +1,46 @@
+//! Which cluster `host run` talks to, as kubectl decides: the kubeconfig
+//! files in `KUBECONFIG` (merged), else `~/.kube/config`, else the Pod's
+//! service account. A kubeconfig that cannot be read or used is bad input
+//! (exit 2) and the message names the file and the one reason, instead of
+//! kube's nested inference error that repeats every cause three times.
+
+use std::path::PathBuf;
+
+use kube::config::{Config, KubeConfigOptions, Kubeconfig};
+
+use super::Failure;
+
+/// The client configuration, or a [`Failure::bad_input`] naming the file.
+pub async fn config() -> Result<Config, Failure> {
+    let (paths, explicit) = match std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty()) {
+        Some(v) => (std::env::split_paths(&v).filter(|p| !p.as_os_str().is_empty()).collect(), true),
+        None => (std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".kube/config")).into_iter().collect::<Vec<_>>(), false),
+    };
+    // kubectl skips KUBECONFIG entries that do not exist, but a typo in a
+    // single explicit path is almost always a mistake worth stopping for.
+    let paths: Vec<PathBuf> = if explicit && paths.len() == 1 { paths } else { paths.into_iter().filter(|p| p.exists()).collect() };
+    if paths.is_empty() {
+        return Config::incluster().map_err(|e| {
+            Failure::bad_input(format!(
+                "no kubeconfig (KUBECONFIG is unset or names no existing file, and ~/.kube/config does not exist) and not running in a Pod: {e}"
+            ))
+        });
+    }
+    let mut merged: Option<Kubeconfig> = None;
+    for path in &paths {
+        let text = std::fs::read_to_string(path).map_err(|e| Failure::bad_input(format!("cannot read kubeconfig {}: {e}", path.display())))?;
+        Kubeconfig::from_yaml(&text)
+            .map_err(|e| Failure::bad_input(format!("kubeconfig {} is not valid: {}", path.display(), crate::error_chain(&e))))?;
+        // read_from also makes relative certificate paths absolute.
+        let file =
+            Kubeconfig::read_from(path).map_err(|e| Failure::bad_input(format!("kubeconfig {}: {}", path.display(), crate::error_chain(&e))))?;
+        merged = Some(match merged {
+            None => file,
+            Some(m) => m.merge(file).map_err(|e| Failure::bad_input(format!("kubeconfig {}: {}", path.display(), crate::error_chain(&e))))?,
+        });
+    }
+    let names: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+    Config::from_custom_kubeconfig(merged.unwrap_or_default(), &KubeConfigOptions::default())
+        .await
+        .map_err(|e| Failure::bad_input(format!("kubeconfig {}: {}", names.join(":"), crate::error_chain(&e))))
+}

@@ -1,0 +1,243 @@
+//! A hostile plugin in the same host as a good one. The hostile plugin
+//! loops forever, grows its memory without bound, panics, floods stdout and
+//! its log, answers garbage, answers 200,000 actions, fails on purpose, and
+//! probes for files, environment, sockets, clocks and randomness, one parent
+//! per behaviour, all at once. Every one is contained: the host keeps
+//! running, each failing parent is flagged (Reconciled=False with the cause,
+//! a Warning Event) and backed off, each probe finds nothing, and the good
+//! plugin (MyDeployment) keeps reconciling.
+//!
+//! The good plugin's latency (MyDeployment created → its Pod exists) is
+//! measured before and while the hostile parents run, and printed as a
+//! `FIGURES hostile-neighbour` line for docs/reliability.md. The test asserts
+//! behaviour, not speed: the only time bound is a generous one that only a
+//! starved controller (a hostile plugin holding every call slot, or a host
+//! stalled by a flood) would miss.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use apiserver::ApiServer;
+use host::clock::SystemClock;
+use host::manager::{self, Options, Running};
+use host::metrics::Metrics;
+use host::sandbox::Sandbox;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(120);
+/// The call deadline in this test: a looping call costs this much CPU per try.
+const DEADLINE: Duration = Duration::from_millis(250);
+
+/// Hostile behaviours that must fail the reconcile, with the reason the
+/// host's condition and Warning Event must carry.
+const FAILING: &[(&str, &str)] = &[
+    ("loop", "PluginDeadlineExceeded"),
+    ("memory", "PluginMemoryLimit"),
+    ("panic", "PluginPanicked"),
+    ("garbage", "PluginInvalidOutput"),
+    ("not-object", "PluginInvalidOutput"),
+    ("many-actions", "ActionRefused"),
+    ("error", "Refused"),
+];
+
+/// Behaviours that succeed because the sandbox gives them nothing to abuse;
+/// the plugin reports what it found in a `Probe` Event.
+const PROBES: &[(&str, &str)] = &[
+    ("output", "wrote 100 MiB"),
+    ("log-flood", "logged 100 MiB"),
+    ("file", "denied"),
+    ("env", "denied: no environment"),
+    ("socket", "denied"),
+    ("clock", "clock="),
+    ("random", "hash="),
+];
+
+fn hostile_resource() -> ApiResource {
+    ApiResource {
+        group: "test.operator.dev".into(),
+        version: "v1".into(),
+        api_version: "test.operator.dev/v1".into(),
+        kind: "Hostile".into(),
+        plural: "hostiles".into(),
+    }
+}
+
+fn md_resource() -> ApiResource {
+    ApiResource {
+        group: "apps.example.com".into(),
+        version: "v1".into(),
+        api_version: "apps.example.com/v1".into(),
+        kind: "MyDeployment".into(),
+        plural: "mydeployments".into(),
+    }
+}
+
+struct Env {
+    _server: ApiServer,
+    client: kube::Client,
+    running: Running,
+}
+
+impl Env {
+    async fn start() -> Env {
+        let server = ApiServer::new();
+        let sandbox = Sandbox::new(common::config(DEADLINE)).unwrap();
+        let hostile = common::load(&sandbox, "hostile");
+        let good = sandbox.load_file(&common::built_plugin("mydeployment")).unwrap();
+        let client = server.kube_client();
+        let crd = json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "hostiles.test.operator.dev"},
+            "spec": {"group": "test.operator.dev", "scope": "Namespaced",
+                "names": {"plural": "hostiles", "singular": "hostile", "kind": "Hostile", "listKind": "HostileList"},
+                "versions": [{"name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+        });
+        manager::install_crd(&client, "test", &crd, Duration::from_secs(30)).await.unwrap();
+        let running = manager::start(client.clone(), vec![hostile, good], Options::default(), Arc::new(SystemClock), Arc::new(Metrics::new()))
+            .await
+            .unwrap_or_else(|e| panic!("manager: {}", host::error_chain(&e)));
+        tokio::time::timeout(WAIT, running.wait_synced()).await.expect("caches sync");
+        Env { _server: server, client, running }
+    }
+
+    fn metric(&self, series: &str) -> f64 {
+        let text = self.running.metrics().render();
+        text.lines().find_map(|l| l.strip_prefix(series)?.trim().parse().ok()).unwrap_or(0.0)
+    }
+
+    async fn hostile(&self, mode: &str) -> String {
+        let h = json!({"apiVersion": "test.operator.dev/v1", "kind": "Hostile", "metadata": {"name": mode}, "spec": {"mode": mode}});
+        let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), "default", &hostile_resource());
+        api.create(&PostParams::default(), &serde_json::from_value(h).unwrap()).await.unwrap().metadata.uid.unwrap()
+    }
+
+    /// Creates a one-replica MyDeployment and returns how long until its Pod exists.
+    async fn good_latency(&self, name: &str) -> Duration {
+        let md = json!({"apiVersion": "apps.example.com/v1", "kind": "MyDeployment", "metadata": {"name": name},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+                "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [{"name": "c", "image": "nginx:1.27"}]}}}});
+        let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), "default", &md_resource());
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), "default");
+        let started = Instant::now();
+        api.create(&PostParams::default(), &serde_json::from_value(md).unwrap()).await.unwrap();
+        let selector = ListParams::default().labels(&format!("app={name}"));
+        loop {
+            if !pods.list(&selector).await.unwrap().items.is_empty() {
+                return started.elapsed();
+            }
+            assert!(started.elapsed() < WAIT, "MyDeployment {name} got no Pod in {WAIT:?}: the good plugin was starved");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+}
+
+fn median_ms(mut v: Vec<Duration>) -> f64 {
+    v.sort();
+    v[v.len() / 2].as_secs_f64() * 1000.0
+}
+
+fn condition(obj: &DynamicObject, type_: &str) -> Option<Value> {
+    obj.data.pointer("/status/conditions")?.as_array()?.iter().find(|c| c["type"] == type_).cloned()
+}
+
+async fn eventually<T, F, Fut>(what: &str, f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    common::eventually(what, WAIT, f).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_hostile_behaviour_is_contained_and_the_good_plugin_keeps_reconciling() {
+    let env = Env::start().await;
+    const ROUNDS: usize = 15;
+
+    // The good plugin alone.
+    let mut quiet = Vec::new();
+    for i in 0..ROUNDS {
+        quiet.push(env.good_latency(&format!("quiet-{i}")).await);
+    }
+
+    // Every hostile behaviour at once, then the good plugin again while they run.
+    let mut uids = Vec::new();
+    for (mode, _) in FAILING.iter().chain(PROBES) {
+        uids.push((mode, env.hostile(mode).await));
+    }
+    let noisy_from = Instant::now();
+    let mut noisy = Vec::new();
+    for i in 0..ROUNDS {
+        noisy.push(env.good_latency(&format!("noisy-{i}")).await);
+    }
+    let noisy_window = noisy_from.elapsed();
+
+    let hostiles: Api<DynamicObject> = Api::namespaced_with(env.client.clone(), "default", &hostile_resource());
+    let events: Api<Event> = Api::namespaced(env.client.clone(), "default");
+    let event_of = |uid: String, type_: &'static str| {
+        let events = events.clone();
+        async move {
+            events
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .find(|e| e.regarding.as_ref().and_then(|r| r.uid.as_deref()) == Some(uid.as_str()) && e.type_.as_deref() == Some(type_))
+        }
+    };
+    let mut contained = 0;
+    for ((mode, reason), (_, uid)) in FAILING.iter().zip(&uids) {
+        let cond = eventually(&format!("{mode}: Reconciled=False"), || async {
+            let c = condition(&hostiles.get(mode).await.ok()?, "Reconciled")?;
+            (c["status"] == "False").then_some(c)
+        })
+        .await;
+        assert_eq!(cond["reason"], *reason, "{mode}: {cond}");
+        let warning = eventually(&format!("{mode}: a Warning Event"), || event_of(uid.clone(), "Warning")).await;
+        assert_eq!(warning.reason.as_deref(), Some(*reason), "{mode}: {warning:?}");
+        contained += 1;
+    }
+    for ((mode, expected), (_, uid)) in PROBES.iter().zip(&uids[FAILING.len()..]) {
+        let probe = eventually(&format!("{mode}: its Probe Event"), || event_of(uid.clone(), "Normal")).await;
+        let note = probe.note.unwrap_or_default();
+        assert!(note.starts_with(expected) && !note.contains("ESCAPED"), "{mode}: {note}");
+        contained += 1;
+    }
+    let flood_events = events.list(&ListParams::default()).await.unwrap().items.iter().filter(|e| e.reason.as_deref() == Some("Probe")).count();
+    assert!(flood_events <= PROBES.len() * 4, "the 200,000-action flood wrote no Events ({flood_events} Probe Events)");
+
+    // Backed off, not retried hot: exponential backoff from 5 ms allows about
+    // log2(window / 5 ms) + 1 tries per failing parent; a hot loop would be
+    // thousands. The bound is loose (×2 + 4) for slow machines.
+    let window = noisy_window.as_secs_f64() + 1.0;
+    let tries_per_parent = (window / 0.005).log2().ceil() + 1.0;
+    let errors = env.metric("controller_runtime_reconcile_errors_total{controller=\"hostile\"}");
+    let bound = FAILING.len() as f64 * (tries_per_parent * 2.0 + 4.0);
+    assert!(errors <= bound, "{errors} failed hostile reconciles in {window:.1} s (bound {bound:.0})");
+
+    // The good plugin converged on every parent.
+    let mds: Api<DynamicObject> = Api::namespaced_with(env.client.clone(), "default", &md_resource());
+    for md in mds.list(&ListParams::default()).await.unwrap().items {
+        let name = md.metadata.name.clone().unwrap();
+        eventually(&format!("{name}: Reconciled=True"), || async {
+            let c = condition(&mds.get(&name).await.ok()?, "Reconciled")?;
+            (c["status"] == "True").then_some(())
+        })
+        .await;
+    }
+    let (q, n) = (median_ms(quiet), median_ms(noisy.clone()));
+    let worst = noisy.iter().max().unwrap().as_secs_f64() * 1000.0;
+    println!(
+        "FIGURES hostile-neighbour: contained={contained}/{} good_p50_quiet_ms={q:.1} good_p50_hostile_ms={n:.1} good_max_hostile_ms={worst:.1} \
+         deadline_ms={} hostile_failed_reconciles={errors} window_s={window:.1}",
+        FAILING.len() + PROBES.len(),
+        DEADLINE.as_millis()
+    );
+    env.running.shutdown(Duration::from_secs(30)).await;
+}
