@@ -115,11 +115,15 @@ impl Executor<'_> {
                         }
                         Err(e) if fixed_name && is_already_exists(&e) => {
                             let name = obj.metadata.name.as_deref().unwrap_or_default();
-                            let clash = self.lookup.find(&gvk, &namespace, name).is_some_and(|x| x.controller_uid.as_deref() != Some(self.parent_uid));
+                            let clash =
+                                self.lookup.find(&gvk, &namespace, name).is_some_and(|x| x.controller_uid.as_deref() != Some(self.parent_uid));
                             if clash {
                                 // Someone else's object holds the name: the plugin
                                 // cannot see it, so saying "done" would hide the problem.
-                                out.error = Some(WriteError { what: format!("{what} (the name is taken by an object this parent does not control)"), source: e });
+                                out.error = Some(WriteError {
+                                    what: format!("{what} (the name is taken by an object this parent does not control)"),
+                                    source: e,
+                                });
                                 break;
                             }
                             tracing::debug!(%what, "already exists; nothing to do");

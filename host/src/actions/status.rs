@@ -109,7 +109,8 @@ mod tests {
 
     #[test]
     fn the_condition_is_added_without_clobbering_the_plugins_status() {
-        let s = with_verdict(json!({"replicas": 3, "conditions": [{"type": "Valid", "status": "True"}]}), &json!({}), &Verdict::success(), Some(2), "T0");
+        let s =
+            with_verdict(json!({"replicas": 3, "conditions": [{"type": "Valid", "status": "True"}]}), &json!({}), &Verdict::success(), Some(2), "T0");
         assert_eq!(s["replicas"], 3);
         assert_eq!(s["conditions"][0]["type"], "Valid");
         assert_eq!(s["conditions"][1]["type"], "Reconciled");

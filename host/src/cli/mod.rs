@@ -4,7 +4,7 @@
 //! sandbox (trap, deadline, memory, invalid output); 2 bad input (flags,
 //! files); 3 the plugin reported an error of its own.
 
-mod cluster;
+mod kubeconfig;
 mod embedded_args;
 mod generate;
 mod input;

@@ -173,7 +173,7 @@ async fn run_async(
         embedded = Some(e);
         client
     } else {
-        let config = super::cluster::config().await?;
+        let config = super::kubeconfig::config().await?;
         kube::Client::try_from(config)
             .map_err(|e| Failure::bad_input(format!("cannot build a client from the kubeconfig: {}", crate::error_chain(&e))))?
     };

@@ -2,9 +2,7 @@
 //! conversion to the SDK's plain types. Nothing outside this module sees
 //! generated code.
 
-use operator_plugin_sdk::{
-    Action, EventType, FieldError, FieldErrorKind, GroupVersionKind, Manifest, ObjectRef, Propagation, ReconcileError,
-};
+use operator_plugin_sdk::{Action, EventType, FieldError, FieldErrorKind, GroupVersionKind, Manifest, ObjectRef, Propagation, ReconcileError};
 
 wasmtime::component::bindgen!({
     path: "../wit",
@@ -38,12 +36,7 @@ fn object_ref(r: wit::ObjectRef) -> ObjectRef {
 }
 
 pub(crate) fn manifest(m: wit::PluginManifest) -> Result<Manifest, InvalidOutput> {
-    let crds = m
-        .crds
-        .iter()
-        .enumerate()
-        .map(|(i, c)| json_object(&format!("manifest crds[{i}]"), c))
-        .collect::<Result<Vec<_>, _>>()?;
+    let crds = m.crds.iter().enumerate().map(|(i, c)| json_object(&format!("manifest crds[{i}]"), c)).collect::<Result<Vec<_>, _>>()?;
     Ok(Manifest {
         name: m.name,
         version: m.version,
@@ -62,10 +55,7 @@ fn action(i: usize, a: wit::Action) -> Result<Action, InvalidOutput> {
     Ok(match a {
         wit::Action::Create(o) => Action::Create(json_object(&format!("action {i} (create)"), &o)?),
         wit::Action::Replace(o) => Action::Replace(json_object(&format!("action {i} (replace)"), &o)?),
-        wit::Action::Patch(p) => Action::Patch {
-            target: object_ref(p.target),
-            patch: json_object(&format!("action {i} (patch)"), &p.patch)?,
-        },
+        wit::Action::Patch(p) => Action::Patch { target: object_ref(p.target), patch: json_object(&format!("action {i} (patch)"), &p.patch)? },
         wit::Action::Delete(d) => Action::Delete {
             target: object_ref(d.target),
             propagation: match d.propagation {
