@@ -4,8 +4,9 @@
 //! sandbox (trap, deadline, memory, invalid output); 2 bad input (flags,
 //! files); 3 the plugin reported an error of its own.
 
-mod generate;
+mod cluster;
 mod embedded_args;
+mod generate;
 mod input;
 mod inspect;
 mod leader_args;
@@ -40,6 +41,8 @@ enum Command {
     Run(run::Args),
     /// Run plugins against the embedded cluster under virtual time and print what happened.
     Simulate(simulate::Args),
+    /// Run only the embedded cluster (API server + simulated cluster parts) for a host in another process.
+    Cluster(cluster::Args),
     /// Print deployment manifests derived from plugins: `crds` or `rbac`.
     Generate(generate::Args),
 }
@@ -125,6 +128,7 @@ pub fn main() -> ExitCode {
         Command::Reconcile(args) => reconcile::run(&cli.sandbox, args),
         Command::Run(args) => run::run(&cli.sandbox, args),
         Command::Simulate(args) => simulate::run(&cli.sandbox, args),
+        Command::Cluster(args) => cluster::run(args),
         Command::Generate(args) => generate::run(&cli.sandbox, args),
     };
     match result {
