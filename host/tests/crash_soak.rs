@@ -40,7 +40,6 @@ use common::soak::{Change, Ledger, Rng, cronjob, image_patch, mydeployment, roll
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
-use serde_json::Value;
 
 struct Workload {
     name: &'static str,
@@ -143,7 +142,7 @@ where
 async fn watch_pods(client: kube::Client, ledger: Arc<Mutex<Ledger>>, stop: Arc<AtomicBool>) -> usize {
     let pods: Api<DynamicObject> = Api::all_with(client, &ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("", "v1", "Pod"), "pods"));
     let mut events = std::pin::pin!(watcher(pods, watcher::Config::default()).default_backoff());
-    let mut inits = 0;
+    let mut inits: usize = 0;
     let mut listed = HashSet::new();
     while !stop.load(Ordering::SeqCst) {
         let Ok(Some(event)) = tokio::time::timeout(Duration::from_millis(500), events.next()).await else { continue };
@@ -176,8 +175,9 @@ async fn roll(client: kube::Client, name: String, stop: Arc<AtomicBool>) -> (usi
         if stop.load(Ordering::SeqCst) {
             return (done, n - 1);
         }
-        let patch = image_patch(n);
-        retry(|| mds.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))).await;
+        let (patch, params) = (image_patch(n), PatchParams::default());
+        let patch = Patch::Merge(&patch);
+        retry(|| mds.patch(&name, &params, &patch)).await;
         let deadline = Instant::now() + Duration::from_secs(180);
         loop {
             let md = serde_json::to_value(retry(|| mds.get(&name)).await).unwrap();
@@ -203,14 +203,15 @@ fn soak(w: Workload) {
 
 async fn run(w: Workload, seed: u64, dir: PathBuf, wall: Instant) {
     let mut rng = Rng::new(seed);
+    let (lp, pp) = (ListParams::default(), PostParams::default());
     let (mut cluster, port) = start_cluster(&dir, 0);
     let mut host = start_host(&dir);
     let client = client(&dir.join("kubeconfig")).await;
     // The CRDs come from the host; wait for them before creating anything.
     let cronjobs = api(&client, "batch.tutorial.kubebuilder.io", "v1", "CronJob", "cronjobs");
     let mds = api(&client, "apps.example.com", "v1", "MyDeployment", "mydeployments");
-    retry(|| cronjobs.list(&ListParams::default())).await;
-    retry(|| mds.list(&ListParams::default())).await;
+    retry(|| cronjobs.list(&lp)).await;
+    retry(|| mds.list(&lp)).await;
 
     let ledger = Arc::new(Mutex::new(Ledger::default()));
     let stop = Arc::new(AtomicBool::new(false));
@@ -219,8 +220,9 @@ async fn run(w: Workload, seed: u64, dir: PathBuf, wall: Instant) {
     for i in 0..w.cronjobs {
         let name = format!("cj-{i}");
         let obj: DynamicObject = serde_json::from_value(cronjob(&name, "5s", Some(1000))).unwrap();
-        let answer = retry(|| cronjobs.create(&PostParams::default(), &obj)).await;
-        created.push((name, answer.metadata.creation_timestamp.unwrap().0));
+        let answer = retry(|| cronjobs.create(&pp, &obj)).await;
+        let at = serde_json::to_value(answer).unwrap()["metadata"]["creationTimestamp"].as_str().map(DateTime::parse_from_rfc3339);
+        created.push((name, at.unwrap().unwrap().with_timezone(&Utc)));
     }
     let mut rollers = Vec::new();
     for i in 0..w.mydeployments {
@@ -228,7 +230,7 @@ async fn run(w: Workload, seed: u64, dir: PathBuf, wall: Instant) {
         let name = md["metadata"]["name"].as_str().unwrap().to_string();
         ledger.lock().unwrap().bound("default", &name, bound);
         let obj: DynamicObject = serde_json::from_value(md).unwrap();
-        retry(|| mds.create(&PostParams::default(), &obj)).await;
+        retry(|| mds.create(&pp, &obj)).await;
         rollers.push(tokio::spawn(roll(client.clone(), name, stop.clone())));
     }
 
@@ -270,7 +272,7 @@ async fn run(w: Workload, seed: u64, dir: PathBuf, wall: Instant) {
     let jobs = api(&client, "batch", "v1", "Job", "jobs");
     let deadline = Instant::now() + Duration::from_secs(60);
     let (runs, lost) = loop {
-        let listed = retry(|| jobs.list(&ListParams::default())).await;
+        let listed = retry(|| jobs.list(&lp)).await;
         let mut l = ledger.lock().unwrap();
         for job in &listed.items {
             let mut job = serde_json::to_value(job).unwrap();
