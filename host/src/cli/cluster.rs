@@ -6,8 +6,8 @@
 
 use std::path::PathBuf;
 
-use super::embedded_args::EmbeddedArgs;
 use super::Failure;
+use super::embedded_args::EmbeddedArgs;
 
 #[derive(Debug, clap::Args)]
 // The embedded-cluster flags say `requires = "embedded"` for `host run`; here

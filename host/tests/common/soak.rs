@@ -155,29 +155,41 @@ impl Ledger {
             c.active += i64::from(!terminating);
             self.pods.insert(uid, (owner.clone(), terminating));
         }
-        let (Some(bound), Some(c)) = (self.bounds.get(&owner), self.counted.get(&owner)) else { return };
+        self.check(&owner);
+    }
+
+    fn check(&mut self, owner: &str) {
+        let (Some(bound), Some(c)) = (self.bounds.get(owner), self.counted.get(owner)) else { return };
         let counted = if bound.termination_complete { c.all } else { c.active };
         let over = counted - bound.limit();
         if over > self.worst_over_surge {
             self.worst_over_surge = over;
             self.worst = format!(
                 "{owner}: {counted} Pods counted ({} active, {} in all) against replicas {} + maxSurge {}",
-                c.active,
-                c.all,
-                bound.replicas,
-                bound.max_surge
+                c.active, c.all, bound.replicas, bound.max_surge
             );
         }
     }
 
-    /// After a relist: the Pods not in it are gone.
-    pub fn forget_pods_except(&mut self, listed: &HashSet<String>) {
-        let gone: Vec<String> = self.pods.keys().filter(|uid| !listed.contains(*uid)).cloned().collect();
-        for uid in gone {
-            let (owner, terminating) = self.pods.remove(&uid).expect("listed above");
-            let c = self.counted.entry(owner).or_default();
-            c.all -= 1;
-            c.active -= i64::from(!terminating);
+    /// After a relist: the listed Pods are all there is, taken as one
+    /// change (a mix of before and after the relist was never on the server).
+    pub fn replace_pods(&mut self, listed: &[Value]) {
+        self.pods.clear();
+        self.counted.clear();
+        let mut owners = HashSet::new();
+        for pod in listed {
+            let namespace = str_at(pod, "/metadata/namespace").unwrap_or_default();
+            let Some(owner) = controller_name(pod, "MyDeployment").map(|o| format!("{namespace}/{o}")) else { continue };
+            let terminating = pod.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
+            let c = self.counted.entry(owner.clone()).or_default();
+            c.all += 1;
+            c.active += i64::from(!terminating);
+            let uid = str_at(pod, "/metadata/uid").unwrap_or_default().to_string();
+            self.pods.insert(uid, (owner.clone(), terminating));
+            owners.insert(owner);
+        }
+        for owner in owners {
+            self.check(&owner);
         }
     }
 
