@@ -210,7 +210,8 @@ async fn run(w: Workload, seed: u64, dir: PathBuf, wall: Instant) {
 
     let ledger = Arc::new(Mutex::new(Ledger::default()));
     let stop = Arc::new(AtomicBool::new(false));
-    let watcher = tokio::spawn(watch_pods(client.clone(), ledger.clone(), stop.clone()));
+    let stop_watch = Arc::new(AtomicBool::new(false));
+    let watcher = tokio::spawn(watch_pods(client.clone(), ledger.clone(), stop_watch.clone()));
     let mut created = Vec::new();
     for i in 0..w.cronjobs {
         let name = format!("cj-{i}");
@@ -261,6 +262,22 @@ async fn run(w: Workload, seed: u64, dir: PathBuf, wall: Instant) {
         rollouts += done;
         last_image.push(last);
     }
+    // The last rollouts' old Pods finish terminating (the watch still runs).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        let l = ledger.lock().unwrap();
+        let settled = (0..w.mydeployments).all(|i| {
+            let (active, all) = l.pods_of("default", &format!("md-{i}"));
+            let bound = mydeployment(i).1;
+            active == bound.replicas && all == bound.replicas
+        });
+        drop(l);
+        if settled {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    stop_watch.store(true, Ordering::SeqCst);
     let relists = watcher.await.unwrap();
     // The runs due by the end of the kills: a host restarted just before it
     // may still be making the last minute's Jobs.
