@@ -4,6 +4,7 @@
 //! sandbox (trap, deadline, memory, invalid output); 2 bad input (flags,
 //! files); 3 the plugin reported an error of its own.
 
+mod cluster;
 mod kubeconfig;
 mod embedded_args;
 mod generate;
@@ -41,6 +42,8 @@ enum Command {
     Run(run::Args),
     /// Run plugins against the embedded cluster under virtual time and print what happened.
     Simulate(simulate::Args),
+    /// Run only the embedded cluster (API server + simulated cluster parts) for a host in another process.
+    Cluster(cluster::Args),
     /// Print deployment manifests derived from plugins: `crds` or `rbac`.
     Generate(generate::Args),
 }
@@ -126,6 +129,7 @@ pub fn main() -> ExitCode {
         Command::Reconcile(args) => reconcile::run(&cli.sandbox, args),
         Command::Run(args) => run::run(&cli.sandbox, args),
         Command::Simulate(args) => simulate::run(&cli.sandbox, args),
+        Command::Cluster(args) => cluster::run(args),
         Command::Generate(args) => generate::run(&cli.sandbox, args),
     };
     match result {

@@ -255,6 +255,13 @@ impl Controller {
     /// Runs `concurrency` workers until the queue shuts down; in-flight
     /// reconciles finish before this returns.
     pub async fn run(self: Arc<Self>) {
+        // As controller-runtime's WaitForCacheSync: until every cache a
+        // reconcile reads has listed once, a parent can be seen without its
+        // children, and the plugin would create them again (a restarted host
+        // doubled a MyDeployment's Pods this way; `tests/crash_soak.rs`).
+        for cache in self.caches.values() {
+            cache.wait_synced().await;
+        }
         let labels = crate::metrics::ControllerLabels { controller: self.name.clone() };
         self.metrics.max_concurrent.get_or_create(&labels).set(self.config.concurrency.max(1) as i64);
         let workers: Vec<_> = (0..self.config.concurrency.max(1))
