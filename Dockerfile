@@ -20,6 +20,7 @@ COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     CARGO_PROFILE_RELEASE_LTO=true CARGO_PROFILE_RELEASE_CODEGEN_UNITS=1 \
+    CARGO_TARGET_WASM32_WASIP2_RUSTFLAGS="-C link-arg=--initial-memory=4194304" \
       cargo build --release --locked --target wasm32-wasip2 -p cronjob -p mydeployment \
  && cargo build --release --locked -p host \
  && mkdir -p /out/plugins \

@@ -71,8 +71,15 @@ fn wasm_build() -> Command {
     let mut c = cargo();
     c.args(["build", "--release", "--target", "wasm32-wasip2"]);
     c.env("CARGO_PROFILE_RELEASE_LTO", "true").env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "1");
+    // Every call starts from a fresh instance; a 4 MiB initial memory gives
+    // the guest's allocator room for a typical reconcile without
+    // `memory.grow` (each one an mprotect in the host). The cap is unchanged.
+    c.env("CARGO_TARGET_WASM32_WASIP2_RUSTFLAGS", format!("-C link-arg=--initial-memory={PLUGIN_INITIAL_MEMORY}"));
     c
 }
+
+/// Bytes of linear memory a plugin instance starts with (a multiple of 64 KiB).
+const PLUGIN_INITIAL_MEMORY: u32 = 4 << 20;
 
 fn status(mut cmd: Command) -> Result {
     eprintln!("xtask: running {cmd:?}");
