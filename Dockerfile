@@ -19,7 +19,9 @@ COPY . .
 # results are copied out of the cached target dir within the same step.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked --target wasm32-wasip2 -p cronjob -p mydeployment \
+    CARGO_PROFILE_RELEASE_LTO=true CARGO_PROFILE_RELEASE_CODEGEN_UNITS=1 \
+    CARGO_TARGET_WASM32_WASIP2_RUSTFLAGS="-C link-arg=--initial-memory=4194304" \
+      cargo build --release --locked --target wasm32-wasip2 -p cronjob -p mydeployment \
  && cargo build --release --locked -p host \
  && mkdir -p /out/plugins \
  && cp target/wasm32-wasip2/release/cronjob.wasm target/wasm32-wasip2/release/mydeployment.wasm /out/plugins/ \

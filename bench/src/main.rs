@@ -58,6 +58,20 @@ enum Command {
     Memory,
     /// 5: hot-swap latency and cold start.
     Startup,
+    /// Not a benchmark: calls one plugin's Wasm reconcile in a loop, for a
+    /// profiler (`valgrind --tool=callgrind`, `perf record`) to look at.
+    Loop {
+        /// `cronjob` or `mydeployment`.
+        #[arg(long, default_value = "cronjob")]
+        plugin: String,
+        #[arg(long, default_value_t = 10)]
+        children: usize,
+        #[arg(long, default_value_t = 1000)]
+        calls: usize,
+        /// Call the native logic instead.
+        #[arg(long)]
+        native: bool,
+    },
 }
 
 /// How long and how big: `--quick` for a smoke run, else the full run.
@@ -185,6 +199,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::E2e => results.e2e = runtime.block_on(e2e::run(&profile, &plugins))?,
         Command::Memory => results.memory = Some(runtime.block_on(memory::run(&profile, &paths))?),
         Command::Startup => results.startup = Some(runtime.block_on(startup::run(&profile, &paths, &plugins))?),
+        Command::Loop { plugin, children, calls, native } => {
+            let kind = Kind::ALL.into_iter().find(|k| k.plugin() == plugin).ok_or_else(|| anyhow::anyhow!("no plugin {plugin}"))?;
+            reconcile::call_loop(kind, plugins.get(kind), children, calls, native)?;
+            return Ok(());
+        }
         Command::All { report, plots } => {
             results.reconcile = reconcile::run(&profile, &plugins)?;
             results.hook = runtime.block_on(hook::run(&profile, &plugins))?;

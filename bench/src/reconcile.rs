@@ -96,3 +96,19 @@ pub fn run(profile: &Profile, plugins: &crate::Plugins) -> anyhow::Result<Vec<Ro
     }
     Ok(rows)
 }
+
+/// `bench loop`: `calls` reconciles of one input, nothing measured, for a
+/// profiler to attribute the cost of a call.
+pub fn call_loop(kind: Kind, plugin: &LoadedPlugin, n: usize, calls: usize, native: bool) -> anyhow::Result<()> {
+    let Input { parent, children, now_ms } = workload::input(kind, n);
+    let start = Instant::now();
+    for _ in 0..calls {
+        if native {
+            std::hint::black_box(native_reconcile(kind)(&parent, &children, now_ms)).ok();
+        } else {
+            std::hint::black_box(plugin.reconcile_blocking(&parent, &children, now_ms)?);
+        }
+    }
+    eprintln!("bench: {calls} calls, {:.1} µs per call", start.elapsed().as_secs_f64() * 1e6 / calls as f64);
+    Ok(())
+}

@@ -124,6 +124,16 @@ fn yaml_to_json(text: &str) -> String {
 }
 
 #[test]
+fn a_call_never_sees_what_the_previous_call_left_in_memory() {
+    let sandbox = Sandbox::new(config(Duration::from_secs(5))).unwrap();
+    let hostile = load(&sandbox, "hostile");
+    for call in 0..5 {
+        let actions = hostile.reconcile_blocking(&hostile_parent("remember"), &[], NOW).unwrap();
+        assert_eq!(probe_report(&actions), "image=7 zeroed=0", "call {call}");
+    }
+}
+
+#[test]
 fn a_second_load_uses_the_cache_and_a_corrupt_artifact_is_rebuilt() {
     let dir = tempfile::tempdir().unwrap();
     let cached = || SandboxConfig { cache: PrecompiledCache::at(dir.path()).unwrap(), ..config(DEADLINE) };

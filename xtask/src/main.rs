@@ -63,6 +63,24 @@ fn cargo() -> Command {
     c
 }
 
+/// `cargo build --release --target wasm32-wasip2`, with fat LTO and one
+/// codegen unit: plugins are small, built rarely and run on every reconcile,
+/// so the slower build pays off (see docs/benchmarks.md, Optimizations). Set
+/// through the environment so the host's own release build stays fast.
+fn wasm_build() -> Command {
+    let mut c = cargo();
+    c.args(["build", "--release", "--target", "wasm32-wasip2"]);
+    c.env("CARGO_PROFILE_RELEASE_LTO", "true").env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "1");
+    // Every call starts from a fresh instance; a 4 MiB initial memory gives
+    // the guest's allocator room for a typical reconcile without
+    // `memory.grow` (each one an mprotect in the host). The cap is unchanged.
+    c.env("CARGO_TARGET_WASM32_WASIP2_RUSTFLAGS", format!("-C link-arg=--initial-memory={PLUGIN_INITIAL_MEMORY}"));
+    c
+}
+
+/// Bytes of linear memory a plugin instance starts with (a multiple of 64 KiB).
+const PLUGIN_INITIAL_MEMORY: u32 = 4 << 20;
+
 fn status(mut cmd: Command) -> Result {
     eprintln!("xtask: running {cmd:?}");
     let status = cmd.status().map_err(|e| format!("cannot start {cmd:?}: {e}"))?;
@@ -104,13 +122,12 @@ fn build() -> Result {
     std::fs::create_dir_all(&out).map_err(|e| format!("create {}: {e}", out.display()))?;
     // Variants first: the plain build below then leaves the default build in place.
     for (krate, feature, name) in VARIANTS {
-        let mut c = cargo();
-        c.args(["build", "--release", "--target", "wasm32-wasip2", "-p", krate, "--features", feature]);
+        let mut c = wasm_build();
+        c.args(["-p", krate, "--features", feature]);
         status(c)?;
         copy_plugin(krate, &out.join(format!("{name}.wasm")))?;
     }
-    let mut c = cargo();
-    c.args(["build", "--release", "--target", "wasm32-wasip2"]);
+    let mut c = wasm_build();
     for p in SHIPPED.iter().chain(TEST_ONLY) {
         c.args(["-p", p]);
     }

@@ -28,7 +28,7 @@ mod wasi;
 use std::sync::Arc;
 use std::time::Duration;
 
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 pub use bindings::InvalidOutput;
 pub use cache::{CacheOutcome, PrecompiledCache};
@@ -144,6 +144,12 @@ impl Sandbox {
     }
 }
 
+/// Bytes of a pool slot's linear memory (and of a table) kept resident
+/// between calls, reset in place. 2 MiB covers the pages a reconcile of
+/// dozens of children dirties; what lies beyond is released as before, so
+/// this bounds the RSS that idle slots keep.
+const KEEP_RESIDENT: usize = 2 << 20;
+
 fn engine_config(config: &SandboxConfig) -> Config {
     let mut c = Config::new();
     c.wasm_component_model(true);
@@ -158,6 +164,16 @@ fn engine_config(config: &SandboxConfig) -> Config {
         .total_memories(slots.saturating_mul(4))
         .total_tables(slots.saturating_mul(8))
         .max_memory_size(config.memory_limit.next_multiple_of(64 << 10));
+    // Every call runs in a fresh instance, so wasmtime resets a slot's memory
+    // after each call. By default it madvises the whole memory away, and the
+    // next call page-faults every page it touches again (a third of a small
+    // call's time). Instead, reset the pages the call dirtied with memset
+    // and keep them mapped: PAGEMAP_SCAN (Linux 6.7+, `Auto` falls back to
+    // the first KEEP_RESIDENT bytes without it) finds exactly those pages.
+    // Isolation is unchanged (the next instance sees a zeroed/initial
+    // memory); the memory cap is enforced by the limiter at growth, not by
+    // residency.
+    pool.pagemap_scan(Enabled::Auto).linear_memory_keep_resident(KEEP_RESIDENT).table_keep_resident(KEEP_RESIDENT);
     c.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     c
 }

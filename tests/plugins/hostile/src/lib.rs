@@ -71,6 +71,18 @@ fn probe(mode: &str, now: i64) -> Result<Vec<Action>, ReconcileError> {
             use std::hash::BuildHasher;
             format!("hash={}", RandomState::new().hash_one(42u64))
         }
+        "remember" => {
+            // One static initialised from the memory image (.data) and one
+            // zeroed (.bss): a fresh instance sees 7 and 0 every call, even
+            // though the host reuses the pool slot and keeps pages resident.
+            use std::sync::atomic::{AtomicU64, Ordering};
+            static IMAGE: AtomicU64 = AtomicU64::new(7);
+            static ZEROED: AtomicU64 = AtomicU64::new(0);
+            let seen = (IMAGE.fetch_add(1, Ordering::Relaxed), ZEROED.fetch_add(1, Ordering::Relaxed));
+            // Dirty a few heap pages too, so the reset has more than statics to undo.
+            std::hint::black_box(vec![0xAAu8; 256 << 10]);
+            format!("image={} zeroed={}", seen.0, seen.1)
+        }
         "many-actions" => return Ok((0..200_000).map(|i| event(format!("action {i}"))).collect()),
         "error" => return Err(ReconcileError { reason: "Refused".into(), message: "asked to fail".into(), retryable: false }),
         other => format!("unknown mode {other}"),
