@@ -252,10 +252,11 @@ pub async fn run_once(plugins: &Plugins, kind: Kind, variant: Variant, count: us
     Ok(Times { synced, created, done: total })
 }
 
-pub async fn run(profile: &Profile, plugins: &Plugins) -> anyhow::Result<Vec<Row>> {
+/// `kinds` in turn, `count` parents each (default: the profile's size).
+pub async fn run(profile: &Profile, plugins: &Plugins, kinds: &[Kind], count: Option<usize>) -> anyhow::Result<Vec<Row>> {
     let mut rows = Vec::new();
-    for kind in Kind::ALL {
-        let count = profile.e2e_count(kind);
+    for &kind in kinds {
+        let count = count.unwrap_or(profile.e2e_count(kind));
         let mut samples: [Vec<Times>; 2] = Default::default();
         // Alternate the variants so drifting load hits both alike.
         for round in 0..profile.e2e_rounds() {
