@@ -1,5 +1,7 @@
 //! In-process admission: mutating and validating hooks registered per (group, kind), called on
-//! create and update in upstream's order (mutating → schema validation → validating). A refusal
+//! create and update of the main resource (not `/status` or `/scale`, which a webhook rule for
+//! the resource does not match upstream) in upstream's order (mutating → schema validation →
+//! validating). A refusal
 //! is worded as a webhook denial: `admission webhook "NAME" denied the request: ...`.
 
 use crate::status::{ApiError, Cause};

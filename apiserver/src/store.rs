@@ -122,7 +122,10 @@ impl Backend for NullBackend {
 }
 
 struct State {
-    objects: BTreeMap<ObjectKey, Value>,
+    /// Shared with the events that wrote them: a commit, a list or a watch event clones an
+    /// `Arc`, not the object's tree (deep clones of every listed object were most of the
+    /// simulated cluster's CPU time).
+    objects: BTreeMap<ObjectKey, Arc<Value>>,
     rv: u64,
     events: VecDeque<Event>,
     /// Oldest resourceVersion a watch can resume from (events after it are all retained).
@@ -148,7 +151,12 @@ impl Store {
         let (objects, rv) = backend.load();
         let (notify, _) = tokio::sync::watch::channel(rv);
         Store {
-            state: Mutex::new(State { objects: objects.into_iter().collect(), rv, events: VecDeque::new(), window_start: rv }),
+            state: Mutex::new(State {
+                objects: objects.into_iter().map(|(k, v)| (k, Arc::new(v))).collect(),
+                rv,
+                events: VecDeque::new(),
+                window_start: rv,
+            }),
             window: window.max(1),
             backend,
             notify,
@@ -162,12 +170,23 @@ impl Store {
 
     /// One object.
     pub fn get(&self, key: &ObjectKey) -> Option<Value> {
+        self.state.lock().unwrap().objects.get(key).map(|v| Value::clone(v))
+    }
+
+    /// One object, shared (no copy), for readers that only look.
+    pub fn get_shared(&self, key: &ObjectKey) -> Option<Arc<Value>> {
         self.state.lock().unwrap().objects.get(key).cloned()
     }
 
     /// All objects of a resource (in one namespace, or all), sorted by namespace then name, and
     /// the resourceVersion the snapshot is consistent at.
     pub fn list(&self, gr: &GroupResource, namespace: Option<&str>) -> (Vec<Value>, u64) {
+        let (items, rv) = self.list_shared(gr, namespace);
+        (items.into_iter().map(Arc::unwrap_or_clone).collect(), rv)
+    }
+
+    /// [`list`](Self::list) without copying the objects, for readers that only look.
+    pub fn list_shared(&self, gr: &GroupResource, namespace: Option<&str>) -> (Vec<Arc<Value>>, u64) {
         let st = self.state.lock().unwrap();
         // Keys sort by (gr, namespace, name): walk only this resource's (and namespace's) range.
         let start = ObjectKey { gr: gr.clone(), namespace: namespace.unwrap_or_default().to_string(), name: String::new() };
@@ -190,7 +209,7 @@ impl Store {
     /// `expected` (`None` = must not exist). Returns the committed event.
     pub fn commit(&self, key: &ObjectKey, expected: Option<u64>, write: Write) -> Result<Event, StoreError> {
         let mut st = self.state.lock().unwrap();
-        let current = st.objects.get(key).map(object_rv);
+        let current = st.objects.get(key).map(|v| object_rv(v));
         match (expected, current) {
             (None, Some(_)) => return Err(StoreError::AlreadyExists),
             (Some(_), None) => return Err(StoreError::NotFound),
@@ -206,11 +225,11 @@ impl Store {
             Write::Put(mut obj) => {
                 set_rv(&mut obj, rv);
                 let kind = if current.is_some() { EventType::Modified } else { EventType::Added };
-                let prev = st.objects.get(key).cloned().map(Arc::new);
+                let prev = st.objects.get(key).cloned();
                 Event { rv, kind, key: key.clone(), object: Arc::new(obj), prev }
             }
             Write::Delete => {
-                let mut obj = st.objects.get(key).cloned().expect("checked above");
+                let mut obj = st.objects.get(key).map(|v| Value::clone(v)).expect("checked above");
                 set_rv(&mut obj, rv);
                 Event { rv, kind: EventType::Deleted, key: key.clone(), object: Arc::new(obj), prev: None }
             }
@@ -222,7 +241,7 @@ impl Store {
                 st.objects.remove(key);
             }
             _ => {
-                st.objects.insert(key.clone(), (*event.object).clone());
+                st.objects.insert(key.clone(), event.object.clone());
             }
         }
         st.events.push_back(event.clone());

@@ -301,6 +301,31 @@ async fn admission_hooks_mutate_then_validate() {
     assert_eq!(st["message"], "admission webhook \"denier.example.com\" denied the request: secrets are closed");
 }
 
+/// Regression: hooks ran on /status writes too, a `default` and a `validate`
+/// plugin call per status write of a parent in the embedded cluster.
+#[tokio::test]
+async fn admission_hooks_do_not_run_for_status_writes_as_upstream_rules_do_not_match_subresources() {
+    let s = with_crd().await;
+    let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (m, v) = (calls.clone(), calls.clone());
+    s.admission().register_mutating("m.example.com", "stable.example.com", "CronTab", move |obj, _| {
+        m.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(obj.clone())
+    });
+    s.admission().register_validating("v.example.com", "stable.example.com", "CronTab", move |_, _| {
+        v.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        vec![]
+    });
+    assert_eq!(post(&s, CTS, ct("st", 1)).await.0, 201);
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 2, "a create runs both hooks");
+    let (code, o) = patch(&s, &format!("{CTS}/st/status"), "application/merge-patch+json", json!({"status": {"replicas": 4}})).await;
+    assert_eq!(code, 200, "{o}");
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 2, "a status write runs no hook");
+    let (code, o) = patch(&s, &format!("{CTS}/st"), "application/merge-patch+json", json!({"spec": {"replicas": 2}})).await;
+    assert_eq!(code, 200, "{o}");
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 4, "an update of the object runs both hooks");
+}
+
 #[tokio::test]
 async fn deleting_a_namespace_deletes_its_objects() {
     let s = ApiServer::new();

@@ -78,7 +78,8 @@ async fn idle_rss(paths: &Paths, cluster: &Cluster, plugins: &[std::path::PathBu
     Ok(crate::stats::Summary::of(&readings).median)
 }
 
-pub async fn run(profile: &Profile, paths: &Paths) -> anyhow::Result<Report> {
+/// With `only` (numbers of cached objects) just those sizes, without the per-plugin steps.
+pub async fn run(profile: &Profile, paths: &Paths, only: &[usize]) -> anyhow::Result<Report> {
     let cache = tempfile::tempdir()?;
     let shipped = [paths.plugin("cronjob"), paths.plugin("mydeployment")];
     // Compile once into the cache, so every measured start loads precompiled code.
@@ -94,7 +95,8 @@ pub async fn run(profile: &Profile, paths: &Paths) -> anyhow::Result<Report> {
     // Objects seeded per second so far, to skip a size whose seeding alone
     // would take longer than the budget on a slow day.
     let mut rate: Option<f64> = None;
-    for objects in profile.memory_objects() {
+    let sizes = if only.is_empty() { profile.memory_objects() } else { only.to_vec() };
+    for objects in sizes {
         if let Some(r) = rate
             && objects as f64 / r > SEED_BUDGET.as_secs_f64()
         {
@@ -115,6 +117,9 @@ pub async fn run(profile: &Profile, paths: &Paths) -> anyhow::Result<Report> {
         cluster.stop().await;
     }
     let mut per_plugin = Vec::new();
+    if !only.is_empty() {
+        return Ok(Report { idle, per_plugin, skipped });
+    }
     let steps = [
         ("hello", vec![paths.hello()]),
         ("hello+cronjob", vec![paths.hello(), shipped[0].clone()]),

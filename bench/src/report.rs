@@ -5,7 +5,7 @@ use std::fmt::Write;
 use std::path::Path;
 
 use crate::stats::Summary;
-use crate::{Profile, e2e, hook, memory, reconcile, startup};
+use crate::{Profile, e2e, hook, memory, reconcile, simulate, startup};
 
 #[derive(Debug, serde::Serialize)]
 pub struct Machine {
@@ -26,6 +26,7 @@ pub struct Results {
     pub e2e: Vec<e2e::Row>,
     pub memory: Option<memory::Report>,
     pub startup: Option<startup::Report>,
+    pub simulate: Option<simulate::Report>,
 }
 
 fn loadavg() -> String {
@@ -60,6 +61,7 @@ impl Results {
             e2e: vec![],
             memory: None,
             startup: None,
+            simulate: None,
         }
     }
 
@@ -104,6 +106,16 @@ pub fn summary(r: &Results) -> String {
     if let Some(s) = &r.startup {
         let _ = writeln!(out, "hot swap  {}", spread(&s.hot_swap, "ms"));
         let _ = writeln!(out, "cold start cached {} / uncached {}", spread(&s.cold_cached, "ms"), spread(&s.cold_uncached, "ms"));
+    }
+    if let Some(s) = &r.simulate {
+        let _ = writeln!(
+            out,
+            "simulate  {} CronJobs, {} h: {:.2} simulated h per wall s ({})",
+            s.cronjobs,
+            s.hours,
+            s.hours_per_second(),
+            spread(&s.wall, "s")
+        );
     }
     out
 }
@@ -287,6 +299,16 @@ pub fn markdown(r: &Results, plots: &Path, images: &[(String, String)]) -> Strin
         o.push_str(&row(&["Cold start, `--no-plugin-cache`".into(), spread(&s.cold_uncached, "ms")]));
         o.push('\n');
         o.push_str(&img("startup.png"));
+    }
+    if let Some(s) = &r.simulate {
+        o.push_str("## 6. `host simulate` throughput\n\n| Workload | Wall s | Simulated h per wall s | Timeline entries |\n|---|---|---:|---:|\n");
+        o.push_str(&row(&[
+            format!("{} CronJobs (every 1, 5, 15, 60 min; Allow and Forbid) for {} h", s.cronjobs, s.hours),
+            cell(&s.wall),
+            format!("{:.2}", s.hours_per_second()),
+            s.entries.to_string(),
+        ]));
+        o.push('\n');
     }
     o.push_str(include_str!("report_outro.md"));
     o

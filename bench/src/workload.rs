@@ -14,7 +14,8 @@ const MYDEPLOYMENT_CHILDREN: &str = include_str!("../../plugins/mydeployment/tes
 const MYDEPLOYMENT_NOW: &str = include_str!("../../plugins/mydeployment/tests/fixtures/steady-state-only-reports-status/now.txt");
 
 /// The plugins under test.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+#[value(rename_all = "lower")]
 pub enum Kind {
     CronJob,
     MyDeployment,

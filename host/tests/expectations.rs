@@ -69,6 +69,7 @@ async fn a_lagging_pod_cache_does_not_make_the_controller_create_duplicate_pods(
                 Event::InitApply(o) => buffer.push(o),
                 Event::InitDone => {
                     relay_cache.replace(None, std::mem::take(&mut buffer));
+                    relay_cache.mark_synced();
                     if let Some(tx) = listed.take() {
                         let _ = tx.send(());
                     }

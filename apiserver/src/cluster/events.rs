@@ -48,7 +48,7 @@ impl EventExpiry {
         let res = builtin(core, "", "v1", "events");
         let now = core.config.clock.now();
         let ttl = chrono::Duration::from_std(self.ttl).unwrap_or(chrono::Duration::MAX);
-        for event in core.store.list(&res.group_resource(), None).0 {
+        for event in core.store.list_shared(&res.group_resource(), None).0 {
             let Some(written) = last_write(&event) else { continue };
             let expires = written + ttl;
             if expires > now {

@@ -21,6 +21,7 @@ use crate::resources::Resource;
 use crate::rest::{Core, DeleteOptions, Sub};
 use serde_json::{Value, json};
 use std::collections::HashMap;
+use std::sync::Arc;
 
 const MANAGER: &str = "generic-garbage-collector";
 const FOREGROUND: &str = "foregroundDeletion";
@@ -60,9 +61,10 @@ impl GarbageCollector {
     /// One pass over every object.
     pub(crate) fn pass(&mut self, core: &Core) -> Next {
         let mut next = Next::default();
-        let mut items: Vec<(Resource, Value)> = vec![];
+        let mut items: Vec<(Arc<Resource>, Arc<Value>)> = vec![];
         for res in stored_resources(core) {
-            for obj in core.store.list(&res.group_resource(), None).0 {
+            let res = Arc::new(res);
+            for obj in core.store.list_shared(&res.group_resource(), None).0 {
                 items.push((res.clone(), obj));
             }
         }
@@ -113,7 +115,7 @@ impl GarbageCollector {
             // Re-read: this pass may have changed it (orphaning removes references). Deletes
             // carry a resourceVersion precondition, so a dependent that changes in between is
             // left for the next pass.
-            let Some(dep) = core.store.get(&core.key(res, meta_str(listed, "namespace"), meta_str(listed, "name"))) else { continue };
+            let Some(dep) = core.store.get_shared(&core.key(res, meta_str(listed, "namespace"), meta_str(listed, "name"))) else { continue };
             let dep = &dep;
             let rs = refs(dep);
             if rs.is_empty() || deleting(dep) {

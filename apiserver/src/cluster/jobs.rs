@@ -61,7 +61,7 @@ impl JobRunner {
     pub(crate) fn pass(&mut self, core: &Core) -> Next {
         let mut next = Next::default();
         let res = builtin(core, "batch", "v1", "jobs");
-        let jobs = core.store.list(&res.group_resource(), None).0;
+        let jobs = core.store.list_shared(&res.group_resource(), None).0;
         let live: HashSet<&str> = jobs.iter().map(|j| meta_str(j, "uid")).collect();
         self.running.retain(|uid, _| live.contains(uid.as_str()));
         let clock = Instant::now();
@@ -91,7 +91,7 @@ impl JobRunner {
                 next.at(at);
                 continue;
             }
-            let current = core.store.get(&core.key(&res, meta_str(job, "namespace"), meta_str(job, "name"))).unwrap_or_else(|| job.clone());
+            let current = core.store.get(&core.key(&res, meta_str(job, "namespace"), meta_str(job, "name"))).unwrap_or_else(|| Value::clone(job));
             let mut status = current["status"].clone();
             status["active"] = json!(0);
             status["ready"] = json!(0);

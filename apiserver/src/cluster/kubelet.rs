@@ -118,7 +118,7 @@ impl Kubelet {
     pub(crate) fn pass(&mut self, core: &Core) -> Next {
         let mut next = Next::default();
         let res = builtin(core, "", "v1", "pods");
-        let pods = core.store.list(&res.group_resource(), None).0;
+        let pods = core.store.list_shared(&res.group_resource(), None).0;
         let clock = Instant::now();
         let live: HashSet<&str> = pods.iter().map(|p| meta_str(p, "uid")).collect();
         self.started.retain(|uid, _| live.contains(uid.as_str()));
@@ -199,7 +199,7 @@ impl Kubelet {
                 next.at(at);
                 continue;
             }
-            let current = core.store.get(&core.key(&res, ns, name)).unwrap_or_else(|| pod.clone());
+            let current = core.store.get(&core.key(&res, ns, name)).unwrap_or_else(|| Value::clone(pod));
             let final_status = if flag(annotation(pod, "fail")) {
                 Some(failed_status(&current, &now(core)))
             } else if flag(annotation(pod, "never-ready")) || restarts(pod) > 0 {

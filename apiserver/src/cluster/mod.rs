@@ -66,6 +66,14 @@ pub struct ClusterConfig {
     /// Delete Events not written for this long (default 1 h, kube-apiserver's `--event-ttl`);
     /// `None` keeps them forever.
     pub event_ttl: Option<Duration>,
+    /// The next pass of a controller waits at least this many times the wall-clock duration
+    /// of its last one (default 2). Every pass re-reads all the objects it watches, so its
+    /// cost grows with the cluster; with back-to-back passes on every commit a large cluster
+    /// had its controllers take the cores from the API server and its clients. A controller
+    /// now uses at most 1 / (1 + factor) of a core; a pass batches what arrived meanwhile.
+    /// 0 keeps the fixed 5 ms minimum, which virtual-time runs need to stay reproducible
+    /// (a wall-clock duration must not decide a virtual-time wait).
+    pub pass_cost_factor: u32,
 }
 
 impl Default for ClusterConfig {
@@ -79,6 +87,7 @@ impl Default for ClusterConfig {
             garbage_collector: true,
             jobs: true,
             event_ttl: Some(Duration::from_secs(3600)),
+            pass_cost_factor: 2,
         }
     }
 }
@@ -143,24 +152,32 @@ pub fn start(server: &ApiServer, config: ClusterConfig) -> ClusterHandle {
     let mut tasks = vec![];
     if config.garbage_collector {
         let mut gc = gc::GarbageCollector::default();
-        tasks.push(tokio::spawn(run(core.clone(), stop_rx.clone(), config.resync_interval, gc::relevant, move |c| gc.pass(c))));
+        tasks.push(tokio::spawn(run(core.clone(), stop_rx.clone(), config.resync_interval, config.pass_cost_factor, gc::relevant, move |c| {
+            gc.pass(c)
+        })));
     }
     let nodes = if config.nodes > 0 {
         let names = kubelet::create_nodes(&core, config.nodes);
         core.set_pod_grace_period(Some(config.pod_grace_period.as_secs() as i64));
         let mut k = kubelet::Kubelet::new(names.clone(), config.clone());
-        tasks.push(tokio::spawn(run(core.clone(), stop_rx.clone(), config.resync_interval, kubelet::relevant, move |c| k.pass(c))));
+        tasks.push(tokio::spawn(run(core.clone(), stop_rx.clone(), config.resync_interval, config.pass_cost_factor, kubelet::relevant, move |c| {
+            k.pass(c)
+        })));
         names
     } else {
         vec![]
     };
     if config.jobs {
         let mut j = jobs::JobRunner::new(config.clone());
-        tasks.push(tokio::spawn(run(core.clone(), stop_rx.clone(), config.resync_interval, jobs::relevant, move |c| j.pass(c))));
+        tasks.push(tokio::spawn(run(core.clone(), stop_rx.clone(), config.resync_interval, config.pass_cost_factor, jobs::relevant, move |c| {
+            j.pass(c)
+        })));
     }
     if let Some(ttl) = config.event_ttl {
         let mut e = events::EventExpiry::new(ttl);
-        tasks.push(tokio::spawn(run(core.clone(), stop_rx.clone(), config.resync_interval, events::relevant, move |c| e.pass(c))));
+        tasks.push(tokio::spawn(run(core.clone(), stop_rx.clone(), config.resync_interval, config.pass_cost_factor, events::relevant, move |c| {
+            e.pass(c)
+        })));
     }
     ClusterHandle { core, stop, tasks, nodes }
 }
@@ -191,11 +208,13 @@ async fn run(
     core: Arc<Core>,
     mut stop: tokio::sync::watch::Receiver<bool>,
     resync: Duration,
+    cost_factor: u32,
     relevant: fn(&Event) -> bool,
     mut pass: impl FnMut(&Core) -> Next + Send,
 ) {
     let mut changes = core.store.subscribe();
     let mut last: Option<Instant> = None;
+    let mut gap = MIN_PASS_INTERVAL;
     let mut seen = *changes.borrow_and_update();
     let mut due = true;
     let mut pending = Next::default();
@@ -204,12 +223,12 @@ async fn run(
         if *stop.borrow() {
             return;
         }
-        // Coalesce bursts of commits: at most one pass per MIN_PASS_INTERVAL.
+        // Coalesce bursts of commits: at most one pass per `gap`.
         if let Some(l) = last
-            && l.elapsed() < MIN_PASS_INTERVAL
+            && l.elapsed() < gap
         {
             tokio::select! {
-                _ = tokio::time::sleep_until(l + MIN_PASS_INTERVAL) => {}
+                _ = tokio::time::sleep_until(l + gap) => {}
                 _ = stop.wait_for(|s| *s) => return,
             }
         }
@@ -221,10 +240,12 @@ async fn run(
         let now = Instant::now();
         due |= now >= resync_at || pending.retry || pending.at.is_some_and(|a| now >= a);
         if due {
+            let started = std::time::Instant::now();
             last = Some(now);
             resync_at = now + resync;
             pending = pass(&core);
             due = false;
+            gap = MIN_PASS_INTERVAL.max(started.elapsed() * cost_factor);
         }
         let now = Instant::now();
         let mut wake = resync_at;

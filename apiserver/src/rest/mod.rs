@@ -359,7 +359,11 @@ impl Core {
         }
     }
 
-    fn admit(&self, res: &Resource, mut obj: Value, old: Option<&Value>, opts: &WriteOptions) -> Result<Value> {
+    /// Decoding, defaulting, schema and built-in validation, and the admission hooks. The hooks
+    /// run for writes of the main resource only: upstream matches a webhook's rules against
+    /// `resource/subresource`, and a rule for `cronjobs` does not match `cronjobs/status`. (Here
+    /// they ran on every status write too, one `default` and one `validate` plugin call each.)
+    fn admit(&self, res: &Resource, mut obj: Value, old: Option<&Value>, sub: Sub, opts: &WriteOptions) -> Result<Value> {
         let name = meta_str(&obj, "name");
         let unknown = self.decode(res, &mut obj, old.is_none());
         if opts.strict && !unknown.is_empty() {
@@ -371,7 +375,9 @@ impl Core {
                 version = res.version,
             )));
         }
-        obj = self.admission.mutate(&res.group, &res.kind, obj, old)?;
+        if sub == Sub::Main {
+            obj = self.admission.mutate(&res.group, &res.kind, obj, old)?;
+        }
         if !obj.is_object() {
             return Err(ApiError::internal("a mutating admission hook returned a non-object"));
         }
@@ -393,7 +399,9 @@ impl Core {
         if !causes.is_empty() {
             return Err(ApiError::invalid(&res.group, &res.kind, &name, causes));
         }
-        self.admission.validate(&res.group, &res.kind, &name, &obj, old)?;
+        if sub == Sub::Main {
+            self.admission.validate(&res.group, &res.kind, &name, &obj, old)?;
+        }
         Ok(obj)
     }
 
@@ -449,7 +457,7 @@ impl Core {
             meta(&mut obj).insert("name".into(), json!(format!("{generate}{}", random_suffix())));
         }
         self.check_name(res, &obj)?;
-        let mut obj = self.admit(res, obj, None, opts)?;
+        let mut obj = self.admit(res, obj, None, Sub::Main, opts)?;
         if res.namespaced && !self.namespace_exists(ns) {
             return Err(ApiError::not_found("", "namespaces", ns));
         }
@@ -619,7 +627,7 @@ impl Core {
                 ));
             }
         }
-        let mut new = self.admit(res, new, Some(old), opts)?;
+        let mut new = self.admit(res, new, Some(old), sub, opts)?;
         if res.generation && strip_for_compare(old, res.status) != strip_for_compare(&new, res.status) {
             let g = old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0);
             meta(&mut new).insert("generation".into(), json!(g + 1));

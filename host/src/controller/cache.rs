@@ -7,6 +7,12 @@
 //! reconcile driver needs, the uid index the expectations need, and change
 //! handlers called synchronously with (old, new) so the queue mappers can
 //! compare generations.
+//!
+//! Objects are kept compact ([`CachedObject`]): the JSON text the plugins
+//! receive, serialized once per resourceVersion, plus the few fields the
+//! indexes, mappers and expectations read. A parsed `DynamicObject` costs
+//! several times its text in heap (every map and string its own allocation),
+//! and the text was serialized again for every child on every reconcile.
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, RwLock};
@@ -40,9 +46,62 @@ impl std::fmt::Display for ObjectKey {
     }
 }
 
+/// The controller ownerReference of an object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ControllerRef {
+    pub api_version: String,
+    pub kind: String,
+    pub name: String,
+    pub uid: String,
+}
+
+/// One object as the cache keeps it: its JSON text (type fields filled in,
+/// managedFields dropped) and the fields read without parsing it.
+#[derive(Debug)]
+pub struct CachedObject {
+    pub key: ObjectKey,
+    pub uid: Option<String>,
+    pub resource_version: Option<String>,
+    /// `metadata.deletionTimestamp` is set.
+    pub deleting: bool,
+    pub controller: Option<ControllerRef>,
+    json: Box<str>,
+}
+
+impl CachedObject {
+    /// The compact form of `obj` (serialized here, once).
+    pub fn new(obj: &DynamicObject) -> Self {
+        let m = &obj.metadata;
+        let controller = m.owner_references.as_ref().and_then(|rs| rs.iter().find(|r| r.controller == Some(true))).map(|r| ControllerRef {
+            api_version: r.api_version.clone(),
+            kind: r.kind.clone(),
+            name: r.name.clone(),
+            uid: r.uid.clone(),
+        });
+        Self {
+            key: ObjectKey::of(obj),
+            uid: m.uid.clone(),
+            resource_version: m.resource_version.clone(),
+            deleting: m.deletion_timestamp.is_some(),
+            controller,
+            json: serde_json::to_string(obj).expect("objects serialize").into_boxed_str(),
+        }
+    }
+
+    /// The object as JSON text, as plugins receive it.
+    pub fn json(&self) -> &str {
+        &self.json
+    }
+
+    /// The object parsed again (for the few readers that need all of it).
+    pub fn object(&self) -> DynamicObject {
+        serde_json::from_str(&self.json).expect("the cache holds objects it serialized itself")
+    }
+}
+
 /// Called with (old, new) on every change the cache applies; `new` is `None`
 /// on deletion.
-pub type Handler = Arc<dyn Fn(Option<&DynamicObject>, Option<&DynamicObject>) + Send + Sync>;
+pub type Handler = Arc<dyn Fn(Option<&CachedObject>, Option<&CachedObject>) + Send + Sync>;
 
 /// Names a registered [`Handler`] so it can be removed again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,7 +109,7 @@ pub struct HandlerId(u64);
 
 #[derive(Default)]
 struct Inner {
-    objects: HashMap<ObjectKey, Arc<DynamicObject>>,
+    objects: HashMap<ObjectKey, Arc<CachedObject>>,
     by_uid: HashMap<String, ObjectKey>,
     by_controller: HashMap<String, BTreeSet<ObjectKey>>,
     /// Uids of recently deleted objects, so an expectation "the cache has
@@ -64,8 +123,8 @@ struct Inner {
 const TOMBSTONES: usize = 4096;
 
 impl Inner {
-    fn bury(&mut self, obj: &DynamicObject) {
-        let Some(uid) = obj.metadata.uid.clone() else {
+    fn bury(&mut self, uid: Option<&String>) {
+        let Some(uid) = uid.cloned() else {
             return;
         };
         if self.tombstones.insert(uid.clone()) {
@@ -78,41 +137,36 @@ impl Inner {
         }
     }
 
-    fn insert(&mut self, obj: Arc<DynamicObject>) -> Option<Arc<DynamicObject>> {
-        let key = ObjectKey::of(&obj);
+    fn insert(&mut self, obj: Arc<CachedObject>) -> Option<Arc<CachedObject>> {
+        let key = obj.key.clone();
         let old = self.remove(&key);
-        if let Some(uid) = &obj.metadata.uid {
+        if let Some(uid) = &obj.uid {
             self.by_uid.insert(uid.clone(), key.clone());
         }
-        if let Some(owner) = controller_uid(&obj) {
-            self.by_controller.entry(owner).or_default().insert(key.clone());
+        if let Some(owner) = &obj.controller {
+            self.by_controller.entry(owner.uid.clone()).or_default().insert(key.clone());
         }
         self.objects.insert(key, obj);
         old
     }
 
-    fn remove(&mut self, key: &ObjectKey) -> Option<Arc<DynamicObject>> {
+    fn remove(&mut self, key: &ObjectKey) -> Option<Arc<CachedObject>> {
         let old = self.objects.remove(key)?;
-        if let Some(uid) = &old.metadata.uid
+        if let Some(uid) = &old.uid
             && self.by_uid.get(uid) == Some(key)
         {
             self.by_uid.remove(uid);
         }
-        if let Some(owner) = controller_uid(&old)
-            && let Some(set) = self.by_controller.get_mut(&owner)
+        if let Some(owner) = &old.controller
+            && let Some(set) = self.by_controller.get_mut(&owner.uid)
         {
             set.remove(key);
             if set.is_empty() {
-                self.by_controller.remove(&owner);
+                self.by_controller.remove(&owner.uid);
             }
         }
         Some(old)
     }
-}
-
-/// The uid of the object's controller ownerReference, if any.
-pub fn controller_uid(obj: &DynamicObject) -> Option<String> {
-    obj.metadata.owner_references.as_ref()?.iter().find(|r| r.controller == Some(true)).map(|r| r.uid.clone())
 }
 
 /// A cache of one kind.
@@ -170,17 +224,17 @@ impl KindCache {
         self.handlers.read().unwrap().len()
     }
 
-    pub fn get(&self, key: &ObjectKey) -> Option<Arc<DynamicObject>> {
+    pub fn get(&self, key: &ObjectKey) -> Option<Arc<CachedObject>> {
         self.inner.read().unwrap().objects.get(key).cloned()
     }
 
-    pub fn get_by_uid(&self, uid: &str) -> Option<Arc<DynamicObject>> {
+    pub fn get_by_uid(&self, uid: &str) -> Option<Arc<CachedObject>> {
         let inner = self.inner.read().unwrap();
         inner.by_uid.get(uid).and_then(|k| inner.objects.get(k)).cloned()
     }
 
     /// Objects whose controller ownerReference has this uid, by key order.
-    pub fn controlled_by(&self, owner_uid: &str) -> Vec<Arc<DynamicObject>> {
+    pub fn controlled_by(&self, owner_uid: &str) -> Vec<Arc<CachedObject>> {
         let inner = self.inner.read().unwrap();
         inner.by_controller.get(owner_uid).map(|keys| keys.iter().filter_map(|k| inner.objects.get(k).cloned()).collect()).unwrap_or_default()
     }
@@ -222,15 +276,15 @@ impl KindCache {
     /// Adds the type fields when a list left them out, and drops
     /// managedFields (nobody downstream reads them; they are often the
     /// largest part of an object and would be copied into every plugin call).
-    fn with_types(&self, mut obj: DynamicObject) -> Arc<DynamicObject> {
+    fn with_types(&self, mut obj: DynamicObject) -> Arc<CachedObject> {
         obj.metadata.managed_fields = None;
         if obj.types.as_ref().is_none_or(|t| t.kind.is_empty()) {
             obj.types = Some(TypeMeta { api_version: self.resource.api_version.clone(), kind: self.resource.kind.clone() });
         }
-        Arc::new(obj)
+        Arc::new(CachedObject::new(&obj))
     }
 
-    fn notify(&self, old: Option<&DynamicObject>, new: Option<&DynamicObject>) {
+    fn notify(&self, old: Option<&CachedObject>, new: Option<&CachedObject>) {
         let handlers: Vec<Handler> = self.handlers.read().unwrap().iter().map(|(_, h)| h.clone()).collect();
         for h in handlers {
             h(old, new);
@@ -246,7 +300,7 @@ impl KindCache {
         let obj = self.with_types(obj);
         let old = self.inner.write().unwrap().insert(obj.clone());
         self.bump();
-        self.notify(old.as_deref(), Some(&obj));
+        self.notify(old.as_deref(), Some(&*obj));
     }
 
     /// Applies a deletion.
@@ -254,34 +308,46 @@ impl KindCache {
         let key = ObjectKey::of(&obj);
         let old = {
             let mut inner = self.inner.write().unwrap();
-            inner.bury(&obj);
+            inner.bury(obj.metadata.uid.as_ref());
             inner.remove(&key)
         };
         self.bump();
         let old = old.unwrap_or_else(|| self.with_types(obj));
-        self.notify(Some(&old), None);
+        self.notify(Some(&*old), None);
+    }
+
+    /// Declares the cache synced, for a cache fed by something other than
+    /// [`run`](Self::run) (a relay, a test): controllers start their workers
+    /// only once every cache they read is synced.
+    pub fn mark_synced(&self) {
+        self.synced.send_replace(true);
     }
 
     /// Replaces everything in `scope` (a namespace, or `None` for all) with a
     /// fresh list, reporting the differences as changes.
     pub fn replace(&self, scope: Option<&str>, objects: Vec<DynamicObject>) {
+        self.replace_compact(scope, objects.into_iter().map(|o| self.with_types(o)).collect());
+    }
+
+    /// [`replace`](Self::replace) with objects already in their compact form
+    /// (the watch converts each listed object as it arrives, so a large
+    /// initial list never exists as parsed trees all at once).
+    fn replace_compact(&self, scope: Option<&str>, fresh: Vec<Arc<CachedObject>>) {
         let mut changes = Vec::new();
         {
             let mut inner = self.inner.write().unwrap();
             let in_scope: Vec<ObjectKey> = inner.objects.keys().filter(|k| scope.is_none_or(|ns| k.namespace == ns)).cloned().collect();
-            let fresh: Vec<Arc<DynamicObject>> = objects.into_iter().map(|o| self.with_types(o)).collect();
-            let fresh_keys: HashSet<ObjectKey> = fresh.iter().map(|o| ObjectKey::of(o)).collect();
-            for key in in_scope {
-                if !fresh_keys.contains(&key)
-                    && let Some(old) = inner.remove(&key)
-                {
-                    inner.bury(&old);
+            let fresh_keys: HashSet<&ObjectKey> = fresh.iter().map(|o| &o.key).collect();
+            let gone: Vec<ObjectKey> = in_scope.into_iter().filter(|k| !fresh_keys.contains(k)).collect();
+            for key in gone {
+                if let Some(old) = inner.remove(&key) {
+                    inner.bury(old.uid.as_ref());
                     changes.push((Some(old), None));
                 }
             }
             for obj in fresh {
                 let old = inner.insert(obj.clone());
-                let unchanged = old.as_ref().is_some_and(|o| o.metadata.resource_version == obj.metadata.resource_version);
+                let unchanged = old.as_ref().is_some_and(|o| o.resource_version == obj.resource_version);
                 if !unchanged {
                     changes.push((old, Some(obj)));
                 }
@@ -324,9 +390,9 @@ impl KindCache {
         while let Some(event) = stream.next().await {
             match event {
                 Ok(Event::Init) => buffer.clear(),
-                Ok(Event::InitApply(obj)) => buffer.push(obj),
+                Ok(Event::InitApply(obj)) => buffer.push(self.with_types(obj)),
                 Ok(Event::InitDone) => {
-                    self.replace(scope.as_deref(), std::mem::take(&mut buffer));
+                    self.replace_compact(scope.as_deref(), std::mem::take(&mut buffer));
                     if !counted {
                         counted = true;
                         if remaining.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) == 1 {
@@ -368,11 +434,11 @@ mod tests {
         c.apply(obj("b", "2", Some("p1"), "2"));
         c.apply(obj("c", "3", Some("p2"), "3"));
         c.apply(obj("d", "4", None, "4"));
-        let names: Vec<_> = c.controlled_by("p1").iter().map(|o| o.metadata.name.clone().unwrap()).collect();
+        let names: Vec<_> = c.controlled_by("p1").iter().map(|o| o.key.name.clone()).collect();
         assert_eq!(names, ["a", "b"]);
         c.apply(obj("b", "2", None, "5"));
         assert_eq!(c.controlled_by("p1").len(), 1, "an orphaned child leaves the owner's index");
-        assert_eq!(c.get_by_uid("2").unwrap().metadata.resource_version.as_deref(), Some("5"));
+        assert_eq!(c.get_by_uid("2").unwrap().resource_version.as_deref(), Some("5"));
     }
 
     #[test]
@@ -393,7 +459,7 @@ mod tests {
         let mut o = obj("a", "1", None, "1");
         o.metadata.managed_fields = Some(vec![Default::default()]);
         c.apply(o);
-        assert!(c.get(&ObjectKey::new("ns", "a")).unwrap().metadata.managed_fields.is_none());
+        assert!(c.get(&ObjectKey::new("ns", "a")).unwrap().object().metadata.managed_fields.is_none());
     }
 
     #[test]
@@ -402,7 +468,7 @@ mod tests {
         let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
         let s = seen.clone();
         c.on_change(Arc::new(move |old, new| {
-            let name = new.or(old).unwrap().metadata.name.clone().unwrap();
+            let name = new.or(old).unwrap().key.name.clone();
             s.lock().unwrap().push((name, new.is_some()));
         }));
         c.replace(None, vec![obj("a", "1", None, "1"), obj("b", "2", None, "2")]);
@@ -420,6 +486,6 @@ mod tests {
         o.types = None;
         c.apply(o);
         let got = c.get(&ObjectKey::new("ns", "a")).unwrap();
-        assert_eq!(serde_json::to_value(&*got).unwrap()["kind"], "Pod");
+        assert_eq!(serde_json::from_str::<serde_json::Value>(got.json()).unwrap()["kind"], "Pod");
     }
 }

@@ -23,7 +23,7 @@ use crate::clock::{SharedClock, timestamp};
 use crate::events::{Recorder, Regarding};
 use crate::metrics::{Metrics, QueueProbe};
 use crate::sandbox::LoadedPlugin;
-use cache::{HandlerId, KindCache, ObjectKey, controller_uid};
+use cache::{CachedObject, HandlerId, KindCache, ObjectKey};
 use queue::{Outcome, WorkQueue};
 
 /// Tunables of a controller.
@@ -119,9 +119,9 @@ impl Lookup for CacheLookup<'_> {
     fn find(&self, gvk: &GroupVersionKind, namespace: &str, name: &str) -> Option<Existing> {
         let obj = self.0.get(gvk)?.get(&ObjectKey::new(namespace, name))?;
         Some(Existing {
-            uid: obj.metadata.uid.clone().unwrap_or_default(),
-            resource_version: obj.metadata.resource_version.clone().unwrap_or_default(),
-            controller_uid: controller_uid(&obj),
+            uid: obj.uid.clone().unwrap_or_default(),
+            resource_version: obj.resource_version.clone().unwrap_or_default(),
+            controller_uid: obj.controller.as_ref().map(|c| c.uid.clone()),
         })
     }
 
@@ -218,11 +218,14 @@ impl Controller {
     fn register(self: &Arc<Self>) {
         let queue = self.queue.clone();
         let mut handlers = self.handlers.lock().unwrap();
-        let id = self.parent_cache().on_change(Arc::new(move |old, new| {
-            if parent_changed(old, new)
-                && let Some(o) = new.or(old)
-            {
-                queue.add(ObjectKey::of(o));
+        let id = self.parent_cache().on_change(Arc::new(move |old: Option<&CachedObject>, new: Option<&CachedObject>| {
+            let changed = match (old, new) {
+                // Only a modification needs the whole objects compared.
+                (Some(o), Some(n)) => parent_changed(Some(&o.object()), Some(&n.object())),
+                _ => true,
+            };
+            if changed && let Some(o) = new.or(old) {
+                queue.add(o.key.clone());
             }
         }));
         handlers.push((self.parent_cache().clone(), id));
@@ -234,7 +237,7 @@ impl Controller {
             }
             let queue = self.queue.clone();
             let parent = parent.clone();
-            let id = self.caches[gvk].on_change(Arc::new(move |old, new| {
+            let id = self.caches[gvk].on_change(Arc::new(move |old: Option<&CachedObject>, new: Option<&CachedObject>| {
                 for obj in [old, new].into_iter().flatten() {
                     if let Some(key) = controller_key(obj, &parent) {
                         queue.add(key);
@@ -305,8 +308,8 @@ impl Controller {
         let seen = cache.get_by_uid(uid);
         match e {
             Expectation::Created { .. } => seen.is_some() || cache.has_seen_uid(uid),
-            Expectation::Updated { from, .. } => seen.is_none_or(|o| o.metadata.resource_version.as_deref() != Some(from.as_str())),
-            Expectation::Deleted { .. } => seen.is_none_or(|o| o.metadata.deletion_timestamp.is_some()),
+            Expectation::Updated { from, .. } => seen.is_none_or(|o| o.resource_version.as_deref() != Some(from.as_str())),
+            Expectation::Deleted { .. } => seen.is_none_or(|o| o.deleting),
         }
     }
 
@@ -340,12 +343,13 @@ impl Controller {
     async fn reconcile(&self, key: &ObjectKey) -> Ended {
         self.wait_for_expectations(key).await;
         let plugin = self.plugin();
-        let Some(obj) = self.parent_cache().get(key) else {
+        let Some(cached) = self.parent_cache().get(key) else {
             self.queue.forget(key);
             self.expectations.lock().unwrap().remove(key);
             self.validity.forget(key);
             return Ended { outcome: Outcome::Success { requeue_after: None }, result: "success" };
         };
+        let obj = cached.object();
         let parent = Parent {
             api_version: self.parent_gvk.api_version(),
             kind: self.parent_gvk.kind.clone(),
@@ -379,17 +383,17 @@ impl Controller {
         }
         // A parent on its way out is not re-validated: an invalid spec must
         // not hold up the cleanup that lets it go.
-        if !deleting && let Some(refused) = self.refuse_if_invalid(key, &plugin, &obj, &regarding).await {
+        if !deleting && let Some(refused) = self.refuse_if_invalid(key, &plugin, &obj, cached.json(), &regarding).await {
             return refused;
         }
 
         let mut children = Vec::new();
         for gvk in &plugin.manifest().children {
             for child in self.caches[gvk].controlled_by(&parent.uid) {
-                children.push(serde_json::to_string(&*child).expect("objects serialize"));
+                children.push(child.json().to_string());
             }
         }
-        let parent_json = serde_json::to_string(&*obj).expect("objects serialize");
+        let parent_json = cached.json().to_string();
         let now = self.clock.now();
         let result = plugin.reconcile(parent_json, children, now.timestamp_millis()).await;
 
@@ -547,14 +551,10 @@ impl Controller {
 
 /// The parent key named by `obj`'s controller ownerReference, if that
 /// controller is of the `parent` kind (any version of its group).
-pub fn controller_key(obj: &DynamicObject, parent: &GroupVersionKind) -> Option<ObjectKey> {
-    let r = obj.metadata.owner_references.as_ref()?.iter().find(|r| r.controller == Some(true))?;
+pub fn controller_key(obj: &CachedObject, parent: &GroupVersionKind) -> Option<ObjectKey> {
+    let r = obj.controller.as_ref()?;
     let (group, _) = actions::policy::split_api_version(&r.api_version);
-    if group == parent.group && r.kind == parent.kind {
-        Some(ObjectKey::new(obj.metadata.namespace.clone().unwrap_or_default(), r.name.clone()))
-    } else {
-        None
-    }
+    if group == parent.group && r.kind == parent.kind { Some(ObjectKey::new(obj.key.namespace.clone(), r.name.clone())) } else { None }
 }
 
 #[cfg(test)]
@@ -603,9 +603,9 @@ mod tests {
         let child = obj(json!({"metadata": {"name": "c", "namespace": "ns", "ownerReferences": [
             {"apiVersion": "other/v1", "kind": "MyDeployment", "name": "x", "uid": "1"},
             {"apiVersion": "apps.example.com/v2", "kind": "MyDeployment", "name": "p", "uid": "2", "controller": true}]}}));
-        assert_eq!(controller_key(&child, &parent), Some(ObjectKey::new("ns", "p")));
+        assert_eq!(controller_key(&CachedObject::new(&child), &parent), Some(ObjectKey::new("ns", "p")));
         let foreign = obj(json!({"metadata": {"name": "c", "namespace": "ns", "ownerReferences": [
             {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "p", "uid": "2", "controller": true}]}}));
-        assert_eq!(controller_key(&foreign, &parent), None);
+        assert_eq!(controller_key(&CachedObject::new(&foreign), &parent), None);
     }
 }

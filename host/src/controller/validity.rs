@@ -83,12 +83,12 @@ impl super::Controller {
         key: &ObjectKey,
         plugin: &LoadedPlugin,
         obj: &DynamicObject,
+        json: &str,
         regarding: &Regarding,
     ) -> Option<Ended> {
         let stamp =
             Stamp { uid: obj.metadata.uid.clone().unwrap_or_default(), generation: obj.metadata.generation, digest: plugin.info().digest.clone() };
-        let text = serde_json::to_string(obj).expect("objects serialize");
-        let verdict = match self.validity.check(key, stamp, || plugin.validate(text, None)).await {
+        let verdict = match self.validity.check(key, stamp, || plugin.validate(json.to_string(), None)).await {
             Ok(errors) if errors.is_empty() => return None,
             Ok(errors) => {
                 self.metrics.plugin_call_error(&self.name, "invalid");

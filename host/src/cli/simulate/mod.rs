@@ -111,7 +111,10 @@ async fn simulate(args: &Args, plugins: Vec<LoadedPlugin>, objects: Vec<(PathBuf
     // resync only catches wake-ups lost to a busy machine, which an in-process
     // run has none of. Every 10 virtual minutes instead of 30 s saves most of
     // the garbage collector's full scans over a long run.
-    let cluster_config = apiserver::ClusterConfig { resync_interval: Duration::from_secs(600), ..apiserver::ClusterConfig::default() };
+    // A fixed pass spacing: one scaled by wall-clock pass time would make the
+    // timeline depend on the machine.
+    let cluster_config =
+        apiserver::ClusterConfig { resync_interval: Duration::from_secs(600), pass_cost_factor: 0, ..apiserver::ClusterConfig::default() };
     let cluster = apiserver::cluster::start(&server, cluster_config);
 
     let mut tracked = std::collections::HashSet::new();
