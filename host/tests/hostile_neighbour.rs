@@ -59,16 +59,6 @@ const PROBES: &[(&str, &str)] = &[
     ("random", "hash="),
 ];
 
-fn hostile_resource() -> ApiResource {
-    ApiResource {
-        group: "test.operator.dev".into(),
-        version: "v1".into(),
-        api_version: "test.operator.dev/v1".into(),
-        kind: "Hostile".into(),
-        plural: "hostiles".into(),
-    }
-}
-
 fn md_resource() -> ApiResource {
     ApiResource {
         group: "apps.example.com".into(),
@@ -92,15 +82,7 @@ impl Env {
         let hostile = common::load(&sandbox, "hostile");
         let good = sandbox.load_file(&common::built_plugin("mydeployment")).unwrap();
         let client = server.kube_client();
-        let crd = json!({
-            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-            "metadata": {"name": "hostiles.test.operator.dev"},
-            "spec": {"group": "test.operator.dev", "scope": "Namespaced",
-                "names": {"plural": "hostiles", "singular": "hostile", "kind": "Hostile", "listKind": "HostileList"},
-                "versions": [{"name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
-                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
-        });
-        manager::install_crd(&client, "test", &crd, Duration::from_secs(30)).await.unwrap();
+        common::install_hostile_crd(client.clone()).await;
         let running = manager::start(client.clone(), vec![hostile, good], Options::default(), Arc::new(SystemClock), Arc::new(Metrics::new()))
             .await
             .unwrap_or_else(|e| panic!("manager: {}", host::error_chain(&e)));
@@ -115,7 +97,7 @@ impl Env {
 
     async fn hostile(&self, mode: &str) -> String {
         let h = json!({"apiVersion": "test.operator.dev/v1", "kind": "Hostile", "metadata": {"name": mode}, "spec": {"mode": mode}});
-        let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), "default", &hostile_resource());
+        let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), "default", &common::hostile_resource());
         api.create(&PostParams::default(), &serde_json::from_value(h).unwrap()).await.unwrap().metadata.uid.unwrap()
     }
 
@@ -179,7 +161,7 @@ async fn every_hostile_behaviour_is_contained_and_the_good_plugin_keeps_reconcil
     }
     let noisy_window = noisy_from.elapsed();
 
-    let hostiles: Api<DynamicObject> = Api::namespaced_with(env.client.clone(), "default", &hostile_resource());
+    let hostiles: Api<DynamicObject> = Api::namespaced_with(env.client.clone(), "default", &common::hostile_resource());
     let events: Api<Event> = Api::namespaced(env.client.clone(), "default");
     let event_of = |uid: String, type_: &'static str| {
         let events = events.clone();

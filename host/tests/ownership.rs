@@ -17,7 +17,7 @@ use host::metrics::Metrics;
 use host::sandbox::Sandbox;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(90);
@@ -34,15 +34,7 @@ impl Env {
         let sandbox = Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
         let plugin = common::load(&sandbox, "hostile");
         let client = server.kube_client();
-        let crd = json!({
-            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-            "metadata": {"name": "hostiles.test.operator.dev"},
-            "spec": {"group": "test.operator.dev", "scope": "Namespaced",
-                "names": {"plural": "hostiles", "singular": "hostile", "kind": "Hostile", "listKind": "HostileList"},
-                "versions": [{"name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
-                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
-        });
-        manager::install_crd(&client, "test", &crd, Duration::from_secs(30)).await.unwrap();
+        common::install_hostile_crd(client.clone()).await;
         let running = manager::start(client.clone(), vec![plugin], Options::default(), Arc::new(SystemClock), Arc::new(Metrics::new()))
             .await
             .unwrap_or_else(|e| panic!("manager: {}", host::error_chain(&e)));
@@ -51,14 +43,7 @@ impl Env {
     }
 
     fn hostiles(&self) -> Api<DynamicObject> {
-        let ar = ApiResource {
-            group: "test.operator.dev".into(),
-            version: "v1".into(),
-            api_version: "test.operator.dev/v1".into(),
-            kind: "Hostile".into(),
-            plural: "hostiles".into(),
-        };
-        Api::namespaced_with(self.client.clone(), "default", &ar)
+        Api::namespaced_with(self.client.clone(), "default", &common::hostile_resource())
     }
 
     async fn hostile(&self, name: &str, mode: &str, target: &str) -> String {

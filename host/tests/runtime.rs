@@ -248,21 +248,9 @@ async fn a_cronjob_with_a_bad_schedule_is_refused_by_the_plugins_validation() {
     env.stop().await;
 }
 
-async fn install_hostile_crd(client: kube::Client) {
-    let crd = json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "hostiles.test.operator.dev"},
-        "spec": {"group": "test.operator.dev", "scope": "Namespaced",
-            "names": {"plural": "hostiles", "singular": "hostile", "kind": "Hostile", "listKind": "HostileList"},
-            "versions": [{"name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
-    });
-    manager::install_crd(&client, "test", &crd, Duration::from_secs(30)).await.unwrap();
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_error_sets_reconciled_false_and_records_a_warning_event() {
-    let env = Env::start_with(&["hostile"], install_hostile_crd).await;
+    let env = Env::start_with(&["hostile"], common::install_hostile_crd).await;
     let hs = env.api("test.operator.dev/v1", "Hostile", "hostiles");
     let h =
         create(&hs, json!({"apiVersion": "test.operator.dev/v1", "kind": "Hostile", "metadata": {"name": "bad"}, "spec": {"mode": "error"}})).await;
@@ -315,7 +303,7 @@ async fn a_plugin_error_sets_reconciled_false_and_records_a_warning_event() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_returning_garbage_is_an_error_not_a_write() {
-    let env = Env::start_with(&["hostile"], install_hostile_crd).await;
+    let env = Env::start_with(&["hostile"], common::install_hostile_crd).await;
     let hs = env.api("test.operator.dev/v1", "Hostile", "hostiles");
     create(&hs, json!({"apiVersion": "test.operator.dev/v1", "kind": "Hostile", "metadata": {"name": "g"}, "spec": {"mode": "garbage"}})).await;
     let cond = eventually("Reconciled=False", || async {
@@ -523,7 +511,7 @@ async fn a_parent_kind_without_a_status_subresource_still_gets_its_condition() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_panicking_plugin_is_contained_and_counted_by_kind() {
-    let env = Env::start_with(&["hostile"], install_hostile_crd).await;
+    let env = Env::start_with(&["hostile"], common::install_hostile_crd).await;
     let hs = env.api("test.operator.dev/v1", "Hostile", "hostiles");
     create(&hs, json!({"apiVersion": "test.operator.dev/v1", "kind": "Hostile", "metadata": {"name": "boom"}, "spec": {"mode": "panic"}})).await;
     let cond = eventually("Reconciled=False", || async {

@@ -61,3 +61,27 @@ where
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// The parent kind of the test plugin `hostile`: `test.operator.dev/v1 Hostile`.
+pub fn hostile_resource() -> kube::api::ApiResource {
+    kube::api::ApiResource {
+        group: "test.operator.dev".into(),
+        version: "v1".into(),
+        api_version: "test.operator.dev/v1".into(),
+        kind: "Hostile".into(),
+        plural: "hostiles".into(),
+    }
+}
+
+/// Installs the Hostile CRD (any fields, a status subresource) and waits until it is served.
+pub async fn install_hostile_crd(client: kube::Client) {
+    let crd = serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "hostiles.test.operator.dev"},
+        "spec": {"group": "test.operator.dev", "scope": "Namespaced",
+            "names": {"plural": "hostiles", "singular": "hostile", "kind": "Hostile", "listKind": "HostileList"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+    });
+    host::manager::install_crd(&client, "test", &crd, Duration::from_secs(30)).await.unwrap();
+}
