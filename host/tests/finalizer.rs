@@ -15,8 +15,7 @@ use host::manager::{self, Options, Running};
 use host::metrics::Metrics;
 use host::sandbox::Sandbox;
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(90);
@@ -73,15 +72,8 @@ async fn a_held_deletion_waits_for_the_plugins_cleanup_and_a_release_lets_the_ob
 
     // The plugin is still called: it deletes its child, says so, and reports the hold.
     eventually("the child to be cleaned up", || async { cms.get("t1-data").await.is_err().then_some(()) }).await;
-    let events: Api<Event> = Api::namespaced(client.clone(), "default");
     let started = eventually("the CleanupStarted Event", || async {
-        events
-            .list(&ListParams::default())
-            .await
-            .ok()?
-            .items
-            .into_iter()
-            .find(|e| e.regarding.as_ref().and_then(|r| r.uid.as_deref()) == Some(uid.as_str()) && e.reason.as_deref() == Some("CleanupStarted"))
+        common::event_about(&client, &uid, |e| e.reason.as_deref() == Some("CleanupStarted")).await
     })
     .await;
     assert_eq!(started.note.as_deref(), Some("deleting ConfigMap t1-data"));

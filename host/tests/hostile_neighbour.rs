@@ -164,16 +164,8 @@ async fn every_hostile_behaviour_is_contained_and_the_good_plugin_keeps_reconcil
     let hostiles: Api<DynamicObject> = Api::namespaced_with(env.client.clone(), "default", &common::hostile_resource());
     let events: Api<Event> = Api::namespaced(env.client.clone(), "default");
     let event_of = |uid: String, type_: &'static str| {
-        let events = events.clone();
-        async move {
-            events
-                .list(&ListParams::default())
-                .await
-                .ok()?
-                .items
-                .into_iter()
-                .find(|e| e.regarding.as_ref().and_then(|r| r.uid.as_deref()) == Some(uid.as_str()) && e.type_.as_deref() == Some(type_))
-        }
+        let client = env.client.clone();
+        async move { common::event_about(&client, &uid, |e| e.type_.as_deref() == Some(type_)).await }
     };
     let mut contained = 0;
     for ((mode, reason), (_, uid)) in FAILING.iter().zip(&uids) {

@@ -265,13 +265,7 @@ async fn a_plugin_error_sets_reconciled_false_and_records_a_warning_event() {
     let events: Api<Event> = Api::namespaced(env.client.clone(), "default");
     let uid = h.metadata.uid.clone().unwrap();
     let ev = eventually("a Warning Event on the parent", || async {
-        events
-            .list(&ListParams::default())
-            .await
-            .ok()?
-            .items
-            .into_iter()
-            .find(|e| e.regarding.as_ref().and_then(|r| r.uid.as_deref()) == Some(uid.as_str()) && e.type_.as_deref() == Some("Warning"))
+        common::event_about(&env.client, &uid, |e| e.type_.as_deref() == Some("Warning")).await
     })
     .await;
     assert_eq!(ev.reason.as_deref(), Some("Refused"));

@@ -14,7 +14,6 @@ use host::manager::{self, Options};
 use host::metrics::Metrics;
 use host::sandbox::Sandbox;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
@@ -71,15 +70,8 @@ async fn an_invalid_stored_cronjob_is_flagged_not_reconciled_until_it_is_fixed()
             .starts_with("CronJob.batch.tutorial.kubebuilder.io \"cronjob-sample\" is invalid: spec.schedule: Invalid value: \"every day at noon\""),
         "worded as the API server's 422: {message}"
     );
-    let events: Api<Event> = Api::namespaced(client.clone(), "default");
     let warning = eventually("a Warning Event Invalid", || async {
-        events
-            .list(&ListParams::default())
-            .await
-            .ok()?
-            .items
-            .into_iter()
-            .find(|e| e.regarding.as_ref().and_then(|r| r.uid.as_deref()) == Some(uid.as_str()) && e.type_.as_deref() == Some("Warning"))
+        common::event_about(&client, &uid, |e| e.type_.as_deref() == Some("Warning")).await
     })
     .await;
     assert_eq!(warning.reason.as_deref(), Some("Invalid"));

@@ -85,3 +85,20 @@ pub async fn install_hostile_crd(client: kube::Client) {
     });
     host::manager::install_crd(&client, "test", &crd, Duration::from_secs(30)).await.unwrap();
 }
+
+/// The first `events.k8s.io` Event in `default` about the object with `uid`
+/// that `matches` accepts (None until there is one, or if listing fails).
+pub async fn event_about(
+    client: &kube::Client,
+    uid: &str,
+    matches: impl Fn(&k8s_openapi::api::events::v1::Event) -> bool,
+) -> Option<k8s_openapi::api::events::v1::Event> {
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> = kube::Api::namespaced(client.clone(), "default");
+    events
+        .list(&Default::default())
+        .await
+        .ok()?
+        .items
+        .into_iter()
+        .find(|e| e.regarding.as_ref().and_then(|r| r.uid.as_deref()) == Some(uid) && matches(e))
+}
