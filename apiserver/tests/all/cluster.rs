@@ -1,7 +1,7 @@
 //! The simulated cluster parts (garbage collector, scheduler + kubelet, Job runner) next to the
 //! API server, in-process, mostly under tokio's paused clock.
 
-mod common;
+use crate::common;
 
 use apiserver::cluster::{self, ClusterConfig};
 use apiserver::{ApiServer, Config};

@@ -2,7 +2,7 @@
 //! end in the right state: a reflector across dropped and expired watches, writers retrying
 //! injected conflicts and errors. Each test asserts that the faults really fired (counters).
 
-mod common;
+use crate::common;
 
 use apiserver::{ApiServer, FaultSpec, Faults};
 use futures::StreamExt;

@@ -1,6 +1,6 @@
 //! kube-rs against the embedded server, in-process and over HTTP.
 
-mod common;
+use crate::common;
 
 use apiserver::ApiServer;
 use futures::{StreamExt, TryStreamExt};

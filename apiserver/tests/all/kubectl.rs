@@ -1,6 +1,6 @@
 //! The real kubectl (/usr/bin/kubectl) against a server started per test over HTTP.
 
-mod common;
+use crate::common;
 
 use apiserver::{ApiServer, ServerHandle};
 use std::path::PathBuf;

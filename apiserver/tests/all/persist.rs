@@ -2,7 +2,7 @@
 //! write survives `kill -9`, a damaged file is refused with a clear error, and a write that
 //! cannot be persisted is refused rather than acknowledged.
 
-mod common;
+use crate::common;
 
 use apiserver::store::{Backend, BackendError, Event};
 use apiserver::{ApiServer, Config, RedbBackend};

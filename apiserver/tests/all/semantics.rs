@@ -1,6 +1,6 @@
 //! Table tests of API semantics through the in-process service (raw HTTP requests).
 
-mod common;
+use crate::common;
 
 use apiserver::{ApiServer, Cause, Denial};
 use common::*;

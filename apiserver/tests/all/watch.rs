@@ -1,6 +1,6 @@
 //! Watch semantics over raw HTTP (in-process), several under tokio's paused clock.
 
-mod common;
+use crate::common;
 
 use apiserver::{ApiServer, Config};
 use chrono::TimeZone;

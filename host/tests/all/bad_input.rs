@@ -2,7 +2,7 @@
 //! with exit code 2 and one clear line naming what is wrong, before anything
 //! touches a cluster.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

@@ -1,7 +1,7 @@
 //! `host inspect` and `host reconcile` as a user runs them: output formats,
 //! exit codes and messages for bad input.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Output};

@@ -22,10 +22,10 @@
 //!   escape the check; every other change is checked.
 //!
 //! The default test is quick (about two minutes); the long one is ignored by
-//! default: `cargo test --release -p host --test crash_soak -- --ignored`.
+//! default: `cargo test --release -p host --test all crash_soak:: -- --ignored`.
 //! `SOAK_SEED=N` changes the kill points.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -350,7 +350,7 @@ fn a_host_killed_at_random_and_a_restarted_cluster_lose_and_double_nothing() {
 }
 
 #[test]
-#[ignore = "long soak (a few minutes, 20+ kills): cargo test --release -p host --test crash_soak -- --ignored"]
+#[ignore = "long soak (a few minutes, 20+ kills): cargo test --release -p host --test all crash_soak:: -- --ignored"]
 fn many_host_kills_and_cluster_restarts_over_minutes_lose_and_double_nothing() {
     soak(Workload { name: "long", span: Duration::from_secs(420), cronjobs: 20, mydeployments: 6, kill_every: (3_000, 15_000), cluster_restarts: 3 });
 }

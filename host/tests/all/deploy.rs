@@ -3,7 +3,7 @@
 //! and the real kubectl applies the whole kustomize tree (with the built
 //! plugins placed where deploy/plugins/ expects them) to the embedded server.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -3,7 +3,7 @@
 //! visible and counted at `/debug/faults`), `--sim-nodes`; bad specs and damaged data files
 //! are refused with exit code 2 and a clear message.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;

@@ -4,7 +4,7 @@
 //! cache is fed through a relay that delays every watch event, so a host
 //! without expectations creates extra Pods.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::Arc;

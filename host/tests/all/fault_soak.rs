@@ -13,10 +13,10 @@
 //!
 //! The default test is the quick variant; the long one (the figures:
 //! at least 1,000 runs and 100 rollouts) is ignored by default:
-//! `cargo test --release -p host --test fault_soak -- --ignored`. `SOAK_SEED=N`
+//! `cargo test --release -p host --test all fault_soak:: -- --ignored`. `SOAK_SEED=N`
 //! changes the seed of the faults.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -247,7 +247,7 @@ fn under_every_fault_at_once_no_run_is_lost_or_doubled_and_max_surge_holds() {
 }
 
 #[test]
-#[ignore = "long soak (the issue's figures, a few minutes): cargo test --release -p host --test fault_soak -- --ignored"]
+#[ignore = "long soak (the issue's figures, a few minutes): cargo test --release -p host --test all fault_soak:: -- --ignored"]
 fn over_a_thousand_runs_and_a_hundred_rollouts_under_faults_nothing_is_lost_or_doubled() {
     soak(Workload { name: "long", cronjobs: 20, minutes: 60, mydeployments: 10, rollouts_each: 10 });
 }

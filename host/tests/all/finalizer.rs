@@ -4,7 +4,7 @@
 //! `Finalized` lets the host remove the finalizer so the object goes, and a
 //! plugin without a finalizer puts none on its parents.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

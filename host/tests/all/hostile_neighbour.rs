@@ -14,7 +14,7 @@
 //! starved controller (a hostile plugin holding every call slot, or a host
 //! stalled by a flood) would miss.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -2,7 +2,7 @@
 //! the ConfigMap watch feeds the reloader, which compiles off the hot path
 //! and swaps the plugin in the running manager.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -5,7 +5,7 @@
 //! released). No timed assertion is tight: waits poll with generous limits,
 //! and the takeover bounds are far from what a noisy machine needs.
 
-mod common;
+use crate::common;
 
 use std::io::BufRead;
 use std::net::SocketAddr;

@@ -5,7 +5,7 @@
 //! `ActionRefused` and a Warning Event, the refusal is counted, and the
 //! parent is backed off rather than retried in a hot loop.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -5,7 +5,7 @@
 //! harness (plugins/*/tests/robustness.rs) covers many more cases cheaply;
 //! this one proves the Wasm boundary (decode, encode, the sandbox) holds.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

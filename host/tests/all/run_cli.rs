@@ -2,7 +2,7 @@
 //! kubectl, probes and metrics, refusal of conflicting plugins, and a clean
 //! exit on SIGTERM.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, Stdio};

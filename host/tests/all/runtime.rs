@@ -3,7 +3,7 @@
 //! with the hostile plugin. No timed assertions: every wait polls with a
 //! generous timeout.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! working, caches compiled plugins, refuses foreign contracts and gives
 //! deterministic answers.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

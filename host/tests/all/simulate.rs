@@ -3,7 +3,7 @@
 //! same bytes on every run; `host run --embedded --clock-speed N` runs the
 //! cluster N times as fast as the wall clock.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;

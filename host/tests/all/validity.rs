@@ -3,7 +3,7 @@
 //! registered, as a cluster before the webhook existed) is flagged, not
 //! reconciled, and is reconciled normally once fixed.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! directory or generated, checked by a rustls client that trusts only that
 //! certificate (as the API server trusts only the caBundle).
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::path::Path;

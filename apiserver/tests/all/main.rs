@@ -1,0 +1,18 @@
+//! The API server's integration tests.
+//!
+//! One binary for every integration test of this crate, as wasmtime's
+//! `tests/all`: each test file linked the API server and kube on its own,
+//! and linking dominated the build. Each module is one topic.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod cluster;
+mod fault_control;
+mod faults;
+mod kube_client;
+mod kubectl;
+mod persist;
+mod rbac;
+mod semantics;
+mod watch;

@@ -1,0 +1,9 @@
+//! End-to-end scenarios: the host as a separate process, driven through kubectl.
+//!
+//! One binary for all scenarios (as wasmtime's `tests/all`), one module per
+//! topic: the scenarios share a build instead of linking once per file.
+
+mod cronjob;
+mod hotswap;
+mod mydeployment;
+mod readme_tour;
