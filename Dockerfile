@@ -16,13 +16,15 @@ RUN rustup target add wasm32-wasip2
 WORKDIR /src
 COPY . .
 # Cache mounts keep the registry and build outputs between builds; the
-# results are copied out of the cached target dir within the same step.
+# results are copied out of the cached target dir within the same step. The
+# host is built without its `embedded` feature: the image talks to a real
+# cluster and carries no embedded API server, simulated kubelet or GC.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     CARGO_PROFILE_RELEASE_LTO=true CARGO_PROFILE_RELEASE_CODEGEN_UNITS=1 \
     CARGO_TARGET_WASM32_WASIP2_RUSTFLAGS="-C link-arg=--initial-memory=4194304" \
       cargo build --release --locked --target wasm32-wasip2 -p cronjob -p mydeployment \
- && cargo build --release --locked -p host \
+ && cargo build --release --locked -p host --no-default-features \
  && mkdir -p /out/plugins \
  && cp target/wasm32-wasip2/release/cronjob.wasm target/wasm32-wasip2/release/mydeployment.wasm /out/plugins/ \
  && cp target/release/host /out/host

@@ -1,7 +1,8 @@
-//! The host's one source of "now". Everything that stamps or schedules by
-//! wall time (the `now` a plugin sees, condition and Event times) reads it
-//! through [`Clock`]. Delays (queue deadlines, requeue-after, resync,
-//! backoff) use `tokio::time`.
+//! The process's one source of "now", shared by the controller runtime and
+//! the embedded API server. Everything that stamps or schedules by wall time
+//! (the `now` a plugin sees, condition and Event times, every timestamp the
+//! embedded server writes) reads it through [`Clock`]. Delays (queue
+//! deadlines, requeue-after, resync, backoff) use `tokio::time`.
 //!
 //! Virtual time is therefore one thing: a [`TokioClock`] reads a fixed start
 //! plus how far tokio's clock has moved, and the same clock is given to the
@@ -10,7 +11,8 @@
 //! - `host simulate`: tokio itself jumps to the next timer whenever every
 //!   task is idle (and never while a plugin call runs on the blocking pool),
 //!   so a week passes in seconds, and the same way on every run;
-//! - `host run --embedded --clock-speed N`: [`drive_paused_clock`] moves it
+//! - `host run --embedded --clock-speed N`: `drive_paused_clock` (feature
+//!   `paused`) moves it
 //!   N× as fast as the wall clock, so every delay is N× shorter when slept.
 
 use std::sync::Arc;
@@ -29,6 +31,16 @@ pub struct SystemClock;
 impl Clock for SystemClock {
     fn now(&self) -> DateTime<Utc> {
         Utc::now()
+    }
+}
+
+/// Any `Fn() -> DateTime<Utc>` is a clock (tests, adapters).
+impl<F> Clock for F
+where
+    F: Fn() -> DateTime<Utc> + Send + Sync + 'static,
+{
+    fn now(&self) -> DateTime<Utc> {
+        self()
     }
 }
 
@@ -86,11 +98,6 @@ impl TokioClock {
     pub fn starting_at(start: DateTime<Utc>) -> Self {
         Self { start, origin: tokio::time::Instant::now() }
     }
-
-    /// This clock for the embedded API server, which has its own `Clock` trait.
-    pub fn for_apiserver(self) -> apiserver::clock::SharedClock {
-        Arc::new(move || self.now())
-    }
 }
 
 impl Clock for TokioClock {
@@ -100,8 +107,9 @@ impl Clock for TokioClock {
     }
 }
 
-/// How often [`drive_paused_clock`] moves the clock: the granularity of
+/// How often `drive_paused_clock` moves the clock: the granularity of
 /// virtual time at `--clock-speed` (a timer fires at most this much wall time late).
+#[cfg(feature = "paused")]
 const PACER_TICK: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// Moves this runtime's paused clock `speed` times as fast as the wall
@@ -112,7 +120,9 @@ const PACER_TICK: std::time::Duration = std::time::Duration::from_millis(5);
 /// flight, so a blocking task is the ticker: while it lives only this
 /// function moves time, and every `tokio::time` delay (a plugin's
 /// requeue-after, resync, the simulated kubelet's and Job runner's timers,
-/// the error backoff) is slept `speed` times shorter.
+/// the error backoff) is slept `speed` times shorter. Needs the `paused`
+/// feature (tokio's test-util).
+#[cfg(feature = "paused")]
 pub fn drive_paused_clock(speed: f64) -> tokio::task::JoinHandle<()> {
     assert!(speed.is_finite() && speed > 0.0, "clock speed must be a positive number");
     let (tick_tx, mut tick_rx) = tokio::sync::mpsc::channel::<()>(1);
@@ -163,7 +173,7 @@ mod tests {
     fn a_tokio_clock_follows_the_paused_clock_not_the_wall() {
         paused_runtime().block_on(async {
             let clock = TokioClock::starting_at(new_year());
-            let server = clock.for_apiserver();
+            let server: SharedClock = Arc::new(clock);
             let wall = std::time::Instant::now();
             tokio::time::sleep(std::time::Duration::from_secs(7 * 24 * 3600)).await;
             assert_eq!(timestamp(clock.now()), "2026-01-08T00:00:00Z");
@@ -172,6 +182,7 @@ mod tests {
         });
     }
 
+    #[cfg(feature = "paused")]
     #[test]
     fn a_driven_clock_runs_at_the_given_speed() {
         paused_runtime().block_on(async {

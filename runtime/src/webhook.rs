@@ -16,7 +16,7 @@
 //! `localhost`, `127.0.0.1` and each `--webhook-host`) and writes only the
 //! certificate, the configuration's `caBundle`, to `<dir>/generated/ca.crt`;
 //! the key never leaves the process, and a restart makes a new pair. On the embedded cluster the same plugin calls
-//! are in-process admission hooks instead ([`crate::embedded`]).
+//! are in-process admission hooks instead (the `host` crate's `embedded` module).
 //!
 //! A failing plugin call refuses the request (the configuration's
 //! `failurePolicy` decides what the API server does when the webhook itself

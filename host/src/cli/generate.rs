@@ -178,11 +178,33 @@ fn plural(m: &Manifest, gvk: &GroupVersionKind) -> Result<String, Error> {
             .map(str::to_string)
             .ok_or(Error::InvalidCrd { plugin: m.name.clone(), field: "spec.names.plural" });
     }
-    apiserver::resources::builtins()
-        .into_iter()
-        .find(|r| r.group == gvk.group && r.kind == gvk.kind)
-        .map(|r| r.plural)
+    builtin_plural(&gvk.group, &gvk.kind)
+        .map(str::to_string)
         .ok_or_else(|| Error::UnknownKind { plugin: m.name.clone(), kind: format!("{}/{}", gvk.api_version(), gvk.kind) })
+}
+
+/// The plural of a built-in kind a plugin may own or use, as k8s-openapi
+/// (generated from the Kubernetes OpenAPI spec) names it: no cluster needed.
+fn builtin_plural(group: &str, kind: &str) -> Option<&'static str> {
+    use k8s_openapi::api::{apps, batch, coordination, core, events, networking, policy, rbac};
+    macro_rules! table {
+        ($($t:ty),* $(,)?) => {
+            [$((<$t as k8s_openapi::Resource>::GROUP, <$t as k8s_openapi::Resource>::KIND, <$t as k8s_openapi::Resource>::URL_PATH_SEGMENT)),*]
+        };
+    }
+    let table = table![
+        core::v1::ConfigMap, core::v1::Endpoints, core::v1::Event, core::v1::Namespace, core::v1::Node,
+        core::v1::PersistentVolumeClaim, core::v1::Pod, core::v1::Secret, core::v1::Service, core::v1::ServiceAccount,
+        apps::v1::ControllerRevision, apps::v1::DaemonSet, apps::v1::Deployment, apps::v1::ReplicaSet, apps::v1::StatefulSet,
+        batch::v1::CronJob, batch::v1::Job,
+        coordination::v1::Lease,
+        events::v1::Event,
+        networking::v1::Ingress, networking::v1::NetworkPolicy,
+        policy::v1::PodDisruptionBudget,
+        rbac::v1::ClusterRole, rbac::v1::ClusterRoleBinding, rbac::v1::Role, rbac::v1::RoleBinding,
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    ];
+    table.into_iter().find(|(g, k, _)| *g == group && *k == kind).map(|(_, _, plural)| plural)
 }
 
 type Grants = BTreeMap<(String, String), BTreeSet<&'static str>>;
@@ -301,6 +323,14 @@ mod tests {
     fn a_child_kind_nobody_defines_is_refused_by_name() {
         let e = rbac(&[manifest(vec![gvk("example.com", "v1", "Gadget")])], &options()).unwrap_err().to_string();
         assert!(e.contains("example.com/v1/Gadget"), "{e}");
+    }
+
+    #[test]
+    fn built_in_plurals_come_from_the_kubernetes_types_without_a_cluster() {
+        assert_eq!(builtin_plural("apps", "StatefulSet"), Some("statefulsets"));
+        assert_eq!(builtin_plural("", "Endpoints"), Some("endpoints"));
+        assert_eq!(builtin_plural("events.k8s.io", "Event"), Some("events"));
+        assert_eq!(builtin_plural("apps", "Job"), None, "a kind is looked up in its own group");
     }
 
     #[test]

@@ -4,8 +4,10 @@
 //! sandbox (trap, deadline, memory, invalid output); 2 bad input (flags,
 //! files); 3 the plugin reported an error of its own.
 
+#[cfg(feature = "embedded")]
 mod cluster;
 mod kubeconfig;
+#[cfg(feature = "embedded")]
 mod embedded_args;
 mod generate;
 mod input;
@@ -13,6 +15,7 @@ mod inspect;
 mod leader_args;
 mod reconcile;
 mod run;
+#[cfg(feature = "embedded")]
 mod simulate;
 
 use std::path::PathBuf;
@@ -41,8 +44,10 @@ enum Command {
     /// Run plugins as controllers against a cluster (or `--embedded`).
     Run(run::Args),
     /// Run plugins against the embedded cluster under virtual time and print what happened.
+    #[cfg(feature = "embedded")]
     Simulate(simulate::Args),
     /// Run only the embedded cluster (API server + simulated cluster parts) for a host in another process.
+    #[cfg(feature = "embedded")]
     Cluster(cluster::Args),
     /// Print deployment manifests derived from plugins: `crds` or `rbac`.
     Generate(generate::Args),
@@ -128,7 +133,9 @@ pub fn main() -> ExitCode {
         Command::Inspect(args) => inspect::run(&cli.sandbox, args),
         Command::Reconcile(args) => reconcile::run(&cli.sandbox, args),
         Command::Run(args) => run::run(&cli.sandbox, args),
+        #[cfg(feature = "embedded")]
         Command::Simulate(args) => simulate::run(&cli.sandbox, args),
+        #[cfg(feature = "embedded")]
         Command::Cluster(args) => cluster::run(args),
         Command::Generate(args) => generate::run(&cli.sandbox, args),
     };

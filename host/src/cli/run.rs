@@ -91,9 +91,14 @@ pub struct Args {
     clock_speed: f64,
     #[command(flatten)]
     leader_election: LeaderElectionArgs,
+    #[cfg(feature = "embedded")]
     #[command(flatten)]
     embedded_args: Box<super::embedded_args::EmbeddedArgs>,
 }
+
+/// Why `--embedded` is refused by a host built without the `embedded` feature.
+#[cfg(not(feature = "embedded"))]
+const NO_EMBEDDED: &str = "--embedded and --clock-speed need the embedded cluster, which this host was built without (cargo feature `embedded`)";
 
 fn parse_clock_speed(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
@@ -103,6 +108,11 @@ fn parse_clock_speed(text: &str) -> Result<f64, String> {
 }
 
 pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
+    #[cfg(not(feature = "embedded"))]
+    if args.embedded || args.clock_speed != 1.0 {
+        return Err(Failure::bad_input(NO_EMBEDDED));
+    }
+    #[cfg(feature = "embedded")]
     if !args.embedded && !args.embedded_args.faults.is_empty() {
         return Err(Failure::bad_input("--fault (or OPERATOR_HOST_FAULTS) needs --embedded: faults are injected by the embedded API server"));
     }
@@ -123,11 +133,21 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
     let runtime = if args.clock_speed == 1.0 {
         tokio::runtime::Builder::new_multi_thread().enable_all().build()
     } else {
-        // Virtual time needs tokio's paused clock, which only a current-thread runtime has.
-        tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build()
+        paused_runtime()
     };
     let runtime = runtime.map_err(|e| Failure::plugin(format!("tokio: {e}")))?;
     runtime.block_on(run_async(args, sandbox, plugins, metrics_addr, election))
+}
+
+/// Virtual time needs tokio's paused clock, which only a current-thread runtime has.
+#[cfg(feature = "embedded")]
+fn paused_runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build()
+}
+
+#[cfg(not(feature = "embedded"))]
+fn paused_runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    unreachable!("run() refuses --clock-speed: {NO_EMBEDDED}")
 }
 
 /// The clock of the whole process: the system clock, or at `--clock-speed N`
@@ -137,7 +157,10 @@ fn clock(args: &Args) -> (SharedClock, Option<tokio::task::JoinHandle<()>>) {
         return (Arc::new(SystemClock), None);
     }
     let clock = TokioClock::starting_at(chrono::Utc::now());
+    #[cfg(feature = "embedded")]
     let pacer = crate::clock::drive_paused_clock(args.clock_speed);
+    #[cfg(not(feature = "embedded"))]
+    let pacer = unreachable!("run() refuses --clock-speed: {NO_EMBEDDED}");
     println!("clock speed {}x: cluster and host time run {} times as fast as the wall clock", args.clock_speed, args.clock_speed);
     (Arc::new(clock), Some(pacer))
 }
@@ -154,13 +177,13 @@ async fn run_async(
     for (id, p) in &plugins {
         registry.insert(id, p.clone());
     }
+    #[cfg(feature = "embedded")]
     let mut embedded = None;
     let (clock, pacer) = clock(args);
+    #[cfg(feature = "embedded")]
     let client = if args.embedded {
         let path = args.kubeconfig_out.clone().unwrap_or_else(crate::embedded::default_kubeconfig_path);
-        let server_clock = clock.clone();
-        let server_clock: apiserver::clock::SharedClock = Arc::new(move || server_clock.now());
-        let e = crate::embedded::start_with_clock(args.embedded_port, &path, &args.embedded_args.options(), server_clock)
+        let e = crate::embedded::start_with_clock(args.embedded_port, &path, &args.embedded_args.options(), clock.clone())
             .await
             .map_err(|e| Failure::bad_input(format!("embedded API server: {e}")))?;
         for (_, p) in &plugins {
@@ -173,10 +196,10 @@ async fn run_async(
         embedded = Some(e);
         client
     } else {
-        let config = super::kubeconfig::config().await?;
-        kube::Client::try_from(config)
-            .map_err(|e| Failure::bad_input(format!("cannot build a client from the kubeconfig: {}", crate::error_chain(&e))))?
+        kubeconfig_client().await?
     };
+    #[cfg(not(feature = "embedded"))]
+    let client = kubeconfig_client().await?;
 
     let metrics = Arc::new(Metrics::new());
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -237,10 +260,13 @@ async fn run_async(
         if args.watch {
             sources.push(tokio::spawn(hotswap::files::watch(args.plugins.clone(), args.watch_interval, tx.clone())));
         }
+        #[cfg(feature = "embedded")]
         let on_applied: Option<hotswap::OnApplied> = embedded.as_ref().map(|e| {
             let (server, registry) = (e.server.clone(), registry.clone());
             Arc::new(move |p: &LoadedPlugin| crate::embedded::register_admission(&server, &registry, p)) as hotswap::OnApplied
         });
+        #[cfg(not(feature = "embedded"))]
+        let on_applied = None;
         let reloader = Reloader { sandbox, manager: running.clone(), metrics, recorder: Recorder::new(client, "hotswap", clock), on_applied };
         sources.push(tokio::spawn(reloader.run(rx)));
     }
@@ -269,10 +295,18 @@ async fn run_async(
         p.abort();
     }
     let _ = stop_tx.send(true);
+    #[cfg(feature = "embedded")]
     if let Some(e) = embedded {
         e.handle.shutdown().await;
     }
     Ok(())
+}
+
+/// A client for the kubeconfig's cluster (or the in-cluster config).
+async fn kubeconfig_client() -> Result<kube::Client, Failure> {
+    let config = super::kubeconfig::config().await?;
+    kube::Client::try_from(config)
+        .map_err(|e| Failure::bad_input(format!("cannot build a client from the kubeconfig: {}", crate::error_chain(&e))))
 }
 
 pub(super) async fn shutdown_signal() {

@@ -101,7 +101,7 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
 
 async fn simulate(args: &Args, plugins: Vec<LoadedPlugin>, objects: Vec<(PathBuf, Value)>) -> Result<Vec<timeline::Entry>, Failure> {
     let clock = TokioClock::starting_at(args.start);
-    let server = apiserver::ApiServer::with_config(apiserver::Config { clock: clock.for_apiserver(), ..apiserver::Config::default() });
+    let server = apiserver::ApiServer::with_config(apiserver::Config { clock: Arc::new(clock), ..apiserver::Config::default() });
     let registry = crate::registry::Registry::default();
     for p in &plugins {
         registry.insert(p.name(), p.clone());
