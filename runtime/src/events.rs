@@ -11,6 +11,7 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
+use crate::api_error::ApiErrorClass;
 use crate::clock::{SharedClock, micro_timestamp};
 
 /// The object an Event is about.
@@ -102,7 +103,7 @@ impl Recorder {
                     self.remember(key, Seen { count, ..seen });
                     return Ok(());
                 }
-                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) if ApiErrorClass::of(&e) == ApiErrorClass::NotFound => {}
                 Err(e) => return Err(e),
             }
         }
@@ -119,7 +120,7 @@ impl Recorder {
                 }
                 // The name comes from the clock, which need not have moved since the
                 // last Event (virtual time stands still during a reconcile): next nanosecond.
-                Err(kube::Error::Api(s)) if s.code == 409 && s.reason == "AlreadyExists" && attempts < 16 => {
+                Err(e) if ApiErrorClass::of(&e) == ApiErrorClass::AlreadyExists && attempts < 16 => {
                     attempts += 1;
                     nanos += 1;
                 }

@@ -14,10 +14,12 @@
 //! - [`registry`]: the plugins running now, read by admission.
 //! - [`hotswap`]: new plugin versions from ConfigMaps and files.
 //! - [`webhook`]: plugin admission as HTTPS webhooks for real clusters.
+//! - [`api_error`]: the classes of API errors the runtime acts on.
 
 pub use operator_clock as clock;
 
 pub mod actions;
+pub mod api_error;
 pub mod controller;
 pub mod events;
 pub mod hotswap;

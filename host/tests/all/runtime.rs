@@ -248,6 +248,23 @@ async fn a_cronjob_with_a_bad_schedule_is_refused_by_the_plugins_validation() {
     env.stop().await;
 }
 
+/// How often the hostile plugin's own (non-retryable) error came back from a call.
+fn plugin_errors(env: &Env) -> u64 {
+    let text = env.running.as_ref().unwrap().metrics().render();
+    let series = "plugin_call_errors_total{plugin=\"hostile\",kind=\"plugin_error\"} ";
+    text.lines().find_map(|l| l.strip_prefix(series)).map_or(0, |n| n.trim().parse().unwrap())
+}
+
+/// Queues every parent, as the periodic resync does, then gives the workers time.
+async fn resync_and_settle(env: &Env) {
+    for _ in 0..5 {
+        for c in env.running.as_ref().unwrap().controllers() {
+            c.resync();
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_error_sets_reconciled_false_and_records_a_warning_event() {
     let env = Env::start_with(&["hostile"], common::install_hostile_crd).await;
@@ -262,7 +279,6 @@ async fn a_plugin_error_sets_reconciled_false_and_records_a_warning_event() {
     .await;
     assert_eq!(cond["reason"], "Refused");
     assert!(cond["message"].as_str().unwrap().contains("asked to fail"), "{cond}");
-    let events: Api<Event> = Api::namespaced(env.client.clone(), "default");
     let uid = h.metadata.uid.clone().unwrap();
     let ev = eventually("a Warning Event on the parent", || async {
         common::event_about(&env.client, &uid, |e| e.type_.as_deref() == Some("Warning")).await
@@ -272,19 +288,6 @@ async fn a_plugin_error_sets_reconciled_false_and_records_a_warning_event() {
     assert_eq!(ev.reporting_controller.as_deref(), Some("operator-host/hostile"));
     assert!(ev.reporting_instance.as_deref().is_some_and(|i| i.starts_with("operator-host/hostile")));
 
-    // Retries (with backoff) repeat the same Warning: one Event whose series counts them.
-    let ev = eventually("the repeated Warning to be counted in its series", || async {
-        let list = events.list(&ListParams::default()).await.ok()?.items;
-        let mine: Vec<_> = list
-            .into_iter()
-            .filter(|e| e.regarding.as_ref().and_then(|r| r.uid.as_deref()) == Some(uid.as_str()) && e.type_.as_deref() == Some("Warning"))
-            .collect();
-        assert_eq!(mine.len(), 1, "deduplicated into one Event: {mine:?}");
-        mine.into_iter().find(|e| e.series.as_ref().is_some_and(|s| s.count >= 2))
-    })
-    .await;
-    assert!(ev.series.unwrap().count >= 2);
-
     // Fixing the object flips the condition back to True.
     hs.patch("bad", &PatchParams::default(), &Patch::Merge(json!({"spec": {"mode": "ok"}}))).await.unwrap();
     eventually("Reconciled=True after the fix", || async {
@@ -292,6 +295,41 @@ async fn a_plugin_error_sets_reconciled_false_and_records_a_warning_event() {
         (condition(&h, "Reconciled")?["status"] == "True").then_some(())
     })
     .await;
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_non_retryable_plugin_error_is_called_once_and_again_only_after_the_parent_changes() {
+    // wit/plugin.wit: `retryable: false` means only a change of the object can help.
+    let env = Env::start_with(&["hostile"], common::install_hostile_crd).await;
+    let hs = env.api("test.operator.dev/v1", "Hostile", "hostiles");
+    let h =
+        create(&hs, json!({"apiVersion": "test.operator.dev/v1", "kind": "Hostile", "metadata": {"name": "bad"}, "spec": {"mode": "error"}})).await;
+    eventually("Reconciled=False", || async {
+        let h = hs.get("bad").await.ok()?;
+        (condition(&h, "Reconciled")?["status"] == "False").then_some(())
+    })
+    .await;
+    // Neither the error backoff (5 ms, doubling) nor a resync calls it again.
+    resync_and_settle(&env).await;
+    assert_eq!(plugin_errors(&env), 1, "called once");
+    let events: Api<Event> = Api::namespaced(env.client.clone(), "default");
+    let uid = h.metadata.uid.clone().unwrap();
+    let warnings = || async {
+        let list = events.list(&ListParams::default()).await.unwrap().items;
+        list.into_iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.uid.as_deref()) == Some(uid.as_str()) && e.type_.as_deref() == Some("Warning"))
+            .collect::<Vec<_>>()
+    };
+    let once = warnings().await;
+    assert_eq!(once.len(), 1, "{once:?}");
+    assert!(once[0].series.is_none(), "reported once, not repeated: {:?}", once[0].series);
+
+    // A change of the parent (a label; the spec still asks to fail) is a new input: one more call.
+    hs.patch("bad", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"touched": "yes"}}}))).await.unwrap();
+    eventually("a second call after the change", || async { (plugin_errors(&env) >= 2).then_some(()) }).await;
+    resync_and_settle(&env).await;
+    assert_eq!(plugin_errors(&env), 2, "called once per change");
     env.stop().await;
 }
 

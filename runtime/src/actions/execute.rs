@@ -9,6 +9,7 @@ use operator_plugin_sdk::{EventType, GroupVersionKind, Propagation};
 use serde_json::Value;
 
 use super::policy::{Existing, Write};
+use crate::api_error::ApiErrorClass;
 use crate::events::{Recorder, Regarding};
 
 /// The field manager of every write the host makes.
@@ -37,7 +38,7 @@ pub struct WriteError {
 impl WriteError {
     /// 409 Conflict (a stale resourceVersion): the cache lags; requeue now.
     pub fn is_conflict(&self) -> bool {
-        matches!(&self.source, kube::Error::Api(s) if s.code == 409 && s.reason != "AlreadyExists")
+        ApiErrorClass::of(&self.source) == ApiErrorClass::Conflict
     }
 
     /// The API's reason (e.g. `Forbidden`, `Invalid`), for conditions and metrics.
@@ -73,14 +74,6 @@ pub struct Executor<'a> {
     pub parent_uid: &'a str,
 }
 
-fn is_api(e: &kube::Error, code: u16) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == code)
-}
-
-fn is_already_exists(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.reason == "AlreadyExists")
-}
-
 impl Executor<'_> {
     fn api(&self, gvk: &GroupVersionKind, namespace: &str) -> Api<DynamicObject> {
         let ar = self.resources.get(gvk).unwrap_or_else(|| panic!("no resource for declared child kind {gvk:?}"));
@@ -113,7 +106,7 @@ impl Executor<'_> {
                                 out.expectations.push(Expectation::Created { gvk, uid });
                             }
                         }
-                        Err(e) if fixed_name && is_already_exists(&e) => {
+                        Err(e) if fixed_name && ApiErrorClass::of(&e) == ApiErrorClass::AlreadyExists => {
                             let name = obj.metadata.name.as_deref().unwrap_or_default();
                             let clash =
                                 self.lookup.find(&gvk, &namespace, name).is_some_and(|x| x.controller_uid.as_deref() != Some(self.parent_uid));
@@ -172,7 +165,7 @@ impl Executor<'_> {
                             out.writes += 1;
                             out.expectations.push(Expectation::Deleted { gvk, uid: existing.uid });
                         }
-                        Err(e) if is_api(&e, 404) => {
+                        Err(e) if ApiErrorClass::of(&e) == ApiErrorClass::NotFound => {
                             out.expectations.push(Expectation::Deleted { gvk, uid: existing.uid });
                         }
                         Err(source) => {

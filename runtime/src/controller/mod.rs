@@ -3,9 +3,12 @@
 //! wait for the expectations of the last pass, read parent + children from
 //! the cache, call the plugin with the clock's `now`, check and execute the
 //! actions, write the `Reconciled` condition, requeue. Before the plugin's
-//! `reconcile`, its `validate` re-checks the stored parent ([`validity`]).
+//! `reconcile`, its `validate` re-checks the stored parent ([`validity`]);
+//! a parent the plugin refused for good is not called again until its
+//! inputs change ([`permanent`]).
 
 pub mod cache;
+pub mod permanent;
 pub mod queue;
 pub mod validity;
 
@@ -19,6 +22,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use crate::actions::{self, Executor, Existing, Expectation, FIELD_MANAGER, Lookup, Parent, status};
+use crate::api_error::ApiErrorClass;
 use crate::clock::{SharedClock, timestamp};
 use crate::events::{Recorder, Regarding};
 use crate::metrics::{Metrics, QueueProbe};
@@ -67,6 +71,8 @@ pub struct Controller {
     conditions_pruned: std::sync::atomic::AtomicBool,
     /// The plugin's last `validate` answer per parent.
     validity: validity::Validity,
+    /// Parents the plugin refused with a non-retryable error, and for what inputs.
+    permanent: permanent::PermanentErrors,
 }
 
 fn has_condition(obj: &DynamicObject, type_: &str) -> bool {
@@ -130,10 +136,42 @@ impl Lookup for CacheLookup<'_> {
     }
 }
 
-/// How one reconcile ended, for the queue, the metrics and the logs.
-struct Ended {
-    outcome: Outcome,
-    result: &'static str,
+/// How one reconcile ended: what the queue does next ([`Ended::outcome`])
+/// and the `result` label of `controller_runtime_reconcile_total`
+/// ([`Ended::label`], controller-runtime's values).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ended {
+    /// Done until something changes.
+    Done,
+    /// Done; the plugin asked to be called again after this delay.
+    RequeueAfter(Duration),
+    /// A write met a newer object (409): again at once, no backoff.
+    Conflict,
+    /// Failed: again after the key's backoff.
+    Failed,
+    /// Failed in a way only a change can mend (a non-retryable plugin
+    /// error, reported): no backoff, no timer ([`permanent`]).
+    FailedForGood,
+}
+
+impl Ended {
+    fn outcome(self) -> Outcome {
+        match self {
+            Ended::Done | Ended::FailedForGood => Outcome::Success { requeue_after: None },
+            Ended::RequeueAfter(after) => Outcome::Success { requeue_after: Some(after) },
+            Ended::Conflict => Outcome::RequeueNow,
+            Ended::Failed => Outcome::Error,
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Ended::Done => "success",
+            Ended::RequeueAfter(_) => "requeue_after",
+            Ended::Conflict => "requeue",
+            Ended::Failed | Ended::FailedForGood => "error",
+        }
+    }
 }
 
 impl Controller {
@@ -173,6 +211,7 @@ impl Controller {
             config,
             conditions_pruned: std::sync::atomic::AtomicBool::new(false),
             validity: validity::Validity::default(),
+            permanent: permanent::PermanentErrors::default(),
         });
         this.register();
         this
@@ -283,12 +322,12 @@ impl Controller {
                             Ok(ended) => ended,
                             Err(_) => {
                                 tracing::error!(controller = %this.name, object = %key, "reconcile panicked; backing off");
-                                Ended { outcome: Outcome::Error, result: "error" }
+                                Ended::Failed
                             }
                         };
                         this.metrics.active_workers.get_or_create(&labels).dec();
-                        this.metrics.observe_reconcile(&this.name, ended.result, started.elapsed().as_secs_f64());
-                        this.queue.finish(key, ended.outcome);
+                        this.metrics.observe_reconcile(&this.name, ended.label(), started.elapsed().as_secs_f64());
+                        this.queue.finish(key, ended.outcome());
                     }
                 })
             })
@@ -347,7 +386,8 @@ impl Controller {
             self.queue.forget(key);
             self.expectations.lock().unwrap().remove(key);
             self.validity.forget(key);
-            return Ended { outcome: Outcome::Success { requeue_after: None }, result: "success" };
+            self.permanent.forget(key);
+            return Ended::Done;
         };
         let obj = cached.object();
         let parent = Parent {
@@ -367,19 +407,8 @@ impl Controller {
         let deleting = obj.metadata.deletion_timestamp.is_some();
         let finalizers = obj.metadata.finalizers.clone().unwrap_or_default();
         let finalizer = plugin.manifest().finalizer.clone();
-        match &finalizer {
-            Some(f) if !deleting && !finalizers.contains(f) => {
-                let mut list = finalizers.clone();
-                list.push(f.clone());
-                return self.patch_finalizers(key, &obj, list).await;
-            }
-            Some(f) if deleting && !finalizers.contains(f) => {
-                return Ended { outcome: Outcome::Success { requeue_after: None }, result: "success" };
-            }
-            None if deleting => {
-                return Ended { outcome: Outcome::Success { requeue_after: None }, result: "success" };
-            }
-            _ => {}
+        if let Some(ended) = self.ensure_finalizer(key, &obj, finalizer.as_deref()).await {
+            return ended;
         }
         // A parent on its way out is not re-validated: an invalid spec must
         // not hold up the cleanup that lets it go.
@@ -394,23 +423,39 @@ impl Controller {
             }
         }
         let parent_json = cached.json().to_string();
+        let inputs = permanent::Inputs::of(&parent_json, &children, &plugin.info().digest);
+        if self.permanent.still_refused(key, &inputs) {
+            // Reported once already; only a change of the inputs can help.
+            tracing::debug!("the plugin refused these inputs for good; waiting for a change");
+            return Ended::Done;
+        }
         let now = self.clock.now();
         let result = plugin.reconcile(parent_json, children, now.timestamp_millis()).await;
 
         let mut plugin_status = None;
+        // Set when the plugin says retrying cannot help: remembered once reported.
+        let mut refused_for_good = None;
         let (verdict, ended) = match result {
             Err(e) => {
                 self.metrics.plugin_call_error(&self.name, e.kind());
-                tracing::warn!(error = %e, "plugin call failed");
-                (Some(status::Verdict::failure(e.reason(), e.to_string())), Ended { outcome: Outcome::Error, result: "error" })
+                tracing::warn!(error = %e, retryable = e.retryable(), "plugin call failed");
+                let ended = if e.retryable() {
+                    Ended::Failed
+                } else {
+                    // No backoff: the next call waits for a change of the inputs.
+                    refused_for_good = Some(inputs);
+                    Ended::FailedForGood
+                };
+                (Some(status::Verdict::failure(e.reason(), e.to_string())), ended)
             }
             Ok(actions) => {
+                self.permanent.forget(key);
                 let lookup = CacheLookup(&self.caches);
                 match actions::check(&parent, &plugin.manifest().children, &lookup, actions) {
                     Err(refusal) => {
                         self.metrics.plugin_call_error(&self.name, "action_refused");
                         tracing::warn!(%refusal, "action refused");
-                        (Some(status::Verdict::failure("ActionRefused", refusal.to_string())), Ended { outcome: Outcome::Error, result: "error" })
+                        (Some(status::Verdict::failure("ActionRefused", refusal.to_string())), Ended::Failed)
                     }
                     Ok(plan) => {
                         let executor = Executor {
@@ -427,15 +472,14 @@ impl Controller {
                         match executed.error {
                             Some(err) if err.is_conflict() => {
                                 tracing::debug!(error = %crate::error_chain(&err), "conflict; requeue");
-                                (None, Ended { outcome: Outcome::RequeueNow, result: "requeue" })
+                                (None, Ended::Conflict)
                             }
                             Some(err) => {
                                 tracing::warn!(error = %crate::error_chain(&err), "write failed");
                                 let reason = format!("WriteFailed{}", err.reason());
-                                (Some(status::Verdict::failure(reason, crate::error_chain(&err))), Ended { outcome: Outcome::Error, result: "error" })
+                                (Some(status::Verdict::failure(reason, crate::error_chain(&err))), Ended::Failed)
                             }
                             None => {
-                                let result = if plan.requeue_after.is_some() { "requeue_after" } else { "success" };
                                 if plan.finalized
                                     && deleting
                                     && let Some(f) = &finalizer
@@ -446,7 +490,7 @@ impl Controller {
                                     let list: Vec<String> = finalizers.iter().filter(|x| *x != f).cloned().collect();
                                     return self.patch_finalizers(key, &obj, list).await;
                                 }
-                                (Some(status::Verdict::success()), Ended { outcome: Outcome::Success { requeue_after: plan.requeue_after }, result })
+                                (Some(status::Verdict::success()), plan.requeue_after.map_or(Ended::Done, Ended::RequeueAfter))
                             }
                         }
                     }
@@ -463,15 +507,17 @@ impl Controller {
                 && let Err(e) = self.write_status(key, &obj, plugin_status, &verdict, now).await
             {
                 tracing::warn!(error = %crate::error_chain(&e), "status write failed");
-                if ended.result != "error" {
-                    let is_conflict = matches!(&e, kube::Error::Api(s) if s.code == 409);
-                    return if is_conflict {
-                        Ended { outcome: Outcome::RequeueNow, result: "requeue" }
-                    } else {
-                        Ended { outcome: Outcome::Error, result: "error" }
-                    };
+                if refused_for_good.is_some() {
+                    // The refusal is not on record yet: retry until it is.
+                    return Ended::Failed;
+                }
+                if ended != Ended::Failed {
+                    return if ApiErrorClass::of(&e) == ApiErrorClass::Conflict { Ended::Conflict } else { Ended::Failed };
                 }
             }
+        }
+        if let Some(inputs) = refused_for_good {
+            self.permanent.record(key, inputs);
         }
         ended
     }
@@ -504,7 +550,7 @@ impl Controller {
         let body = json!({"status": diff});
         let new = match self.parent_api(key).patch_status(&key.name, &params, &Patch::Merge(&body)).await {
             // A CRD without the status subresource: status is part of the object.
-            Err(kube::Error::Api(e)) if e.code == 404 && self.parent_cache().get(key).is_some() => {
+            Err(e) if ApiErrorClass::of(&e) == ApiErrorClass::NotFound && self.parent_cache().get(key).is_some() => {
                 self.parent_api(key).patch(&key.name, &params, &Patch::Merge(&body)).await?
             }
             other => other?,
@@ -531,19 +577,39 @@ impl Controller {
         }
     }
 
+    /// The finalizer step, before anything else (kube-runtime's
+    /// `finalizer()`): a live parent gets the plugin's finalizer first (that
+    /// write queues it again); a parent on its way out is only reconciled
+    /// while the finalizer is still there, so the plugin can clean up.
+    /// `Some` ends this reconcile.
+    async fn ensure_finalizer(&self, key: &ObjectKey, obj: &DynamicObject, finalizer: Option<&str>) -> Option<Ended> {
+        let deleting = obj.metadata.deletion_timestamp.is_some();
+        let finalizers = obj.metadata.finalizers.as_deref().unwrap_or_default();
+        let has = |f: &str| finalizers.iter().any(|x| x == f);
+        match finalizer {
+            Some(f) if !deleting && !has(f) => {
+                let list = finalizers.iter().cloned().chain(std::iter::once(f.to_string())).collect();
+                Some(self.patch_finalizers(key, obj, list).await)
+            }
+            Some(f) if deleting && !has(f) => Some(Ended::Done),
+            None if deleting => Some(Ended::Done),
+            _ => None,
+        }
+    }
+
     async fn patch_finalizers(&self, key: &ObjectKey, obj: &DynamicObject, list: Vec<String>) -> Ended {
         let patch = json!({"metadata": {"finalizers": list, "resourceVersion": obj.metadata.resource_version}});
         let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
         match self.parent_api(key).patch(&key.name, &params, &Patch::Merge(&patch)).await {
             Ok(new) => {
                 self.expect_parent_update(key, obj, &new);
-                Ended { outcome: Outcome::Success { requeue_after: None }, result: "success" }
+                Ended::Done
             }
-            Err(kube::Error::Api(s)) if s.code == 409 => Ended { outcome: Outcome::RequeueNow, result: "requeue" },
-            Err(kube::Error::Api(s)) if s.code == 404 => Ended { outcome: Outcome::Success { requeue_after: None }, result: "success" },
+            Err(e) if ApiErrorClass::of(&e) == ApiErrorClass::Conflict => Ended::Conflict,
+            Err(e) if ApiErrorClass::of(&e) == ApiErrorClass::NotFound => Ended::Done,
             Err(e) => {
                 tracing::warn!(error = %crate::error_chain(&e), "finalizer update failed");
-                Ended { outcome: Outcome::Error, result: "error" }
+                Ended::Failed
             }
         }
     }

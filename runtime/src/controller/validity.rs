@@ -19,7 +19,6 @@ use operator_plugin_sdk::FieldError;
 
 use super::Ended;
 use super::cache::ObjectKey;
-use super::queue::Outcome;
 use crate::actions::status::Verdict;
 use crate::events::Regarding;
 use crate::sandbox::LoadedPlugin;
@@ -107,7 +106,7 @@ impl super::Controller {
         if let Err(e) = self.write_status(key, obj, None, &verdict, self.clock.now()).await {
             tracing::warn!(error = %crate::error_chain(&e), "status write failed");
         }
-        Some(Ended { outcome: Outcome::Error, result: "error" })
+        Some(Ended::Failed)
     }
 }
 
