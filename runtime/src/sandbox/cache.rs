@@ -66,12 +66,11 @@ impl PrecompiledCache {
         self.dir.as_deref()
     }
 
-    /// The artifact path for these plugin bytes under this engine.
+    /// The artifact path for these plugin bytes (`digest`, SHA-256) under
+    /// this engine: the name carries both, so another wasmtime version or
+    /// engine configuration never reads this artifact.
     pub fn path_for(&self, engine: &Engine, digest: &str) -> Option<PathBuf> {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        engine.precompile_compatibility_hash().hash(&mut h);
-        let engine_hash = h.finish();
-        self.dir.as_ref().map(|d| d.join(format!("{digest}-{engine_hash:016x}.cwasm")))
+        self.dir.as_ref().map(|d| d.join(format!("{digest}-{}.cwasm", engine_key(engine))))
     }
 
     /// Returns the compiled component, from the cache when possible.
@@ -140,6 +139,28 @@ fn write_atomically(path: &Path, payload: &[u8]) -> Result<(), CacheError> {
     write().map_err(|source| CacheError::Write { path: path.to_owned(), source })
 }
 
+/// SHA-256 of the engine's precompile compatibility hash, 16 hex digits.
+/// Stable across Rust releases, unlike `DefaultHasher`, whose output may
+/// change with any of them (wasmtime's own cache hashes the same way).
+fn engine_key(engine: &Engine) -> String {
+    let mut hasher = Sha256Hasher(Sha256::new());
+    engine.precompile_compatibility_hash().hash(&mut hasher);
+    hex::encode(&hasher.0.finalize()[..8])
+}
+
+/// Feeds what a `Hash` impl writes into SHA-256.
+struct Sha256Hasher(Sha256);
+
+impl Hasher for Sha256Hasher {
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+
+    fn finish(&self) -> u64 {
+        unreachable!("read the digest with finalize()")
+    }
+}
+
 /// The content digest that names a plugin: SHA-256 of its bytes, hex.
 pub fn digest(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
@@ -148,6 +169,17 @@ pub fn digest(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_artifact_is_named_by_the_plugin_digest_and_a_stable_engine_key() {
+        let engine = Engine::default();
+        let cache = PrecompiledCache { dir: Some(PathBuf::from("/c")) };
+        let path = cache.path_for(&engine, "abc").unwrap();
+        let name = path.file_name().unwrap().to_str().unwrap();
+        assert!(name.starts_with("abc-") && name.ends_with(".cwasm"), "{name}");
+        assert_eq!(name.len(), "abc-".len() + 16 + ".cwasm".len(), "{name}");
+        assert_eq!(cache.path_for(&Engine::default(), "abc"), Some(path), "the same engine config gives the same key");
+    }
 
     #[test]
     fn a_payload_with_a_wrong_digest_is_refused() {
