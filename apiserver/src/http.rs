@@ -117,7 +117,7 @@ impl Req<'_> {
             return Err(ApiError::unsupported_media_type(&["application/json", "application/yaml"]));
         }
         if self.content_type.contains("yaml") {
-            serde_yaml::from_slice(self.body).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))
+            crate::yaml::from_slice(self.body).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))
         } else {
             serde_json::from_slice(self.body).map_err(|e| ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}")))
         }

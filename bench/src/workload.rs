@@ -3,7 +3,6 @@
 //! MyDeployment with Running, Ready Pods), in steady state so every size
 //! asks the plugin the same question: "anything to do?".
 
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 const CRONJOB_PARENT: &str = include_str!("../../plugins/cronjob/tests/fixtures/history-limits-delete-the-oldest-finished-jobs/parent.yaml");
@@ -50,8 +49,9 @@ pub struct Input {
 
 /// The first document of `kind` in a multi-document fixture.
 fn document(yaml: &str, kind: &str) -> Value {
-    serde_yaml::Deserializer::from_str(yaml)
-        .map(|d| Value::deserialize(d).expect("fixture is YAML"))
+    serde_saphyr::from_multiple::<Value>(yaml)
+        .expect("fixture is YAML")
+        .into_iter()
         .find(|v| v["kind"] == kind)
         .unwrap_or_else(|| panic!("fixture has a {kind}"))
 }
@@ -71,7 +71,7 @@ pub fn input(kind: Kind, n: usize) -> Input {
 /// A `*/1` CronJob whose last run was at 10:07 and `n` finished Jobs, one a
 /// minute before that; the history limits keep them all, so nothing is due.
 fn cronjob(n: usize) -> Input {
-    let mut parent: Value = serde_yaml::from_str(CRONJOB_PARENT).expect("fixture parent");
+    let mut parent: Value = serde_saphyr::from_str(CRONJOB_PARENT).expect("fixture parent");
     parent["spec"]["successfulJobsHistoryLimit"] = json!(n.max(1));
     let template = document(CRONJOB_CHILDREN, "Job");
     let last = chrono::DateTime::parse_from_rfc3339("2026-01-15T10:07:00Z").expect("time");
@@ -97,7 +97,7 @@ fn cronjob(n: usize) -> Input {
 /// A MyDeployment of `n` replicas, all Running and Ready on the current
 /// revision, plus its one ControllerRevision (so `n + 1` children).
 fn mydeployment(n: usize) -> Input {
-    let mut parent: Value = serde_yaml::from_str(MYDEPLOYMENT_PARENT).expect("fixture parent");
+    let mut parent: Value = serde_saphyr::from_str(MYDEPLOYMENT_PARENT).expect("fixture parent");
     for field in ["replicas", "updatedReplicas", "readyReplicas", "availableReplicas"] {
         parent["status"][field] = json!(n);
     }

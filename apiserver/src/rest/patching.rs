@@ -15,7 +15,7 @@ impl Core {
             ]));
         }
         let patch: Value = match ptype {
-            PatchType::Apply => serde_yaml::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?,
+            PatchType::Apply => crate::yaml::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?,
             _ => serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?,
         };
         if ptype == PatchType::Apply {
@@ -121,7 +121,7 @@ impl Core {
     #[allow(clippy::too_many_arguments)] // mirrors `patch`
     pub fn patch_view(&self, view: &Resource, storage: &Resource, ns: &str, name: &str, ptype: PatchType, body: &[u8], opts: &WriteOptions) -> Result<Value> {
         if ptype == PatchType::Apply {
-            let applied: Value = serde_yaml::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+            let applied: Value = crate::yaml::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
             let core = crate::convert::event_to_core(applied);
             let bytes = serde_json::to_vec(&core).expect("json");
             return self.patch(storage, ns, name, ptype, &bytes, Sub::Main, opts).map(|o| self.present(view, o));

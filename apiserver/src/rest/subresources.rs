@@ -91,7 +91,7 @@ impl Core {
             let old = self.store.get(&self.key(res, ns, name)).ok_or_else(|| ApiError::not_found(&res.group, &res.plural, name))?;
             let current = scale_of(&self.present(res, old.clone()), &spec);
             let patch: Value = match ptype {
-                Some(PatchType::Apply) => serde_yaml::from_slice(body).map_err(|e| ApiError::bad_request(e.to_string()))?,
+                Some(PatchType::Apply) => crate::yaml::from_slice(body).map_err(ApiError::bad_request)?,
                 _ => serde_json::from_slice(body).map_err(|e| ApiError::bad_request(e.to_string()))?,
             };
             let wanted = match ptype {

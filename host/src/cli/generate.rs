@@ -122,7 +122,7 @@ pub fn to_yaml(comment: &str, docs: &[Value]) -> String {
         if i > 0 {
             out.push_str("---\n");
         }
-        out.push_str(&serde_yaml::to_string(d).expect("JSON values serialize as YAML"));
+        out.push_str(&serde_saphyr::to_string(d).expect("JSON values serialize as YAML"));
     }
     out
 }

@@ -3,7 +3,6 @@
 
 use std::path::Path;
 
-use serde::Deserialize;
 use serde_json::Value;
 
 /// Reads exactly one object.
@@ -25,8 +24,8 @@ pub fn read_objects(path: &Path) -> Result<Vec<Value>, String> {
 /// Parses a YAML/JSON text into objects, flattening arrays and `*List`s.
 pub fn parse_objects(text: &str) -> Result<Vec<Value>, String> {
     let mut out = Vec::new();
-    for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
-        let value = Value::deserialize(doc).map_err(|e| format!("document {}: {e}", i + 1))?;
+    let docs: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|e| e.to_string())?;
+    for (i, value) in docs.into_iter().enumerate() {
         flatten(value, &mut out).map_err(|e| format!("document {}: {e}", i + 1))?;
     }
     Ok(out)

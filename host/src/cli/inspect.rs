@@ -30,7 +30,7 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
     });
     match args.output {
         Some(OutputFormat::Json) => println!("{}", serde_json::to_string_pretty(&doc).expect("serializable")),
-        Some(OutputFormat::Yaml) => print!("{}", serde_yaml::to_string(&doc).expect("serializable")),
+        Some(OutputFormat::Yaml) => print!("{}", serde_saphyr::to_string(&doc).expect("serializable")),
         None => {
             let children: Vec<String> = m.children.iter().map(ToString::to_string).collect();
             println!("Plugin:     {} {}", m.name, m.version);

@@ -65,6 +65,6 @@ fn read_children(path: &Path) -> Result<Vec<Value>, Failure> {
 fn print(value: &Value, format: OutputFormat) {
     match format {
         OutputFormat::Json => println!("{}", serde_json::to_string_pretty(value).expect("serializable")),
-        OutputFormat::Yaml => print!("{}", serde_yaml::to_string(value).expect("serializable")),
+        OutputFormat::Yaml => print!("{}", serde_saphyr::to_string(value).expect("serializable")),
     }
 }

@@ -100,7 +100,7 @@ where
 }
 
 fn yaml(text: &str) -> Value {
-    serde_yaml::from_str(text).unwrap()
+    serde_saphyr::from_str(text).unwrap()
 }
 
 fn sample(path: &str) -> Value {

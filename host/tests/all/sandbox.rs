@@ -120,7 +120,7 @@ fn the_same_inputs_give_byte_identical_actions_every_time() {
 }
 
 fn yaml_to_json(text: &str) -> String {
-    serde_yaml::from_str::<serde_json::Value>(text).unwrap().to_string()
+    serde_saphyr::from_str::<serde_json::Value>(text).unwrap().to_string()
 }
 
 #[test]

@@ -52,7 +52,7 @@ async fn an_invalid_stored_cronjob_is_flagged_not_reconciled_until_it_is_fixed()
     };
     let cjs: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
     let mut cj: Value =
-        serde_yaml::from_str(&std::fs::read_to_string(common::workspace_root().join("plugins/cronjob/samples/batch_v1_cronjob.yaml")).unwrap())
+        serde_saphyr::from_str(&std::fs::read_to_string(common::workspace_root().join("plugins/cronjob/samples/batch_v1_cronjob.yaml")).unwrap())
             .unwrap();
     cj["spec"]["schedule"] = "every day at noon".into();
     cj["spec"].as_object_mut().unwrap().remove("startingDeadlineSeconds");

@@ -13,8 +13,8 @@ fn every_sample_defaults_and_validates_cleanly() {
     let mut policies = Vec::new();
     for entry in fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
-        let yaml: serde_yaml::Value =
-            serde_yaml::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
+        let yaml: serde_json::Value =
+            serde_saphyr::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
         let json = serde_json::to_value(yaml).unwrap().to_string();
         let defaulted = plugin::default::<CronJobPlugin>(&json).unwrap();
         assert_eq!(

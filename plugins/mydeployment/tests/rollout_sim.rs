@@ -597,8 +597,8 @@ fn seed_use_cases_from_the_samples_in_order() {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("samples")
             .join(name);
-        let yaml: serde_yaml::Value =
-            serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let yaml: Value =
+            serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
         let object = MyDeploymentPlugin::default(Object(
             operator_plugin_sdk::serde_json::to_value(yaml).unwrap(),
         ))

@@ -24,8 +24,8 @@ fn sample(name: &str) -> Value {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("samples")
         .join(name);
-    let yaml: serde_yaml::Value =
-        serde_yaml::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
+    let yaml: serde_json::Value =
+        serde_saphyr::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
     serde_json::to_value(yaml).unwrap()
 }
 

@@ -18,7 +18,6 @@ pub use robustness::check_robustness;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::{Plugin, Time};
@@ -38,8 +37,9 @@ fn read(path: &Path) -> String {
 }
 
 fn yaml_documents(text: &str, path: &Path) -> Vec<Value> {
-    serde_yaml::Deserializer::from_str(text)
-        .map(|doc| Value::deserialize(doc).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+    serde_saphyr::from_multiple::<Value>(text)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .into_iter()
         .filter(|v| !v.is_null())
         .collect()
 }
