@@ -4,7 +4,8 @@
 //!   cargo-component 0.21) when missing.
 //! - `build`: builds every plugin to Wasm (plus one with cargo-component, to
 //!   prove both toolchains work), then the host. Shipped plugins are copied to
-//!   `target/plugins/`.
+//!   `target/plugins/<name>.wasm`, with a gzipped copy `<name>.wasm.gz` beside
+//!   each (what fits a ConfigMap's 1 MiB; see docs/operations.md).
 //! - `test`: `setup`, `build`, then every test of the workspace.
 //! - `run`: `build`, then the host on the embedded cluster with the shipped
 //!   plugins (extra arguments go to `host run`).
@@ -142,8 +143,27 @@ fn build() -> Result {
     c.args(["build", "--release", "-p", "host"]);
     status(c)?;
     for p in SHIPPED {
-        copy_plugin(p, &out.join(format!("{p}.wasm")))?;
+        let plain = out.join(format!("{p}.wasm"));
+        copy_plugin(p, &plain)?;
+        gzip_plugin(&plain)?;
     }
+    Ok(())
+}
+
+/// Writes `<file>.gz` beside `file`, at gzip's best compression: the host
+/// inflates gzipped ConfigMap keys, and a real API server refuses a ConfigMap
+/// over 1 MiB.
+fn gzip_plugin(file: &Path) -> Result {
+    use std::io::Write;
+    let bytes = std::fs::read(file).map_err(|e| format!("read {}: {e}", file.display()))?;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    gz.write_all(&bytes).map_err(|e| format!("gzip {}: {e}", file.display()))?;
+    let packed = gz.finish().map_err(|e| format!("gzip {}: {e}", file.display()))?;
+    let mut to = file.as_os_str().to_owned();
+    to.push(".gz");
+    let to = PathBuf::from(to);
+    std::fs::write(&to, &packed).map_err(|e| format!("write {}: {e}", to.display()))?;
+    eprintln!("xtask: plugin {} ({} KiB; {} KiB plain)", to.display(), packed.len() >> 10, bytes.len() >> 10);
     Ok(())
 }
 
