@@ -323,3 +323,33 @@ fn a_taken_metrics_port_fails_before_the_kubeconfig_is_announced() {
     assert!(!stdout.contains("export KUBECONFIG="), "announced a cluster it then abandoned: {stdout}");
     assert!(String::from_utf8_lossy(&o.stderr).contains(&format!("--metrics-addr {addr}")), "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+#[test]
+fn kubectl_create_configmap_from_the_gzipped_cronjob_artifact_hot_swaps_it_into_a_running_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let r = spawn(&[
+        "--embedded",
+        "--plugin-configmap",
+        "default/plugins",
+        "--kubeconfig-out",
+        kubeconfig.to_str().unwrap(),
+        "--metrics-addr",
+        "0",
+    ]);
+    r.line_with("export KUBECONFIG=");
+    let plain = common::built_plugin("cronjob");
+    let gz = plain.with_extension("wasm.gz");
+    assert!(gz.exists(), "{} is missing: build the plugins again with `cargo xtask build`", gz.display());
+    // The embedded server refuses what a real one refuses: the plain build is over 1 MiB.
+    if std::fs::metadata(&plain).unwrap().len() > 1024 * 1024 {
+        let o = kubectl(&kubeconfig, &["create", "configmap", "plain", &format!("--from-file={}", plain.display())], None);
+        assert!(!o.status.success(), "the plain cronjob.wasm fit a ConfigMap");
+        assert!(String::from_utf8_lossy(&o.stderr).contains("Too long: must have at most 1048576 bytes"), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let o = kubectl(&kubeconfig, &["create", "configmap", "plugins", &format!("--from-file={}", gz.display())], None);
+    assert!(o.status.success(), "kubectl create configmap plugins: {}", String::from_utf8_lossy(&o.stderr));
+    cronjob_sample_is_reconciled(&kubeconfig);
+    let events = kubectl(&kubeconfig, &["get", "events", "-o", "jsonpath={.items[*].reason}"], None);
+    assert!(String::from_utf8_lossy(&events.stdout).contains("PluginLoaded"), "{}", String::from_utf8_lossy(&events.stdout));
+}
