@@ -339,14 +339,18 @@ async fn kubectl_meets_the_configmap_secret_and_label_limits_of_a_real_server() 
     c.ok(&["create", "-f", fits.to_str().unwrap()]).await;
     assert_eq!(c.ok(&["get", "configmaps", "-o", "name"]).await.lines().filter(|l| l.contains("big")).count(), 0, "nothing refused was stored");
 
-    c.ok(&["create", "configmap", "labelled", "--from-literal=a=b"]).await;
+    // Manifests: `kubectl label` checks label values itself before sending.
     let long = "v".repeat(64);
-    let out = c.kubectl(&["label", "configmap", "labelled", &format!("app={long}")]).await;
+    let labelled = |name: &str, key: &str, value: &str| {
+        c.file(&format!("{name}.yaml"), &format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  labels:\n    {key}: {value}\n"))
+    };
+    let out = c.kubectl(&["create", "-f", labelled("long-value", "app", &long).to_str().unwrap()]).await;
     let err = out.refused("a 64-character label value");
-    assert!(err.contains(&format!(r#"metadata.labels: Invalid value: "{long}": must be no more than 63 characters"#)), "{err}");
-    let out = c.kubectl(&["label", "configmap", "labelled", &format!("{long}=x")]).await;
+    assert!(err.contains(&format!(r#"ConfigMap "long-value" is invalid: metadata.labels: Invalid value: "{long}": must be no more than 63 characters"#)), "{err}");
+    let out = c.kubectl(&["create", "-f", labelled("long-name", &long, "x").to_str().unwrap()]).await;
     let err = out.refused("a 64-character label name");
-    assert!(err.contains("name part must be no more than 63 characters"), "{err}");
+    assert!(err.contains(&format!(r#"metadata.labels: Invalid value: "{long}": name part must be no more than 63 characters"#)), "{err}");
+    c.ok(&["create", "-f", labelled("at-limit", &"k".repeat(63), &"v".repeat(63)).to_str().unwrap()]).await;
     // (A file: one command-line argument may not exceed 128 KiB.)
     let annotated = c.file("annotated.yaml", &format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: annotated\n  annotations:\n    note: {}\n", "n".repeat(256 * 1024)));
     let out = c.kubectl(&["create", "-f", annotated.to_str().unwrap()]).await;
