@@ -103,9 +103,10 @@ fn run_embedded_serves_kubectl_probes_and_metrics_and_exits_0_on_sigterm() {
         "--metrics-addr",
         "127.0.0.1:0",
     ]);
+    // Ports are bound (and announced) before the cluster is.
+    let metrics_line = r.line_with("metrics at http://");
     let export = r.line_with("export KUBECONFIG=");
     assert_eq!(export, format!("export KUBECONFIG={}", kubeconfig.display()));
-    let metrics_line = r.line_with("metrics at http://");
     let addr = metrics_line.trim_start_matches("metrics at http://").trim_end_matches("/metrics").to_string();
     assert_eq!(http_get(&addr, "/healthz").map(|r| r.0), Some(200));
     poll("/readyz to turn 200", || (http_get(&addr, "/readyz")?.0 == 200).then_some(()));
