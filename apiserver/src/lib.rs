@@ -27,6 +27,7 @@ pub mod faults;
 pub mod fields;
 pub mod http;
 pub mod kubeconfig;
+pub mod limits;
 pub mod openapi;
 pub mod patch;
 pub mod persist;

@@ -232,13 +232,13 @@ where
         let address = self.address.clone();
         Box::pin(async move {
             let (parts, body) = req.into_parts();
-            let bytes: Bytes = match body.collect().await {
-                Ok(c) => c.to_bytes(),
-                Err(e) => {
-                    let err = crate::status::ApiError::bad_request(format!("reading request body: {e}"));
+            let bytes = match read_limited(body, crate::limits::MAX_REQUEST_BODY_BYTES).await {
+                Ok(bytes) => bytes,
+                Err(err) => {
                     let mut r =
                         Response::new(http_body_util::Full::new(Bytes::from(serde_json::to_vec(&err.to_status()).expect("json"))).boxed_unsync());
-                    *r.status_mut() = http::StatusCode::BAD_REQUEST;
+                    *r.status_mut() = http::StatusCode::from_u16(err.code).unwrap_or(http::StatusCode::BAD_REQUEST);
+                    r.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
                     return Ok(r);
                 }
             };
@@ -246,4 +246,31 @@ where
             Ok(handle(core, req, &address).await)
         })
     }
+}
+
+/// The request body, read frame by frame and refused (413) as soon as it passes `limit`, so an
+/// oversized body is never held in memory (upstream's `limitedReadBody`).
+async fn read_limited<B>(body: B, limit: usize) -> Result<Bytes, crate::status::ApiError>
+where
+    B: http_body::Body,
+    B::Error: std::fmt::Display,
+{
+    use bytes::{Buf, BufMut};
+    let mut body = std::pin::pin!(body);
+    let mut read = bytes::BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| crate::status::ApiError::bad_request(format!("reading request body: {e}")))?;
+        if let Ok(mut data) = frame.into_data() {
+            if read.len() + data.remaining() > limit {
+                return Err(crate::limits::request_entity_too_large());
+            }
+            while data.has_remaining() {
+                let chunk = data.chunk();
+                let n = chunk.len();
+                read.put_slice(chunk);
+                data.advance(n);
+            }
+        }
+    }
+    Ok(read.freeze())
 }

@@ -178,6 +178,10 @@ impl ApiError {
             "reason": self.reason,
             "code": self.code,
         });
+        if self.reason.is_empty() {
+            // StatusReasonUnknown is "" and `omitempty` upstream.
+            status.as_object_mut().expect("object").remove("reason");
+        }
         let mut details = serde_json::Map::new();
         if let Some(n) = &self.name
             && !n.is_empty() {

@@ -90,34 +90,93 @@ fn pod_update(old: &Value, new: &Value, causes: &mut Vec<Cause>) {
 }
 
 const LABEL_VALUE: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
-const LABEL_NAME: &str = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+const QUALIFIED_NAME: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+/// Longest label value and name part of a qualified name (`LabelValueMaxLength`, `qualifiedNameMaxLength`).
+const MAX_LABEL_LENGTH: usize = 63;
+/// Longest DNS-1123 subdomain (`DNS1123SubdomainMaxLength`).
+const MAX_SUBDOMAIN_LENGTH: usize = 253;
+/// Most bytes of all annotations' keys and values together (`TotalAnnotationSizeLimitB`, 256 KiB).
+const MAX_ANNOTATIONS_BYTES: usize = 256 * 1024;
 
-fn label_part_ok(s: &str, max: usize) -> bool {
-    s.len() <= max
-        && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+/// Matches `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`, or the empty string.
+fn label_chars_ok(s: &str) -> bool {
+    s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
         && s.chars().next().is_none_or(|c| c.is_ascii_alphanumeric())
         && s.chars().last().is_none_or(|c| c.is_ascii_alphanumeric())
 }
 
-/// Object metadata rules every kind shares (labels, annotation size), as `ValidateObjectMeta`.
+fn too_long(max: usize) -> String {
+    format!("must be no more than {max} characters")
+}
+
+/// `validation.IsQualifiedName`: what is wrong with a label or annotation key.
+fn qualified_name_errors(key: &str) -> Vec<String> {
+    let mut errs = vec![];
+    let name = match key.split('/').collect::<Vec<_>>().as_slice() {
+        [name] => *name,
+        [prefix, name] => {
+            if prefix.is_empty() {
+                errs.push("prefix part must be non-empty".to_string());
+            } else {
+                if prefix.len() > MAX_SUBDOMAIN_LENGTH {
+                    errs.push(format!("prefix part {}", too_long(MAX_SUBDOMAIN_LENGTH)));
+                }
+                let labels_ok = prefix.split('.').all(|l| {
+                    !l.is_empty() && l.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-') && !l.starts_with('-') && !l.ends_with('-')
+                });
+                if !labels_ok {
+                    errs.push(format!("prefix part {}", crate::rest::DNS1123_SUBDOMAIN));
+                }
+            }
+            *name
+        }
+        _ => return vec![format!("a qualified name {QUALIFIED_NAME} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')")],
+    };
+    if name.is_empty() {
+        errs.push("name part must be non-empty".into());
+    } else if name.len() > MAX_LABEL_LENGTH {
+        errs.push(format!("name part {}", too_long(MAX_LABEL_LENGTH)));
+    }
+    if name.is_empty() || !label_chars_ok(name) {
+        errs.push(format!("name part {QUALIFIED_NAME}"));
+    }
+    errs
+}
+
+/// `validation.IsValidLabelValue`.
+fn label_value_errors(value: &str) -> Vec<String> {
+    let mut errs = vec![];
+    if value.len() > MAX_LABEL_LENGTH {
+        errs.push(too_long(MAX_LABEL_LENGTH));
+    }
+    if !label_chars_ok(value) {
+        errs.push(LABEL_VALUE.into());
+    }
+    errs
+}
+
+fn invalid(value: &str, message: &str, field: &str) -> Cause {
+    Cause::new("FieldValueInvalid", format!("Invalid value: {value:?}: {message}"), field)
+}
+
+/// Object metadata rules every kind shares, as `ValidateObjectMeta`: label keys and values
+/// (`ValidateLabels`), annotation keys and their total size (`ValidateAnnotations`).
 pub fn metadata(obj: &Value) -> Vec<Cause> {
     let mut causes = vec![];
     if let Some(labels) = obj.pointer("/metadata/labels").and_then(Value::as_object) {
         for (k, v) in labels {
-            let name = k.rsplit_once('/').map_or(k.as_str(), |(_, n)| n);
-            if name.is_empty() || !label_part_ok(name, 63) {
-                causes.push(Cause::new("FieldValueInvalid", format!("Invalid value: {k:?}: {LABEL_NAME}"), "metadata.labels"));
-            }
+            causes.extend(qualified_name_errors(k).iter().map(|m| invalid(k, m, "metadata.labels")));
             let v = v.as_str().unwrap_or_default();
-            if !label_part_ok(v, 63) {
-                causes.push(Cause::new("FieldValueInvalid", format!("Invalid value: {v:?}: {LABEL_VALUE}"), "metadata.labels"));
-            }
+            causes.extend(label_value_errors(v).iter().map(|m| invalid(v, m, "metadata.labels")));
         }
     }
     if let Some(ann) = obj.pointer("/metadata/annotations").and_then(Value::as_object) {
+        for k in ann.keys() {
+            causes.extend(qualified_name_errors(&k.to_lowercase()).iter().map(|m| invalid(k, m, "metadata.annotations")));
+        }
         let size: usize = ann.iter().map(|(k, v)| k.len() + v.as_str().map_or(0, str::len)).sum();
-        if size > 262_144 {
-            causes.push(Cause::new("FieldValueTooLong", "Too long: must have at most 262144 bytes", "metadata.annotations"));
+        if size > MAX_ANNOTATIONS_BYTES {
+            causes.push(Cause::new("FieldValueTooLong", format!("Too long: must have at most {MAX_ANNOTATIONS_BYTES} bytes"), "metadata.annotations"));
         }
     }
     causes
@@ -181,6 +240,7 @@ pub fn validate(group: &str, kind: &str, obj: &Value, old: Option<&Value>) -> Ve
             }
         }
         ("", "ConfigMap") | ("", "Secret") => {
+            causes.extend(crate::limits::data_causes(group, kind, obj));
             if let Some(old) = old
                 && old.get("immutable") == Some(&Value::Bool(true)) {
                     for f in ["data", "binaryData"] {
@@ -201,6 +261,21 @@ pub fn validate(group: &str, kind: &str, obj: &Value, old: Option<&Value>) -> Ve
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn label_limits_are_worded_as_upstream() {
+        let long = "a".repeat(64);
+        let c = metadata(&json!({"metadata": {"labels": {"app": long}}}));
+        assert_eq!(c.len(), 1, "{c:?}");
+        assert_eq!(c[0].message, format!("Invalid value: \"{long}\": must be no more than 63 characters"));
+        let c = metadata(&json!({"metadata": {"labels": {long.clone(): "x"}}}));
+        assert_eq!(c[0].message, format!("Invalid value: \"{long}\": name part must be no more than 63 characters"));
+        let c = metadata(&json!({"metadata": {"labels": {"Bad_Prefix/x": "y"}}}));
+        assert!(c[0].message.contains(": prefix part a lowercase RFC 1123 subdomain must consist of"), "{c:?}");
+        let c = metadata(&json!({"metadata": {"annotations": {"a/b/c": "x"}}}));
+        assert!(c[0].message.starts_with("Invalid value: \"a/b/c\": a qualified name must consist"), "{c:?}");
+        assert!(metadata(&json!({"metadata": {"labels": {"example.com/Name": "", "x": "y.z_1"}, "annotations": {"Example.com/UPPER": "ok"}}})).is_empty());
+    }
 
     #[test]
     fn labels_and_annotation_size_are_checked() {

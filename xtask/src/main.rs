@@ -3,7 +3,9 @@
 //! - `setup`: installs what the build needs (the wasm32-wasip2 target) when
 //!   missing.
 //! - `build`: builds every plugin to Wasm with plain cargo, then the host.
-//!   Shipped plugins are copied to `target/plugins/`.
+//!   Shipped plugins are copied to `target/plugins/<name>.wasm`, with a gzipped
+//!   copy `<name>.wasm.gz` beside each (what fits a ConfigMap's 1 MiB; see
+//!   docs/operations.md).
 //! - `test`: `setup`, `build`, then cargo-component 0.21 (installed when
 //!   missing; only the test proving the author toolchain needs it) builds one
 //!   plugin, then every test of the workspace.
@@ -151,8 +153,27 @@ fn build() -> Result {
     c.args(["build", "--release", "-p", "host"]);
     status(c)?;
     for p in SHIPPED {
-        copy_plugin(p, &out.join(format!("{p}.wasm")))?;
+        let plain = out.join(format!("{p}.wasm"));
+        copy_plugin(p, &plain)?;
+        gzip_plugin(&plain)?;
     }
+    Ok(())
+}
+
+/// Writes `<file>.gz` beside `file`, at gzip's best compression: the host
+/// inflates gzipped ConfigMap keys, and a real API server refuses a ConfigMap
+/// over 1 MiB.
+fn gzip_plugin(file: &Path) -> Result {
+    use std::io::Write;
+    let bytes = std::fs::read(file).map_err(|e| format!("read {}: {e}", file.display()))?;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    gz.write_all(&bytes).map_err(|e| format!("gzip {}: {e}", file.display()))?;
+    let packed = gz.finish().map_err(|e| format!("gzip {}: {e}", file.display()))?;
+    let mut to = file.as_os_str().to_owned();
+    to.push(".gz");
+    let to = PathBuf::from(to);
+    std::fs::write(&to, &packed).map_err(|e| format!("write {}: {e}", to.display()))?;
+    eprintln!("xtask: plugin {} ({} KiB; {} KiB plain)", to.display(), packed.len() >> 10, bytes.len() >> 10);
     Ok(())
 }
 

@@ -162,7 +162,7 @@ fn finalizers(obj: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-const DNS1123_SUBDOMAIN: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+pub(crate) const DNS1123_SUBDOMAIN: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 const DNS1123_LABEL: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
 
 fn valid_subdomain(name: &str) -> bool {
@@ -487,6 +487,7 @@ impl Core {
                 }
                 return Ok(obj);
             }
+            crate::limits::check_storable(&etcd_key(res, ns, &name), &obj)?;
             match self.store.commit(&key, None, Write::Put(obj.clone())) {
                 Ok(ev) => {
                     let created = (*ev.object).clone();
@@ -643,6 +644,9 @@ impl Core {
             let api_version = res.api_version();
             fields::record_update(Some(old), &mut new, &self.writer(res, opts, sub, &api_version));
         }
+        if !opts.dry_run {
+            crate::limits::check_storable(&etcd_key(res, &meta_str(old, "namespace"), &name), &new)?;
+        }
         Ok(Some(new))
     }
 
@@ -687,6 +691,13 @@ impl Core {
         }
     }
 
+}
+
+/// Where upstream keeps the object in etcd (`/registry/<resource>/<namespace>/<name>`), for
+/// the size etcd would see.
+fn etcd_key(res: &Resource, ns: &str, name: &str) -> String {
+    let resource = if res.group.is_empty() { res.plural.clone() } else { format!("{}/{}", res.group, res.plural) };
+    if ns.is_empty() { format!("/registry/{resource}/{name}") } else { format!("/registry/{resource}/{ns}/{name}") }
 }
 
 fn check_type(res: &Resource, obj: &Value) -> Result<()> {

@@ -310,3 +310,101 @@ async fn kubectl_auth_reports_an_all_powerful_user() {
     let list = c.ok(&["auth", "can-i", "--list"]).await;
     assert!(list.contains("*.*"), "{list}");
 }
+
+impl Out {
+    fn refused(&self, what: &str) -> &str {
+        assert_ne!(self.code, 0, "{what} was accepted: {}", self.stdout);
+        &self.stderr
+    }
+}
+
+/// A ConfigMap manifest whose `data.big` holds `bytes` bytes of text.
+fn configmap_yaml(name: &str, bytes: usize) -> String {
+    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  big: {}\n", "x".repeat(bytes))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_meets_the_configmap_secret_and_label_limits_of_a_real_server() {
+    let c = Cluster::start().await;
+    let big = c.file("big.txt", &"x".repeat(1_100_000));
+    let big = big.to_str().unwrap();
+    let out = c.kubectl(&["create", "configmap", "big", &format!("--from-file={big}")]).await;
+    let err = out.refused("a 1.1 MB ConfigMap");
+    assert!(err.contains(r#"ConfigMap "big" is invalid: []: Too long: must have at most 1048576 bytes"#), "{err}");
+    let out = c.kubectl(&["create", "secret", "generic", "big", &format!("--from-file={big}")]).await;
+    let err = out.refused("a 1.1 MB Secret");
+    assert!(err.contains(r#"Secret "big" is invalid: data: Too long: must have at most 1048576 bytes"#), "{err}");
+    // Exactly 1 MiB of data fits.
+    let fits = c.file("fits.yaml", &configmap_yaml("fits", 1024 * 1024));
+    c.ok(&["create", "-f", fits.to_str().unwrap()]).await;
+    assert_eq!(c.ok(&["get", "configmaps", "-o", "name"]).await.lines().filter(|l| l.contains("big")).count(), 0, "nothing refused was stored");
+
+    // Manifests: `kubectl label` checks label values itself before sending.
+    let long = "v".repeat(64);
+    let labelled = |name: &str, key: &str, value: &str| {
+        c.file(&format!("{name}.yaml"), &format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  labels:\n    {key}: {value}\n"))
+    };
+    let out = c.kubectl(&["create", "-f", labelled("long-value", "app", &long).to_str().unwrap()]).await;
+    let err = out.refused("a 64-character label value");
+    assert!(err.contains(&format!(r#"ConfigMap "long-value" is invalid: metadata.labels: Invalid value: "{long}": must be no more than 63 characters"#)), "{err}");
+    let out = c.kubectl(&["create", "-f", labelled("long-name", &long, "x").to_str().unwrap()]).await;
+    let err = out.refused("a 64-character label name");
+    assert!(err.contains(&format!(r#"metadata.labels: Invalid value: "{long}": name part must be no more than 63 characters"#)), "{err}");
+    c.ok(&["create", "-f", labelled("at-limit", &"k".repeat(63), &"v".repeat(63)).to_str().unwrap()]).await;
+    // (A file: one command-line argument may not exceed 128 KiB.)
+    let annotated = c.file("annotated.yaml", &format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: annotated\n  annotations:\n    note: {}\n", "n".repeat(256 * 1024)));
+    let out = c.kubectl(&["create", "-f", annotated.to_str().unwrap()]).await;
+    let err = out.refused("256 KiB of annotations and their keys");
+    assert!(err.contains("metadata.annotations: Too long: must have at most 262144 bytes"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_meets_the_request_body_and_etcd_object_limits_of_a_real_server() {
+    let c = Cluster::start().await;
+    let huge = c.file("huge.yaml", &configmap_yaml("huge", 4 * 1024 * 1024));
+    let out = c.kubectl(&["create", "-f", huge.to_str().unwrap()]).await;
+    let err = out.refused("a 4 MiB request body");
+    assert!(err.contains("Error from server (RequestEntityTooLarge)") && err.contains("Request entity too large: limit is 3145728"), "{err}");
+
+    // Under the body limit, within every field rule, but more than etcd stores (1.5 MiB).
+    c.ok(&["apply", "-f", c.file("crd.yaml", CRD).to_str().unwrap()]).await;
+    let crontab = format!("apiVersion: stable.example.com/v1\nkind: CronTab\nmetadata:\n  name: huge\nspec:\n  cronSpec: '* * * * *'\n  image: {}\n", "i".repeat(2_000_000));
+    let crontab = c.file("crontab.yaml", &crontab);
+    let crontab = crontab.to_str().unwrap();
+    let started = std::time::Instant::now();
+    let out = loop {
+        let out = c.kubectl(&["create", "-f", crontab]).await;
+        // Until the new CRD is in kubectl's discovery, it cannot map the kind.
+        if !out.stderr.contains("no matches for kind") || started.elapsed().as_secs() > 30 {
+            break out;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
+    let err = out.refused("a 2 MB custom resource");
+    assert!(err.contains("Error from server") && err.contains("etcdserver: request is too large"), "{err}");
+    // A dry run never reaches etcd, upstream or here.
+    c.ok(&["create", "--dry-run=server", "-f", crontab]).await;
+    assert!(c.kubectl(&["get", "crontab", "huge"]).await.code != 0, "the refused object was not stored");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_body_is_refused_after_the_limit_without_being_read() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let c = Cluster::start().await;
+    let mut s = tokio::net::TcpStream::connect(c.handle.addr()).await.unwrap();
+    // Announce 200 MB, send a little over the 3 MiB limit, and wait for the answer: the
+    // server answers without waiting for (or holding) the other 196 MB.
+    let head = "POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 200000000\r\n\r\n";
+    s.write_all(head.as_bytes()).await.unwrap();
+    let chunk = vec![b' '; 64 * 1024];
+    for _ in 0..(3 * 1024 * 1024 / chunk.len() + 2) {
+        if s.write_all(&chunk).await.is_err() {
+            break;
+        }
+    }
+    let mut answer = vec![0u8; 4096];
+    let n = tokio::time::timeout(std::time::Duration::from_secs(10), s.read(&mut answer)).await.expect("an answer before the body ends").unwrap();
+    let answer = String::from_utf8_lossy(&answer[..n]);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(answer.contains(r#""reason":"RequestEntityTooLarge""#) && answer.contains("Request entity too large: limit is 3145728"), "{answer}");
+}

@@ -18,16 +18,23 @@ mod run;
 #[cfg(feature = "embedded")]
 mod simulate;
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 
 use crate::sandbox::{PrecompiledCache, Sandbox, SandboxConfig};
 
 #[derive(Debug, Parser)]
-#[command(name = "host", version, about = "Runs Kubernetes controllers from sandboxed WebAssembly plugins")]
+#[command(
+    name = "host",
+    version,
+    about = "Runs Kubernetes controllers from sandboxed WebAssembly plugins",
+    arg_required_else_help = true,
+    after_help = "`run` is the default command: `host --plugin cronjob.wasm` is `host run --plugin cronjob.wasm`."
+)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -41,7 +48,7 @@ enum Command {
     Inspect(inspect::Args),
     /// Run one reconcile offline and print the actions.
     Reconcile(reconcile::Args),
-    /// Run plugins as controllers against a cluster (or `--embedded`).
+    /// Run plugins as controllers against a cluster (or `--embedded`); the default command.
     Run(run::Args),
     /// Run plugins against the embedded cluster under virtual time and print what happened.
     #[cfg(feature = "embedded")]
@@ -126,8 +133,28 @@ impl Failure {
     }
 }
 
+/// `host --plugin X ...` is `host run --plugin X ...`: inserts `run` before
+/// the first argument that is neither a global flag (with its value) nor a
+/// subcommand, help or version. Read from clap's own model of the command
+/// line, so a new subcommand or global flag needs no change here.
+fn with_default_command(mut args: Vec<OsString>) -> Vec<OsString> {
+    let cmd = Cli::command();
+    let mut i = 1;
+    while let Some(arg) = args.get(i).and_then(|a| a.to_str()) {
+        let Some(long) = arg.strip_prefix("--") else { break };
+        let (name, inline_value) = long.split_once('=').map_or((long, false), |(n, _)| (n, true));
+        let Some(global) = cmd.get_arguments().find(|a| a.is_global_set() && a.get_long() == Some(name)) else { break };
+        i += if !inline_value && global.get_action().takes_values() { 2 } else { 1 };
+    }
+    let is_run_flag = args.get(i).and_then(|a| a.to_str()).is_some_and(|a| a.starts_with('-') && !matches!(a, "-h" | "--help" | "-V" | "--version"));
+    if is_run_flag {
+        args.insert(i, "run".into());
+    }
+    args
+}
+
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(with_default_command(std::env::args_os().collect()));
     init_tracing();
     let result = match &cli.command {
         Command::Inspect(args) => inspect::run(&cli.sandbox, args),
@@ -156,4 +183,29 @@ fn init_tracing() {
     use std::io::IsTerminal;
     let ansi = std::io::stderr().is_terminal();
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(line: &str) -> String {
+        let args = with_default_command(line.split_whitespace().map(OsString::from).collect());
+        args.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" ")
+    }
+
+    #[test]
+    fn run_is_the_default_command() {
+        assert_eq!(parsed("host --plugin a.wasm"), "host run --plugin a.wasm");
+        assert_eq!(parsed("host --plugin-cache-dir /c --plugin a.wasm"), "host --plugin-cache-dir /c run --plugin a.wasm");
+        assert_eq!(parsed("host --no-plugin-cache --plugin-deadline=2s -n x --plugin a.wasm"), "host --no-plugin-cache --plugin-deadline=2s run -n x --plugin a.wasm");
+        assert!(Cli::try_parse_from(with_default_command(["host", "--embedded", "--plugin", "a.wasm"].map(OsString::from).to_vec())).is_ok());
+    }
+
+    #[test]
+    fn subcommands_help_and_version_are_left_alone() {
+        for line in ["host run --plugin a.wasm", "host --plugin-cache-dir /c inspect a.wasm", "host --help", "host -V", "host", "host help run"] {
+            assert_eq!(parsed(line), line);
+        }
+    }
 }

@@ -1,6 +1,8 @@
-//! `host run`: plugins as controllers against the kubeconfig's cluster, or
-//! with `--embedded` against an in-process API server served on loopback.
-//! SIGINT/SIGTERM drain in-flight reconciles and exit 0.
+//! `host run` (the default command: `host --plugin X` is `host run --plugin X`):
+//! plugins as controllers against the kubeconfig's cluster, or with
+//! `--embedded` (or when no cluster is configured at all) against an
+//! in-process API server served on loopback. Ports are bound before anything
+//! is announced. SIGINT/SIGTERM drain in-flight reconciles and exit 0.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -177,30 +179,9 @@ async fn run_async(
     for (id, p) in &plugins {
         registry.insert(id, p.clone());
     }
-    #[cfg(feature = "embedded")]
-    let mut embedded = None;
     let (clock, pacer) = clock(args);
-    #[cfg(feature = "embedded")]
-    let client = if args.embedded {
-        let path = args.kubeconfig_out.clone().unwrap_or_else(crate::embedded::default_kubeconfig_path);
-        let e = crate::embedded::start_with_clock(args.embedded_port, &path, &args.embedded_args.options(), clock.clone())
-            .await
-            .map_err(|e| Failure::bad_input(format!("embedded API server: {e}")))?;
-        for (_, p) in &plugins {
-            crate::embedded::register_admission(&e.server, &registry, p);
-        }
-        println!("embedded API server at {}", e.handle.url());
-        println!("kubeconfig written to {}", path.display());
-        println!("export KUBECONFIG={}", path.display());
-        let client = e.server.kube_client();
-        embedded = Some(e);
-        client
-    } else {
-        kubeconfig_client().await?
-    };
-    #[cfg(not(feature = "embedded"))]
-    let client = kubeconfig_client().await?;
-
+    // Every port is bound before anything is announced: a script that waits
+    // for `export KUBECONFIG=` must never see it from a host about to fail.
     let metrics = Arc::new(Metrics::new());
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     if let Some(addr) = metrics_addr {
@@ -221,6 +202,31 @@ async fn run_async(
         .map_err(|e| Failure::bad_input(format!("--webhook-addr {addr}: {}", crate::error_chain(&e))))?;
         println!("admission webhooks at https://{bound}");
     }
+    let config = if args.embedded { None } else { super::kubeconfig::config().await? };
+    #[cfg(feature = "embedded")]
+    let mut embedded = None;
+    let client = match config {
+        Some(config) => kube::Client::try_from(config)
+            .map_err(|e| Failure::bad_input(format!("cannot build a client from the kubeconfig: {}", crate::error_chain(&e))))?,
+        #[cfg(not(feature = "embedded"))]
+        None => {
+            return Err(Failure::bad_input(format!(
+                "{}, and this host was built without the embedded cluster (cargo feature `embedded`): set KUBECONFIG",
+                super::kubeconfig::NONE_CONFIGURED
+            )));
+        }
+        #[cfg(feature = "embedded")]
+        None => {
+            if !args.embedded {
+                println!("{}: starting the embedded cluster (as --embedded)", super::kubeconfig::NONE_CONFIGURED);
+            }
+            let e = start_embedded(args, &clock, &registry, &plugins).await?;
+            let client = e.server.kube_client();
+            embedded = Some(e);
+            client
+        }
+    };
+
     let mut options = Options {
         namespaces: args.namespaces.clone(),
         selector: args.selector.clone(),
@@ -302,11 +308,26 @@ async fn run_async(
     Ok(())
 }
 
-/// A client for the kubeconfig's cluster (or the in-cluster config).
-async fn kubeconfig_client() -> Result<kube::Client, Failure> {
-    let config = super::kubeconfig::config().await?;
-    kube::Client::try_from(config)
-        .map_err(|e| Failure::bad_input(format!("cannot build a client from the kubeconfig: {}", crate::error_chain(&e))))
+/// The embedded cluster, serving, with each plugin's admission registered;
+/// prints where it is and the `export KUBECONFIG=` line scripts wait for.
+#[cfg(feature = "embedded")]
+async fn start_embedded(
+    args: &Args,
+    clock: &SharedClock,
+    registry: &Registry,
+    plugins: &[(String, LoadedPlugin)],
+) -> Result<crate::embedded::Embedded, Failure> {
+    let path = args.kubeconfig_out.clone().unwrap_or_else(crate::embedded::default_kubeconfig_path);
+    let e = crate::embedded::start_with_clock(args.embedded_port, &path, &args.embedded_args.options(), clock.clone())
+        .await
+        .map_err(|e| Failure::bad_input(format!("embedded API server: {e}")))?;
+    for (_, p) in plugins {
+        crate::embedded::register_admission(&e.server, registry, p);
+    }
+    println!("embedded API server at {}", e.handle.url());
+    println!("kubeconfig written to {}", path.display());
+    println!("export KUBECONFIG={}", path.display());
+    Ok(e)
 }
 
 pub(super) async fn shutdown_signal() {

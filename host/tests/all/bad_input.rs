@@ -104,12 +104,6 @@ fn each_bad_input_exits_2_with_one_clear_message() {
             kubeconfig: Some(d("no-context.yaml")),
             says: format!("kubeconfig {}: failed to determine current context", d("no-context.yaml")),
         },
-        Case {
-            what: "no kubeconfig and no Pod",
-            args: plugin(&cronjob),
-            kubeconfig: None,
-            says: "no kubeconfig (KUBECONFIG is unset or names no existing file, and ~/.kube/config does not exist) and not running in a Pod".into(),
-        },
     ];
     let mut wrong = Vec::new();
     for case in &cases {

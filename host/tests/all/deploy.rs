@@ -1,7 +1,8 @@
 //! deploy/: the checked-in generated manifests are what `host generate`
 //! produces from the shipped plugins now, the samples are the plugins' own,
-//! and the real kubectl applies the whole kustomize tree (with the built
-//! plugins placed where deploy/plugins/ expects them) to the embedded server.
+//! and the real kubectl applies the whole kustomize tree (with the built,
+//! gzipped plugins placed where deploy/plugins/ expects them) to the embedded
+//! server, which enforces a real server's 1 MiB ConfigMap limit.
 
 use crate::common;
 
@@ -29,6 +30,13 @@ fn shipped_wasm(name: &str) -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| common::workspace_root().join("target"));
     let path = target.join("plugins").join(format!("{name}.wasm"));
     assert!(path.exists(), "{} is missing: build the plugins first with `cargo xtask build`", path.display());
+    path
+}
+
+/// `$CARGO_TARGET_DIR/plugins/<name>.wasm.gz`, the gzipped copy `cargo xtask build` leaves beside it.
+fn shipped_gz(name: &str) -> PathBuf {
+    let path = shipped_wasm(name).with_extension("wasm.gz");
+    assert!(path.exists(), "{} is missing: build the plugins again with `cargo xtask build`", path.display());
     path
 }
 
@@ -80,7 +88,7 @@ fn copy_tree(from: &Path, to: &Path) {
         let target = to.join(entry.file_name());
         if entry.file_type().unwrap().is_dir() {
             copy_tree(&entry.path(), &target);
-        } else if entry.path().extension().is_none_or(|e| e != "wasm") {
+        } else if entry.path().extension().is_none_or(|e| e != "wasm" && e != "gz") {
             std::fs::copy(entry.path(), target).unwrap();
         }
     }
@@ -99,7 +107,7 @@ async fn kubectl_apply_k_of_deploy_creates_every_object_and_the_host_runs_the_sa
     let tree = dir.path().join("deploy");
     copy_tree(&deploy_dir(), &tree);
     for p in SHIPPED {
-        std::fs::copy(shipped_wasm(p), tree.join("plugins").join(format!("{p}.wasm"))).unwrap();
+        std::fs::copy(shipped_gz(p), tree.join("plugins").join(format!("{p}.wasm.gz"))).unwrap();
     }
     let server = ApiServer::new();
     let handle = server.serve_on(SocketAddr::from(([127, 0, 0, 1], 0))).await.unwrap();
@@ -130,10 +138,13 @@ async fn kubectl_apply_k_of_deploy_creates_every_object_and_the_host_runs_the_sa
     let cm = Api::<ConfigMap>::namespaced(client.clone(), NAMESPACE).get("operator-host-plugins").await.expect("the plugins ConfigMap, unsuffixed");
     let binary = cm.binary_data.unwrap_or_default();
     for p in SHIPPED {
-        let key = format!("{p}.wasm");
+        let key = format!("{p}.wasm.gz");
         let bytes = binary.get(&key).unwrap_or_else(|| panic!("binaryData has no {key}"));
-        assert!(bytes.0 == std::fs::read(shipped_wasm(p)).unwrap(), "binaryData {key} is not the plugin file");
+        assert!(bytes.0 == std::fs::read(shipped_gz(p)).unwrap(), "binaryData {key} is not the gzipped plugin file");
     }
+    // Within the limit the server enforces (and a real one does).
+    let total: usize = binary.values().map(|b| b.0.len()).sum();
+    assert!(total <= 1024 * 1024, "the plugins ConfigMap holds {total} bytes, over 1 MiB");
 
     let d = Api::<Deployment>::namespaced(client.clone(), NAMESPACE).get("operator-host").await.expect("the Deployment");
     let pod = d.spec.template.spec.unwrap();

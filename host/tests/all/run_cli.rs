@@ -1,6 +1,7 @@
 //! `host run` as a user runs it: the embedded cluster with a kubeconfig for
 //! kubectl, probes and metrics, refusal of conflicting plugins, and a clean
-//! exit on SIGTERM.
+//! exit on SIGTERM; `host --plugin X` (run is the default command) on the
+//! embedded cluster when nothing is configured, or on the kubeconfig's cluster.
 
 use crate::common;
 
@@ -102,9 +103,10 @@ fn run_embedded_serves_kubectl_probes_and_metrics_and_exits_0_on_sigterm() {
         "--metrics-addr",
         "127.0.0.1:0",
     ]);
+    // Ports are bound (and announced) before the cluster is.
+    let metrics_line = r.line_with("metrics at http://");
     let export = r.line_with("export KUBECONFIG=");
     assert_eq!(export, format!("export KUBECONFIG={}", kubeconfig.display()));
-    let metrics_line = r.line_with("metrics at http://");
     let addr = metrics_line.trim_start_matches("metrics at http://").trim_end_matches("/metrics").to_string();
     assert_eq!(http_get(&addr, "/healthz").map(|r| r.0), Some(200));
     poll("/readyz to turn 200", || (http_get(&addr, "/readyz")?.0 == 200).then_some(()));
@@ -232,4 +234,123 @@ fn run_watch_swaps_a_changed_plugin_file_without_a_restart() {
     std::fs::rename(&staged, &plugin).unwrap();
     poll("the child at version 2", || (version() == "2").then_some(()));
     assert!(r.child.try_wait().unwrap().is_none(), "the same host process swapped the plugin");
+}
+
+/// A CronJob sample applied with kubectl turns `Reconciled` (the host's
+/// condition) on the cluster `kubeconfig` names.
+fn cronjob_sample_is_reconciled(kubeconfig: &std::path::Path) {
+    let sample = std::fs::read_to_string(common::workspace_root().join("plugins/cronjob/samples/batch_v1_cronjob.yaml")).unwrap();
+    poll("kubectl apply of the CronJob sample (once its CRD is served)", || {
+        kubectl(kubeconfig, &["apply", "-f", "-"], Some(&sample)).status.success().then_some(())
+    });
+    poll("the CronJob controller to reconcile the sample", || {
+        let o = kubectl(
+            kubeconfig,
+            &["get", "cronjobs.batch.tutorial.kubebuilder.io", "cronjob-sample", "-o", "jsonpath={.status.conditions[?(@.type==\"Reconciled\")].status}"],
+            None,
+        );
+        (String::from_utf8_lossy(&o.stdout) == "True").then_some(())
+    });
+}
+
+/// `host` with no kubeconfig anywhere and not in a Pod: HOME without
+/// `.kube/config`, no KUBECONFIG, no KUBERNETES_SERVICE_HOST.
+fn host_without_a_cluster(home: &std::path::Path) -> Command {
+    let mut c = host();
+    c.env("HOME", home).env_remove("KUBECONFIG").env_remove("KUBERNETES_SERVICE_HOST").env_remove("KUBERNETES_SERVICE_PORT");
+    c
+}
+
+fn spawn_command(mut cmd: Command) -> Running {
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("spawn host");
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    Running { child, lines: rx }
+}
+
+#[test]
+fn host_plugin_without_any_kubeconfig_says_so_once_and_runs_the_cronjob_controller_on_the_embedded_cluster() {
+    let home = tempfile::tempdir().unwrap();
+    let cronjob = common::built_plugin("cronjob");
+    let mut cmd = host_without_a_cluster(home.path());
+    cmd.args(["--plugin", cronjob.to_str().unwrap(), "--metrics-addr", "0"]);
+    let r = spawn_command(cmd);
+    let notice = r.line_with("no kubeconfig");
+    assert_eq!(
+        notice,
+        "no kubeconfig (KUBECONFIG is unset or names no existing file, and ~/.kube/config does not exist) and not running in a Pod: starting the embedded cluster (as --embedded)"
+    );
+    let export = r.line_with("export KUBECONFIG=");
+    let kubeconfig = std::path::PathBuf::from(export.trim_start_matches("export KUBECONFIG="));
+    cronjob_sample_is_reconciled(&kubeconfig);
+}
+
+#[test]
+fn host_plugin_with_kubeconfig_runs_against_that_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    // The cluster in another process, as any cluster a kubeconfig names.
+    let mut cluster = host();
+    cluster.args(["cluster", "--kubeconfig-out", kubeconfig.to_str().unwrap()]);
+    let c = spawn_command(cluster);
+    c.line_with("export KUBECONFIG=");
+    let cronjob = common::built_plugin("cronjob");
+    let mut cmd = host_without_a_cluster(dir.path());
+    cmd.env("KUBECONFIG", &kubeconfig).args(["--plugin", cronjob.to_str().unwrap(), "--metrics-addr", "127.0.0.1:0"]);
+    let r = spawn_command(cmd);
+    r.line_with("metrics at http://");
+    cronjob_sample_is_reconciled(&kubeconfig);
+    let mut r = r;
+    let _ = r.child.kill();
+    let _ = r.child.wait();
+    let printed: Vec<String> = r.lines.try_iter().collect();
+    assert!(printed.iter().all(|l| !l.contains("embedded") && !l.contains("KUBECONFIG")), "started no cluster of its own: {printed:?}");
+}
+
+#[test]
+fn a_taken_metrics_port_fails_before_the_kubeconfig_is_announced() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let o = host().args(["run", "--embedded", "--plugin", wasm("hello").to_str().unwrap(), "--metrics-addr", &addr]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(!stdout.contains("export KUBECONFIG="), "announced a cluster it then abandoned: {stdout}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains(&format!("--metrics-addr {addr}")), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn kubectl_create_configmap_from_the_gzipped_cronjob_artifact_hot_swaps_it_into_a_running_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let r = spawn(&[
+        "--embedded",
+        "--plugin-configmap",
+        "default/plugins",
+        "--kubeconfig-out",
+        kubeconfig.to_str().unwrap(),
+        "--metrics-addr",
+        "0",
+    ]);
+    r.line_with("export KUBECONFIG=");
+    let plain = common::built_plugin("cronjob");
+    let gz = plain.with_extension("wasm.gz");
+    assert!(gz.exists(), "{} is missing: build the plugins again with `cargo xtask build`", gz.display());
+    // The embedded server refuses what a real one refuses: the plain build is over 1 MiB.
+    if std::fs::metadata(&plain).unwrap().len() > 1024 * 1024 {
+        let o = kubectl(&kubeconfig, &["create", "configmap", "plain", &format!("--from-file={}", plain.display())], None);
+        assert!(!o.status.success(), "the plain cronjob.wasm fit a ConfigMap");
+        assert!(String::from_utf8_lossy(&o.stderr).contains("Too long: must have at most 1048576 bytes"), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let o = kubectl(&kubeconfig, &["create", "configmap", "plugins", &format!("--from-file={}", gz.display())], None);
+    assert!(o.status.success(), "kubectl create configmap plugins: {}", String::from_utf8_lossy(&o.stderr));
+    cronjob_sample_is_reconciled(&kubeconfig);
+    let events = kubectl(&kubeconfig, &["get", "events", "-o", "jsonpath={.items[*].reason}"], None);
+    assert!(String::from_utf8_lossy(&events.stdout).contains("PluginLoaded"), "{}", String::from_utf8_lossy(&events.stdout));
 }

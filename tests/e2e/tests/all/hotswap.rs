@@ -16,7 +16,7 @@ fn a_plugin_in_a_configmap_is_replaced_by_a_new_build_without_a_restart() {
     let host = Host::start_with(&["--plugin-configmap".into(), "default/plugins".into()]);
     let v1 = built("wasm32-wasip2/release/versioned.wasm");
     let v2 = built("plugins/versioned-v2.wasm");
-    let cronjob = built("plugins/cronjob.wasm");
+    let cronjob = built("plugins/cronjob.wasm.gz");
 
     let first = configmap_yaml(&host, &[("cronjob.wasm", cronjob.clone()), ("widgets.wasm", v1)]);
     let o = host.kubectl_stdin(&["create", "-f", "-"], Some(&first));
@@ -40,7 +40,7 @@ fn a_plugin_in_a_configmap_is_replaced_by_a_new_build_without_a_restart() {
     // A broken build is refused; version 2 keeps running and the Warning says so.
     let broken = host.scratch().join("broken.wasm");
     std::fs::write(&broken, b"not wasm at all").unwrap();
-    let third = configmap_yaml(&host, &[("cronjob.wasm", built("plugins/cronjob.wasm")), ("widgets.wasm", broken)]);
+    let third = configmap_yaml(&host, &[("cronjob.wasm", built("plugins/cronjob.wasm.gz")), ("widgets.wasm", broken)]);
     let o = host.kubectl_stdin(&["replace", "-f", "-"], Some(&third));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let warning = eventually("a PluginRejected warning", || {
