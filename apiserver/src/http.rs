@@ -104,13 +104,13 @@ impl Req<'_> {
 
     fn body_json(&self) -> Result<Value> {
         if self.content_type.contains("protobuf") {
-            // Only the simple kinds kubectl's typed clients create are decoded (see README).
+            // Every kind of k8s.io/api decodes; other kinds have no protobuf encoding (415).
             return crate::protobuf::decode(self.body).map_err(|e| match e {
                 crate::protobuf::Error::Unsupported(ref what) => {
                     tracing::debug!(%what, "protobuf body not decodable");
                     ApiError::unsupported_media_type(&["application/json", "application/yaml"])
                 }
-                crate::protobuf::Error::Malformed => ApiError::bad_request(e.to_string()),
+                crate::protobuf::Error::Envelope(_) | crate::protobuf::Error::Object { .. } => ApiError::bad_request(e.to_string()),
             });
         }
         if self.content_type.contains("cbor") {
