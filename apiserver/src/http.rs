@@ -134,7 +134,12 @@ impl Req<'_> {
             o.propagation = Some("Orphan".into());
         }
         if !self.body.is_empty() {
-            let b: Value = serde_json::from_slice(self.body).map_err(|e| ApiError::bad_request(e.to_string()))?;
+            // Go's typed clients send DeleteOptions in their content type, protobuf included.
+            let b: Value = if self.content_type.contains("protobuf") {
+                self.body_json()?
+            } else {
+                serde_json::from_slice(self.body).map_err(|e| ApiError::bad_request(e.to_string()))?
+            };
             if let Some(p) = b.get("propagationPolicy").and_then(Value::as_str) {
                 o.propagation = Some(p.into());
             }

@@ -13,6 +13,7 @@ mod descriptors;
 mod go_json;
 mod wire;
 
+use descriptors::Descriptors;
 use serde_json::{Map, Value, json};
 use wire::{Wire, records};
 
@@ -66,11 +67,18 @@ const GROUP_PACKAGES: &[(&str, &str)] = &[
 ];
 
 /// The proto message of a kind, e.g. `apps/v1`, `Deployment` → `k8s.io.api.apps.v1.Deployment`.
-fn message_name(api_version: &str, kind: &str) -> Option<String> {
+/// The option kinds of meta.k8s.io (`DeleteOptions`, ...) are registered in every built-in group
+/// version upstream, so a client may name them as `apps/v1, Kind=DeleteOptions`.
+fn message_name(d: &Descriptors, api_version: &str, kind: &str) -> Option<String> {
     let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
     let (_, package) = GROUP_PACKAGES.iter().find(|(g, _)| *g == group)?;
-    Some(format!("{package}.{version}.{kind}"))
+    [format!("{package}.{version}.{kind}"), format!("k8s.io.apimachinery.pkg.apis.meta.v1.{kind}")]
+        .into_iter()
+        .find(|name| d.message(name).is_some() && (name.starts_with(package) || META_OPTIONS.contains(&kind)))
 }
+
+/// Kinds of meta.k8s.io/v1 that every group version serves.
+const META_OPTIONS: &[&str] = &["DeleteOptions", "CreateOptions", "UpdateOptions", "PatchOptions", "GetOptions", "ListOptions"];
 
 /// Decode a `k8s\0`-enveloped protobuf body into the JSON object it stands for.
 pub fn decode(body: &[u8]) -> Result<Value, Error> {
@@ -98,8 +106,7 @@ pub fn decode(body: &[u8]) -> Result<Value, Error> {
             _ => {}
         }
     }
-    let name = message_name(&api_version, &kind).filter(|n| d.message(n).is_some());
-    let Some(name) = name else {
+    let Some(name) = message_name(d, &api_version, &kind) else {
         return Err(Error::Unsupported(format!("{api_version}, Kind={kind}")));
     };
     let version = api_version.rsplit('/').next().unwrap_or_default().to_string();

@@ -145,3 +145,12 @@ fn every_kind_kubectl_create_sends_has_a_message() {
         assert_eq!(v["kind"], kind);
     }
 }
+
+#[test]
+fn delete_options_decode_under_any_built_in_group_version() {
+    let body = [int(1, 30), bytes(4, b"Foreground")].concat();
+    let v = decode(&envelope("apps/v1", "DeleteOptions", &body)).unwrap();
+    assert_eq!(v["gracePeriodSeconds"], 30);
+    assert_eq!(v["propagationPolicy"], "Foreground");
+    assert!(matches!(decode(&envelope("example.com/v1", "DeleteOptions", b"")), Err(Error::Unsupported(_))));
+}
