@@ -83,7 +83,7 @@ const META_OPTIONS: &[&str] = &["DeleteOptions", "CreateOptions", "UpdateOptions
 /// Decode a `k8s\0`-enveloped protobuf body into the JSON object it stands for.
 pub fn decode(body: &[u8]) -> Result<Value, Error> {
     let d = descriptors::descriptors();
-    let envelope = |reason: String| Error::Envelope(reason);
+    let envelope = Error::Envelope;
     if body.is_empty() {
         return Err(envelope("empty data".into()));
     }
