@@ -38,7 +38,7 @@ pub enum ConvertError {
     TimeOutOfRange,
 }
 
-type Result<T, E = ConvertError> = std::result::Result<T, ConvertError>;
+type Result<T, E = ConvertError> = std::result::Result<T, E>;
 
 /// Converts the message `name` (full name without the leading dot) encoded in `buf`. `None`
 /// stands for Go's `null` (a zero Time, an unset RawExtension), which a field then omits.
@@ -116,8 +116,13 @@ fn object(d: &Descriptors, name: &str, m: &Message, buf: &[u8]) -> Result<Map<St
 
 /// Whether upstream's OpenAPI schema lists the field as required (its Go field has no
 /// `omitempty`, so Go's JSON shows it even when zero).
+/// OpenAPI names a type `io.k8s.api.core.v1.ServicePort` where protobuf says `k8s.io.api...`.
 fn required(message: &str, field: &str) -> bool {
-    crate::builtin_schema::component(message).and_then(|s| s.get("required")).and_then(Value::as_array).is_some_and(|r| r.iter().any(|x| x == field))
+    let component = message.strip_prefix("k8s.io.").map(|rest| format!("io.k8s.{rest}")).unwrap_or_default();
+    crate::builtin_schema::component(&component)
+        .and_then(|s| s.get("required"))
+        .and_then(Value::as_array)
+        .is_some_and(|r| r.iter().any(|x| x == field))
 }
 
 fn is_zero(v: &Value) -> bool {
