@@ -379,7 +379,9 @@ impl Cluster {
     /// Runs `kubectl <args>`, then checks that `kubectl get <object>` shows every field of what
     /// `kubectl <args> --dry-run=client -o json` says it meant to send.
     async fn create_and_compare(&self, object: &str, args: &[&str]) -> Result<(), String> {
-        let dry = [args, &["--dry-run=client", "-o", "json"]].concat();
+        // The flags go before a `--` that starts the container's command.
+        let split = args.iter().position(|a| *a == "--").unwrap_or(args.len());
+        let dry = [&args[..split], &["--dry-run=client", "-o", "json"], &args[split..]].concat();
         let meant = self.kubectl(&dry).await;
         if meant.code != 0 {
             return Err(format!("dry run failed: {}", meant.stderr.trim()));
