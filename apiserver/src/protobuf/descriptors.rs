@@ -14,6 +14,37 @@ const GOGO_NULLABLE: u64 = 65001;
 /// gogoproto.customname (FieldOptions extension 65004): the Go field name.
 const GOGO_CUSTOMNAME: u64 = 65004;
 
+/// Go embedded structs (`json:",inline"`), whose fields JSON shows in the enclosing object.
+/// Upstream's descriptors do not mark them (the proto field is named after the type, as a
+/// named field of that type would be), so they are listed here; a test checks the list against
+/// the OpenAPI schemas of `schemas/builtin.json`.
+const INLINE: &[(&str, &str)] = &[
+    ("k8s.io.api.admissionregistration.v1.NamedRuleWithOperations", "ruleWithOperations"),
+    ("k8s.io.api.admissionregistration.v1.RuleWithOperations", "rule"),
+    ("k8s.io.api.admissionregistration.v1alpha1.NamedRuleWithOperations", "ruleWithOperations"),
+    ("k8s.io.api.admissionregistration.v1beta1.NamedRuleWithOperations", "ruleWithOperations"),
+    ("k8s.io.api.core.v1.ConfigMapEnvSource", "localObjectReference"),
+    ("k8s.io.api.core.v1.ConfigMapKeySelector", "localObjectReference"),
+    ("k8s.io.api.core.v1.ConfigMapProjection", "localObjectReference"),
+    ("k8s.io.api.core.v1.ConfigMapVolumeSource", "localObjectReference"),
+    ("k8s.io.api.core.v1.EphemeralContainer", "ephemeralContainerCommon"),
+    ("k8s.io.api.core.v1.PersistentVolumeSpec", "persistentVolumeSource"),
+    ("k8s.io.api.core.v1.Probe", "handler"),
+    ("k8s.io.api.core.v1.SecretEnvSource", "localObjectReference"),
+    ("k8s.io.api.core.v1.SecretKeySelector", "localObjectReference"),
+    ("k8s.io.api.core.v1.SecretProjection", "localObjectReference"),
+    ("k8s.io.api.core.v1.Volume", "volumeSource"),
+    ("k8s.io.api.extensions.v1beta1.IngressRule", "ingressRuleValue"),
+    ("k8s.io.api.networking.v1.IngressRule", "ingressRuleValue"),
+    ("k8s.io.api.networking.v1beta1.IngressRule", "ingressRuleValue"),
+    ("k8s.io.api.resource.v1alpha3.DeviceAllocationConfiguration", "deviceConfiguration"),
+    ("k8s.io.api.resource.v1alpha3.DeviceClaimConfiguration", "deviceConfiguration"),
+    ("k8s.io.api.resource.v1alpha3.DeviceClassConfiguration", "deviceConfiguration"),
+    ("k8s.io.api.resource.v1beta1.DeviceAllocationConfiguration", "deviceConfiguration"),
+    ("k8s.io.api.resource.v1beta1.DeviceClaimConfiguration", "deviceConfiguration"),
+    ("k8s.io.api.resource.v1beta1.DeviceClassConfiguration", "deviceConfiguration"),
+];
+
 /// A scalar wire type (`FieldDescriptorProto.Type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scalar {
@@ -51,6 +82,8 @@ pub struct Field {
     pub repeated: bool,
     /// A singular field whose Go type is a pointer: present means set, even to zero.
     pub pointer: bool,
+    /// A Go embedded struct: its fields belong to the enclosing JSON object.
+    pub inline: bool,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -124,14 +157,11 @@ fn parse(set: &[u8]) -> Result<Descriptors, WireError> {
 /// Reads one `DescriptorProto` (and its nested types) under `scope`.
 fn message(buf: &[u8], scope: &str, out: &mut HashMap<String, Message>) -> Result<(), WireError> {
     let mut m = Message::default();
-    let mut nested = vec![];
+    let (mut nested, mut fields) = (vec![], vec![]);
     for r in records(buf, "DescriptorProto") {
         match r? {
             (1, w) => m.go_name = text(w)?,
-            (2, w) => {
-                let (number, f) = field(bytes(w)?)?;
-                m.fields.insert(number, f);
-            }
+            (2, w) => fields.push(field(bytes(w)?)?),
             (3, w) => nested.push(bytes(w)?),
             (7, w) => {
                 for o in records(bytes(w)?, "MessageOptions") {
@@ -144,6 +174,10 @@ fn message(buf: &[u8], scope: &str, out: &mut HashMap<String, Message>) -> Resul
         }
     }
     let name = format!("{scope}.{}", m.go_name);
+    for (number, mut f) in fields {
+        f.inline = INLINE.contains(&(name.as_str(), f.name.as_str()));
+        m.fields.insert(number, f);
+    }
     for n in nested {
         message(n, &name, out)?;
     }
@@ -209,7 +243,7 @@ fn field(buf: &[u8]) -> Result<(u64, Field), WireError> {
         let mut c = name.chars();
         c.next().map(|f| f.to_uppercase().chain(c).collect()).unwrap_or_default()
     });
-    Ok((number, Field { name, go_name, ty, repeated, pointer }))
+    Ok((number, Field { name, go_name, ty, repeated, pointer, inline: false }))
 }
 
 #[cfg(test)]
@@ -238,6 +272,24 @@ mod tests {
         assert!(!by_name("template").pointer);
         assert!(by_name("selector").pointer);
         assert_eq!(by_name("minReadySeconds").go_name, "MinReadySeconds");
+    }
+
+    #[test]
+    fn inline_fields_are_exactly_those_the_openapi_schemas_leave_out() {
+        let mut wrong = vec![];
+        for (name, m) in &descriptors().messages {
+            let Some(schema) = crate::builtin_schema::component(&name.replacen("k8s.io.", "io.k8s.", 1)) else { continue };
+            let Some(properties) = schema.get("properties").and_then(|p| p.as_object()) else { continue };
+            for f in m.fields.values() {
+                if f.inline == properties.contains_key(&f.name) {
+                    wrong.push(format!("{name}.{}", f.name));
+                }
+            }
+        }
+        assert!(wrong.is_empty(), "inline or not: {wrong:?}");
+        for (name, field) in INLINE {
+            assert!(descriptors().message(name).is_some_and(|m| m.fields.values().any(|f| f.name == *field && f.inline)), "{name}.{field}");
+        }
     }
 
     #[test]

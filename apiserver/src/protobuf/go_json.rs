@@ -97,8 +97,12 @@ fn object(d: &Descriptors, name: &str, m: &Message, buf: &[u8]) -> Result<Map<St
     for (number, b) in nested {
         let f = &m.fields[&number];
         let FieldType::Message(t) = &f.ty else { unreachable!("only message fields are nested") };
-        if let Some(v) = message(d, t, &b)? {
-            out.insert(f.name.clone(), v);
+        match message(d, t, &b)? {
+            Some(Value::Object(members)) if f.inline => out.extend(members),
+            Some(v) => {
+                out.insert(f.name.clone(), v);
+            }
+            None => {}
         }
     }
     let omitted: Vec<String> = m
