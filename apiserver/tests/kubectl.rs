@@ -386,7 +386,9 @@ impl Cluster {
         if meant.code != 0 {
             return Err(format!("dry run failed: {}", meant.stderr.trim()));
         }
-        let meant: serde_json::Value = serde_json::from_str(&meant.stdout).map_err(|e| format!("dry run printed no JSON: {e}"))?;
+        let mut meant: serde_json::Value = serde_json::from_str(&meant.stdout).map_err(|e| format!("dry run printed no JSON: {e}"))?;
+        // Status is the server's: upstream's create strategies reset what a client sends.
+        meant.as_object_mut().map(|o| o.remove("status"));
         let created = self.kubectl(args).await;
         if created.code != 0 {
             return Err(format!("create failed: {}", created.stderr.trim()));
