@@ -104,13 +104,13 @@ impl Req<'_> {
 
     fn body_json(&self) -> Result<Value> {
         if self.content_type.contains("protobuf") {
-            // Only the simple kinds kubectl's typed clients create are decoded (see README).
+            // Every kind of k8s.io/api decodes; other kinds have no protobuf encoding (415).
             return crate::protobuf::decode(self.body).map_err(|e| match e {
                 crate::protobuf::Error::Unsupported(ref what) => {
                     tracing::debug!(%what, "protobuf body not decodable");
                     ApiError::unsupported_media_type(&["application/json", "application/yaml"])
                 }
-                crate::protobuf::Error::Malformed => ApiError::bad_request(e.to_string()),
+                crate::protobuf::Error::Envelope(_) | crate::protobuf::Error::Object { .. } => ApiError::bad_request(e.to_string()),
             });
         }
         if self.content_type.contains("cbor") {
@@ -134,7 +134,12 @@ impl Req<'_> {
             o.propagation = Some("Orphan".into());
         }
         if !self.body.is_empty() {
-            let b: Value = serde_json::from_slice(self.body).map_err(|e| ApiError::bad_request(e.to_string()))?;
+            // Go's typed clients send DeleteOptions in their content type, protobuf included.
+            let b: Value = if self.content_type.contains("protobuf") {
+                self.body_json()?
+            } else {
+                serde_json::from_slice(self.body).map_err(|e| ApiError::bad_request(e.to_string()))?
+            };
             if let Some(p) = b.get("propagationPolicy").and_then(Value::as_str) {
                 o.propagation = Some(p.into());
             }

@@ -148,7 +148,9 @@ async fn kubectl_apply_creates_then_configures_and_get_prints_it() {
     let refused = c.kubectl(&["apply", "-f", typo.to_str().unwrap()]).await;
     assert_eq!(refused.code, 1);
     assert!(
-        refused.stderr.contains("Pod in version \"v1\" cannot be handled as a Pod: strict decoding error: unknown field \"spec.containers[0].imagee\""),
+        refused
+            .stderr
+            .contains("Pod in version \"v1\" cannot be handled as a Pod: strict decoding error: unknown field \"spec.containers[0].imagee\""),
         "{}",
         refused.stderr
     );
@@ -210,7 +212,10 @@ async fn kubectl_crd_custom_object_scale_and_explain() {
     let crd = c.file("crd.yaml", CRD);
     c.ok(&["create", "-f", crd.to_str().unwrap()]).await;
     c.ok(&["wait", "--for", "condition=established", "crd/crontabs.stable.example.com"]).await;
-    let ct = c.file("ct.yaml", "apiVersion: stable.example.com/v1\nkind: CronTab\nmetadata: {name: my}\nspec: {cronSpec: \"*/5 * * * *\", image: busybox}\n");
+    let ct = c.file(
+        "ct.yaml",
+        "apiVersion: stable.example.com/v1\nkind: CronTab\nmetadata: {name: my}\nspec: {cronSpec: \"*/5 * * * *\", image: busybox}\n",
+    );
     assert!(c.ok(&["create", "-f", ct.to_str().unwrap()]).await.contains("crontab.stable.example.com/my created"));
     let table = c.ok(&["get", "ct"]).await;
     assert_eq!(header(&table), ["NAME", "SPEC", "REPLICAS", "AGE"]);
@@ -248,7 +253,8 @@ async fn kubectl_delete_honours_cascade_modes() {
     assert!(c.ok(&["delete", "cm", "bg", "--cascade=background"]).await.contains("configmap \"bg\" deleted"));
     c.ok(&["delete", "cm", "orphan", "--cascade=orphan", "--wait=false"]).await;
     c.ok(&["delete", "cm", "fg", "--cascade=foreground", "--wait=false"]).await;
-    let left = c.ok(&["get", "cm", "-o", "custom-columns=N:.metadata.name,F:.metadata.finalizers,D:.metadata.deletionTimestamp", "--no-headers"]).await;
+    let left =
+        c.ok(&["get", "cm", "-o", "custom-columns=N:.metadata.name,F:.metadata.finalizers,D:.metadata.deletionTimestamp", "--no-headers"]).await;
     let lines: Vec<&str> = left.lines().collect();
     assert_eq!(lines.len(), 2, "{left}");
     assert!(lines.iter().any(|l| l.starts_with("fg") && l.contains("[foregroundDeletion]")), "{left}");
@@ -407,4 +413,168 @@ async fn an_oversized_body_is_refused_after_the_limit_without_being_read() {
     let answer = String::from_utf8_lossy(&answer[..n]);
     assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
     assert!(answer.contains(r#""reason":"RequestEntityTooLarge""#) && answer.contains("Request entity too large: limit is 3145728"), "{answer}");
+
+/// A self-signed EC certificate and its key (fixture for `kubectl create secret tls`).
+const TLS_CRT: &str = "-----BEGIN CERTIFICATE-----
+MIIBhDCCASmgAwIBAgIUVGeC2R8gggsEToE0MMciw5/qHMAwCgYIKoZIzj0EAwIw
+FjEUMBIGA1UEAwwLZXhhbXBsZS5jb20wIBcNMjYxMTI0MDYxNjAzWhgPMjEyNjEw
+MzEwNjE2MDNaMBYxFDASBgNVBAMMC2V4YW1wbGUuY29tMFkwEwYHKoZIzj0CAQYI
+KoZIzj0DAQcDQgAEf1vvEU9YYHWBR9GnHh5fkx4tESvxnpgtWIzBR57W27Q4eNvD
+W/t+fRUiDpHvNM2vXgoO3pt3yyDVIhXWKgCQlKNTMFEwHQYDVR0OBBYEFOVsLqzt
+yn7IMO2q1/jEXEG+BhIzMB8GA1UdIwQYMBaAFOVsLqztyn7IMO2q1/jEXEG+BhIz
+MA8GA1UdEwEB/wQFMAMBAf8wCgYIKoZIzj0EAwIDSQAwRgIhANI++XcF/TzUw8eE
+ulN1+BpVUAnaxSZSDA77/c6yIICKAiEA8MkQpCa9ZGn0vO5n3fXgC2YYOOOd4q/m
+zitAiE/TkDk=
+-----END CERTIFICATE-----
+";
+const TLS_KEY: &str = "-----BEGIN PRIVATE KEY-----
+MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgs54W0i95tY5KHIkg
+C/m/15fCmWMhxgC/UFMhUm9e3oChRANCAAR/W+8RT1hgdYFH0aceHl+THi0RK/Ge
+mC1YjMFHntbbtDh428Nb+359FSIOke80za9eCg7em3fLINUiFdYqAJCU
+-----END PRIVATE KEY-----
+";
+
+/// Whether a value kubectl sends sets nothing: `null`, or objects and lists of only such values
+/// (`"status": {"loadBalancer": {}}`).
+fn sets_nothing(v: &serde_json::Value) -> bool {
+    match v {
+        serde_json::Value::Null => true,
+        serde_json::Value::Object(m) => m.values().all(sets_nothing),
+        serde_json::Value::Array(a) => a.iter().all(sets_nothing),
+        _ => false,
+    }
+}
+
+/// Where `actual` lacks or differs from a value `expected` sets (the server may add fields of
+/// its own).
+fn unset_fields(expected: &serde_json::Value, actual: &serde_json::Value, path: &str, out: &mut Vec<String>) {
+    use serde_json::Value;
+    match expected {
+        Value::Null => {}
+        Value::Object(m) => {
+            for (k, v) in m {
+                let p = format!("{path}.{k}");
+                match actual.get(k) {
+                    Some(a) => unset_fields(v, a, &p, out),
+                    None if sets_nothing(v) => {}
+                    None => out.push(format!("{p} missing (kubectl set {v})")),
+                }
+            }
+        }
+        Value::Array(items) => match actual.as_array() {
+            Some(a) if a.len() >= items.len() => {
+                items.iter().zip(a).enumerate().for_each(|(i, (e, a))| unset_fields(e, a, &format!("{path}[{i}]"), out))
+            }
+            _ => out.push(format!("{path}: {actual} is not {expected}")),
+        },
+        scalar if scalar != actual => out.push(format!("{path}: {actual} is not {scalar}")),
+        _ => {}
+    }
+}
+
+impl Cluster {
+    /// Runs `kubectl <args>`, then checks that `kubectl get <object>` shows every field of what
+    /// `kubectl <args> --dry-run=client -o json` says it meant to send.
+    async fn create_and_compare(&self, object: &str, args: &[&str]) -> Result<(), String> {
+        // The flags go before a `--` that starts the container's command.
+        let split = args.iter().position(|a| *a == "--").unwrap_or(args.len());
+        let dry = [&args[..split], &["--dry-run=client", "-o", "json"], &args[split..]].concat();
+        let meant = self.kubectl(&dry).await;
+        if meant.code != 0 {
+            return Err(format!("dry run failed: {}", meant.stderr.trim()));
+        }
+        let mut meant: serde_json::Value = serde_json::from_str(&meant.stdout).map_err(|e| format!("dry run printed no JSON: {e}"))?;
+        // Status is the server's: upstream's create strategies reset what a client sends.
+        meant.as_object_mut().map(|o| o.remove("status"));
+        let created = self.kubectl(args).await;
+        if created.code != 0 {
+            return Err(format!("create failed: {}", created.stderr.trim()));
+        }
+        let stored = self.kubectl(&["get", object, "-o", "json"]).await;
+        let stored: serde_json::Value = serde_json::from_str(&stored.stdout).map_err(|_| format!("get {object} failed: {}", stored.stderr.trim()))?;
+        let mut unset = vec![];
+        unset_fields(&meant, &stored, "", &mut unset);
+        if unset.is_empty() { Ok(()) } else { Err(format!("stored {object} lacks what kubectl sent: {unset:?}")) }
+    }
+}
+
+/// Issue 17: every `kubectl create` subcommand of kubectl 1.32 (protobuf bodies, each kind's
+/// own fields), `kubectl create token`, `kubectl autoscale` and `kubectl create job --from`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_create_every_subcommand_stores_what_kubectl_meant_to_send() {
+    let c = Cluster::start().await;
+    let (crt, key, file) = (c.file("tls.crt", TLS_CRT), c.file("tls.key", TLS_KEY), c.file("app.ini", "mode=fast\n"));
+    let (crt, key) = (format!("--cert={}", crt.display()), format!("--key={}", key.display()));
+    let from_file = format!("--from-file=app.ini={}", file.display());
+    let cases: Vec<(&str, Vec<&str>)> = vec![
+        ("namespace/team", vec!["create", "namespace", "team"]),
+        ("serviceaccount/bot", vec!["create", "serviceaccount", "bot"]),
+        ("configmap/settings", vec!["create", "configmap", "settings", "--from-literal=a=b", &from_file]),
+        ("secret/generic", vec!["create", "secret", "generic", "generic", "--from-literal=p=q", "--type=Opaque"]),
+        (
+            "secret/registry",
+            vec![
+                "create",
+                "secret",
+                "docker-registry",
+                "registry",
+                "--docker-server=r.example.com",
+                "--docker-username=u",
+                "--docker-password=p",
+                "--docker-email=u@example.com",
+            ],
+        ),
+        ("secret/cert", vec!["create", "secret", "tls", "cert", &crt, &key]),
+        ("service/cip", vec!["create", "service", "clusterip", "cip", "--tcp=5678:8080"]),
+        ("service/headless", vec!["create", "service", "clusterip", "headless", "--clusterip=None"]),
+        ("service/np", vec!["create", "service", "nodeport", "np", "--tcp=5679:8080", "--node-port=30080"]),
+        ("service/lb", vec!["create", "service", "loadbalancer", "lb", "--tcp=5680:8080"]),
+        ("service/ext", vec!["create", "service", "externalname", "ext", "--external-name=db.example.com"]),
+        (
+            "clusterrole/reader",
+            vec!["create", "clusterrole", "reader", "--verb=get,list,watch", "--resource=pods,deployments.apps", "--resource-name=a"],
+        ),
+        ("clusterrole/logs", vec!["create", "clusterrole", "logs", "--verb=get", "--non-resource-url=/logs/*"]),
+        ("clusterrole/aggregate", vec!["create", "clusterrole", "aggregate", "--aggregation-rule=rbac.example.com/aggregate-to-reader=true"]),
+        (
+            "clusterrolebinding/readers",
+            vec!["create", "clusterrolebinding", "readers", "--clusterrole=reader", "--user=alice", "--group=devs", "--serviceaccount=default:bot"],
+        ),
+        ("role/pod-reader", vec!["create", "role", "pod-reader", "--verb=get,list", "--resource=pods,pods/log"]),
+        ("rolebinding/pod-readers", vec!["create", "rolebinding", "pod-readers", "--role=pod-reader", "--user=bob", "--serviceaccount=default:bot"]),
+        ("rolebinding/viewers", vec!["create", "rolebinding", "viewers", "--clusterrole=reader", "--group=devs"]),
+        ("deployment/web", vec!["create", "deployment", "web", "--image=nginx:1.27", "--replicas=0", "--port=80"]),
+        ("job/once", vec!["create", "job", "once", "--image=busybox", "--", "echo", "hi"]),
+        ("cronjob/tick", vec!["create", "cronjob", "tick", "--image=busybox", "--schedule=*/5 * * * *", "--restart=OnFailure", "--", "date"]),
+        ("job/from-tick", vec!["create", "job", "from-tick", "--from=cronjob/tick"]),
+        (
+            "ingress/site",
+            vec![
+                "create",
+                "ingress",
+                "site",
+                "--class=default",
+                "--rule=foo.example.com/bar*=svc1:8080,tls=cert",
+                "--default-backend=web:80",
+                "--annotation=a=b",
+            ],
+        ),
+        ("poddisruptionbudget/web", vec!["create", "poddisruptionbudget", "web", "--selector=app=web", "--min-available=50%"]),
+        ("poddisruptionbudget/web-max", vec!["create", "poddisruptionbudget", "web-max", "--selector=app=web", "--max-unavailable=1"]),
+        ("priorityclass/high", vec!["create", "priorityclass", "high", "--value=1000", "--description=high priority", "--preemption-policy=Never"]),
+        ("priorityclass/zero", vec!["create", "priorityclass", "zero", "--value=0"]),
+        ("resourcequota/compute", vec!["create", "quota", "compute", "--hard=cpu=1,memory=1G,pods=2", "--scopes=BestEffort"]),
+        ("horizontalpodautoscaler/web", vec!["autoscale", "deployment", "web", "--min=1", "--max=3", "--cpu-percent=80"]),
+    ];
+    let mut failures = vec![];
+    for (object, args) in &cases {
+        if let Err(e) = c.create_and_compare(object, args).await {
+            failures.push(format!("kubectl {}: {e}", args.join(" ")));
+        }
+    }
+    let token = c.kubectl(&["create", "token", "bot", "--duration=10m"]).await;
+    if token.code != 0 || token.stdout.trim().is_empty() {
+        failures.push(format!("kubectl create token bot: {}", token.stderr.trim()));
+    }
+    assert!(failures.is_empty(), "{} of {} commands failed:\n{}", failures.len(), cases.len() + 1, failures.join("\n"));
 }
