@@ -245,7 +245,8 @@ fn pods_to_delete<'p>(owned: &'p [Value], related: &[&Value], count: usize, now:
 /// Upstream's `ActivePodsWithRanks.Less` (with `LogarithmicScaleDown` and `PodDeletionCost`,
 /// both on by default): `Less` means deleted first.
 fn deletion_order(a: &(&Value, usize), b: &(&Value, usize), now: DateTime<Utc>) -> Ordering {
-    let ((pa, rank_a), (pb, rank_b)) = (a, b);
+    let (pa, pb): (&Value, &Value) = (a.0, b.0);
+    let (rank_a, rank_b) = (a.1, b.1);
     let node = |p: &Value| p.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or_default().to_string();
     let (na, nb) = (node(pa), node(pb));
     if na != nb && (na.is_empty() || nb.is_empty()) {
@@ -271,7 +272,7 @@ fn deletion_order(a: &(&Value, usize), b: &(&Value, usize), now: DateTime<Utc>) 
         return by_cost;
     }
     if rank_a != rank_b {
-        return rank_b.cmp(rank_a); // more colocated first
+        return rank_b.cmp(&rank_a); // more colocated first
     }
     let uid_order = || meta_str(pa, "uid").cmp(meta_str(pb, "uid"));
     if ra && rb {

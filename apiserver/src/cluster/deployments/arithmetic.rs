@@ -122,7 +122,7 @@ mod tests {
     #[test]
     fn zero_surge_and_zero_unavailable_let_one_pod_be_unavailable() {
         assert_eq!(fenceposts(Some(&json!(0)), Some(&json!("0%")), 5), (0, 1));
-        assert_eq!(fenceposts(Some(&json!("10%")), Some(&json!("10%")), 5), (1, 1));
+        assert_eq!(fenceposts(Some(&json!("10%")), Some(&json!("10%")), 5), (1, 0));
         assert_eq!(fenceposts(None, None, 5), (0, 1));
     }
 
