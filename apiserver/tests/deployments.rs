@@ -272,21 +272,23 @@ where
 async fn a_rolling_update_never_exceeds_the_surge_nor_drops_below_the_availability_floor() {
     let s = virtual_server();
     let _c = cluster::start(&s, ClusterConfig { ready_after: Duration::from_secs(2), ..Default::default() });
-    let strategy = json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}});
+    let strategy = json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "20%", "maxUnavailable": "10%"}});
     assert_eq!(post(&s, DEPLOYS, deployment("r", 8, "app:1", strategy)).await.0, 201);
     eventually(30, "8 Pods are ready", || async { get(&s, &format!("{DEPLOYS}/r")).await.1["status"]["availableReplicas"] == 8 }).await;
     let (code, _) = patch(&s, &format!("{DEPLOYS}/r"), "application/merge-patch+json", json!({"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "app:2"}]}}}})).await;
     assert_eq!(code, 200);
-    // 25% of 8: surge 2, unavailable 2: at most 10 Pods, at least 6 ready, all along.
+    // Of 8: surge 20% = 1.6, rounded up to 2; unavailable 10% = 0.8, rounded down to 0: at
+    // most 10 Pods, at least 8 ready, all along.
     let mut most = 0;
     loop {
         let pods = live_pods(&s).await;
         let ready = pods.iter().filter(|p| condition(p, "Ready")["status"] == "True").count();
         most = most.max(pods.len());
         assert!(pods.len() <= 10, "more than replicas + maxSurge: {}", pods.len());
-        assert!(ready >= 6, "fewer than replicas - maxUnavailable ready: {ready}");
+        assert!(ready >= 8, "fewer than replicas - maxUnavailable ready: {ready}");
         let d = get(&s, &format!("{DEPLOYS}/r")).await.1;
-        if d["status"]["updatedReplicas"] == 8 && d["status"]["availableReplicas"] == 8 && d["status"]["replicas"] == 8 {
+        let observed = d["status"]["observedGeneration"] == d["metadata"]["generation"];
+        if observed && d["status"]["updatedReplicas"] == 8 && d["status"]["availableReplicas"] == 8 && d["status"]["replicas"] == 8 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
