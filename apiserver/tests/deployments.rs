@@ -149,7 +149,6 @@ async fn kubectl_create_deployment_then_rollout_status_completes() {
     assert_eq!(label(pod, "pod-template-hash"), hash);
     assert_eq!(pod["metadata"]["ownerReferences"][0]["name"], rs["metadata"]["name"]);
     assert_eq!(pod["status"]["phase"], "Running");
-    // `kubectl logs deploy/d1` finds the Pod through the Deployment's selector.
     let described = k.ok(&["describe", "deployment", "d1"]).await;
     assert!(described.contains(&format!("Scaled up replica set d1-{hash} from 0 to 1")), "{described}");
 }
@@ -197,7 +196,7 @@ async fn kubectl_set_image_rolls_to_a_new_replica_set_and_history_and_undo_follo
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kubectl_scale_gives_five_pods_and_deleting_the_deployment_cascades() {
+async fn kubectl_scale_pause_resume_restart_and_deleting_the_deployment_cascades() {
     let k = Kubectl::start().await;
     k.ok(&["create", "deployment", "d1", "--image=nginx"]).await;
     k.rolled_out("d1").await;
@@ -220,6 +219,20 @@ async fn kubectl_scale_gives_five_pods_and_deleting_the_deployment_cascades() {
         (pods.len() == 2).then_some(())
     })
     .await;
+
+    // Paused, a template change waits; resumed, it rolls; a restart rolls again.
+    k.ok(&["rollout", "pause", "deployment/d1"]).await;
+    k.ok(&["set", "image", "deployment/d1", "nginx=nginx:1.27"]).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(k.items(&["get", "replicasets"]).await.len(), 1, "no rollout while paused");
+    let d = k.json(&["get", "deployment", "d1"]).await;
+    assert_eq!(condition(&d, "Progressing")["reason"], "DeploymentPaused");
+    k.ok(&["rollout", "resume", "deployment/d1"]).await;
+    k.rolled_out("d1").await;
+    k.ok(&["rollout", "restart", "deployment/d1"]).await;
+    k.rolled_out("d1").await;
+    let sets = by_revision(&k.items(&["get", "replicasets"]).await);
+    assert_eq!(sets.iter().map(|s| (s.0, s.2)).collect::<Vec<_>>(), [(1, 0), (2, 0), (3, 2)], "{sets:?}");
 
     k.ok(&["delete", "deployment", "d1"]).await;
     until(30, "the ReplicaSet and Pods are collected", || async {
