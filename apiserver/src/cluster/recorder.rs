@@ -11,8 +11,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Keeps two Events of one object written within the same nanosecond apart.
 static SEQUENCE: AtomicU64 = AtomicU64::new(0);
 
-/// Record a `Normal` or `Warning` Event about `obj` (of `kind` in `api_version`) from `component`.
-pub(crate) fn record(core: &Core, component: &str, obj: &Value, api_version: &str, kind: &str, warning: bool, reason: &str, message: &str) {
+/// What an Event is about.
+pub(crate) struct Subject<'a> {
+    pub obj: &'a Value,
+    pub api_version: &'a str,
+    pub kind: &'a str,
+}
+
+/// Record a `Normal` or `Warning` Event about `subject` from `component`.
+pub(crate) fn record(core: &Core, component: &str, subject: Subject<'_>, warning: bool, reason: &str, message: &str) {
+    let Subject { obj, api_version, kind } = subject;
     let res = builtin(core, "", "v1", "events");
     let now = core.config.clock.now();
     let nanos = now.timestamp_nanos_opt().unwrap_or_default() as u64 + SEQUENCE.fetch_add(1, Ordering::Relaxed);

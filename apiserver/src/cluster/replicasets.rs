@@ -163,7 +163,8 @@ impl Pass<'_> {
     }
 
     fn event(&self, rs: &Value, warning: bool, reason: &str, message: &str) {
-        recorder::record(self.core, MANAGER, rs, "apps/v1", "ReplicaSet", warning, reason, message);
+        let subject = recorder::Subject { obj: rs, api_version: "apps/v1", kind: "ReplicaSet" };
+        recorder::record(self.core, MANAGER, subject, warning, reason, message);
     }
 }
 

@@ -173,7 +173,8 @@ impl<'a> Rollout<'a> {
     }
 
     fn event(&self, warning: bool, reason: &str, message: &str) {
-        recorder::record(self.core, MANAGER, self.read, "apps/v1", "Deployment", warning, reason, message);
+        let subject = recorder::Subject { obj: self.read, api_version: "apps/v1", kind: "Deployment" };
+        recorder::record(self.core, MANAGER, subject, warning, reason, message);
     }
 
     /// Upstream's `syncDeployment`; returns when to look again.
