@@ -6,6 +6,8 @@
 //! | [`gc`] | the garbage collector: ownerReferences by uid; Background, Foreground and Orphan propagation; dangling dependents found at start or on a resync |
 //! | [`kubelet`] | fake Nodes (`node-1`..), a scheduler binding unscheduled Pods, kwok-style Pod lifecycle (Running, Ready after a delay, annotations), graceful deletion |
 //! | [`jobs`] | a Job runner: batch/v1 Jobs start, then complete (or fail) after a duration, with upstream's status shape |
+//! | [`replicasets`] | the ReplicaSet controller: Pods from the template, adoption and release by selector, surplus deleted in upstream's order, status |
+//! | [`deployments`] | the Deployment controller: a ReplicaSet per template, RollingUpdate and Recreate at upstream's arithmetic, proportional scaling, revisions, history cleanup, conditions |
 //! | [`events`] | Event expiry, as kube-apiserver's `--event-ttl` (1 h): Events not written for that long are deleted |
 //!
 //! Start them with [`start`]; every controller reads and writes through the server's
@@ -27,10 +29,14 @@
 //! | `duration: 10s` | Job or its pod template | the Job runs this long instead of [`ClusterConfig::job_duration`] |
 //! | `fail: "true"` | Job or its pod template | the Job fails (`BackoffLimitExceeded`) instead of completing |
 
+mod controller_ref;
+pub mod deployments;
 pub mod events;
 pub mod gc;
 pub mod jobs;
 pub mod kubelet;
+mod recorder;
+pub mod replicasets;
 
 use crate::resources::Resource;
 use crate::rest::Core;
@@ -63,6 +69,8 @@ pub struct ClusterConfig {
     pub garbage_collector: bool,
     /// Run the Job runner (default true).
     pub jobs: bool,
+    /// Run the ReplicaSet and Deployment controllers (default true).
+    pub deployments: bool,
     /// Delete Events not written for this long (default 1 h, kube-apiserver's `--event-ttl`);
     /// `None` keeps them forever.
     pub event_ttl: Option<Duration>,
@@ -86,6 +94,7 @@ impl Default for ClusterConfig {
             resync_interval: Duration::from_secs(30),
             garbage_collector: true,
             jobs: true,
+            deployments: true,
             event_ttl: Some(Duration::from_secs(3600)),
             pass_cost_factor: 2,
         }
@@ -171,6 +180,16 @@ pub fn start(server: &ApiServer, config: ClusterConfig) -> ClusterHandle {
         let mut j = jobs::JobRunner::new(config.clone());
         tasks.push(tokio::spawn(run(core.clone(), stop_rx.clone(), config.resync_interval, config.pass_cost_factor, jobs::relevant, move |c| {
             j.pass(c)
+        })));
+    }
+    if config.deployments {
+        let mut r = replicasets::ReplicaSetController::default();
+        tasks.push(tokio::spawn(run(core.clone(), stop_rx.clone(), config.resync_interval, config.pass_cost_factor, replicasets::relevant, move |c| {
+            r.pass(c)
+        })));
+        let mut d = deployments::DeploymentController::default();
+        tasks.push(tokio::spawn(run(core.clone(), stop_rx.clone(), config.resync_interval, config.pass_cost_factor, deployments::relevant, move |c| {
+            d.pass(c)
         })));
     }
     if let Some(ttl) = config.event_ttl {
@@ -333,6 +352,63 @@ pub(crate) fn now(core: &Core) -> String {
 
 pub(crate) fn opts(manager: &str) -> crate::rest::WriteOptions {
     crate::rest::WriteOptions { field_manager: manager.into(), ..Default::default() }
+}
+
+/// A write of this pass failed (a conflict with a newer copy, the object gone, a transient
+/// error): the controller looks again on its next pass, which re-reads everything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Retry;
+
+/// PUT `obj` to `sub`. `obj` carries the resourceVersion it was read at, so a write based on a
+/// stale copy fails (409) instead of overwriting what another writer did.
+pub(crate) fn put(core: &Core, res: &Resource, obj: Value, sub: crate::rest::Sub, manager: &str) -> Result<Value, Retry> {
+    let (ns, name) = (meta_str(&obj, "namespace").to_string(), meta_str(&obj, "name").to_string());
+    core.update(res, &ns, &name, obj, sub, &opts(manager)).map_err(|e| {
+        tracing::debug!(%name, error = %e.message, manager, "simulated controller write failed");
+        Retry
+    })
+}
+
+/// An RFC 3339 timestamp of an object (`creationTimestamp`, a condition's time).
+pub(crate) fn parse_time(text: Option<&str>) -> Option<chrono::DateTime<chrono::Utc>> {
+    chrono::DateTime::parse_from_rfc3339(text?).ok().map(|t| t.with_timezone(&chrono::Utc))
+}
+
+/// The tokio instant at which the server's clock shows `t` (now if `t` has passed).
+pub(crate) fn instant_at(core: &Core, t: chrono::DateTime<chrono::Utc>) -> Instant {
+    let ahead = (t - core.config.clock.now()).to_std().unwrap_or_default();
+    Instant::now() + ahead
+}
+
+/// `spec.replicas` (upstream defaults it to 1).
+pub(crate) fn spec_replicas(obj: &Value) -> i32 {
+    obj.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1) as i32
+}
+
+/// A `status` counter (absent = 0, as Go's `omitempty` writes zeros).
+pub(crate) fn status_count(obj: &Value, field: &str) -> i32 {
+    obj.get("status").and_then(|s| s.get(field)).and_then(Value::as_i64).unwrap_or(0) as i32
+}
+
+/// Whether a Pod's `Ready` condition is `True`.
+pub(crate) fn pod_ready(pod: &Value) -> bool {
+    pod_ready_condition(pod).is_some_and(|c| c["status"] == "True")
+}
+
+pub(crate) fn pod_ready_condition(pod: &Value) -> Option<&Value> {
+    pod.pointer("/status/conditions").and_then(Value::as_array)?.iter().find(|c| c["type"] == "Ready")
+}
+
+/// Upstream's `IsPodAvailable`: ready, and (with `minReadySeconds`) ready for longer than that.
+pub(crate) fn pod_available(pod: &Value, min_ready_seconds: i64, now: chrono::DateTime<chrono::Utc>) -> bool {
+    if !pod_ready(pod) {
+        return false;
+    }
+    if min_ready_seconds <= 0 {
+        return true;
+    }
+    let since = pod_ready_condition(pod).and_then(|c| parse_time(c["lastTransitionTime"].as_str()));
+    since.is_some_and(|t| t + chrono::Duration::seconds(min_ready_seconds) < now)
 }
 
 #[cfg(test)]

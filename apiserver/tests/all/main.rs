@@ -8,6 +8,7 @@
 mod common;
 
 mod cluster;
+mod deployments;
 mod fault_control;
 mod faults;
 mod kube_client;

@@ -46,6 +46,9 @@ pub struct EmbeddedArgs {
     /// Run without the Job runner (Jobs never start or finish).
     #[arg(long, requires = "embedded")]
     pub no_sim_jobs: bool,
+    /// Run without the ReplicaSet and Deployment controllers (Deployments get no Pods).
+    #[arg(long, requires = "embedded")]
+    pub no_sim_deployments: bool,
 }
 
 fn parse_fault(text: &str) -> Result<FaultSpec, String> {
@@ -69,6 +72,7 @@ impl EmbeddedArgs {
                 resync_interval: self.sim_resync,
                 garbage_collector: !self.no_sim_gc,
                 jobs: !self.no_sim_jobs,
+                deployments: !self.no_sim_deployments,
                 ..ClusterConfig::default()
             },
         }
