@@ -3,7 +3,8 @@
 //! - `setup`: installs what the build needs (the wasm32-wasip2 target,
 //!   cargo-component 0.21) when missing.
 //! - `build`: builds every plugin to Wasm (plus one with cargo-component, to
-//!   prove both toolchains work), then the host. Shipped plugins are copied to
+//!   prove both toolchains work), the JavaScript and Python example plugins
+//!   (see `languages`), then the host. Shipped plugins are copied to
 //!   `target/plugins/`.
 //! - `test`: `setup`, `build`, then every test of the workspace.
 //! - `run`: `build`, then the host on the embedded cluster with the shipped
@@ -13,6 +14,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
+
+mod languages;
 
 /// Plugins shipped to users, built to `target/plugins/<name>.wasm`.
 const SHIPPED: &[&str] = &["cronjob", "mydeployment"];
@@ -138,6 +141,7 @@ fn build() -> Result {
         c.args(["-p", p]);
     }
     status(c)?;
+    languages::build()?;
     let mut c = cargo();
     c.args(["build", "--release", "-p", "host"]);
     status(c)?;
