@@ -1,6 +1,7 @@
-//! The example plugins written in JavaScript and Python, built with the
-//! Bytecode Alliance componentize tools to `target/plugins/hello-js.wasm` and
-//! `target/plugins/hello-py.wasm`.
+//! The plugins written in JavaScript and Python, built with the Bytecode
+//! Alliance componentize tools to `target/plugins/<name>.wasm`: the examples
+//! `hello-js` and `hello-py`, and the test-only sandbox probes `probe-js` and
+//! `probe-py`.
 //!
 //! The tools come from their registries at pinned versions, installed into
 //! the work tree once: componentize-js by `npm ci` into the plugin's
@@ -19,31 +20,79 @@ use std::time::{Instant, SystemTime};
 
 use crate::{Result, root, status, target_dir};
 
-/// Builds both plugins into `target/plugins/`.
-pub fn build() -> Result {
-    let out = target_dir().join("plugins");
-    build_js(&out.join("hello-js.wasm"))?;
-    build_py(&out.join("hello-py.wasm"))
+/// A plugin outside Rust: its directory and entry point (a JS module file, or a
+/// Python module name), built to `target/plugins/<name>.wasm`.
+struct Source {
+    name: &'static str,
+    dir: &'static str,
+    entry: &'static str,
 }
 
-fn build_js(out: &Path) -> Result {
-    let dir = root().join("plugins/examples/hello-js");
+/// The example plugins, then the test-only probes (the sandbox tests run them).
+const JAVASCRIPT: &[Source] = &[
+    Source { name: "hello-js", dir: "plugins/examples/hello-js", entry: "hello.js" },
+    Source { name: "probe-js", dir: "tests/plugins/probe-js", entry: "probe.js" },
+];
+const PYTHON: &[Source] = &[
+    Source { name: "hello-py", dir: "plugins/examples/hello-py", entry: "app" },
+    Source { name: "probe-py", dir: "tests/plugins/probe-py", entry: "app" },
+];
+/// Where componentize-js is installed (package.json and package-lock.json pin it).
+const JS_TOOL_DIR: &str = "plugins/examples/hello-js";
+/// The file pinning componentize-py.
+const PY_REQUIREMENTS: &str = "plugins/examples/hello-py/requirements.txt";
+
+/// Builds every JavaScript and Python plugin into `target/plugins/`.
+pub fn build() -> Result {
+    let out = target_dir().join("plugins");
+    let js = componentize_js()?;
+    for source in JAVASCRIPT {
+        let dir = root().join(source.dir);
+        let inputs = [dir.join(source.entry), root().join(JS_TOOL_DIR).join("package-lock.json"), root().join("wit")];
+        // The `build` script of hello-js's package.json runs the same command.
+        let mut c = Command::new(&js);
+        c.current_dir(&dir).arg(source.entry).args(["--wit", "../../../wit", "--world-name", "plugin"]);
+        // Without wasi:http, which the host does not link; clocks and random stay
+        // (the host serves them deterministically), or `Date.now()` would be the
+        // build time and `Math.random()` a constant.
+        c.args(["--disable", "http", "fetch-event", "--out"]).arg(out.join(format!("{}.wasm", source.name)));
+        componentize(source, c, &inputs, "componentize-js")?;
+    }
+    let py = componentize_py()?;
+    for source in PYTHON {
+        let dir = root().join(source.dir);
+        let inputs = [dir.join(format!("{}.py", source.entry)), root().join(PY_REQUIREMENTS), root().join("wit")];
+        let mut c = Command::new(&py);
+        c.current_dir(&dir).args(["--wit-path", "../../../wit", "--world", "plugin", "componentize", source.entry, "--output"]);
+        c.arg(out.join(format!("{}.wasm", source.name)));
+        componentize(source, c, &inputs, "componentize-py")?;
+    }
+    Ok(())
+}
+
+/// Runs `command` unless the component is newer than all its `inputs`.
+fn componentize(source: &Source, command: Command, inputs: &[PathBuf], tool: &str) -> Result {
+    let out = target_dir().join("plugins").join(format!("{}.wasm", source.name));
+    if is_fresh(&out, inputs) {
+        return Ok(());
+    }
+    let started = Instant::now();
+    status(command)?;
+    eprintln!("xtask: {tool} built {} in {:.1?}", out.display(), started.elapsed());
+    Ok(())
+}
+
+/// componentize-js from `node_modules/`, installed by `npm ci` when missing
+/// or not the version package-lock.json pins.
+fn componentize_js() -> Result<PathBuf> {
+    let dir = root().join(JS_TOOL_DIR);
     require("node", "--version", "Node.js 18 or newer (e.g. `apt-get install nodejs npm`)")?;
     require("npm", "--version", "npm (e.g. `apt-get install npm`)")?;
     if !installed_js_tool_matches_lock(&dir)? {
         eprintln!("xtask: installing componentize-js from the npm registry (package-lock.json, about 30 s, once)");
         status(npm(&dir, &["ci", "--no-audit", "--no-fund"]))?;
     }
-    let inputs = [dir.join("hello.js"), dir.join("package-lock.json"), root().join("wit")];
-    if is_fresh(out, &inputs) {
-        return Ok(());
-    }
-    let started = Instant::now();
-    // The package's `build` script is what an author runs by hand, too.
-    status(npm(&dir, &["run", "build"]))?;
-    copy(&dir.join("hello-js.wasm"), out)?;
-    eprintln!("xtask: componentize-js built {} in {:.1?}", out.display(), started.elapsed());
-    Ok(())
+    Ok(dir.join("node_modules/.bin/componentize-js"))
 }
 
 fn npm(dir: &Path, args: &[&str]) -> Command {
@@ -72,25 +121,10 @@ fn version_after(text: &str, marker: &str) -> Option<String> {
     Some(rest[start..start + len].to_string())
 }
 
-fn build_py(out: &Path) -> Result {
-    let dir = root().join("plugins/examples/hello-py");
-    let tool = componentize_py()?;
-    let inputs = [dir.join("app.py"), dir.join("requirements.txt"), root().join("wit")];
-    if is_fresh(out, &inputs) {
-        return Ok(());
-    }
-    let started = Instant::now();
-    let mut c = Command::new(&tool);
-    c.current_dir(&dir).args(["--wit-path", "../../../wit", "--world", "plugin", "componentize", "app", "--output"]).arg(out);
-    status(c)?;
-    eprintln!("xtask: componentize-py built {} in {:.1?}", out.display(), started.elapsed());
-    Ok(())
-}
-
 /// The componentize-py of `target/componentize-py-venv`, installed there from
 /// PyPI at the version requirements.txt pins when it is missing or another.
 fn componentize_py() -> Result<PathBuf> {
-    let requirements = root().join("plugins/examples/hello-py/requirements.txt");
+    let requirements = root().join(PY_REQUIREMENTS);
     let pinned = read(&requirements)?
         .lines()
         .find_map(|l| l.trim().strip_prefix("componentize-py==").map(str::to_string))
@@ -142,6 +176,3 @@ fn read(path: &Path) -> Result<String> {
     std::fs::read_to_string(path).map_err(|e| format!("read {}: {e}", path.display()))
 }
 
-fn copy(from: &Path, to: &Path) -> Result {
-    std::fs::copy(from, to).map(drop).map_err(|e| format!("copy {} to {}: {e}", from.display(), to.display()))
-}
