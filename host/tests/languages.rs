@@ -312,3 +312,29 @@ fn javascript_then_python_hello_run_on_the_embedded_cluster_through_kubectl() {
     poll("the Python plugin's patch", || (greeting() == "Bonjour").then_some(()));
     poll("a reconcile by hello-py in the metrics", || metrics(&addr)?.contains("controller_runtime_reconcile_total{controller=\"hello-py\",result=\"success\"}").then_some(()));
 }
+
+/// The per-call figures of docs/benchmarks.md (JavaScript and Python plugins):
+/// a fresh instance + reconcile of the same Hello by each language, median and
+/// p90 of 200 calls after 20 warm-up calls. A measurement, not a check:
+/// `cargo test --release -p host --test languages -- --ignored --nocapture per_call`.
+#[test]
+#[ignore]
+fn per_call_time_of_each_language() {
+    let sandbox = Sandbox::new(config(Duration::from_secs(10))).unwrap();
+    let parent = json!({"apiVersion": "example.operator.dev/v1alpha1", "kind": "Hello", "metadata": {"name": "w", "namespace": "default", "uid": "u"}, "spec": {"greeting": "Hi"}}).to_string();
+    for (language, path) in hellos() {
+        let plugin = sandbox.load_file(&path).unwrap();
+        for _ in 0..20 {
+            plugin.reconcile_blocking(&parent, &[], NOW).unwrap();
+        }
+        let mut times: Vec<Duration> = (0..200)
+            .map(|_| {
+                let started = Instant::now();
+                plugin.reconcile_blocking(&parent, &[], NOW).unwrap();
+                started.elapsed()
+            })
+            .collect();
+        times.sort();
+        println!("{language}: median {:?}, p90 {:?}", times[times.len() / 2], times[times.len() * 9 / 10]);
+    }
+}
