@@ -26,8 +26,15 @@ fn hellos() -> [(&'static str, PathBuf); 3] {
     [("rust", wasm("hello")), ("javascript", built_plugin("hello-js")), ("python", built_plugin("hello-py"))]
 }
 
+/// Shared by the tests of this file (the cache is safe for concurrent use):
+/// each of these large components is then compiled about once per run.
 fn cache_dir() -> PathBuf {
     std::env::temp_dir().join(format!("host-language-tests-{}", std::process::id()))
+}
+
+/// The sandbox of the tests, with the shared cache.
+fn cached_config(deadline: Duration) -> SandboxConfig {
+    SandboxConfig { cache: PrecompiledCache::at(cache_dir()).unwrap(), ..config(deadline) }
 }
 
 fn host() -> Command {
@@ -97,7 +104,7 @@ fn inspect_shows_the_same_contract_parent_and_crd_for_each_language() {
 /// The greeting limit is in bytes: 33 `é` are 66 bytes but 33 characters.
 #[test]
 fn validate_and_default_agree_across_languages() {
-    let sandbox = Sandbox::new(config(Duration::from_secs(10))).unwrap();
+    let sandbox = Sandbox::new(cached_config(Duration::from_secs(10))).unwrap();
     let hello = |greeting: Value| json!({"apiVersion": "example.operator.dev/v1alpha1", "kind": "Hello", "metadata": {"name": "w"}, "spec": greeting}).to_string();
     let inputs = [hello(json!({"greeting": "é".repeat(33)})), hello(json!({"greeting": "é".repeat(32)})), hello(json!({})), hello(json!({"greeting": "Hi"}))];
     let mut answers = Vec::new();
@@ -160,7 +167,7 @@ fn report(result: Result<Vec<Action>, CallError>) -> String {
 #[test]
 fn python_and_javascript_plugins_get_the_sandbox_a_rust_plugin_gets() {
     let deadline = Duration::from_millis(500);
-    let sandbox = Sandbox::new(config(deadline)).unwrap();
+    let sandbox = Sandbox::new(cached_config(deadline)).unwrap();
     let load = |name: &str| sandbox.load_file(&built_plugin(name)).unwrap_or_else(|e| panic!("load {name}: {e}"));
     let (python, javascript) = (load("probe-py"), load("probe-js"));
 
@@ -320,7 +327,7 @@ fn javascript_then_python_hello_run_on_the_embedded_cluster_through_kubectl() {
 #[test]
 #[ignore]
 fn per_call_time_of_each_language() {
-    let sandbox = Sandbox::new(config(Duration::from_secs(10))).unwrap();
+    let sandbox = Sandbox::new(cached_config(Duration::from_secs(10))).unwrap();
     let parent = json!({"apiVersion": "example.operator.dev/v1alpha1", "kind": "Hello", "metadata": {"name": "w", "namespace": "default", "uid": "u"}, "spec": {"greeting": "Hi"}}).to_string();
     for (language, path) in hellos() {
         let plugin = sandbox.load_file(&path).unwrap();
