@@ -176,7 +176,9 @@ fn python_and_javascript_plugins_get_the_sandbox_a_rust_plugin_gets() {
     assert!(report(probe(&python, "socket")).starts_with("denied"), "{}", report(probe(&python, "socket")));
     assert_eq!(report(probe(&python, "clock")), format!("clock={NOW} now={NOW}"));
     assert_eq!(report(probe(&javascript, "env")), "denied: no environment");
-    assert!(report(probe(&javascript, "fetch")).starts_with("denied"), "{}", report(probe(&javascript, "fetch")));
+    // Built without wasi:http, componentize-js's `fetch` traps: the call fails, nothing is sent.
+    let r = probe(&javascript, "fetch");
+    assert!(matches!(r, Err(CallError::Trap { .. })), "{r:?}");
     assert_eq!(report(probe(&javascript, "clock")), format!("clock={NOW} now={NOW}"));
 
     for (name, plugin) in [("probe-py", &python), ("probe-js", &javascript)] {
@@ -316,8 +318,9 @@ fn javascript_then_python_hello_run_on_the_embedded_cluster_through_kubectl() {
     let swapped = |m: String| m.lines().any(|l| l.starts_with("plugin_swaps_total{") && l.contains("result=\"swapped\""));
     poll("the swap to hello-py in the metrics", || swapped(metrics(&addr)?).then_some(()));
     apply("Bonjour");
+    // The swap above came first, so this patch is the Python plugin's (a swap
+    // of the same kinds keeps the controller, and its metric labels).
     poll("the Python plugin's patch", || (greeting() == "Bonjour").then_some(()));
-    poll("a reconcile by hello-py in the metrics", || metrics(&addr)?.contains("controller_runtime_reconcile_total{controller=\"hello-py\",result=\"success\"}").then_some(()));
 }
 
 /// The per-call figures of docs/benchmarks.md (JavaScript and Python plugins):

@@ -2,7 +2,7 @@
 // tests/plugins/hostile does in Rust: `spec.mode` of a `Hostile` picks what its
 // reconcile tries. Probes report what they saw in one Event. A JavaScript
 // plugin has no file, environment or socket API at all; `fetch` is the one
-// door to the outside, and the build leaves wasi:http out.
+// door to the outside, and the build leaves wasi:http out (a call traps).
 
 const modes = {
   fetch: () => {
