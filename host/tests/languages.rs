@@ -105,8 +105,11 @@ fn inspect_shows_the_same_contract_parent_and_crd_for_each_language() {
 #[test]
 fn validate_and_default_agree_across_languages() {
     let sandbox = Sandbox::new(cached_config(Duration::from_secs(10))).unwrap();
-    let hello = |greeting: Value| json!({"apiVersion": "example.operator.dev/v1alpha1", "kind": "Hello", "metadata": {"name": "w"}, "spec": greeting}).to_string();
-    let inputs = [hello(json!({"greeting": "é".repeat(33)})), hello(json!({"greeting": "é".repeat(32)})), hello(json!({})), hello(json!({"greeting": "Hi"}))];
+    let hello = |greeting: Value| {
+        json!({"apiVersion": "example.operator.dev/v1alpha1", "kind": "Hello", "metadata": {"name": "w"}, "spec": greeting}).to_string()
+    };
+    let inputs =
+        [hello(json!({"greeting": "é".repeat(33)})), hello(json!({"greeting": "é".repeat(32)})), hello(json!({})), hello(json!({"greeting": "Hi"}))];
     let mut answers = Vec::new();
     for (language, path) in hellos() {
         let plugin = sandbox.load_file(&path).unwrap_or_else(|e| panic!("load {language}: {e}"));
@@ -189,7 +192,9 @@ fn python_and_javascript_plugins_get_the_sandbox_a_rust_plugin_gets() {
         let r = probe(plugin, "memory");
         assert!(matches!(r, Err(CallError::MemoryLimit { limit, .. }) if limit == 64 << 20), "{name}: {r:?}");
         match probe(plugin, "error") {
-            Err(CallError::Plugin { error, .. }) => assert_eq!((error.reason.as_str(), error.message.as_str(), error.retryable), ("Refused", "asked to fail", false)),
+            Err(CallError::Plugin { error, .. }) => {
+                assert_eq!((error.reason.as_str(), error.message.as_str(), error.retryable), ("Refused", "asked to fail", false))
+            }
             other => panic!("{name}: expected the plugin's own error, got {other:?}"),
         }
         // A runaway call leaves nothing behind: the next call is fresh.
@@ -300,8 +305,12 @@ fn javascript_then_python_hello_run_on_the_embedded_cluster_through_kubectl() {
     let addr = line.trim_start_matches("metrics at http://").trim_end_matches("/metrics").to_string();
 
     let apply = |greeting: &str| {
-        let hello = format!("apiVersion: example.operator.dev/v1alpha1\nkind: Hello\nmetadata:\n  name: world\n  namespace: default\nspec:\n  greeting: {greeting}\n");
-        poll("kubectl apply of a Hello (once its CRD is served)", || kubectl(&kubeconfig, &["apply", "-f", "-"], Some(&hello)).status.success().then_some(()));
+        let hello = format!(
+            "apiVersion: example.operator.dev/v1alpha1\nkind: Hello\nmetadata:\n  name: world\n  namespace: default\nspec:\n  greeting: {greeting}\n"
+        );
+        poll("kubectl apply of a Hello (once its CRD is served)", || {
+            kubectl(&kubeconfig, &["apply", "-f", "-"], Some(&hello)).status.success().then_some(())
+        });
     };
     let greeting = || text(&kubectl(&kubeconfig, &["get", "configmap", "world-greeting", "-o", "jsonpath={.data.greeting}"], None).stdout);
     apply("Hi");
@@ -310,7 +319,9 @@ fn javascript_then_python_hello_run_on_the_embedded_cluster_through_kubectl() {
         let o = kubectl(&kubeconfig, &["get", "hello", "world", "-o", "jsonpath={.status.upToDate}"], None);
         (text(&o.stdout) == "true").then_some(())
     });
-    poll("a reconcile by hello-js in the metrics", || metrics(&addr)?.contains("controller_runtime_reconcile_total{controller=\"hello-js\",result=\"success\"}").then_some(()));
+    poll("a reconcile by hello-js in the metrics", || {
+        metrics(&addr)?.contains("controller_runtime_reconcile_total{controller=\"hello-js\",result=\"success\"}").then_some(())
+    });
 
     let staged = dir.path().join("hello.wasm.new");
     std::fs::copy(built_plugin("hello-py"), &staged).unwrap();

@@ -175,4 +175,3 @@ fn modified(path: &Path) -> Option<SystemTime> {
 fn read(path: &Path) -> Result<String> {
     std::fs::read_to_string(path).map_err(|e| format!("read {}: {e}", path.display()))
 }
-
