@@ -5,7 +5,8 @@
 //! - `build`: builds every plugin to Wasm with plain cargo, then the host.
 //!   Shipped plugins are copied to `target/plugins/<name>.wasm`, with a gzipped
 //!   copy `<name>.wasm.gz` beside each (what fits a ConfigMap's 1 MiB; see
-//!   docs/operations.md).
+//!   docs/operations.md); then the JavaScript and Python example plugins (see
+//!   `languages`; `run` skips them, it needs only the shipped plugins).
 //! - `test`: `setup`, `build`, then cargo-component 0.21 (installed when
 //!   missing; only the test proving the author toolchain needs it) builds one
 //!   plugin, then every test of the workspace.
@@ -16,6 +17,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
+
+mod languages;
 
 /// Plugins shipped to users, built to `target/plugins/<name>.wasm`.
 const SHIPPED: &[&str] = &["cronjob", "mydeployment"];
@@ -34,9 +37,10 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("setup") => setup(),
-        Some("build") => setup().and_then(|()| build()),
+        Some("build") => setup().and_then(|()| build()).and_then(|()| languages::build()),
         Some("test") => setup()
             .and_then(|()| build())
+            .and_then(|()| languages::build())
             .and_then(|()| component_build())
             .and_then(|()| test(&args[1..])),
         Some("run") => setup().and_then(|()| build()).and_then(|()| run(&args[1..])),

@@ -17,6 +17,7 @@ mod fault_soak;
 mod finalizer;
 mod hostile_neighbour;
 mod hotswap;
+mod languages;
 mod leader;
 mod ownership;
 mod robustness;
