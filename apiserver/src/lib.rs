@@ -42,6 +42,7 @@ pub mod store;
 pub mod table;
 pub mod validation;
 pub mod watch;
+pub mod wire;
 
 pub use admission::{Admission, Denial};
 pub use auth::{Access, Refusal, UserInfo};

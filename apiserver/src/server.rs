@@ -237,7 +237,7 @@ where
                 Err(e) => {
                     let err = crate::status::ApiError::bad_request(format!("reading request body: {e}"));
                     let mut r =
-                        Response::new(http_body_util::Full::new(Bytes::from(serde_json::to_vec(&err.to_status()).expect("json"))).boxed_unsync());
+                        Response::new(http_body_util::Full::new(Bytes::from(crate::wire::to_vec(&err.to_status()))).boxed_unsync());
                     *r.status_mut() = http::StatusCode::BAD_REQUEST;
                     return Ok(r);
                 }
