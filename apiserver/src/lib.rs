@@ -15,6 +15,7 @@
 
 pub mod admission;
 pub mod auth;
+pub mod bootstrap;
 pub mod builtin_schema;
 pub mod clock;
 pub mod cluster;
@@ -37,6 +38,7 @@ pub mod rest;
 pub mod schema;
 pub mod selector;
 pub mod server;
+pub mod services;
 pub mod status;
 pub mod store;
 pub mod table;

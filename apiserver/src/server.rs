@@ -119,6 +119,7 @@ impl ApiServer {
     pub async fn serve_on(&self, addr: SocketAddr) -> std::io::Result<ServerHandle> {
         let listener = tokio::net::TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
+        self.core.ensure_kubernetes_service(Some(addr)); // the kubernetes Service names where we serve
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let core = self.core.clone();
         let task = tokio::spawn(accept_loop(listener, core, addr, stop_rx));

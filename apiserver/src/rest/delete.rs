@@ -201,12 +201,13 @@ impl Core {
         self.store.commit(&key, Some(object_rv(&obj)), Write::Delete).is_ok()
     }
 
-    pub(super) fn namespace_terminating(&self, ns: &str) -> bool {
+    pub(crate) fn namespace_terminating(&self, ns: &str) -> bool {
         let nsr = self.registry.find("", "v1", "namespaces").expect("namespaces");
         self.store.get(&self.key(&nsr, "", ns)).is_some_and(|o| o.pointer("/metadata/deletionTimestamp").is_some())
     }
 
     pub(super) fn after_delete(&self, res: &Resource, obj: &Value) {
+        self.keep_cluster_objects(res, obj);
         if res.namespaced {
             let ns = meta_str(obj, "namespace");
             if !ns.is_empty() && self.namespace_terminating(&ns) {
