@@ -125,10 +125,14 @@ pub fn allocate(svc: &mut Value, taken: &Taken) -> Result<(), Vec<Cause>> {
     if !svc.get("spec").is_some_and(Value::is_object) {
         return Ok(());
     }
+    // Upstream allocates IPs, then node ports, and stops at the first failure.
     let mut causes = vec![];
     let kind = service_type(svc).to_string();
     if kind != "ExternalName" {
         allocate_ips(svc, taken, &mut causes);
+        if !causes.is_empty() {
+            return Err(causes);
+        }
     }
     if kind == "ClusterIP" {
         for (i, p) in svc.pointer("/spec/ports").and_then(Value::as_array).into_iter().flatten().enumerate() {
@@ -257,6 +261,9 @@ fn allocate_node_ports(svc: &mut Value, taken: &Taken, causes: &mut Vec<Cause>) 
             n => {
                 mine.insert(n);
             }
+        }
+        if !causes.is_empty() {
+            return;
         }
     }
 }

@@ -142,10 +142,10 @@ fn write(out: &mut Vec<u8>, v: &Value, role: Role) {
         Value::Object(map) => {
             let (first, own) = members(map, role);
             let is_status = map.get("kind").and_then(Value::as_str) == Some("Status");
-            let known = first.iter().filter(|k| map.contains_key(**k)).copied();
-            let rest = map.keys().map(String::as_str).filter(|k| !first.contains(k));
+            let mut keys: Vec<&str> = first.iter().copied().filter(|k| map.contains_key(*k)).collect();
+            keys.extend(map.keys().map(String::as_str).filter(|k| !first.iter().any(|f| f == k)));
             out.push(b'{');
-            for (i, key) in known.chain(rest).enumerate() {
+            for (i, key) in keys.into_iter().enumerate() {
                 if i > 0 {
                     out.push(b',');
                 }

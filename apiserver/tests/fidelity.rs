@@ -284,19 +284,23 @@ async fn services_get_cluster_ips_and_node_ports_and_taken_ones_are_refused() {
     assert!(ext["spec"].get("clusterIP").is_none() && ext["spec"].get("ipFamilies").is_none(), "{ext}");
 
     // Taken values are refused with upstream's wording, and released on delete.
-    let taken = "apiVersion: v1\nkind: Service\nmetadata: {name: again}\nspec: {clusterIP: 10.96.0.10, type: NodePort, ports: [{port: 80, nodePort: 30080}]}\n";
-    let out = c.apply("taken.yaml", taken).await;
-    assert_ne!(out.code, 0);
+    let taken_ip = "apiVersion: v1\nkind: Service\nmetadata: {name: again}\nspec: {clusterIP: 10.96.0.10, ports: [{port: 80}]}\n";
+    let out = c.apply("taken-ip.yaml", taken_ip).await;
     assert!(
-        out.stderr.contains(r#"Service "again" is invalid: [spec.clusterIPs: Invalid value: []string{"10.96.0.10"}: failed to allocate IP 10.96.0.10: provided IP is already allocated, spec.ports[0].nodePort: Invalid value: 30080: provided port is already allocated]"#),
+        out.stderr.contains(r#"Service "again" is invalid: spec.clusterIPs: Invalid value: []string{"10.96.0.10"}: failed to allocate IP 10.96.0.10: provided IP is already allocated"#),
         "{}",
         out.stderr
     );
+    let taken_port = "apiVersion: v1\nkind: Service\nmetadata: {name: twice}\nspec: {type: NodePort, ports: [{port: 80, nodePort: 30080}]}\n";
+    let out = c.apply("taken-port.yaml", taken_port).await;
+    assert!(out.stderr.contains(r#"Service "twice" is invalid: spec.ports[0].nodePort: Invalid value: 30080: provided port is already allocated"#), "{}", out.stderr);
     let out = c.apply("range.yaml", "apiVersion: v1\nkind: Service\nmetadata: {name: low}\nspec: {type: NodePort, ports: [{port: 80, nodePort: 29999}]}\n").await;
     assert!(out.stderr.contains("spec.ports[0].nodePort: Invalid value: 29999: provided port is not in the valid range. The range of valid ports is 30000-32767"), "{}", out.stderr);
     c.ok(&["delete", "svc", "web", "fixed"]).await;
-    let out = c.apply("taken.yaml", taken).await;
-    assert_eq!(out.code, 0, "released on delete: {}", out.stderr);
+    for (file, yaml) in [("taken-ip.yaml", taken_ip), ("taken-port.yaml", taken_port)] {
+        let out = c.apply(file, yaml).await;
+        assert_eq!(out.code, 0, "released on delete: {}", out.stderr);
+    }
     // An apply without the allocated values keeps them (upstream's patchAllocatedValues).
     let reapplied = c.apply("svcs2.yaml", "apiVersion: v1\nkind: Service\nmetadata: {name: lb}\nspec:\n  type: LoadBalancer\n  ports: [{port: 443}]\n  sessionAffinity: ClientIP\n").await;
     assert_eq!(reapplied.code, 0, "{}", reapplied.stderr);
