@@ -25,9 +25,10 @@ use std::task::{Context, Poll};
 ///
 /// let server = apiserver::ApiServer::new();
 /// let cms: Api<ConfigMap> = Api::namespaced(server.kube_client(), "default");
+/// let before: u64 = cms.list(&Default::default()).await.unwrap().metadata.resource_version.unwrap().parse().unwrap();
 /// let cm = serde_json::from_value(serde_json::json!({"metadata": {"name": "hello"}})).unwrap();
 /// let created = cms.create(&PostParams::default(), &cm).await.unwrap();
-/// assert_eq!(created.metadata.resource_version.as_deref(), Some("5")); // after 4 namespaces
+/// assert_eq!(created.metadata.resource_version, Some((before + 1).to_string())); // one global counter
 ///
 /// // The same cluster over HTTP, for kubectl:
 /// let handle = server.serve().await.unwrap();

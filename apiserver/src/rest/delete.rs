@@ -139,7 +139,10 @@ impl Core {
         if returns_deleted_object(res) {
             return self.present(res, gone);
         }
-        let details = json!({"name": meta_str(&gone, "name"), "group": res.group, "kind": res.plural, "uid": meta_str(&gone, "uid")});
+        let mut details = json!({"name": meta_str(&gone, "name"), "group": res.group, "kind": res.plural, "uid": meta_str(&gone, "uid")});
+        if res.group.is_empty() {
+            details.as_object_mut().expect("object").remove("group"); // omitempty
+        }
         success(Some(details))
     }
 
