@@ -180,6 +180,17 @@ fn valid_subdomain(name: &str) -> bool {
         })
 }
 
+/// What upstream's `path.ValidatePathSegmentName` finds wrong with a name, if anything.
+fn path_segment_problem(name: &str) -> Option<&'static str> {
+    match name {
+        "." => Some("may not be '.'"),
+        ".." => Some("may not be '..'"),
+        n if n.contains('/') => Some("may not contain '/'"),
+        n if n.contains('%') => Some("may not contain '%'"),
+        _ => None,
+    }
+}
+
 fn valid_label(name: &str) -> bool {
     valid_subdomain(name) && !name.contains('.') && name.len() <= 63
 }
@@ -525,6 +536,12 @@ impl Core {
         let name = meta_str(obj, "name");
         let (ok, msg) = if res.kind == "Namespace" && res.group.is_empty() {
             (valid_label(&name), DNS1123_LABEL)
+        } else if res.group == "rbac.authorization.k8s.io" {
+            // ValidateRBACName is path.ValidatePathSegmentName: `system:node` is a valid name.
+            match path_segment_problem(&name) {
+                Some(why) => (false, why),
+                None => (true, ""),
+            }
         } else {
             (valid_subdomain(&name), DNS1123_SUBDOMAIN)
         };
