@@ -255,7 +255,7 @@ async fn kubectl_delete_honours_cascade_modes() {
     assert!(lines.iter().any(|l| l.starts_with("orphan") && l.contains("[orphan]")), "{left}");
     c.ok(&["patch", "cm", "fg", "--type", "json", "-p", r#"[{"op":"remove","path":"/metadata/finalizers"}]"#]).await;
     let after = c.ok(&["get", "cm", "-o", "name"]).await;
-    assert_eq!(after.trim(), "configmap/orphan", "removing the last finalizer deletes");
+    assert_eq!(after.trim(), "configmap/kube-root-ca.crt\nconfigmap/orphan", "removing the last finalizer deletes");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
