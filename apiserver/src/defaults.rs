@@ -116,10 +116,20 @@ pub fn apply(group: &str, kind: &str, obj: &mut Value, creating: bool) {
             template(obj, true);
         }
         ("", "Service") => {
-            if let Some(spec) = obj.get_mut("spec") {
+            if let Some(spec) = obj.get_mut("spec").filter(|s| s.is_object()) {
+                // SetDefaults_Service.
                 set_default(spec, "type", json!("ClusterIP"));
                 set_default(spec, "sessionAffinity", json!("None"));
-                set_default(spec, "internalTrafficPolicy", json!("Cluster"));
+                let kind = spec["type"].as_str().unwrap_or_default().to_string();
+                if kind != "ExternalName" {
+                    set_default(spec, "internalTrafficPolicy", json!("Cluster"));
+                }
+                if kind == "NodePort" || kind == "LoadBalancer" {
+                    set_default(spec, "externalTrafficPolicy", json!("Cluster"));
+                }
+                if kind == "LoadBalancer" {
+                    set_default(spec, "allocateLoadBalancerNodePorts", json!(true));
+                }
                 if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
                     for p in ports {
                         set_default(p, "protocol", json!("TCP"));

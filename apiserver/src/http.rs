@@ -37,7 +37,7 @@ fn full(code: StatusCode, content_type: &str, bytes: Vec<u8>) -> Response<Body> 
 }
 
 fn json(code: u16, v: &Value) -> Response<Body> {
-    full(StatusCode::from_u16(code).unwrap_or(StatusCode::OK), "application/json", serde_json::to_vec(v).expect("json"))
+    full(StatusCode::from_u16(code).unwrap_or(StatusCode::OK), "application/json", crate::wire::to_vec(v))
 }
 
 fn error(e: &ApiError) -> Response<Body> {
@@ -85,7 +85,9 @@ impl Req<'_> {
 
     fn list_options(&self, res: &Resource) -> Result<ListOptions> {
         let labels = LabelSelector::parse(self.q("labelSelector").unwrap_or_default()).map_err(|e| ApiError::bad_request(e.to_string()))?;
-        let fields = FieldSelector::parse(self.q("fieldSelector").unwrap_or_default()).map_err(|e| ApiError::bad_request(e.to_string()))?;
+        let fields = FieldSelector::parse(self.q("fieldSelector").unwrap_or_default())
+            .map_err(|e| ApiError::bad_request(e.to_string()))?
+            .for_resource(&res.group, &res.plural);
         let supported = supported_fields(&res.group, &res.plural);
         if !res.custom {
             if let Some(f) = fields.fields().find(|f| !supported.contains(f)) {
@@ -100,6 +102,24 @@ impl Req<'_> {
             limit: self.q("limit").and_then(|l| l.parse().ok()).unwrap_or(0),
             continue_token: self.q("continue").map(String::from),
         })
+    }
+
+    /// An object answer, transformed as the Accept header asks (`as=Table`,
+    /// `as=PartialObjectMetadata`) for every verb, as upstream's `transformResponseObject`
+    /// does; a Status (a DELETE's Success) passes unchanged.
+    fn object(&self, core: &Core, res: &Resource, code: u16, obj: Value) -> Response<Body> {
+        if is_status(&obj) {
+            return json(code, &obj);
+        }
+        if self.wants_table() {
+            let meta = serde_json::json!({"resourceVersion": obj["metadata"]["resourceVersion"]});
+            let include = self.q("includeObject").unwrap_or("Metadata");
+            return json(code, &table::to_table(res, &[obj], meta, include, core.config.clock.now()));
+        }
+        if self.wants_metadata() {
+            return json(code, &partial_metadata(&obj));
+        }
+        json(code, &obj)
     }
 
     fn body_json(&self) -> Result<Value> {
@@ -312,13 +332,41 @@ fn review(core: &Core, res: &Resource, body: Value, user: &UserInfo) -> Value {
     body
 }
 
+/// Subresources a 1.32 server serves that need a container runtime or a network path to a
+/// node; the embedded cluster runs neither.
+const RUNTIME_SUBRESOURCES: &[(&str, &str, &str)] =
+    &[("", "pods", "exec"), ("", "pods", "attach"), ("", "pods", "portforward"), ("", "pods", "proxy"), ("", "services", "proxy"), ("", "nodes", "proxy")];
+
+/// The answer to a subresource we do not serve: for one a real server has (`pods/exec`, ...),
+/// a 405 Status naming it once the object is found (so `kubectl exec` says what is missing
+/// rather than "could not find the requested resource"); for any other, upstream's 404.
+fn unserved_subresource(core: &Core, res: &Resource, ns: &str, name: &str, sub: &str) -> ApiError {
+    if !RUNTIME_SUBRESOURCES.contains(&(res.group.as_str(), res.plural.as_str(), sub)) {
+        return ApiError::no_route();
+    }
+    if let Err(e) = core.get(res, ns, name) {
+        return e;
+    }
+    let mut e = ApiError::method_not_allowed("");
+    e.message = format!("{}/{sub} is not supported by the embedded API server: it runs no containers and has no network path to nodes", res.plural);
+    e.name = Some(name.to_string());
+    e.group = Some(res.group.clone());
+    e.kind = Some(format!("{}/{sub}", res.plural));
+    e
+}
+
+/// Whether a body is a `v1 Status` (never transformed, as upstream's `doTransformObject`).
+fn is_status(v: &Value) -> bool {
+    v.get("kind").and_then(Value::as_str) == Some("Status") && v.get("apiVersion").and_then(Value::as_str) == Some("v1")
+}
+
 /// `meta.k8s.io/v1 PartialObjectMetadata` of an object (what metadata-only clients ask for).
 pub fn partial_metadata(obj: &Value) -> Value {
     serde_json::json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]})
 }
 
 fn aggregated_response(v: Value) -> Response<Body> {
-    full(StatusCode::OK, AGGREGATED, serde_json::to_vec(&v).expect("json"))
+    full(StatusCode::OK, AGGREGATED, crate::wire::to_vec(&v))
 }
 
 struct Target<'a> {
@@ -388,7 +436,7 @@ async fn resource(core: &Arc<Core>, group: &str, version: &str, rest: &[&str], r
         None => Sub::Main,
         Some("status") if res.status => Sub::Status,
         Some("scale") if res.scale.is_some() => Sub::Scale,
-        Some(_) => return Err(ApiError::no_route()),
+        Some(other) => return Err(unserved_subresource(core, &res, ns, t.name.unwrap_or_default(), other)),
     };
     let method = r.method.clone();
     let resuming = verb == "watch" && !matches!(r.q("resourceVersion"), None | Some("") | Some("0"));
@@ -408,8 +456,8 @@ async fn resource(core: &Arc<Core>, group: &str, version: &str, rest: &[&str], r
         Some(FaultAction::ExpireWatch) if verb == "watch" => {
             let rv = r.q("resourceVersion").unwrap_or_default();
             let e = ApiError::expired(format!("too old resource version: {rv} ({}) (injected fault)", core.store.current_rv()));
-            let line = format!("{}\n", serde_json::json!({"type": "ERROR", "object": e.to_status()}));
-            return Ok(full(StatusCode::OK, "application/json", line.into_bytes()));
+            let line = crate::wire::to_vec(&serde_json::json!({"type": "ERROR", "object": e.to_status()}));
+            return Ok(full(StatusCode::OK, "application/json", line));
         }
         Some(FaultAction::ExpireWatch) => return Err(ApiError::expired("injected fault")),
         Some(FaultAction::CloseWatch) => {
@@ -422,10 +470,10 @@ async fn resource(core: &Arc<Core>, group: &str, version: &str, rest: &[&str], r
         let view = |v: Value| core.present(&res, v);
         match (&method, t.name) {
             (&Method::POST, None) => {
-                return Ok(json(201, &view(core.create(&storage, ns, to_storage(r.body_json()?), &r.write_options())?)));
+                return Ok(r.object(core, &res, 201, view(core.create(&storage, ns, to_storage(r.body_json()?), &r.write_options())?)));
             }
             (&Method::PUT, Some(name)) => {
-                return Ok(json(200, &view(core.update(&storage, ns, name, to_storage(r.body_json()?), Sub::Main, &r.write_options())?)));
+                return Ok(r.object(core, &res, 200, view(core.update(&storage, ns, name, to_storage(r.body_json()?), Sub::Main, &r.write_options())?)));
             }
             (&Method::PATCH, Some(name)) => {
                 let ptype = PatchType::from_content_type(&r.content_type).ok_or_else(|| {
@@ -440,12 +488,13 @@ async fn resource(core: &Arc<Core>, group: &str, version: &str, rest: &[&str], r
                 if ptype == PatchType::Apply && r.q("fieldManager").is_none_or(str::is_empty) {
                     opts.field_manager.clear();
                 }
-                return Ok(json(200, &core.patch_view(&res, &storage, ns, name, ptype, r.body, &opts)?));
+                return Ok(r.object(core, &res, 200, core.patch_view(&res, &storage, ns, name, ptype, r.body, &opts)?));
             }
             (&Method::DELETE, Some(name)) => {
                 return match core.delete(&storage, ns, name, &r.delete_options()?)? {
-                    Deleted::Now(v) => Ok(json(200, &view(v))),
-                    Deleted::Pending(v) => Ok(json(202, &view(v))),
+                    Deleted::Now(v) if is_status(&v) => Ok(json(200, &v)),
+                    Deleted::Now(v) => Ok(r.object(core, &res, 200, view(v))),
+                    Deleted::Pending(v) => Ok(r.object(core, &res, 202, view(v))),
                 };
             }
             _ => {}
@@ -480,26 +529,18 @@ async fn resource(core: &Arc<Core>, group: &str, version: &str, rest: &[&str], r
             if sub == Sub::Scale {
                 return Ok(json(200, &core.get_scale(&res, ns, name)?));
             }
-            let obj = core.get(&res, ns, name)?;
-            if r.wants_table() {
-                let meta = serde_json::json!({"resourceVersion": obj["metadata"]["resourceVersion"]});
-                return Ok(json(200, &table::to_table(&res, &[obj], meta, r.q("includeObject").unwrap_or("Metadata"), core.config.clock.now())));
-            }
-            if r.wants_metadata() {
-                return Ok(json(200, &partial_metadata(&obj)));
-            }
-            Ok(json(200, &obj))
+            Ok(r.object(core, &res, 200, core.get(&res, ns, name)?))
         }
         (Method::POST, None) => {
             let body = r.body_json()?;
-            Ok(json(201, &core.create(&res, ns, body, &r.write_options())?))
+            Ok(r.object(core, &res, 201, core.create(&res, ns, body, &r.write_options())?))
         }
         (Method::PUT, Some(name)) => {
             if sub == Sub::Scale {
                 return Ok(json(200, &core.update_scale(&res, ns, name, None, r.body, &r.write_options())?));
             }
             let body = r.body_json()?;
-            Ok(json(200, &core.update(&res, ns, name, body, sub, &r.write_options())?))
+            Ok(r.object(core, &res, 200, core.update(&res, ns, name, body, sub, &r.write_options())?))
         }
         (Method::PATCH, Some(name)) => {
             let accepted: &[&str] = if res.custom {
@@ -520,11 +561,11 @@ async fn resource(core: &Arc<Core>, group: &str, version: &str, rest: &[&str], r
             if ptype == PatchType::Apply && r.q("fieldManager").is_none_or(str::is_empty) {
                 opts.field_manager.clear(); // apply needs an explicit manager, as upstream
             }
-            Ok(json(200, &core.patch(&res, ns, name, ptype, r.body, sub, &opts)?))
+            Ok(r.object(core, &res, 200, core.patch(&res, ns, name, ptype, r.body, sub, &opts)?))
         }
         (Method::DELETE, Some(name)) if sub == Sub::Main => match core.delete(&res, ns, name, &r.delete_options()?)? {
-            Deleted::Now(v) => Ok(json(200, &v)),
-            Deleted::Pending(v) => Ok(json(202, &v)),
+            Deleted::Now(v) => Ok(r.object(core, &res, 200, v)),
+            Deleted::Pending(v) => Ok(r.object(core, &res, 202, v)),
         },
         (Method::DELETE, None) => {
             let lo = r.list_options(&res)?;

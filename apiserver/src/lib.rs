@@ -15,6 +15,7 @@
 
 pub mod admission;
 pub mod auth;
+pub mod bootstrap;
 pub mod builtin_schema;
 pub mod clock;
 pub mod cluster;
@@ -38,11 +39,13 @@ pub mod rest;
 pub mod schema;
 pub mod selector;
 pub mod server;
+pub mod services;
 pub mod status;
 pub mod store;
 pub mod table;
 pub mod validation;
 pub mod watch;
+pub mod wire;
 pub mod yaml;
 
 pub use admission::{Admission, Denial};

@@ -4,13 +4,13 @@
 //! There is no deny rule; what no rule allows is forbidden.
 //!
 //! The rules come from the stored `rbac.authorization.k8s.io/v1` objects at the time of each
-//! request, so `kubectl apply` of a Role changes what is allowed at once. Two things are built in
-//! rather than stored: `system:masters` may do anything (as upstream, before any RBAC check), and
-//! every authenticated user gets what upstream's bootstrap roles `system:discovery`,
+//! request, so `kubectl apply` of a Role changes what is allowed at once. The bootstrap roles
+//! and bindings are stored like any ([`crate::bootstrap::policy`]), and aggregated ClusterRoles
+//! hold the rules the aggregation controller copied into them. Two things are also built in:
+//! `system:masters` may do anything (as upstream, before any RBAC check), and every
+//! authenticated user gets what the bootstrap roles `system:discovery`,
 //! `system:public-info-viewer` and `system:basic-user` give (discovery, `/version`, health, and
-//! reviews of their own access). Keeping those out of the store keeps `kubectl get clusterroles`
-//! and resourceVersions of a fresh server as they were. Aggregated ClusterRoles are not
-//! expanded.
+//! reviews of their own access) even if those bindings were deleted.
 
 use serde_json::Value;
 

@@ -150,7 +150,12 @@ impl std::fmt::Display for LabelSelector {
 
 /// A parsed field selector: `metadata.name=x,status.phase!=Running`.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct FieldSelector(pub Vec<(String, bool, String)>);
+pub struct FieldSelector {
+    /// (field, equals, value) terms; all must hold.
+    pub terms: Vec<(String, bool, String)>,
+    /// (group, plural) whose field label conversion reads the fields (see [`FieldSelector::for_resource`]).
+    resource: Option<(String, String)>,
+}
 
 impl FieldSelector {
     /// Parse; only `=`, `==` and `!=` exist for fields.
@@ -168,26 +173,71 @@ impl FieldSelector {
             };
             out.push((k.trim().to_string(), eq, v.trim().to_string()));
         }
-        Ok(FieldSelector(out))
+        Ok(FieldSelector { terms: out, resource: None })
+    }
+
+    /// Read fields as the resource's registry does (its `...ToSelectableFields`): unset
+    /// booleans and integers compare as Go's zero values, some labels name other fields.
+    #[must_use]
+    pub fn for_resource(mut self, group: &str, plural: &str) -> Self {
+        self.resource = Some((group.to_string(), plural.to_string()));
+        self
     }
 
     /// The fields named in the selector (for the "field label not supported" check).
     pub fn fields(&self) -> impl Iterator<Item = &str> {
-        self.0.iter().map(|(k, _, _)| k.as_str())
+        self.terms.iter().map(|(k, _, _)| k.as_str())
     }
 
-    /// Whether the object matches. Missing fields read as "".
+    /// Whether the object matches.
     pub fn matches(&self, obj: &Value) -> bool {
-        self.0.iter().all(|(k, eq, v)| {
-            let ptr = format!("/{}", k.replace('.', "/"));
-            let actual = match obj.pointer(&ptr) {
-                Some(Value::String(s)) => s.clone(),
-                Some(Value::Bool(b)) => b.to_string(),
-                Some(Value::Number(n)) => n.to_string(),
-                _ => String::new(),
-            };
-            (actual == *v) == *eq
-        })
+        let (group, plural) = self.resource.as_ref().map(|(g, p)| (g.as_str(), p.as_str())).unwrap_or_default();
+        self.terms.iter().all(|(k, eq, v)| (selectable_value(group, plural, k, obj) == *v) == *eq)
+    }
+}
+
+/// The Go type of a selectable field, which decides how an unset field reads.
+#[derive(Clone, Copy)]
+enum Zero {
+    /// `""`.
+    Str,
+    /// `strconv.FormatBool(false)`.
+    Bool,
+    /// `strconv.Itoa(0)`.
+    Int,
+}
+
+/// The value upstream's field set holds for `field` of an object of (group, plural):
+/// `fields.Set` entries are strings built from the typed object, so a missing bool is
+/// `"false"` and a missing int `"0"`, never absent.
+fn selectable_value(group: &str, plural: &str, field: &str, obj: &Value) -> String {
+    let read = |ptr: &str, zero: Zero| match obj.pointer(ptr) {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Bool(b)) => b.to_string(),
+        Some(Value::Number(n)) => n.to_string(),
+        _ => match zero {
+            Zero::Str => String::new(),
+            Zero::Bool => "false".into(),
+            Zero::Int => "0".into(),
+        },
+    };
+    match (group, plural, field) {
+        ("", "pods", "spec.hostNetwork") => read("/spec/hostNetwork", Zero::Bool),
+        // podToSelectableFields: the first of status.podIPs.
+        ("", "pods", "status.podIP") => match obj.pointer("/status/podIPs/0/ip") {
+            Some(Value::String(ip)) => ip.clone(),
+            _ => read("/status/podIP", Zero::Str),
+        },
+        ("", "nodes", "spec.unschedulable") => read("/spec/unschedulable", Zero::Bool),
+        // JobToSelectableFields: "status.successful" is status.succeeded.
+        ("batch", "jobs", "status.successful") => read("/status/succeeded", Zero::Int),
+        ("apps", "replicasets", "status.replicas") => read("/status/replicas", Zero::Int),
+        // Event ToSelectableFields: source.component, else reportingComponent.
+        ("", "events", "source") => match read("/source/component", Zero::Str) {
+            s if s.is_empty() => read("/reportingComponent", Zero::Str),
+            s => s,
+        },
+        _ => read(&format!("/{}", field.replace('.', "/")), Zero::Str),
     }
 }
 
@@ -250,6 +300,20 @@ mod tests {
         assert!(FieldSelector::parse("metadata.name=x").unwrap().matches(&o));
         assert!(FieldSelector::parse("status.phase!=Pending,metadata.namespace==ns").unwrap().matches(&o));
         assert!(!FieldSelector::parse("metadata.name=y").unwrap().matches(&o));
+    }
+
+    #[test]
+    fn unset_bools_and_ints_compare_as_go_zero_values() {
+        let node = json!({"metadata": {"name": "n"}, "spec": {}});
+        let sel = |s: &str, g: &str, p: &str| FieldSelector::parse(s).unwrap().for_resource(g, p);
+        assert!(sel("spec.unschedulable=false", "", "nodes").matches(&node));
+        assert!(!sel("spec.unschedulable=true", "", "nodes").matches(&node));
+        assert!(sel("spec.hostNetwork=false", "", "pods").matches(&json!({"spec": {}})));
+        let job = json!({"status": {}});
+        assert!(sel("status.successful=0", "batch", "jobs").matches(&job));
+        assert!(sel("status.successful=2", "batch", "jobs").matches(&json!({"status": {"succeeded": 2}})));
+        let ev = json!({"reportingComponent": "kubelet"});
+        assert!(sel("source=kubelet", "", "events").matches(&ev));
     }
 
     #[test]

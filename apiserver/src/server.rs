@@ -25,9 +25,10 @@ use std::task::{Context, Poll};
 ///
 /// let server = apiserver::ApiServer::new();
 /// let cms: Api<ConfigMap> = Api::namespaced(server.kube_client(), "default");
+/// let before: u64 = cms.list(&Default::default()).await.unwrap().metadata.resource_version.unwrap().parse().unwrap();
 /// let cm = serde_json::from_value(serde_json::json!({"metadata": {"name": "hello"}})).unwrap();
 /// let created = cms.create(&PostParams::default(), &cm).await.unwrap();
-/// assert_eq!(created.metadata.resource_version.as_deref(), Some("5")); // after 4 namespaces
+/// assert_eq!(created.metadata.resource_version, Some((before + 1).to_string())); // one global counter
 ///
 /// // The same cluster over HTTP, for kubectl:
 /// let handle = server.serve().await.unwrap();
@@ -119,6 +120,7 @@ impl ApiServer {
     pub async fn serve_on(&self, addr: SocketAddr) -> std::io::Result<ServerHandle> {
         let listener = tokio::net::TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
+        self.core.ensure_kubernetes_service(Some(addr)); // the kubernetes Service names where we serve
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let core = self.core.clone();
         let task = tokio::spawn(accept_loop(listener, core, addr, stop_rx));
@@ -236,7 +238,7 @@ where
                 Ok(bytes) => bytes,
                 Err(err) => {
                     let mut r =
-                        Response::new(http_body_util::Full::new(Bytes::from(serde_json::to_vec(&err.to_status()).expect("json"))).boxed_unsync());
+                        Response::new(http_body_util::Full::new(Bytes::from(crate::wire::to_vec(&err.to_status()))).boxed_unsync());
                     *r.status_mut() = http::StatusCode::from_u16(err.code).unwrap_or(http::StatusCode::BAD_REQUEST);
                     r.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
                     return Ok(r);

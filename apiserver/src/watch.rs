@@ -46,9 +46,7 @@ impl WatchParams {
 }
 
 fn line(kind: &str, object: &Value) -> Bytes {
-    let mut s = serde_json::to_string(&json!({"type": kind, "object": object})).expect("json");
-    s.push('\n');
-    Bytes::from(s)
+    Bytes::from(crate::wire::to_vec(&json!({"type": kind, "object": object})))
 }
 
 struct State {

@@ -3,6 +3,33 @@
 
 use super::*;
 
+/// Registries that set `ReturnDeletedObject: true` upstream (pkg/registry/*/storage/storage.go,
+/// 1.32): a DELETE that removes the object at once answers with it. Every other kind, custom
+/// resources included, answers `Status{status: Success, details: {name, group, kind: <plural>,
+/// uid}}`. CRDs answer with the object too: upstream's first DELETE of a CRD only adds the
+/// `customresourcecleanup` finalizer and returns the CRD (ours removes it at once).
+const RETURNS_DELETED_OBJECT: &[(&str, &str)] = &[
+    ("", "namespaces"),
+    ("", "persistentvolumeclaims"),
+    ("", "persistentvolumes"),
+    ("", "pods"),
+    ("", "podtemplates"),
+    ("", "resourcequotas"),
+    ("", "serviceaccounts"),
+    ("", "services"),
+    ("apiextensions.k8s.io", "customresourcedefinitions"),
+    ("storage.k8s.io", "csidrivers"),
+    ("storage.k8s.io", "csinodes"),
+    ("storage.k8s.io", "storageclasses"),
+    ("storage.k8s.io", "volumeattachments"),
+    ("storage.k8s.io", "volumeattributesclasses"),
+];
+
+/// Whether a DELETE of `res` answers with the deleted object (else a Success Status).
+pub(crate) fn returns_deleted_object(res: &Resource) -> bool {
+    !res.custom && RETURNS_DELETED_OBJECT.contains(&(res.group.as_str(), res.plural.as_str()))
+}
+
 impl Core {
     /// DELETE one object.
     pub fn delete(&self, res: &Resource, ns: &str, name: &str, opts: &DeleteOptions) -> Result<Deleted> {
@@ -49,7 +76,7 @@ impl Core {
                 }
             }
             if opts.dry_run {
-                return Ok(Deleted::Now(self.present(res, old)));
+                return Ok(Deleted::Now(self.deleted_answer(res, old)));
             }
             if let Some(grace) = self.graceful_pod_delete(res, &old, opts) {
                 let current = old.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64);
@@ -98,17 +125,25 @@ impl Core {
                 Ok(ev) => {
                     let gone = (*ev.object).clone();
                     self.after_delete(res, &gone);
-                    let returns_object = res.custom || (res.group.is_empty() && matches!(res.kind.as_str(), "Pod" | "Namespace"));
-                    return Ok(Deleted::Now(if returns_object {
-                        self.present(res, gone)
-                    } else {
-                        success(Some(json!({"name": name, "group": res.group, "kind": res.plural, "uid": meta_str(&gone, "uid")})))
-                    }));
+                    return Ok(Deleted::Now(self.deleted_answer(res, gone)));
                 }
                 Err(StoreError::Persist(e)) => return Err(persist_failed(e)),
                 Err(_) => continue,
             }
         }
+    }
+
+    /// What a DELETE that removed `gone` answers: the object, or a Success Status naming it
+    /// (upstream's `finalizeDelete`).
+    fn deleted_answer(&self, res: &Resource, gone: Value) -> Value {
+        if returns_deleted_object(res) {
+            return self.present(res, gone);
+        }
+        let mut details = json!({"name": meta_str(&gone, "name"), "group": res.group, "kind": res.plural, "uid": meta_str(&gone, "uid")});
+        if res.group.is_empty() {
+            details.as_object_mut().expect("object").remove("group"); // omitempty
+        }
+        success(Some(details))
     }
 
     /// The grace period a pod delete waits for, if it is graceful (upstream's pod strategy:
@@ -169,12 +204,13 @@ impl Core {
         self.store.commit(&key, Some(object_rv(&obj)), Write::Delete).is_ok()
     }
 
-    pub(super) fn namespace_terminating(&self, ns: &str) -> bool {
+    pub(crate) fn namespace_terminating(&self, ns: &str) -> bool {
         let nsr = self.registry.find("", "v1", "namespaces").expect("namespaces");
         self.store.get(&self.key(&nsr, "", ns)).is_some_and(|o| o.pointer("/metadata/deletionTimestamp").is_some())
     }
 
     pub(super) fn after_delete(&self, res: &Resource, obj: &Value) {
+        self.keep_cluster_objects(res, obj);
         if res.namespaced {
             let ns = meta_str(obj, "namespace");
             if !ns.is_empty() && self.namespace_terminating(&ns) {

@@ -125,6 +125,10 @@ pub struct Core {
     /// Default grace period (seconds) for deleting pods bound to a node, or -1: pods are deleted
     /// at once (no kubelet to finish them). Set by [`crate::cluster`] while its kubelet runs.
     pod_grace: std::sync::atomic::AtomicI64,
+    /// Held from reading the taken Service IPs and ports to the commit of a new Service.
+    service_allocation: Mutex<()>,
+    /// Set while the ClusterRole aggregation runs (its own writes call it again).
+    pub(crate) aggregating: std::sync::atomic::AtomicBool,
 }
 
 const GENERATE_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
@@ -176,6 +180,17 @@ fn valid_subdomain(name: &str) -> bool {
         })
 }
 
+/// What upstream's `path.ValidatePathSegmentName` finds wrong with a name, if anything.
+fn path_segment_problem(name: &str) -> Option<&'static str> {
+    match name {
+        "." => Some("may not be '.'"),
+        ".." => Some("may not be '..'"),
+        n if n.contains('/') => Some("may not contain '/'"),
+        n if n.contains('%') => Some("may not contain '%'"),
+        _ => None,
+    }
+}
+
 fn valid_label(name: &str) -> bool {
     valid_subdomain(name) && !name.contains('.') && name.len() <= 63
 }
@@ -213,10 +228,12 @@ impl Core {
             snapshots: Mutex::new(VecDeque::new()),
             next_snapshot: AtomicU64::new(1),
             pod_grace: std::sync::atomic::AtomicI64::new(-1),
+            service_allocation: Mutex::new(()),
+            aggregating: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
-    /// Create the namespaces every cluster starts with.
+    /// Create the namespaces and objects every cluster starts with ([`crate::bootstrap`]).
     pub fn bootstrap(&self) {
         let crds = self.registry.find("apiextensions.k8s.io", "v1", "customresourcedefinitions").expect("crds");
         for crd in self.store.list(&crds.group_resource(), None).0 {
@@ -228,6 +245,10 @@ impl Core {
                 let _ = self.create(&ns, "", json!({"metadata": {"name": name}}), &WriteOptions { field_manager: "kube-apiserver".into(), ..Default::default() });
             }
         }
+        for namespace in self.store.list(&ns.group_resource(), None).0 {
+            self.ensure_namespace_defaults(&meta_str(&namespace, "name")); // loaded from a data dir
+        }
+        self.bootstrap_objects();
     }
 
     /// Graceful pod deletion: with `Some(seconds)`, deleting a pod bound to a node (and not
@@ -478,6 +499,14 @@ impl Core {
             let api_version = res.api_version();
             fields::record_update(None, &mut obj, &self.writer(res, opts, Sub::Main, &api_version));
         }
+        // After managed fields: allocated values are the server's, owned by no manager.
+        let _allocating = if is_service(res) {
+            let guard = self.service_allocation.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            self.allocate_service(res, &mut obj, None)?;
+            Some(guard)
+        } else {
+            None
+        };
         for attempt in 0..8 {
             let name = meta_str(&obj, "name");
             let key = self.key(res, ns, &name);
@@ -508,6 +537,12 @@ impl Core {
         let name = meta_str(obj, "name");
         let (ok, msg) = if res.kind == "Namespace" && res.group.is_empty() {
             (valid_label(&name), DNS1123_LABEL)
+        } else if res.group == "rbac.authorization.k8s.io" {
+            // ValidateRBACName is path.ValidatePathSegmentName: `system:node` is a valid name.
+            match path_segment_problem(&name) {
+                Some(why) => (false, why),
+                None => (true, ""),
+            }
         } else {
             (valid_subdomain(&name), DNS1123_SUBDOMAIN)
         };
@@ -535,18 +570,8 @@ impl Core {
                 obj["status"] = json!({"phase": "Pending", "qosClass": "BestEffort"});
             }
             ("batch", "Job") => crate::defaults::job_selector(obj),
-            ("", "Service") => {
-                let ip_needed = obj.pointer("/spec/type").and_then(Value::as_str) != Some("ExternalName")
-                    && obj.pointer("/spec/clusterIP").and_then(Value::as_str).is_none_or(str::is_empty);
-                if ip_needed && obj.get("spec").is_some_and(Value::is_object) {
-                    let n = self.next_snapshot.fetch_add(1, Ordering::Relaxed);
-                    let ip = format!("10.96.{}.{}", (n / 250) % 250, n % 250 + 2);
-                    obj["spec"]["clusterIP"] = json!(ip);
-                    obj["spec"]["clusterIPs"] = json!([ip]);
-                    obj["spec"]["ipFamilies"] = json!(["IPv4"]);
-                    obj["spec"]["ipFamilyPolicy"] = json!("SingleStack");
-                }
-            }
+            // The service strategy's PrepareForCreate: an empty status, `{loadBalancer: {}}`.
+            ("", "Service") => obj["status"] = json!({"loadBalancer": {}}),
             ("apiextensions.k8s.io", "CustomResourceDefinition") => {
                 let status = crd::accepted_status(obj, now);
                 obj["status"] = status;
@@ -560,6 +585,24 @@ impl Core {
             let group = obj.pointer("/spec/group").and_then(Value::as_str).unwrap_or_default();
             let plural = obj.pointer("/spec/names/plural").and_then(Value::as_str).unwrap_or_default();
             self.registry.set_custom(group, plural, crd::resources(obj));
+        }
+        self.keep_cluster_objects(res, obj);
+    }
+
+    /// What the controllers of [`crate::bootstrap`] do after a write or delete of `obj`: a
+    /// namespace gets (back) its default ServiceAccount and root CA ConfigMap, a ClusterRole
+    /// change re-runs aggregation.
+    pub(crate) fn keep_cluster_objects(&self, res: &Resource, obj: &Value) {
+        match (res.group.as_str(), res.plural.as_str()) {
+            ("", "namespaces") => self.ensure_namespace_defaults(&meta_str(obj, "name")),
+            ("", "serviceaccounts" | "configmaps") => {
+                let name = meta_str(obj, "name");
+                if name == crate::bootstrap::DEFAULT_SERVICE_ACCOUNT || name == crate::bootstrap::ROOT_CA_CONFIGMAP {
+                    self.ensure_namespace_defaults(&meta_str(obj, "namespace"));
+                }
+            }
+            ("rbac.authorization.k8s.io", "clusterroles") => self.aggregate_cluster_roles(),
+            _ => {}
         }
     }
 
@@ -628,7 +671,13 @@ impl Core {
                 ));
             }
         }
+        if is_service(res) && sub == Sub::Main {
+            crate::services::keep_allocated(&mut new, old);
+        }
         let mut new = self.admit(res, new, Some(old), sub, opts)?;
+        if is_service(res) && sub == Sub::Main {
+            self.allocate_service(res, &mut new, Some(old))?;
+        }
         if res.generation && strip_for_compare(old, res.status) != strip_for_compare(&new, res.status) {
             let g = old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0);
             meta(&mut new).insert("generation".into(), json!(g + 1));
@@ -698,6 +747,21 @@ impl Core {
 fn etcd_key(res: &Resource, ns: &str, name: &str) -> String {
     let resource = if res.group.is_empty() { res.plural.clone() } else { format!("{}/{}", res.group, res.plural) };
     if ns.is_empty() { format!("/registry/{resource}/{name}") } else { format!("/registry/{resource}/{ns}/{name}") }
+}
+
+fn is_service(res: &Resource) -> bool {
+    res.group.is_empty() && res.plural == "services"
+}
+
+impl Core {
+    /// Cluster IPs and node ports of a Service being created or updated (`old`), against the
+    /// other stored Services.
+    fn allocate_service(&self, res: &Resource, svc: &mut Value, old: Option<&Value>) -> Result<()> {
+        let (services, _) = self.store.list(&res.group_resource(), None);
+        let uid = old.map(|o| meta_str(o, "uid"));
+        let taken = crate::services::Taken::of(&services, uid.as_deref());
+        crate::services::allocate(svc, &taken).map_err(|causes| ApiError::invalid(&res.group, &res.kind, &meta_str(svc, "name"), causes))
+    }
 }
 
 fn check_type(res: &Resource, obj: &Value) -> Result<()> {

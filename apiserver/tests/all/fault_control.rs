@@ -13,7 +13,8 @@ use serde_json::{Value, json};
 use std::time::Duration;
 
 fn cm(name: &str, value: &str) -> ConfigMap {
-    serde_json::from_value(json!({"metadata": {"name": name}, "data": {"v": value}})).unwrap()
+    // Labelled: the namespace's kube-root-ca.crt is not one of ours.
+    serde_json::from_value(json!({"metadata": {"name": name, "labels": {"test": "fault"}}, "data": {"v": value}})).unwrap()
 }
 
 fn inject(faults: &Faults, spec: &str) -> apiserver::FaultId {
@@ -53,7 +54,7 @@ async fn a_reflector_sees_every_change_despite_dropped_and_expired_watches() {
     let expiries = inject(server.faults(), "expire-watch:share=0.5,resource=configmaps");
     let cms: Api<ConfigMap> = Api::namespaced(server.kube_client(), "default");
     let (reader, writer) = reflector::store::<ConfigMap>();
-    let stream = reflector::reflector(writer, watcher(cms.clone(), watcher::Config::default()).default_backoff());
+    let stream = reflector::reflector(writer, watcher(cms.clone(), watcher::Config::default().labels("test=fault")).default_backoff());
     let task = tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
         while stream.next().await.is_some() {}
@@ -76,7 +77,7 @@ async fn a_reflector_sees_every_change_despite_dropped_and_expired_watches() {
     // Keep the watch busy until both faults have fired a few times.
     eventually("several drops and expiries", || server.faults().injected(drops) >= 3 && server.faults().injected(expiries) >= 1).await;
     let want: Vec<(String, String)> =
-        cms.list(&ListParams::default()).await.unwrap().items.into_iter().map(|c| (c.metadata.name.unwrap(), c.data.unwrap()["v"].clone())).collect();
+        cms.list(&ListParams::default().labels("test=fault")).await.unwrap().items.into_iter().map(|c| (c.metadata.name.unwrap(), c.data.unwrap()["v"].clone())).collect();
     assert_eq!(want.len(), 30, "40 created, 10 deleted");
     eventually("the reflector's store to equal the server's state", || {
         let mut have: Vec<(String, String)> =
@@ -117,7 +118,7 @@ async fn converge_under_conflicts_and_errors(seed: u64) -> (u64, u64) {
     }
     let (c, e) = (server.faults().injected(conflicts), server.faults().injected(errors));
     server.faults().clear_all();
-    let items = cms.list(&ListParams::default()).await.unwrap().items;
+    let items = cms.list(&ListParams::default().labels("test=fault")).await.unwrap().items;
     assert_eq!(items.len(), 20);
     assert!(items.iter().all(|c| c.data.as_ref().unwrap()["v"] == "v2"), "every update landed");
     (c, e)

@@ -204,7 +204,7 @@ async fn too_old_resource_version_is_gone_and_the_watcher_relists(client: kube::
         while stream.next().await.is_some() {}
     });
     reader.wait_until_ready().await.unwrap();
-    assert_eq!(reader.state().len(), 5);
+    assert_eq!(reader.state().len(), 6, "5 created and the namespace's kube-root-ca.crt");
     task.abort();
 }
 
@@ -282,7 +282,7 @@ async fn watcher_keeps_up_through_hours_of_virtual_time() {
         tokio::time::sleep(Duration::from_secs(3600)).await;
         assert!(reader.get(&reflector::ObjectRef::new(&name).within("default")).is_some(), "hour {hour}");
     }
-    assert_eq!(reader.state().len(), 6);
+    assert_eq!(reader.state().len(), 7, "6 created and the namespace's kube-root-ca.crt");
     task.abort();
 }
 
@@ -298,7 +298,7 @@ async fn delete_collection_removes_matching_objects() {
     let names: Vec<String> = deleted.left().unwrap().items.into_iter().map(|c| c.metadata.name.unwrap()).collect();
     assert_eq!(names, ["a", "b"]);
     let left: Vec<String> = cms.list(&ListParams::default()).await.unwrap().items.into_iter().map(|c| c.metadata.name.unwrap()).collect();
-    assert_eq!(left, ["c"]);
+    assert_eq!(left, ["c", "kube-root-ca.crt"]);
 }
 
 #[tokio::test]
@@ -310,10 +310,10 @@ async fn metadata_watcher_sees_partial_object_metadata() {
     cms.create(&PostParams::default(), &cm).await.unwrap();
     let meta = cms.get_metadata("m").await.unwrap();
     assert_eq!(meta.metadata.labels.unwrap()["a"], "b");
-    let list = cms.list_metadata(&ListParams::default()).await.unwrap();
+    let list = cms.list_metadata(&ListParams::default().labels("a=b")).await.unwrap();
     assert_eq!(list.items.len(), 1);
     let metas: Api<PartialObjectMeta<ConfigMap>> = Api::namespaced(server.kube_client(), "default");
-    let mut stream = watcher(metas, watcher::Config::default()).applied_objects().boxed();
+    let mut stream = watcher(metas, watcher::Config::default().labels("a=b")).applied_objects().boxed();
     let first = stream.try_next().await.unwrap().unwrap();
     assert_eq!(first.metadata.name.as_deref(), Some("m"));
 }

@@ -11,6 +11,7 @@ mod cluster;
 mod deployments;
 mod fault_control;
 mod faults;
+mod fidelity;
 mod kube_client;
 mod kubectl;
 mod persist;

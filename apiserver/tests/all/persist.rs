@@ -150,7 +150,7 @@ fn a_truncated_or_foreign_data_file_is_refused() {
 /// Refuses every write after the first `allowed`.
 struct FailingAfter {
     allowed: usize,
-    seen: AtomicUsize,
+    seen: Arc<AtomicUsize>,
 }
 
 impl Backend for FailingAfter {
@@ -161,8 +161,12 @@ impl Backend for FailingAfter {
 
 #[tokio::test]
 async fn a_write_that_cannot_be_persisted_is_refused_not_acknowledged() {
-    // The 4 system namespaces are the first writes.
-    let server = ApiServer::with_backend(Config::default(), Box::new(FailingAfter { allowed: 4, seen: AtomicUsize::new(0) }));
+    // What a fresh server writes first (namespaces, their defaults, the bootstrap objects) is
+    // allowed; counted on a server that refuses nothing.
+    let bootstrap = Arc::new(AtomicUsize::new(0));
+    let _counted = ApiServer::with_backend(Config::default(), Box::new(FailingAfter { allowed: usize::MAX, seen: bootstrap.clone() }));
+    let allowed = bootstrap.load(Ordering::SeqCst);
+    let server = ApiServer::with_backend(Config::default(), Box::new(FailingAfter { allowed, seen: Arc::new(AtomicUsize::new(0)) }));
     let (code, body) = common::post(&server, "/api/v1/namespaces/default/configmaps", json!({"metadata": {"name": "a"}})).await;
     assert_eq!(code, 500, "{body}");
     assert_eq!(body["reason"], "InternalError");

@@ -83,7 +83,8 @@ async fn a_token_user_may_do_what_its_role_allows_and_nothing_else() {
     let client = c.client_with_token("reader-token").await;
     let mine: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
     mine.create(&PostParams::default(), &config_map("allowed")).await.expect("create is in the Role");
-    assert_eq!(mine.list(&Default::default()).await.unwrap().items.len(), 1);
+    let listed: Vec<String> = mine.list(&Default::default()).await.unwrap().items.into_iter().filter_map(|c| c.metadata.name).collect();
+    assert_eq!(listed, ["allowed", "kube-root-ca.crt"]);
     assert_eq!(c.server.access().refused_total(), 0);
 
     let e = status_of(mine.delete("allowed", &Default::default()).await.unwrap_err());

@@ -184,12 +184,12 @@ async fn list_pages_with_limit_and_continue_and_selects_fields() {
     let (_, page1) = get(&s, &format!("{CMS}?limit=2")).await;
     assert_eq!(page1["kind"], "ConfigMapList");
     assert_eq!(page1["items"].as_array().unwrap().len(), 2);
-    assert_eq!(page1["metadata"]["remainingItemCount"], 3);
+    assert_eq!(page1["metadata"]["remainingItemCount"], 4, "5 created and kube-root-ca.crt");
     let rv = page1["metadata"]["resourceVersion"].clone();
     post(&s, CMS, cm("late")).await;
     let token = page1["metadata"]["continue"].as_str().unwrap().to_string();
     let (_, page2) = get(&s, &format!("{CMS}?limit=10&continue={token}")).await;
-    assert_eq!(page2["items"].as_array().unwrap().len(), 3, "continue serves the first page's snapshot");
+    assert_eq!(page2["items"].as_array().unwrap().len(), 4, "continue serves the first page's snapshot");
     assert_eq!(page2["metadata"]["resourceVersion"], rv);
     assert!(page2["metadata"].get("continue").is_none());
     let (_, sel) = get(&s, &format!("{CMS}?fieldSelector=metadata.name%3Dc3")).await;
@@ -199,7 +199,7 @@ async fn list_pages_with_limit_and_continue_and_selects_fields() {
     let (code, _) = get(&s, &format!("{CMS}?fieldSelector=spec.bogus%3Dx")).await;
     assert_eq!(code, 400);
     let (_, all) = get(&s, "/api/v1/configmaps").await;
-    assert_eq!(all["items"].as_array().unwrap().len(), 6);
+    assert_eq!(all["items"].as_array().unwrap().len(), 10, "6 created and a kube-root-ca.crt in each of 4 namespaces");
 }
 
 #[tokio::test]

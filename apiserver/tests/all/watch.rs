@@ -63,8 +63,8 @@ async fn send_initial_events_ends_with_the_initial_events_end_bookmark() {
         post(&s, CMS, json!({"metadata": {"name": n}})).await;
     }
     let evs = watch_lines(&s, &format!("{CMS}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1")).await;
-    assert_eq!(summary(&evs), ["ADDED a", "ADDED b", "BOOKMARK "]);
-    assert_eq!(evs[2]["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true");
+    assert_eq!(summary(&evs), ["ADDED a", "ADDED b", "ADDED kube-root-ca.crt", "BOOKMARK "]);
+    assert_eq!(evs[3]["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true");
     let (code, _) = get(&s, &format!("{CMS}?watch=1&sendInitialEvents=true")).await;
     assert_eq!(code, 422, "sendInitialEvents needs resourceVersionMatch=NotOlderThan");
 }
@@ -74,9 +74,9 @@ async fn unset_resource_version_starts_with_synthetic_added_events() {
     let s = ApiServer::new();
     post(&s, CMS, json!({"metadata": {"name": "a"}})).await;
     let evs = watch_lines(&s, &format!("{CMS}?watch=1&timeoutSeconds=1")).await;
-    assert_eq!(summary(&evs), ["ADDED a"]);
+    assert_eq!(summary(&evs), ["ADDED a", "ADDED kube-root-ca.crt"]);
     let evs = watch_lines(&s, &format!("{CMS}?watch=1&resourceVersion=0&timeoutSeconds=1")).await;
-    assert_eq!(summary(&evs), ["ADDED a"]);
+    assert_eq!(summary(&evs), ["ADDED a", "ADDED kube-root-ca.crt"]);
 }
 
 #[tokio::test(start_paused = true)]
@@ -109,7 +109,7 @@ async fn watch_as_table_renders_one_row_per_event() {
         .unwrap();
     let body = s.service().oneshot(req).await.unwrap().into_body().collect().await.unwrap().to_bytes();
     let evs: Vec<Value> = String::from_utf8(body.to_vec()).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    assert_eq!(evs.len(), 2);
+    assert_eq!(evs.len(), 3, "a, b and kube-root-ca.crt");
     assert_eq!(evs[0]["object"]["kind"], "Table");
     assert_eq!(evs[0]["object"]["columnDefinitions"][0]["name"], "Name");
     assert_eq!(evs[0]["object"]["rows"][0]["cells"][0], "a");
