@@ -6,6 +6,7 @@
 //! | [`gc`] | the garbage collector: ownerReferences by uid; Background, Foreground and Orphan propagation; dangling dependents found at start or on a resync |
 //! | [`kubelet`] | fake Nodes (`node-1`..), a scheduler binding unscheduled Pods, kwok-style Pod lifecycle (Running, Ready after a delay, annotations), graceful deletion |
 //! | [`jobs`] | a Job runner: batch/v1 Jobs start, then complete (or fail) after a duration, with upstream's status shape |
+//! | [`disruption`] | the disruption controller: PodDisruptionBudget status (healthy, desired, expected Pods, disruptions allowed), which `pods/eviction` reads; runs with the kubelet |
 //! | [`events`] | Event expiry, as kube-apiserver's `--event-ttl` (1 h): Events not written for that long are deleted |
 //!
 //! Start them with [`start`]; every controller reads and writes through the server's
@@ -27,6 +28,7 @@
 //! | `duration: 10s` | Job or its pod template | the Job runs this long instead of [`ClusterConfig::job_duration`] |
 //! | `fail: "true"` | Job or its pod template | the Job fails (`BackoffLimitExceeded`) instead of completing |
 
+pub mod disruption;
 pub mod events;
 pub mod gc;
 pub mod jobs;
@@ -163,6 +165,8 @@ pub fn start(server: &ApiServer, config: ClusterConfig) -> ClusterHandle {
         tasks.push(tokio::spawn(run(core.clone(), stop_rx.clone(), config.resync_interval, config.pass_cost_factor, kubelet::relevant, move |c| {
             k.pass(c)
         })));
+        // Budgets count Ready Pods, which only the kubelet makes.
+        tasks.push(tokio::spawn(run(core.clone(), stop_rx.clone(), config.resync_interval, config.pass_cost_factor, disruption::relevant, disruption::pass)));
         names
     } else {
         vec![]

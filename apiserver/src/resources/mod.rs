@@ -2,6 +2,8 @@
 //! built-in kinds plus whatever CRDs add at run time. Discovery, routing, tables and OpenAPI are
 //! all driven from here.
 
+mod builtin;
+
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -74,7 +76,27 @@ pub struct Resource {
     pub alias_of: Option<GroupResource>,
     /// Create-only, never stored (access reviews): POST answers with a computed status.
     pub ephemeral: bool,
+    /// Verbs advertised in discovery (and served).
+    pub verbs: &'static [&'static str],
+    /// Subresources served besides `status` and `scale` (`pods/log`, `serviceaccounts/token`, ...).
+    pub subresources: &'static [Subresource],
 }
+
+/// A subresource besides `status` and `scale`, as discovery names it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Subresource {
+    /// The part after the object's name: `log`, `eviction`, `token`.
+    pub name: &'static str,
+    /// Group, version and kind of what it takes or answers (`policy/v1 Eviction`); empty
+    /// group and version = the parent's.
+    pub group: &'static str,
+    pub version: &'static str,
+    pub kind: &'static str,
+    pub verbs: &'static [&'static str],
+}
+
+/// The verbs of an ordinary stored resource.
+pub const ALL_VERBS: &[&str] = &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
 
 impl Resource {
     /// `group/version` or `version` for core.
@@ -89,10 +111,17 @@ impl Resource {
 
     /// Verbs advertised in discovery.
     pub fn verbs(&self) -> Vec<&'static str> {
-        if self.ephemeral {
-            return vec!["create"];
-        }
-        vec!["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+        self.verbs.to_vec()
+    }
+
+    /// Whether `verb` is served.
+    pub fn serves(&self, verb: &str) -> bool {
+        self.verbs.contains(&verb)
+    }
+
+    /// The extra subresource called `name`, if served.
+    pub fn subresource(&self, name: &str) -> Option<&'static Subresource> {
+        self.subresources.iter().find(|s| s.name == name)
     }
 }
 
@@ -105,130 +134,7 @@ pub struct GroupResource {
     pub resource: String,
 }
 
-struct Def {
-    group: &'static str,
-    version: &'static str,
-    plural: &'static str,
-    singular: &'static str,
-    kind: &'static str,
-    namespaced: bool,
-    short: &'static [&'static str],
-    categories: &'static [&'static str],
-    status: bool,
-    scale: bool,
-    generation: bool,
-}
-
-#[allow(clippy::too_many_arguments)] // a table row constructor
-const fn d(
-    group: &'static str,
-    version: &'static str,
-    plural: &'static str,
-    singular: &'static str,
-    kind: &'static str,
-    namespaced: bool,
-    short: &'static [&'static str],
-    categories: &'static [&'static str],
-    status: bool,
-    scale: bool,
-    generation: bool,
-) -> Def {
-    Def { group, version, plural, singular, kind, namespaced, short, categories, status, scale, generation }
-}
-
-const BUILTINS: &[Def] = &[
-    d("", "v1", "namespaces", "namespace", "Namespace", false, &["ns"], &[], true, false, false),
-    d("", "v1", "pods", "pod", "Pod", true, &["po"], &["all"], true, false, false),
-    d("", "v1", "configmaps", "configmap", "ConfigMap", true, &["cm"], &[], false, false, false),
-    d("", "v1", "secrets", "secret", "Secret", true, &[], &[], false, false, false),
-    d("", "v1", "services", "service", "Service", true, &["svc"], &["all"], true, false, false),
-    d("", "v1", "events", "event", "Event", true, &["ev"], &[], false, false, false),
-    d("", "v1", "serviceaccounts", "serviceaccount", "ServiceAccount", true, &["sa"], &[], false, false, false),
-    d("", "v1", "nodes", "node", "Node", false, &["no"], &[], true, false, false),
-    d("events.k8s.io", "v1", "events", "event", "Event", true, &["ev"], &[], false, false, false),
-    d("batch", "v1", "jobs", "job", "Job", true, &[], &["all"], true, false, true),
-    d("apps", "v1", "controllerrevisions", "controllerrevision", "ControllerRevision", true, &[], &[], false, false, false),
-    d("apps", "v1", "deployments", "deployment", "Deployment", true, &["deploy"], &["all"], true, true, true),
-    d("apps", "v1", "replicasets", "replicaset", "ReplicaSet", true, &["rs"], &["all"], true, true, true),
-    d("coordination.k8s.io", "v1", "leases", "lease", "Lease", true, &[], &[], false, false, false),
-    d("apiextensions.k8s.io", "v1", "customresourcedefinitions", "customresourcedefinition", "CustomResourceDefinition", false, &["crd", "crds"], &["api-extensions"], true, false, true),
-    d("rbac.authorization.k8s.io", "v1", "roles", "role", "Role", true, &[], &[], false, false, false),
-    d("rbac.authorization.k8s.io", "v1", "rolebindings", "rolebinding", "RoleBinding", true, &[], &[], false, false, false),
-    d("rbac.authorization.k8s.io", "v1", "clusterroles", "clusterrole", "ClusterRole", false, &[], &[], false, false, false),
-    d("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "clusterrolebinding", "ClusterRoleBinding", false, &[], &[], false, false, false),
-];
-
-/// The built-in resources, in discovery order.
-pub fn builtins() -> Vec<Resource> {
-    BUILTINS
-        .iter()
-        .map(|b| Resource {
-            group: b.group.into(),
-            version: b.version.into(),
-            plural: b.plural.into(),
-            singular: b.singular.into(),
-            kind: b.kind.into(),
-            list_kind: format!("{}List", b.kind),
-            namespaced: b.namespaced,
-            short_names: b.short.iter().map(|s| s.to_string()).collect(),
-            categories: b.categories.iter().map(|s| s.to_string()).collect(),
-            status: b.status,
-            scale: b.scale.then(|| ScaleSpec {
-                spec_replicas_path: ".spec.replicas".into(),
-                status_replicas_path: ".status.replicas".into(),
-                label_selector_path: Some(".spec.selector".into()),
-            }),
-            generation: b.generation,
-            keep_status_on_create: b.kind == "Node" || b.kind == "Namespace",
-            storage: true,
-            schema: None,
-            printer_columns: vec![],
-            custom: false,
-            alias_of: (b.group == "events.k8s.io").then(|| GroupResource { group: String::new(), resource: "events".into() }),
-            ephemeral: false,
-        })
-        .chain(REVIEWS.iter().map(|(group, plural, kind)| Resource {
-            group: group.to_string(),
-            version: "v1".into(),
-            plural: plural.to_string(),
-            singular: String::new(),
-            kind: kind.to_string(),
-            list_kind: format!("{kind}List"),
-            namespaced: false,
-            short_names: vec![],
-            categories: vec![],
-            status: false,
-            scale: None,
-            generation: false,
-            keep_status_on_create: false,
-            storage: true,
-            schema: None,
-            printer_columns: vec![],
-            custom: false,
-            alias_of: None,
-            ephemeral: true,
-        }))
-        .collect()
-}
-
-/// Create-only review resources (answered, never stored): (group, plural, kind).
-const REVIEWS: &[(&str, &str, &str)] = &[
-    ("authorization.k8s.io", "selfsubjectaccessreviews", "SelfSubjectAccessReview"),
-    ("authorization.k8s.io", "selfsubjectrulesreviews", "SelfSubjectRulesReview"),
-    ("authentication.k8s.io", "selfsubjectreviews", "SelfSubjectReview"),
-];
-
-/// The preferred-order list of built-in group versions: (group, version).
-pub fn builtin_group_versions() -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = vec![];
-    for b in BUILTINS {
-        let gv = (b.group.to_string(), b.version.to_string());
-        if !out.contains(&gv) {
-            out.push(gv);
-        }
-    }
-    out
-}
+pub use builtin::{builtin_group_versions, builtins};
 
 /// The live set of servable resources: built-ins plus CRD-defined ones.
 #[derive(Debug)]
