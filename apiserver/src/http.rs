@@ -276,7 +276,7 @@ fn answered(core: &Core, res: &Resource, ns: &str, t: &Target<'_>, r: &Req<'_>) 
             let pods = core.registry.find("", "v1", "pods").expect("pods are built in");
             Ok(json(201, &core.bind(&pods, ns, &pod, &body, &r.write_options())?))
         })(),
-        ("", "componentstatuses", None) => Ok(json(200, &core.component_statuses(t.name)?)),
+        ("", "componentstatuses", None) => core.component_statuses(t.name).map(|v| json(200, &v)),
         ("", "pods", Some("binding")) => post_only().and_then(|()| Ok(json(201, &core.bind(res, ns, name, &r.body_json()?, &r.write_options())?))),
         ("", "pods", Some("eviction")) => {
             post_only().and_then(|()| Ok(json(201, &core.evict(res, ns, name, &r.body_json()?, r.write_options().dry_run)?)))

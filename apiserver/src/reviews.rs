@@ -71,15 +71,20 @@ pub fn answer(core: &Core, res: &Resource, ns: &str, body: Value, user: &UserInf
         "SubjectAccessReview" => access_status(core, &body["spec"], &subject(res, &body["spec"])?),
         "LocalSubjectAccessReview" => {
             let subject = subject(res, &body["spec"])?;
-            let attrs = &mut body["spec"]["resourceAttributes"];
-            match attrs.get("namespace").and_then(Value::as_str) {
-                Some(other) if !other.is_empty() && other != ns => {
-                    return Err(ApiError::bad_request(format!("spec.resourceAttributes.namespace must match namespace: {ns}")));
+            if let Some(attrs) = body.pointer_mut("/spec/resourceAttributes").filter(|a| a.is_object()) {
+                match attrs.get("namespace").and_then(Value::as_str) {
+                    Some(other) if !other.is_empty() && other != ns => {
+                        return Err(ApiError::bad_request(format!("spec.resourceAttributes.namespace must match namespace: {ns}")));
+                    }
+                    _ => attrs["namespace"] = json!(ns),
                 }
-                _ if attrs.is_object() => attrs["namespace"] = json!(ns),
-                _ => {}
             }
-            body["metadata"]["namespace"] = json!(ns);
+            if let Some(m) = body.as_object_mut() {
+                let meta = m.entry("metadata").or_insert_with(|| json!({}));
+                if meta.is_object() {
+                    meta["namespace"] = json!(ns);
+                }
+            }
             access_status(core, &body["spec"], &subject)
         }
         "SelfSubjectRulesReview" if admin => json!({
