@@ -106,8 +106,10 @@ fn resource_entries(r: &Resource) -> Vec<Value> {
         }
         out.push(e);
     }
-    // Upstream lists them by name.
-    out.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+    // Upstream lists built-ins by name; the apiextensions server lists a CRD's status, then scale.
+    if !r.custom {
+        out.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+    }
     out
 }
 
@@ -146,7 +148,9 @@ fn aggregated_resources(rs: &[Resource]) -> Vec<Value> {
             for s in r.subresources {
                 subs.push(json!({"subresource": s.name, "responseKind": {"group": s.group, "version": s.version, "kind": s.kind}, "verbs": s.verbs}));
             }
-            subs.sort_by(|a, b| a["subresource"].as_str().cmp(&b["subresource"].as_str()));
+            if !r.custom {
+                subs.sort_by(|a, b| a["subresource"].as_str().cmp(&b["subresource"].as_str()));
+            }
             if !subs.is_empty() {
                 e["subresources"] = json!(subs);
             }
