@@ -80,6 +80,11 @@ impl Access {
         self.tokens.write().unwrap().insert(token.into(), user);
     }
 
+    /// The user a bearer token names, if it is known.
+    pub fn user_of_token(&self, token: &str) -> Option<UserInfo> {
+        self.tokens.read().unwrap().get(token).cloned()
+    }
+
     /// The identity of a request (see the module docs).
     pub fn identify(&self, store: &Store, headers: &HeaderMap) -> Result<UserInfo, ApiError> {
         let requester = match headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {

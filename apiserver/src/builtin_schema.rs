@@ -26,13 +26,19 @@ fn schemas() -> &'static Schemas {
     })
 }
 
-fn key(group: &str, kind: &str) -> String {
-    if group == "events.k8s.io" { format!("{group}/{kind}") } else { kind.to_string() }
+/// Roots are keyed `<apiVersion>/<Kind>`, e.g. `v1/Pod`, `apps/v1/Deployment`.
+fn key(group: &str, version: &str, kind: &str) -> String {
+    if group.is_empty() { format!("{version}/{kind}") } else { format!("{group}/{version}/{kind}") }
+}
+
+/// Whether a built-in kind has a schema.
+pub fn has(group: &str, version: &str, kind: &str) -> bool {
+    schemas().roots.contains_key(&key(group, version, kind))
 }
 
 /// The component name of a built-in kind's schema, e.g. `io.k8s.api.core.v1.Pod`.
-pub fn component_name(group: &str, kind: &str) -> Option<String> {
-    let r = schemas().roots.get(&key(group, kind))?;
+pub fn component_name(group: &str, version: &str, kind: &str) -> Option<String> {
+    let r = schemas().roots.get(&key(group, version, kind))?;
     r.get("$ref")?.as_str()?.strip_prefix(REF_PREFIX).map(String::from)
 }
 
@@ -124,9 +130,9 @@ fn prune_at(s: &'static Value, v: &mut Value, path: &str, out: &mut Vec<String>)
 
 /// Remove fields the built-in kind does not have; returns their paths (e.g.
 /// `spec.containers[0].imagee`). Kinds without a schema are left alone.
-pub fn prune(group: &str, kind: &str, obj: &mut Value) -> Vec<String> {
+pub fn prune(group: &str, version: &str, kind: &str, obj: &mut Value) -> Vec<String> {
     let mut out = vec![];
-    if let Some(root) = schemas().roots.get(&key(group, kind)) {
+    if let Some(root) = schemas().roots.get(&key(group, version, kind)) {
         prune_at(root, obj, "", &mut out);
     }
     out
@@ -141,7 +147,7 @@ mod tests {
     fn unknown_pod_fields_are_found_and_dropped() {
         let mut pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"a": "b"}, "bogus": 1},
             "spec": {"containers": [{"name": "c", "image": "i", "imagee": "typo", "resources": {"limits": {"cpu": "1"}}, "ports": [{"containerPort": 80}]}]}});
-        let pruned = prune("", "Pod", &mut pod);
+        let pruned = prune("", "v1", "Pod", &mut pod);
         assert_eq!(pruned, ["metadata.bogus", "spec.containers[0].imagee"]);
         assert_eq!(pod["spec"]["containers"][0]["resources"]["limits"]["cpu"], "1");
         assert_eq!(pod["metadata"]["labels"]["a"], "b");
@@ -150,8 +156,15 @@ mod tests {
     #[test]
     fn free_form_fields_are_kept() {
         let mut cr = json!({"metadata": {"name": "r"}, "data": {"anything": {"goes": [1, 2]}}, "revision": 1});
-        assert!(prune("apps", "ControllerRevision", &mut cr).is_empty());
-        assert_eq!(component_name("", "Pod").as_deref(), Some("io.k8s.api.core.v1.Pod"));
+        assert!(prune("apps", "v1", "ControllerRevision", &mut cr).is_empty());
+        assert_eq!(component_name("", "v1", "Pod").as_deref(), Some("io.k8s.api.core.v1.Pod"));
         assert!(reachable("io.k8s.api.core.v1.Pod").contains("io.k8s.api.core.v1.Container"));
+    }
+
+    #[test]
+    fn every_served_built_in_kind_has_a_schema() {
+        let missing: Vec<String> =
+            crate::resources::builtins().iter().filter(|r| !has(&r.group, &r.version, &r.kind)).map(|r| format!("{}/{}", r.api_version(), r.kind)).collect();
+        assert!(missing.is_empty(), "regenerate schemas/builtin.json (schemas/gen): {missing:?}");
     }
 }

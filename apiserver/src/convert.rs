@@ -1,8 +1,78 @@
 //! Conversion between representations that share storage: `events.k8s.io/v1` Events are stored
 //! as core/v1 Events (one object, two views, as upstream), so `kubectl get events` shows what
-//! kube-rs's event recorder writes through events.k8s.io.
+//! kube-rs's event recorder writes through events.k8s.io. `autoscaling/v1`
+//! HorizontalPodAutoscalers are stored as `autoscaling/v2` (upstream's storage version); the v1
+//! view carries the CPU utilization target only, as upstream's v1 does (other metrics are not
+//! kept in annotations here; see the README).
 
-use serde_json::{Map, Value};
+use crate::resources::Resource;
+use serde_json::{Map, Value, json};
+
+/// A view's object → its storage representation.
+pub fn to_storage(view: &Resource, v: Value) -> Value {
+    match view.group.as_str() {
+        "events.k8s.io" => event_to_core(v),
+        "autoscaling" => hpa_v1_to_v2(v),
+        _ => v,
+    }
+}
+
+/// A stored object → the view's representation.
+pub fn to_view(view: &Resource, v: Value) -> Value {
+    match view.group.as_str() {
+        "events.k8s.io" => event_to_v1(v),
+        "autoscaling" => hpa_v2_to_v1(v),
+        _ => v,
+    }
+}
+
+fn cpu_metric(utilization: &Value) -> Value {
+    json!({"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": utilization}}})
+}
+
+/// autoscaling/v1 → autoscaling/v2 HorizontalPodAutoscaler.
+pub fn hpa_v1_to_v2(mut v: Value) -> Value {
+    if let Some(m) = v.as_object_mut().filter(|m| m.contains_key("apiVersion")) {
+        m.insert("apiVersion".into(), json!("autoscaling/v2"));
+    }
+    if let Some(spec) = v.get_mut("spec").and_then(Value::as_object_mut)
+        && let Some(target) = spec.remove("targetCPUUtilizationPercentage")
+    {
+        spec.insert("metrics".into(), json!([cpu_metric(&target)]));
+    }
+    if let Some(status) = v.get_mut("status").and_then(Value::as_object_mut)
+        && let Some(current) = status.remove("currentCPUUtilizationPercentage")
+    {
+        status.insert("currentMetrics".into(), json!([{"type": "Resource", "resource": {"name": "cpu", "current": {"averageUtilization": current}}}]));
+    }
+    v
+}
+
+/// autoscaling/v2 → autoscaling/v1 HorizontalPodAutoscaler.
+pub fn hpa_v2_to_v1(mut v: Value) -> Value {
+    if let Some(m) = v.as_object_mut() {
+        m.insert("apiVersion".into(), json!("autoscaling/v1"));
+    }
+    let is_cpu = |m: &&Value| m["type"] == "Resource" && m.pointer("/resource/name") == Some(&json!("cpu"));
+    if let Some(spec) = v.get_mut("spec").and_then(Value::as_object_mut) {
+        let target = spec.get("metrics").and_then(Value::as_array).and_then(|ms| ms.iter().find(is_cpu)).and_then(|m| m.pointer("/resource/target/averageUtilization")).cloned();
+        spec.remove("metrics");
+        spec.remove("behavior");
+        if let Some(t) = target {
+            spec.insert("targetCPUUtilizationPercentage".into(), t);
+        }
+    }
+    if let Some(status) = v.get_mut("status").and_then(Value::as_object_mut) {
+        let current = status.get("currentMetrics").and_then(Value::as_array).and_then(|ms| ms.iter().find(is_cpu)).and_then(|m| m.pointer("/resource/current/averageUtilization")).cloned();
+        for f in ["currentMetrics", "conditions"] {
+            status.remove(f);
+        }
+        if let Some(c) = current {
+            status.insert("currentCPUUtilizationPercentage".into(), c);
+        }
+    }
+    v
+}
 
 /// (core/v1 field, events.k8s.io/v1 field); the others have the same name in both.
 const EVENT_FIELDS: &[(&str, &str)] = &[
@@ -61,5 +131,15 @@ mod tests {
         assert_eq!(core["reportingComponent"], "c");
         assert_eq!(core["apiVersion"], "v1");
         assert_eq!(event_to_v1(core), v1);
+    }
+
+    #[test]
+    fn hpa_cpu_target_round_trips_between_v1_and_v2() {
+        let v1 = json!({"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "h"},
+            "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "d", "apiVersion": "apps/v1"}, "minReplicas": 1, "maxReplicas": 5, "targetCPUUtilizationPercentage": 80}});
+        let v2 = hpa_v1_to_v2(v1.clone());
+        assert_eq!(v2["apiVersion"], "autoscaling/v2");
+        assert_eq!(v2.pointer("/spec/metrics/0/resource/target/averageUtilization"), Some(&json!(80)));
+        assert_eq!(hpa_v2_to_v1(v2), v1);
     }
 }

@@ -155,6 +155,8 @@ pub fn resources(crd: &Value) -> Vec<Resource> {
             custom: true,
             alias_of: None,
             ephemeral: false,
+            verbs: crate::resources::ALL_VERBS,
+            subresources: &[],
         });
     }
     out

@@ -3,6 +3,8 @@
 //! pod-template defaults, Deployment/ReplicaSet/Job spec defaults, Job selectors, Service
 //! cluster IPs, Secret type; base64 of `[]byte` fields unwrapped as Go's decoder reads it.
 
+mod kinds;
+
 use serde_json::{Value, json};
 
 fn set_default(obj: &mut Value, key: &str, v: Value) {
@@ -144,7 +146,7 @@ pub fn apply(group: &str, kind: &str, obj: &mut Value, creating: bool) {
             canonical_bytes(obj, "data");
         }
         ("", "ConfigMap") => canonical_bytes(obj, "binaryData"),
-        _ => {}
+        _ => kinds::apply(group, kind, obj),
     }
 }
 

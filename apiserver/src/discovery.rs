@@ -95,11 +95,20 @@ fn resource_entries(r: &Resource) -> Vec<Value> {
     if r.status {
         out.push(json!({"name": format!("{}/status", r.plural), "singularName": "", "namespaced": r.namespaced, "kind": r.kind, "verbs": ["get", "patch", "update"]}));
     }
-    if r.group.is_empty() && r.plural == "pods" {
-        out.push(json!({"name": "pods/binding", "singularName": "", "namespaced": true, "kind": "Binding", "verbs": ["create"]}));
-    }
     if r.scale.is_some() {
         out.push(json!({"name": format!("{}/scale", r.plural), "singularName": "", "namespaced": r.namespaced, "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]}));
+    }
+    for s in r.subresources {
+        let mut e = json!({"name": format!("{}/{}", r.plural, s.name), "singularName": "", "namespaced": r.namespaced, "kind": s.kind, "verbs": s.verbs});
+        if !s.group.is_empty() || !s.version.is_empty() {
+            e["group"] = json!(s.group);
+            e["version"] = json!(s.version);
+        }
+        out.push(e);
+    }
+    // Upstream lists built-ins by name; the apiextensions server lists a CRD's status, then scale.
+    if !r.custom {
+        out.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
     }
     out
 }
@@ -135,6 +144,12 @@ fn aggregated_resources(rs: &[Resource]) -> Vec<Value> {
             }
             if r.scale.is_some() {
                 subs.push(json!({"subresource": "scale", "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"}, "verbs": ["get", "patch", "update"]}));
+            }
+            for s in r.subresources {
+                subs.push(json!({"subresource": s.name, "responseKind": {"group": s.group, "version": s.version, "kind": s.kind}, "verbs": s.verbs}));
+            }
+            if !r.custom {
+                subs.sort_by(|a, b| a["subresource"].as_str().cmp(&b["subresource"].as_str()));
             }
             if !subs.is_empty() {
                 e["subresources"] = json!(subs);

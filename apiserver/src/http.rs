@@ -279,59 +279,6 @@ fn debug_faults(core: &Core, rest: &[&str], r: &Req<'_>) -> Result<Response<Body
     }
 }
 
-/// Answer an access or identity review for the requesting identity: a
-/// `SelfSubjectAccessReview` is decided by [`crate::rbac`] (`kubectl auth can-i`), a
-/// `SelfSubjectReview` names the user (`kubectl auth whoami`).
-fn review(core: &Core, res: &Resource, body: Value, user: &UserInfo) -> Value {
-    let mut body = if body.is_object() { body } else { serde_json::json!({}) };
-    body["apiVersion"] = serde_json::json!(res.api_version());
-    body["kind"] = serde_json::json!(res.kind);
-    let admin = user.groups.iter().any(|g| g == "system:masters");
-    body["status"] = match res.kind.as_str() {
-        "SelfSubjectAccessReview" => {
-            let spec = &body["spec"];
-            let s = |v: &Value, k: &str| v[k].as_str().unwrap_or_default().to_string();
-            let attrs = if let Some(a) = spec.get("resourceAttributes").filter(|a| a.is_object()) {
-                Some(Attributes::Resource {
-                    verb: s(a, "verb"),
-                    group: s(a, "group"),
-                    resource: s(a, "resource"),
-                    subresource: s(a, "subresource"),
-                    namespace: s(a, "namespace"),
-                    name: s(a, "name"),
-                })
-            } else {
-                spec.get("nonResourceAttributes")
-                    .filter(|a| a.is_object())
-                    .map(|a| Attributes::NonResource { verb: s(a, "verb"), path: s(a, "path") })
-            };
-            match attrs {
-                Some(attrs) => {
-                    let allowed = crate::rbac::allows(&core.store, user, &attrs);
-                    let reason = if admin {
-                        "the user is in system:masters"
-                    } else if allowed {
-                        "allowed by RBAC"
-                    } else {
-                        ""
-                    };
-                    serde_json::json!({"allowed": allowed, "reason": reason})
-                }
-                None => serde_json::json!({"allowed": false, "evaluationError": "spec has neither resourceAttributes nor nonResourceAttributes"}),
-            }
-        }
-        "SelfSubjectRulesReview" if admin => serde_json::json!({
-            "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
-            "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
-            "incomplete": false,
-        }),
-        "SelfSubjectRulesReview" => serde_json::json!({"resourceRules": [], "nonResourceRules": [], "incomplete": true,
-            "evaluationError": "the embedded API server lists rules only for system:masters"}),
-        _ => serde_json::json!({"userInfo": {"username": user.name, "groups": user.groups}}),
-    };
-    body
-}
-
 /// Subresources a 1.32 server serves that need a container runtime or a network path to a
 /// node; the embedded cluster runs neither.
 const RUNTIME_SUBRESOURCES: &[(&str, &str, &str)] =
@@ -367,6 +314,33 @@ pub fn partial_metadata(obj: &Value) -> Value {
 
 fn aggregated_response(v: Value) -> Response<Body> {
     full(StatusCode::OK, AGGREGATED, crate::wire::to_vec(&v))
+}
+
+/// Requests answered by computing rather than by the stored-object verbs: `bindings`,
+/// `componentstatuses`, and the subresources `pods/binding`, `pods/log`, `pods/eviction` and
+/// `serviceaccounts/token`. `None` for everything else.
+fn answered(core: &Core, res: &Resource, ns: &str, t: &Target<'_>, r: &Req<'_>) -> Option<Result<Response<Body>>> {
+    let post_only = || if r.method == Method::POST { Ok(()) } else { Err(ApiError::method_not_allowed(r.method.as_str())) };
+    let name = t.name.unwrap_or_default();
+    let answer = match (res.group.as_str(), res.plural.as_str(), t.sub) {
+        ("", "bindings", None) => (|| {
+            let body = r.body_json()?;
+            let pod = body.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
+            let pods = core.registry.find("", "v1", "pods").expect("pods are built in");
+            Ok(json(201, &core.bind(&pods, ns, &pod, &body, &r.write_options())?))
+        })(),
+        ("", "componentstatuses", None) => core.component_statuses(t.name).map(|v| json(200, &v)),
+        ("", "pods", Some("binding")) => post_only().and_then(|()| Ok(json(201, &core.bind(res, ns, name, &r.body_json()?, &r.write_options())?))),
+        ("", "pods", Some("eviction")) => {
+            post_only().and_then(|()| Ok(json(201, &core.evict(res, ns, name, &r.body_json()?, r.write_options().dry_run)?)))
+        }
+        ("", "pods", Some("log")) if r.method == Method::GET => core
+            .pod_log(res, ns, name, r.q("container"), r.flag("previous"))
+            .map(|text| full(StatusCode::OK, "text/plain", text.into_bytes())),
+        ("", "serviceaccounts", Some("token")) => post_only().and_then(|()| Ok(json(201, &core.request_token(res, ns, name, &r.body_json()?)?))),
+        _ => return None,
+    };
+    Some(answer)
 }
 
 struct Target<'a> {
@@ -419,24 +393,29 @@ async fn resource(core: &Arc<Core>, group: &str, version: &str, rest: &[&str], r
         name: t.name.or(one_name).unwrap_or_default().into(),
     };
     core.access.authorize(&core.store, user, &attrs, &crate::status::qualified(&res.group, &res.plural))?;
-    if res.ephemeral {
-        if r.method != Method::POST || t.name.is_some() {
-            return Err(ApiError::method_not_allowed(r.method.as_str()));
-        }
-        return Ok(json(201, &review(core, &res, r.body_json().unwrap_or_else(|_| serde_json::json!({})), user)));
+    if t.sub.is_none() && !verb.is_empty() && !res.serves(verb) {
+        return Err(ApiError::method_not_allowed(r.method.as_str()));
     }
-    if t.sub == Some("binding") && res.group.is_empty() && res.plural == "pods" {
-        let name = t.name.unwrap_or_default();
-        if r.method != Method::POST {
+    if res.ephemeral {
+        if t.name.is_some() {
             return Err(ApiError::method_not_allowed(r.method.as_str()));
         }
-        return Ok(json(201, &core.bind(&res, ns, name, &r.body_json()?, &r.write_options())?));
+        return Ok(json(201, &crate::reviews::answer(core, &res, ns, r.body_json().unwrap_or_else(|_| serde_json::json!({})), user)?));
+    }
+    if let Some(answer) = answered(core, &res, ns, &t, r) {
+        return answer;
     }
     let sub = match t.sub {
         None => Sub::Main,
         Some("status") if res.status => Sub::Status,
         Some("scale") if res.scale.is_some() => Sub::Scale,
-        Some(other) => return Err(unserved_subresource(core, &res, ns, t.name.unwrap_or_default(), other)),
+        Some(name) => match res.subresource(name).map(|s| s.name) {
+            Some("ephemeralcontainers") => Sub::EphemeralContainers,
+            Some("approval") => Sub::Approval,
+            Some("finalize") if r.method == Method::PUT => Sub::Finalize,
+            Some(_) => return Err(ApiError::method_not_allowed(r.method.as_str())),
+            None => return Err(unserved_subresource(core, &res, ns, t.name.unwrap_or_default(), name)),
+        },
     };
     let method = r.method.clone();
     let resuming = verb == "watch" && !matches!(r.q("resourceVersion"), None | Some("") | Some("0"));
@@ -466,14 +445,14 @@ async fn resource(core: &Arc<Core>, group: &str, version: &str, rest: &[&str], r
     }
     if let Some(storage) = core.storage_of(&res) {
         // A view over another resource's storage: convert bodies in, results out.
-        let to_storage = |v: Value| crate::convert::event_to_core(v);
+        let to_storage = |v: Value| crate::convert::to_storage(&res, v);
         let view = |v: Value| core.present(&res, v);
         match (&method, t.name) {
             (&Method::POST, None) => {
                 return Ok(r.object(core, &res, 201, view(core.create(&storage, ns, to_storage(r.body_json()?), &r.write_options())?)));
             }
             (&Method::PUT, Some(name)) => {
-                return Ok(r.object(core, &res, 200, view(core.update(&storage, ns, name, to_storage(r.body_json()?), Sub::Main, &r.write_options())?)));
+                return Ok(r.object(core, &res, 200, view(core.update(&storage, ns, name, to_storage(r.body_json()?), sub, &r.write_options())?)));
             }
             (&Method::PATCH, Some(name)) => {
                 let ptype = PatchType::from_content_type(&r.content_type).ok_or_else(|| {

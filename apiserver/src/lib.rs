@@ -36,6 +36,7 @@ pub mod protobuf;
 pub mod rbac;
 pub mod resources;
 pub mod rest;
+pub mod reviews;
 pub mod schema;
 pub mod selector;
 pub mod server;

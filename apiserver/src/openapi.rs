@@ -20,7 +20,7 @@ pub fn gv_key(group: &str, version: &str) -> String {
 
 /// The schema component name of a kind.
 pub fn component_name(r: &Resource) -> String {
-    if let Some(name) = (!r.custom).then(|| crate::builtin_schema::component_name(&r.group, &r.kind)).flatten() {
+    if let Some(name) = (!r.custom).then(|| crate::builtin_schema::component_name(&r.group, &r.version, &r.kind)).flatten() {
         return name;
     }
     if r.custom {

@@ -3,6 +3,8 @@
 //! selectors matching their template, immutable fields, immutable ConfigMaps and Secrets, what
 //! a pod update may change).
 
+mod kinds;
+
 use crate::selector::LabelSelector;
 use crate::status::Cause;
 use serde_json::{Value, json};
@@ -41,6 +43,32 @@ fn pod_spec(spec: Option<&Value>, path: &str, causes: &mut Vec<Cause>) {
     }
 }
 
+/// Ephemeral containers need a name and an image, and once added may not change or go.
+fn ephemeral_containers(old: Option<&Value>, new: &Value, causes: &mut Vec<Cause>) {
+    let list = |v: &Value| v.pointer("/spec/ephemeralContainers").and_then(Value::as_array).cloned().unwrap_or_default();
+    let new_list = list(new);
+    for (i, c) in new_list.iter().enumerate() {
+        for field in ["name", "image"] {
+            if c.get(field).and_then(Value::as_str).is_none_or(str::is_empty) {
+                causes.push(required(&format!("spec.ephemeralContainers[{i}].{field}")));
+            }
+        }
+    }
+    for c in old.map(list).unwrap_or_default() {
+        let name = c.get("name").and_then(Value::as_str).unwrap_or_default();
+        let what = match new_list.iter().find(|n| n.get("name") == c.get("name")) {
+            None => "removed",
+            Some(n) if n != &c => "changed",
+            Some(_) => continue,
+        };
+        causes.push(Cause::new(
+            "FieldValueForbidden",
+            format!("Forbidden: existing ephemeral containers {name:?} may not be {what}"),
+            "spec.ephemeralContainers",
+        ));
+    }
+}
+
 fn selector_matches_template(obj: &Value, causes: &mut Vec<Cause>) {
     let Some(sel) = obj.pointer("/spec/selector") else {
         causes.push(required("spec.selector"));
@@ -74,6 +102,8 @@ fn pod_update(old: &Value, new: &Value, causes: &mut Vec<Cause>) {
             }
         }
         if let Some(m) = s.as_object_mut() {
+            // Changed only through `pods/ephemeralcontainers`, checked by `ephemeral_containers`.
+            m.remove("ephemeralContainers");
             m.remove("activeDeadlineSeconds");
             m.remove("tolerations");
             m.remove("terminationGracePeriodSeconds");
@@ -188,6 +218,7 @@ pub fn validate(group: &str, kind: &str, obj: &Value, old: Option<&Value>) -> Ve
     match (group, kind) {
         ("", "Pod") => {
             pod_spec(obj.get("spec"), "spec", &mut causes);
+            ephemeral_containers(old, obj, &mut causes);
             if let Some(old) = old {
                 pod_update(old, obj, &mut causes);
             }
@@ -253,7 +284,7 @@ pub fn validate(group: &str, kind: &str, obj: &Value, old: Option<&Value>) -> Ve
                     }
                 }
         }
-        _ => {}
+        _ => kinds::validate(group, kind, obj, old, &mut causes),
     }
     causes
 }

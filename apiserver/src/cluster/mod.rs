@@ -8,6 +8,7 @@
 //! | [`jobs`] | a Job runner: batch/v1 Jobs start, then complete (or fail) after a duration, with upstream's status shape |
 //! | [`replicasets`] | the ReplicaSet controller: Pods from the template, adoption and release by selector, surplus deleted in upstream's order, status |
 //! | [`deployments`] | the Deployment controller: a ReplicaSet per template, RollingUpdate and Recreate at upstream's arithmetic, proportional scaling, revisions, history cleanup, conditions |
+//! | [`disruption`] | the disruption controller: PodDisruptionBudget status (healthy, desired, expected Pods, disruptions allowed), which `pods/eviction` reads; runs with the kubelet |
 //! | [`events`] | Event expiry, as kube-apiserver's `--event-ttl` (1 h): Events not written for that long are deleted |
 //!
 //! Start them with [`start`]; every controller reads and writes through the server's
@@ -31,6 +32,7 @@
 
 mod controller_ref;
 pub mod deployments;
+pub mod disruption;
 pub mod events;
 pub mod gc;
 pub mod jobs;
@@ -172,6 +174,8 @@ pub fn start(server: &ApiServer, config: ClusterConfig) -> ClusterHandle {
         tasks.push(tokio::spawn(run(core.clone(), stop_rx.clone(), config.resync_interval, config.pass_cost_factor, kubelet::relevant, move |c| {
             k.pass(c)
         })));
+        // Budgets count Ready Pods, which only the kubelet makes.
+        tasks.push(tokio::spawn(run(core.clone(), stop_rx.clone(), config.resync_interval, config.pass_cost_factor, disruption::relevant, disruption::pass)));
         names
     } else {
         vec![]

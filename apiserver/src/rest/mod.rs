@@ -17,8 +17,10 @@ use crate::store::{ObjectKey, Store, StoreError, Write, object_rv};
 use base64::Engine;
 
 mod delete;
+mod eviction;
 mod patching;
 mod subresources;
+mod tokens;
 
 pub use subresources::{pointer, scale_of};
 use serde_json::{Map, Value, json};
@@ -77,6 +79,12 @@ pub enum Sub {
     Status,
     /// `/scale`.
     Scale,
+    /// `pods/ephemeralcontainers`: only `spec.ephemeralContainers` changes.
+    EphemeralContainers,
+    /// `certificatesigningrequests/approval`: only `status.conditions` changes.
+    Approval,
+    /// `namespaces/finalize`: only `spec.finalizers` changes.
+    Finalize,
 }
 
 impl Sub {
@@ -85,8 +93,44 @@ impl Sub {
             Sub::Main => "",
             Sub::Status => "status",
             Sub::Scale => "scale",
+            Sub::EphemeralContainers => "ephemeralcontainers",
+            Sub::Approval => "approval",
+            Sub::Finalize => "finalize",
         }
     }
+
+    /// The one part of the object a write through this subresource may change (JSON pointer).
+    fn owned_field(self) -> Option<&'static str> {
+        match self {
+            Sub::Status => Some("/status"),
+            Sub::EphemeralContainers => Some("/spec/ephemeralContainers"),
+            Sub::Approval => Some("/status/conditions"),
+            Sub::Finalize => Some("/spec/finalizers"),
+            Sub::Main | Sub::Scale => None,
+        }
+    }
+}
+
+/// `old` with only the part at `pointer` taken from `new` (removed when `new` has none).
+fn with_part_of(old: &Value, new: &Value, pointer: &str) -> Value {
+    let mut out = old.clone();
+    let (parent, key) = pointer.rsplit_once('/').expect("a pointer");
+    let mut cur = &mut out;
+    for p in parent.split('/').filter(|p| !p.is_empty()) {
+        if !cur.get(p).is_some_and(Value::is_object) {
+            schema::as_map(cur).insert(p.into(), json!({}));
+        }
+        cur = cur.get_mut(p).expect("just inserted");
+    }
+    match new.pointer(pointer) {
+        Some(v) => {
+            schema::as_map(cur).insert(key.into(), v.clone());
+        }
+        None => {
+            schema::as_map(cur).remove(key);
+        }
+    }
+    out
 }
 
 /// What a DELETE did.
@@ -278,8 +322,8 @@ impl Core {
 
     /// Stamp apiVersion/kind of the version being served (converting shared-storage views).
     pub fn present(&self, res: &Resource, mut obj: Value) -> Value {
-        if res.alias_of.is_some() && res.group == "events.k8s.io" && obj.get("apiVersion").and_then(Value::as_str) == Some("v1") {
-            obj = crate::convert::event_to_v1(obj);
+        if res.alias_of.is_some() && obj.get("apiVersion").and_then(Value::as_str).is_some_and(|v| v != res.api_version()) {
+            obj = crate::convert::to_view(res, obj);
         }
         if let Some(m) = obj.as_object_mut() {
             m.insert("apiVersion".into(), json!(res.api_version()));
@@ -374,7 +418,7 @@ impl Core {
             schema::apply_defaults(s, obj);
             pruned
         } else {
-            let pruned = crate::builtin_schema::prune(&res.group, &res.kind, obj);
+            let pruned = crate::builtin_schema::prune(&res.group, &res.version, &res.kind, obj);
             crate::defaults::apply(&res.group, &res.kind, obj, creating);
             pruned
         }
@@ -609,21 +653,15 @@ impl Core {
     /// Compute the object an update of `old` to `new` stores. Returns `None` when nothing
     /// changes (a no-op keeps the resourceVersion, as upstream).
     fn prepare_update(&self, res: &Resource, old: &Value, new: Value, sub: Sub, opts: &WriteOptions) -> Result<Option<Value>> {
-        let mut new = if sub == Sub::Status {
-            let mut o = old.clone();
-            match new.get("status") {
-                Some(s) => o["status"] = s.clone(),
-                None => {
-                    o.as_object_mut().expect("object").remove("status");
-                }
-            }
-            o
-        } else {
-            new
-        };
         if !new.is_object() {
             return Err(ApiError::bad_request("the body of the request was not a JSON object"));
         }
+        let mut new = match sub.owned_field() {
+            Some(pointer) => with_part_of(old, &new, pointer),
+            // Ephemeral containers change only through their subresource, as upstream.
+            None if res.group.is_empty() && res.kind == "Pod" => with_part_of(&new, old, "/spec/ephemeralContainers"),
+            None => new,
+        };
         check_type(res, &new)?;
         new = self.present(res, new);
         let name = meta_str(old, "name");

@@ -122,7 +122,7 @@ impl Core {
     pub fn patch_view(&self, view: &Resource, storage: &Resource, ns: &str, name: &str, ptype: PatchType, body: &[u8], opts: &WriteOptions) -> Result<Value> {
         if ptype == PatchType::Apply {
             let applied: Value = crate::yaml::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
-            let core = crate::convert::event_to_core(applied);
+            let core = crate::convert::to_storage(view, applied);
             let bytes = serde_json::to_vec(&core).expect("json");
             return self.patch(storage, ns, name, ptype, &bytes, Sub::Main, opts).map(|o| self.present(view, o));
         }
@@ -139,7 +139,7 @@ impl Core {
             if !rv.is_empty() && rv != object_rv(&old).to_string() {
                 return Err(ApiError::stale(&view.group, &view.plural, name));
             }
-            let new = self.prepare_update(storage, &old, crate::convert::event_to_core(current), Sub::Main, opts)?;
+            let new = self.prepare_update(storage, &old, crate::convert::to_storage(view, current), Sub::Main, opts)?;
             match self.commit_update(storage, ns, &old, new, opts) {
                 Ok(v) => return Ok(self.present(view, v)),
                 Err(StoreError::NotFound) => return Err(ApiError::not_found(&view.group, &view.plural, name)),

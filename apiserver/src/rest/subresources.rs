@@ -1,4 +1,5 @@
-//! Subresources besides `/status`: `/scale` (autoscaling/v1 Scale) and `pods/binding`.
+//! Subresources besides `/status`: `/scale` (autoscaling/v1 Scale), `pods/binding`, `pods/log`;
+//! and the computed `componentstatuses`.
 
 use super::*;
 
@@ -132,5 +133,92 @@ impl Core {
             }
         }
         Err(ApiError::stale(&res.group, &res.plural, name))
+    }
+}
+
+/// Names of a pod's containers in one list (`containers`, `initContainers`), space-separated.
+fn container_names(pod: &Value, list: &str) -> Vec<String> {
+    pod.pointer(&format!("/spec/{list}"))
+        .and_then(Value::as_array)
+        .map(|cs| cs.iter().filter_map(|c| c["name"].as_str().map(String::from)).collect())
+        .unwrap_or_default()
+}
+
+impl Core {
+    /// GET `pods/{name}/log`. The simulated containers print nothing, so a started container's
+    /// log is empty; the refusals are worded as the apiserver (container choice) and the
+    /// kubelet (container state) word them.
+    pub fn pod_log(&self, pods: &Resource, ns: &str, name: &str, container: Option<&str>, previous: bool) -> Result<String> {
+        let pod = self.store.get(&self.key(pods, ns, name)).ok_or_else(|| ApiError::not_found("", "pods", name))?;
+        let containers = container_names(&pod, "containers");
+        let container = match container.filter(|c| !c.is_empty()) {
+            Some(c) => {
+                let all = ["containers", "initContainers", "ephemeralContainers"].iter().flat_map(|l| container_names(&pod, l)).collect::<Vec<_>>();
+                if !all.iter().any(|n| n == c) {
+                    return Err(ApiError::bad_request(format!("container {c} is not valid for pod {name}")));
+                }
+                c.to_string()
+            }
+            None if containers.len() == 1 => containers[0].clone(),
+            None if containers.is_empty() => return Err(ApiError::bad_request(format!("a container name must be specified for pod {name}"))),
+            None => {
+                let mut e = format!("a container name must be specified for pod {name}, choose one of: [{}]", containers.join(" "));
+                let init = container_names(&pod, "initContainers");
+                if !init.is_empty() {
+                    e += &format!(" or one of the init containers: [{}]", init.join(" "));
+                }
+                return Err(ApiError::bad_request(e));
+            }
+        };
+        if pod.pointer("/spec/nodeName").and_then(Value::as_str).is_none_or(str::is_empty) {
+            return Ok(String::new()); // not scheduled: upstream has no kubelet to ask and answers nothing
+        }
+        let status = ["containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses"]
+            .iter()
+            .filter_map(|l| pod.pointer(&format!("/status/{l}")).and_then(Value::as_array))
+            .flatten()
+            .find(|s| s["name"] == container.as_str());
+        let waiting_reason = |s: &Value| s.pointer("/state/waiting/reason").and_then(Value::as_str).map(String::from);
+        let refused = |why: String| Err(ApiError::bad_request(format!("container {container:?} in pod {name:?} {why}")));
+        match status {
+            _ if previous && status.is_none_or(|s| s.pointer("/lastState/terminated").is_none()) => {
+                Err(ApiError::bad_request(format!("previous terminated container {container:?} in pod {name:?} not found")))
+            }
+            None => refused("is waiting to start: ContainerCreating".into()),
+            Some(s) if s.pointer("/state/terminated").is_some() || s.pointer("/lastState/terminated").is_some() => Ok(String::new()),
+            Some(s) if s.pointer("/state/running").is_some() => Ok(String::new()),
+            Some(s) => match waiting_reason(s).as_deref() {
+                Some("ErrImagePull") => refused("is waiting to start: image can't be pulled".into()),
+                Some("ImagePullBackOff") => refused("is waiting to start: trying and failing to pull image".into()),
+                Some(reason) => refused(format!("is waiting to start: {reason}")),
+                None => refused("is waiting to start - no logs yet".into()),
+            },
+        }
+    }
+
+    /// GET `componentstatuses[/name]` (deprecated upstream, still served): the store stands in
+    /// for `etcd-0`; the scheduler and controller-manager are the simulated cluster's, healthy
+    /// while it runs.
+    pub fn component_statuses(&self, name: Option<&str>) -> Result<Value> {
+        let cluster_runs = self.pod_grace_period().is_some();
+        let item = |name: &str, healthy: bool, message: &str, error: &str| {
+            let mut cond = json!({"type": "Healthy", "status": if healthy { "True" } else { "False" }});
+            if healthy {
+                cond["message"] = json!(message);
+            } else {
+                cond["error"] = json!(error);
+            }
+            json!({"kind": "ComponentStatus", "apiVersion": "v1", "metadata": {"name": name, "creationTimestamp": null}, "conditions": [cond]})
+        };
+        let down = "the simulated cluster (scheduler, kubelet, controllers) is not running";
+        let items = vec![
+            item("controller-manager", cluster_runs, "ok", down),
+            item("scheduler", cluster_runs, "ok", down),
+            item("etcd-0", true, "ok", ""),
+        ];
+        match name {
+            Some(n) => items.into_iter().find(|i| i["metadata"]["name"] == n).ok_or_else(|| ApiError::not_found("", "componentstatuses", n)),
+            None => Ok(json!({"kind": "ComponentStatusList", "apiVersion": "v1", "metadata": {}, "items": items})),
+        }
     }
 }

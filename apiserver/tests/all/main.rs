@@ -13,6 +13,7 @@ mod fault_control;
 mod faults;
 mod fidelity;
 mod kube_client;
+mod kinds;
 mod kubectl;
 mod persist;
 mod rbac;

@@ -1,0 +1,504 @@
+//! Every kind a 1.32 server serves: discovery compared with upstream's resource list
+//! (`fixtures/api-resources-v1.32.txt`), and the new kinds and subresources used through the
+//! real kubectl over HTTP (and kube-rs where kubectl cannot: bearer tokens over plain HTTP).
+
+use apiserver::cluster::{self, ClusterConfig, ClusterHandle};
+use apiserver::{ApiServer, ServerHandle};
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+const FIXTURE: &str = include_str!("fixtures/api-resources-v1.32.txt");
+const README: &str = include_str!("../../README.md");
+
+struct Cluster {
+    _server: ApiServer,
+    _cluster: Option<ClusterHandle>,
+    handle: ServerHandle,
+    dir: tempfile::TempDir,
+}
+
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Cluster {
+    /// The API server alone (`simulated` false) or with the simulated cluster (one node,
+    /// pods Ready at once).
+    async fn start(simulated: bool) -> Cluster {
+        let server = ApiServer::new();
+        let cluster = simulated.then(|| cluster::start(&server, ClusterConfig { ready_after: std::time::Duration::ZERO, ..Default::default() }));
+        let handle = server.serve().await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        handle.write_kubeconfig(dir.path().join("kubeconfig")).unwrap();
+        Cluster { _server: server, _cluster: cluster, handle, dir }
+    }
+
+    fn file(&self, name: &str, contents: &str) -> PathBuf {
+        let p = self.dir.path().join(name);
+        std::fs::write(&p, contents).unwrap();
+        p
+    }
+
+    async fn kubectl(&self, args: &[&str]) -> Out {
+        let out = tokio::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(self.dir.path().join("kubeconfig"))
+            .arg("--cache-dir")
+            .arg(self.dir.path().join("cache"))
+            .args(args)
+            .env("HOME", self.dir.path())
+            .output()
+            .await
+            .expect("kubectl runs");
+        Out { code: out.status.code().unwrap_or(-1), stdout: String::from_utf8_lossy(&out.stdout).into_owned(), stderr: String::from_utf8_lossy(&out.stderr).into_owned() }
+    }
+
+    async fn ok(&self, args: &[&str]) -> String {
+        let o = self.kubectl(args).await;
+        assert_eq!(o.code, 0, "kubectl {args:?} failed (server {}): {}{}", self.handle.url(), o.stdout, o.stderr);
+        o.stdout
+    }
+
+    /// kubectl must fail; returns its stderr.
+    async fn fails(&self, args: &[&str]) -> String {
+        let o = self.kubectl(args).await;
+        assert_ne!(o.code, 0, "kubectl {args:?} should have failed: {}", o.stdout);
+        o.stderr
+    }
+
+    async fn apply(&self, name: &str, manifest: &str) -> String {
+        let path = self.file(name, manifest);
+        self.ok(&["apply", "-f", path.to_str().unwrap()]).await
+    }
+
+    async fn json(&self, args: &[&str]) -> Value {
+        let mut all = args.to_vec();
+        all.extend(["-o", "json"]);
+        serde_json::from_str(&self.ok(&all).await).unwrap()
+    }
+
+    /// A kube client over HTTP that authenticates with `token`.
+    async fn client_with_token(&self, token: &str) -> kube::Client {
+        let mut kubeconfig = kube::config::Kubeconfig::read_from(self.dir.path().join("kubeconfig")).unwrap();
+        kubeconfig.auth_infos[0].auth_info.as_mut().unwrap().token = Some(token.to_string().into());
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await.unwrap();
+        kube::Client::try_from(config).unwrap()
+    }
+}
+
+/// Rows of a kubectl table, cut at the header's column starts (cells may be empty).
+fn table_rows(text: &str) -> Vec<Vec<String>> {
+    let mut lines = text.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#'));
+    let header = lines.next().expect("a header");
+    let starts: Vec<usize> = header.match_indices(|c: char| c.is_ascii_uppercase()).filter(|(i, _)| *i == 0 || header.as_bytes()[i - 1] == b' ').map(|(i, _)| i).collect();
+    lines
+        .map(|l| {
+            starts
+                .iter()
+                .enumerate()
+                .map(|(n, &s)| {
+                    let end = starts.get(n + 1).copied().unwrap_or(l.len()).min(l.len());
+                    l.get(s.min(l.len())..end).unwrap_or_default().trim().to_string()
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The README's section that lists what is not served.
+fn readme_not_served() -> &'static str {
+    let start = README.find("### Not served").expect("README has a `### Not served` section");
+    let rest = &README[start + 1..];
+    &rest[..rest.find("\n#").unwrap_or(rest.len())]
+}
+
+fn named_in_readme(name: &str) -> bool {
+    readme_not_served().contains(&format!("`{name}`"))
+}
+
+/// (name, shortnames, apiVersion, namespaced, kind, verbs as a set, categories) per row.
+fn normalized(rows: Vec<Vec<String>>) -> BTreeSet<(String, String, String, String, String, String, String)> {
+    rows.into_iter()
+        .map(|r| {
+            let verbs: BTreeSet<&str> = r[5].trim_matches(|c| c == '[' || c == ']').split([',', ' ']).filter(|v| !v.is_empty()).collect();
+            let verbs = verbs.into_iter().collect::<Vec<_>>().join(",");
+            (r[0].clone(), r[1].clone(), r[2].clone(), r[3].clone(), r[4].clone(), verbs, r.get(6).cloned().unwrap_or_default())
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discovery_serves_what_a_1_32_server_serves_or_the_readme_says_what_not() {
+    let c = Cluster::start(false).await;
+    let (part1, part2) = FIXTURE.split_once("# Part 2").expect("fixture has two parts");
+    let upstream = normalized(table_rows(part1));
+    assert!(upstream.len() >= 58, "fixture parsed: {upstream:?}");
+    let ours = normalized(table_rows(&c.ok(&["api-resources", "-o", "wide"]).await));
+    let missing: Vec<_> = upstream.difference(&ours).filter(|r| !named_in_readme(&r.0)).collect();
+    assert!(missing.is_empty(), "served differently from v1.32 and not named in the README:\n{missing:#?}\nours:\n{ours:#?}");
+    let extra: Vec<_> = ours.difference(&upstream).collect();
+    assert!(extra.is_empty(), "served but not by v1.32: {extra:#?}");
+
+    // Every APIResourceList name (subresources, non-preferred versions) of every group version.
+    let mut wanted: BTreeSet<(String, String)> = part2.lines().skip(1).filter(|l| !l.starts_with('#')).filter_map(|l| l.split_once(' ')).map(|(gv, n)| (gv.into(), n.into())).collect();
+    for r in &upstream {
+        wanted.insert((r.2.clone(), r.0.clone()));
+    }
+    let mut served: BTreeSet<(String, String)> = BTreeSet::new();
+    for gv in wanted.iter().map(|(gv, _)| gv.clone()).collect::<BTreeSet<_>>() {
+        let path = if gv == "v1" { "/api/v1".to_string() } else { format!("/apis/{gv}") };
+        let list: Value = serde_json::from_str(&c.ok(&["get", "--raw", &path]).await).unwrap();
+        for r in list["resources"].as_array().unwrap() {
+            served.insert((gv.clone(), r["name"].as_str().unwrap().to_string()));
+        }
+    }
+    let missing: Vec<_> = wanted.difference(&served).filter(|(_, n)| !named_in_readme(n)).collect();
+    assert!(missing.is_empty(), "not served and not named in the README: {missing:?}");
+    let extra: Vec<_> = served.difference(&wanted).collect();
+    assert!(extra.is_empty(), "served but not by v1.32: {extra:?}");
+    let apis: Value = serde_json::from_str(&c.ok(&["get", "--raw", "/apis"]).await).unwrap();
+    assert!(apis["groups"].as_array().unwrap().iter().any(|g| g["name"] == "apiregistration.k8s.io"));
+    let autoscaling = apis["groups"].as_array().unwrap().iter().find(|g| g["name"] == "autoscaling").unwrap();
+    assert_eq!(autoscaling["preferredVersion"]["version"], "v2");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_gets_every_new_kind_by_its_short_name() {
+    let c = Cluster::start(false).await;
+    let kinds = "sts,ds,cj,rc,podtemplates,pvc,pv,sc,csidrivers,csinodes,volumeattachments,quota,limits,pdb,pc,ing,ingressclasses,netpol,hpa,csr,mutatingwebhookconfigurations,validatingwebhookconfigurations,validatingadmissionpolicies,validatingadmissionpolicybindings,apiservices,runtimeclasses,flowschemas,prioritylevelconfigurations,csistoragecapacities";
+    let o = c.kubectl(&["get", kinds, "-A"]).await;
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    assert!(o.stderr.contains("No resources found"), "{}", o.stderr);
+    let cs = c.ok(&["get", "componentstatuses", "-o", "jsonpath={range .items[*]}{.metadata.name}={.conditions[0].status} {end}"]).await;
+    assert_eq!(cs.trim(), "controller-manager=False scheduler=False etcd-0=True", "no simulated cluster runs here");
+    // Verbs a kind does not serve are refused as upstream does.
+    let e = c.fails(&["delete", "--raw", "/api/v1/namespaces"]).await;
+    assert!(e.contains("MethodNotAllowed") || e.contains("does not allow this method"), "{e}");
+    let e = c.fails(&["get", "--raw", "/api/v1/namespaces/default/bindings"]).await;
+    assert!(e.contains("MethodNotAllowed") || e.contains("does not allow this method"), "{e}");
+}
+
+/// Manifests as the Kubernetes documentation gives them (concepts/workloads, services-networking,
+/// run-application): a StatefulSet with a claim template, a CronJob, an Ingress, a PDB, an HPA, a
+/// NetworkPolicy, a PriorityClass and a StorageClass.
+const WORKLOADS: &str = r#"apiVersion: v1
+kind: Service
+metadata:
+  name: nginx
+  labels: {app: nginx}
+spec:
+  ports: [{port: 80, name: web}]
+  clusterIP: None
+  selector: {app: nginx}
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: web
+spec:
+  selector:
+    matchLabels: {app: nginx}
+  serviceName: "nginx"
+  replicas: 2
+  minReadySeconds: 10
+  template:
+    metadata:
+      labels: {app: nginx}
+    spec:
+      terminationGracePeriodSeconds: 10
+      containers:
+      - name: nginx
+        image: registry.k8s.io/nginx-slim:0.24
+        ports: [{containerPort: 80, name: web}]
+        volumeMounts: [{name: www, mountPath: /usr/share/nginx/html}]
+  volumeClaimTemplates:
+  - metadata:
+      name: www
+    spec:
+      accessModes: ["ReadWriteOnce"]
+      storageClassName: "my-storage-class"
+      resources:
+        requests: {storage: 1Gi}
+---
+apiVersion: batch/v1
+kind: CronJob
+metadata:
+  name: hello
+spec:
+  schedule: "* * * * *"
+  jobTemplate:
+    spec:
+      template:
+        spec:
+          containers:
+          - name: hello
+            image: busybox:1.28
+            imagePullPolicy: IfNotPresent
+            command: [/bin/sh, -c, date; echo Hello from the Kubernetes cluster]
+          restartPolicy: OnFailure
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: minimal-ingress
+  annotations:
+    nginx.ingress.kubernetes.io/rewrite-target: /
+spec:
+  ingressClassName: nginx-example
+  rules:
+  - http:
+      paths:
+      - path: /testpath
+        pathType: Prefix
+        backend:
+          service:
+            name: test
+            port: {number: 80}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: zk-pdb
+spec:
+  minAvailable: 2
+  selector:
+    matchLabels: {app: zookeeper}
+---
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata:
+  name: php-apache
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: php-apache}
+  minReplicas: 1
+  maxReplicas: 10
+  metrics:
+  - type: Resource
+    resource:
+      name: cpu
+      target: {type: Utilization, averageUtilization: 50}
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  name: test-network-policy
+spec:
+  podSelector:
+    matchLabels: {role: db}
+  ingress:
+  - from:
+    - ipBlock: {cidr: 172.17.0.0/16, except: [172.17.1.0/24]}
+    ports: [{port: 6379}]
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata:
+  name: high-priority
+value: 1000000
+globalDefault: false
+description: "This priority class should be used for XYZ service pods only."
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: my-storage-class
+provisioner: kubernetes.io/no-provisioner
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_applies_workloads_from_the_docs_stored_defaulted_and_scalable() {
+    let c = Cluster::start(false).await;
+    let out = c.apply("workloads.yaml", WORKLOADS).await;
+    for created in ["statefulset.apps/web created", "cronjob.batch/hello created", "ingress.networking.k8s.io/minimal-ingress created", "poddisruptionbudget.policy/zk-pdb created"] {
+        assert!(out.contains(created), "{out}");
+    }
+    // Defaults as upstream's SetDefaults_* fill them in.
+    let sts = c.json(&["get", "sts", "web"]).await;
+    assert_eq!(sts["spec"]["podManagementPolicy"], "OrderedReady");
+    assert_eq!(sts["spec"]["updateStrategy"], json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}));
+    assert_eq!(sts["spec"]["template"]["spec"]["restartPolicy"], "Always");
+    assert_eq!(sts["metadata"]["generation"], 1);
+    let cj = c.json(&["get", "cj", "hello"]).await;
+    assert_eq!((cj["spec"]["concurrencyPolicy"].as_str(), cj["spec"]["successfulJobsHistoryLimit"].as_i64()), (Some("Allow"), Some(3)));
+    let np = c.json(&["get", "netpol", "test-network-policy"]).await;
+    assert_eq!(np["spec"]["policyTypes"], json!(["Ingress"]));
+    assert_eq!(np["spec"]["ingress"][0]["ports"][0]["protocol"], "TCP");
+    assert_eq!(c.ok(&["get", "sc", "my-storage-class", "-o", "jsonpath={.reclaimPolicy}/{.volumeBindingMode}"]).await, "Delete/Immediate");
+    // A second apply of the same manifests changes nothing.
+    let again = c.apply("workloads.yaml", WORKLOADS).await;
+    assert!(again.contains("cronjob.batch/hello unchanged"), "{again}");
+
+    // Scale subresource and generation.
+    c.ok(&["scale", "sts", "web", "--replicas=3"]).await;
+    let sts = c.json(&["get", "sts", "web"]).await;
+    assert_eq!((sts["spec"]["replicas"].as_i64(), sts["metadata"]["generation"].as_i64()), (Some(3), Some(2)));
+    // StatefulSet spec fields outside upstream's list are immutable.
+    let e = c.fails(&["patch", "sts", "web", "--type=merge", "-p", r#"{"spec":{"serviceName":"other"}}"#]).await;
+    assert!(e.contains("updates to statefulset spec for fields other than"), "{e}");
+    // Strict field validation from the built-in schema.
+    let typo = WORKLOADS.replace("minAvailable: 2", "minAvailable: 2\n  minAvailabel: 3");
+    let path = c.file("typo.yaml", &typo);
+    let e = c.fails(&["apply", "-f", path.to_str().unwrap()]).await;
+    assert!(e.contains(r#"unknown field "spec.minAvailabel""#), "{e}");
+    let both = WORKLOADS.replace("minAvailable: 2", "minAvailable: 2\n  maxUnavailable: 1");
+    let path = c.file("both.yaml", &both);
+    let e = c.fails(&["apply", "-f", path.to_str().unwrap()]).await;
+    assert!(e.contains("minAvailable and maxUnavailable cannot be both set"), "{e}");
+
+    // The HPA is served at autoscaling/v1 too, converted from the stored v2.
+    let v1 = c.json(&["get", "horizontalpodautoscalers.v1.autoscaling", "php-apache"]).await;
+    assert_eq!(v1["apiVersion"], "autoscaling/v1");
+    assert_eq!(v1["spec"]["targetCPUUtilizationPercentage"], 50);
+    // kubectl explain reads the schemas of the new kinds.
+    let explain = c.ok(&["explain", "statefulset.spec.podManagementPolicy"]).await;
+    assert!(explain.contains("podManagementPolicy"), "{explain}");
+    let all = c.ok(&["get", "all"]).await;
+    for shown in ["statefulset.apps/web", "cronjob.batch/hello", "horizontalpodautoscaler.autoscaling/php-apache"] {
+        assert!(all.contains(shown), "{shown} not in `kubectl get all`:\n{all}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_create_token_issues_a_token_the_server_accepts_and_reviews() {
+    let c = Cluster::start(false).await;
+    c.apply("sa.yaml", "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: bot, namespace: default}\n").await;
+    // `kubectl create token` sends its TokenRequest as protobuf (decoded on the h17-protobuf
+    // branch); the same request as JSON through kubectl's raw mode:
+    let request = |seconds: i64| json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": seconds}}).to_string();
+    let hour = c.file("tr.json", &request(3600));
+    let url = "/api/v1/namespaces/default/serviceaccounts/bot/token";
+    let issued: Value = serde_json::from_str(&c.ok(&["create", "--raw", url, "-f", hour.to_str().unwrap()]).await).unwrap();
+    assert!(issued["status"]["expirationTimestamp"].is_string(), "{issued}");
+    let token = issued["status"]["token"].as_str().unwrap().to_string();
+    assert_eq!(token.split('.').count(), 3, "a JWT: {token}");
+    // TokenReview names the service account.
+    let review = c.file("review.json", &json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}}).to_string());
+    let reviewed: Value = serde_json::from_str(&c.ok(&["create", "-f", review.to_str().unwrap(), "-o", "json"]).await).unwrap();
+    assert_eq!(reviewed["status"]["authenticated"], true, "{reviewed}");
+    assert_eq!(reviewed["status"]["user"]["username"], "system:serviceaccount:default:bot");
+    assert!(reviewed["status"]["user"]["groups"].as_array().unwrap().contains(&json!("system:serviceaccounts:default")));
+    let forged = c.file("forged.json", &json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": format!("{token}x")}}).to_string());
+    let refused: Value = serde_json::from_str(&c.ok(&["create", "-f", forged.to_str().unwrap(), "-o", "json"]).await).unwrap();
+    assert_ne!(refused["status"]["authenticated"], true, "{refused}");
+    // The token is accepted as a bearer token, as the service account (RBAC applies to it).
+    let client = c.client_with_token(&token).await;
+    let who: Value = client
+        .request(http::Request::post("/apis/authentication.k8s.io/v1/selfsubjectreviews").body(serde_json::to_vec(&json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})).unwrap()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(who["status"]["userInfo"]["username"], "system:serviceaccount:default:bot");
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::default_namespaced(client);
+    match pods.list(&Default::default()).await {
+        Err(kube::Error::Api(s)) => assert_eq!(s.code, 403, "{s:?}"),
+        other => panic!("a service account without roles may not list pods: {other:?}"),
+    }
+    // Upstream's limits.
+    let short = c.file("short.json", &request(300));
+    let e = c.fails(&["create", "--raw", url, "-f", short.to_str().unwrap()]).await;
+    assert!(e.contains("may not specify a duration less than 10 minutes"), "{e}");
+    let e = c.fails(&["create", "--raw", "/api/v1/namespaces/default/serviceaccounts/nobody/token", "-f", hour.to_str().unwrap()]).await;
+    assert!(e.contains("NotFound") || e.contains("not found"), "{e}");
+    // SubjectAccessReview answers for the user it names.
+    let sar = c.file("sar.json", &json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+        "spec": {"user": "system:serviceaccount:default:bot", "resourceAttributes": {"verb": "list", "resource": "pods", "namespace": "default"}}}).to_string());
+    let answer: Value = serde_json::from_str(&c.ok(&["create", "-f", sar.to_str().unwrap(), "-o", "json"]).await).unwrap();
+    assert_eq!(answer["status"]["allowed"], false, "{answer}");
+    let admin = c.file("sar-admin.json", &json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+        "spec": {"user": "someone", "groups": ["system:masters"], "resourceAttributes": {"verb": "list", "resource": "pods"}}}).to_string());
+    let answer: Value = serde_json::from_str(&c.ok(&["create", "-f", admin.to_str().unwrap(), "-o", "json"]).await).unwrap();
+    assert_eq!(answer["status"]["allowed"], true, "{answer}");
+}
+
+const RUNNING_POD: &str = "apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  labels: {app: web}
+spec:
+  containers:
+  - {name: app, image: nginx:1}
+";
+
+/// Wait until kubectl's jsonpath output is `want`.
+async fn until(c: &Cluster, args: &[&str], want: &str) {
+    for _ in 0..100 {
+        if c.kubectl(args).await.stdout.trim() == want {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("kubectl {args:?} never printed {want:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_log_ephemeral_containers_and_eviction_behave_as_upstream() {
+    let c = Cluster::start(true).await;
+    c.apply("pod.yaml", RUNNING_POD).await;
+    until(&c, &["get", "pod", "web", "-o", "jsonpath={.status.phase}"], "Running").await;
+    // The simulated container prints nothing.
+    assert_eq!(c.ok(&["logs", "web"]).await, "");
+    let e = c.fails(&["logs", "web", "-c", "nope"]).await;
+    assert!(e.contains("container nope is not valid for pod web"), "{e}");
+    let e = c.fails(&["logs", "web", "--previous"]).await;
+    assert!(e.contains(r#"previous terminated container "app" in pod "web" not found"#), "{e}");
+    let two = "apiVersion: v1\nkind: Pod\nmetadata: {name: two}\nspec:\n  containers:\n  - {name: a, image: busybox}\n  - {name: b, image: busybox}\n";
+    c.apply("two.yaml", two).await;
+    let e = c.fails(&["get", "--raw", "/api/v1/namespaces/default/pods/two/log"]).await;
+    assert!(e.contains("a container name must be specified for pod two, choose one of: [a b]"), "{e}");
+    // A crash-looping container has a terminated last state: its logs (and --previous) are served.
+    let crashing = RUNNING_POD.replace("name: web\n", "name: crash\n  annotations: {sim.operator-host.dev/restarts: \"2\"}\n");
+    c.apply("crash.yaml", &crashing).await;
+    until(&c, &["get", "pod", "crash", "-o", "jsonpath={.status.containerStatuses[0].state.waiting.reason}"], "CrashLoopBackOff").await;
+    c.ok(&["logs", "crash"]).await;
+
+    // kubectl debug adds an ephemeral container through pods/ephemeralcontainers.
+    c.ok(&["debug", "web", "--image=busybox:1.36", "--container=debugger"]).await;
+    assert_eq!(c.ok(&["get", "pod", "web", "-o", "jsonpath={.spec.ephemeralContainers[0].image}"]).await, "busybox:1.36");
+    // A main-resource write cannot take it away.
+    c.ok(&["patch", "pod", "web", "--type=json", "-p", r#"[{"op":"remove","path":"/spec/ephemeralContainers"}]"#]).await;
+    assert_eq!(c.ok(&["get", "pod", "web", "-o", "jsonpath={.spec.ephemeralContainers[0].name}"]).await, "debugger");
+
+    // Eviction honours the PodDisruptionBudget.
+    c.apply("pdb.yaml", "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: web}\nspec:\n  minAvailable: 1\n  selector: {matchLabels: {app: web}}\n").await;
+    let eviction = c.file("eviction.json", &json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "web", "namespace": "default"}}).to_string());
+    let evict = ["create", "--raw", "/api/v1/namespaces/default/pods/web/eviction", "-f", eviction.to_str().unwrap()];
+    until(&c, &["get", "pdb", "web", "-o", "jsonpath={.status.currentHealthy}/{.status.disruptionsAllowed}"], "1/0").await;
+    let e = c.fails(&evict).await;
+    assert!(e.contains("Cannot evict pod as it would violate the pod's disruption budget."), "{e}");
+    assert_eq!(c.ok(&["get", "pod", "web", "-o", "name"]).await.trim(), "pod/web");
+    // With a second healthy pod the budget allows one disruption.
+    c.apply("pod2.yaml", &RUNNING_POD.replace("name: web\n", "name: web2\n")).await;
+    until(&c, &["get", "pdb", "web", "-o", "jsonpath={.status.currentHealthy}/{.status.disruptionsAllowed}"], "2/1").await;
+    c.ok(&evict).await;
+    let pdb = c.json(&["get", "pdb", "web"]).await;
+    assert!(pdb["status"]["disruptedPods"].get("web").is_some() || pdb["status"]["disruptionsAllowed"] == 0, "{pdb}");
+    until(&c, &["get", "pod", "web", "--ignore-not-found", "-o", "name"], "").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certificate_signing_requests_are_approved_through_their_subresource() {
+    let c = Cluster::start(false).await;
+    let csr = "apiVersion: certificates.k8s.io/v1
+kind: CertificateSigningRequest
+metadata:
+  name: myuser
+spec:
+  request: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURSBSRVFVRVNULS0tLS0KLS0tLS1FTkQgQ0VSVElGSUNBVEUgUkVRVUVTVC0tLS0tCg==
+  signerName: kubernetes.io/kube-apiserver-client
+  expirationSeconds: 86400
+  usages: [client auth]
+";
+    c.apply("csr.yaml", csr).await;
+    assert!(c.ok(&["get", "csr"]).await.contains("myuser"));
+    // A main-resource write may not approve.
+    c.ok(&["patch", "csr", "myuser", "--type=merge", "-p", r#"{"status":{"conditions":[{"type":"Approved","status":"True"}]}}"#]).await;
+    assert_eq!(c.ok(&["get", "csr", "myuser", "-o", "jsonpath={.status.conditions}"]).await, "");
+    let mut approved = c.json(&["get", "csr", "myuser"]).await;
+    approved["status"] = json!({"conditions": [{"type": "Approved", "status": "True", "reason": "KubectlApprove", "message": "approved by test"}]});
+    let path = c.file("approved.json", &approved.to_string());
+    c.ok(&["replace", "--raw", "/apis/certificates.k8s.io/v1/certificatesigningrequests/myuser/approval", "-f", path.to_str().unwrap()]).await;
+    assert_eq!(c.ok(&["get", "csr", "myuser", "-o", "jsonpath={.status.conditions[0].type}"]).await, "Approved");
+}
