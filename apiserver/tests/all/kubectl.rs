@@ -1,6 +1,5 @@
 //! The real kubectl (/usr/bin/kubectl) against a server started per test over HTTP.
 
-use crate::common;
 
 use apiserver::{ApiServer, ServerHandle};
 use std::path::PathBuf;
@@ -412,6 +411,7 @@ async fn an_oversized_body_is_refused_after_the_limit_without_being_read() {
     let answer = String::from_utf8_lossy(&answer[..n]);
     assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
     assert!(answer.contains(r#""reason":"RequestEntityTooLarge""#) && answer.contains("Request entity too large: limit is 3145728"), "{answer}");
+}
 
 /// A self-signed EC certificate and its key (fixture for `kubectl create secret tls`).
 const TLS_CRT: &str = "-----BEGIN CERTIFICATE-----

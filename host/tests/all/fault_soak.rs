@@ -131,7 +131,7 @@ fn soak(w: Workload) {
         let clock = TokioClock::starting_at(start);
         let ledger = Arc::new(Mutex::new(Ledger::default()));
         let server =
-            ApiServer::with_backend(Config { clock: clock.clone().for_apiserver(), ..Config::default() }, Box::new(Observer(ledger.clone())));
+            ApiServer::with_backend(Config { clock: Arc::new(clock.clone()), ..Config::default() }, Box::new(Observer(ledger.clone())));
         let cluster = apiserver::cluster::start(&server, apiserver::ClusterConfig::default());
         let sandbox = Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
         let registry = host::registry::Registry::default();
