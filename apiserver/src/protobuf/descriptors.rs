@@ -14,6 +14,13 @@ const GOGO_NULLABLE: u64 = 65001;
 /// gogoproto.customname (FieldOptions extension 65004): the Go field name.
 const GOGO_CUSTOMNAME: u64 = 65004;
 
+/// Proto field names that are not the JSON name: upstream's protobuf tags carry the Go field
+/// name for these few (`Variable.Name`, `BoundObjectReference.uID`, ...), while JSON uses the
+/// `json` tag. No JSON field of the API is spelled like the left column, so the rename applies in
+/// every message; a test checks the names against the OpenAPI schemas.
+const JSON_NAMES: &[(&str, &str)] =
+    &[("Name", "name"), ("Expression", "expression"), ("Webhooks", "webhooks"), ("uID", "uid"), ("aPIGroup", "apiGroup")];
+
 /// Go embedded structs (`json:",inline"`), whose fields JSON shows in the enclosing object.
 /// Upstream's descriptors do not mark them (the proto field is named after the type, as a
 /// named field of that type would be), so they are listed here; a test checks the list against
@@ -175,6 +182,9 @@ fn message(buf: &[u8], scope: &str, out: &mut HashMap<String, Message>) -> Resul
     }
     let name = format!("{scope}.{}", m.go_name);
     for (number, mut f) in fields {
+        if let Some((_, json)) = JSON_NAMES.iter().find(|(proto, _)| *proto == f.name) {
+            f.name = json.to_string();
+        }
         f.inline = INLINE.contains(&(name.as_str(), f.name.as_str()));
         m.fields.insert(number, f);
     }

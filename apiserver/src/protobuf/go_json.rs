@@ -122,6 +122,12 @@ fn object(d: &Descriptors, name: &str, m: &Message, buf: &[u8]) -> Result<Map<St
 /// `omitempty`, so Go's JSON shows it even when zero).
 /// OpenAPI names a type `io.k8s.api.core.v1.ServicePort` where protobuf says `k8s.io.api...`.
 fn required(message: &str, field: &str) -> bool {
+    // Go fields without `omitempty` whose generated schema here (from k8s-openapi) does not
+    // list them as required, as upstream's OpenAPI does.
+    const ALWAYS_SHOWN: &[(&str, &str)] = &[("k8s.io.api.scheduling.v1.PriorityClass", "value")];
+    if ALWAYS_SHOWN.contains(&(message, field)) {
+        return true;
+    }
     let component = message.strip_prefix("k8s.io.").map(|rest| format!("io.k8s.{rest}")).unwrap_or_default();
     crate::builtin_schema::component(&component)
         .and_then(|s| s.get("required"))

@@ -563,7 +563,8 @@ async fn kubectl_create_every_subcommand_stores_what_kubectl_meant_to_send() {
         ("priorityclass/high", vec!["create", "priorityclass", "high", "--value=1000", "--description=high priority", "--preemption-policy=Never"]),
         ("priorityclass/zero", vec!["create", "priorityclass", "zero", "--value=0"]),
         ("resourcequota/compute", vec!["create", "quota", "compute", "--hard=cpu=1,memory=1G,pods=2", "--scopes=BestEffort"]),
-        ("horizontalpodautoscaler/web", vec!["autoscale", "deployment", "web", "--min=1", "--max=3", "--cpu-percent=80"]),
+        // kubectl sends autoscaling/v1; read it back in that version (v2 is preferred).
+        ("horizontalpodautoscalers.v1.autoscaling/web", vec!["autoscale", "deployment", "web", "--min=1", "--max=3", "--cpu-percent=80"]),
     ];
     let mut failures = vec![];
     for (object, args) in &cases {

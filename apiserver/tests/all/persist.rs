@@ -209,7 +209,7 @@ fn payload(writer: usize, seq: usize) -> String {
 async fn every_acknowledged_write_survives_kill_9_and_nothing_is_half_written() {
     let dir = tempfile::tempdir().unwrap();
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["child_serving_a_data_dir_until_killed", "--exact", "--nocapture", "--test-threads=1"])
+        .args(["persist::child_serving_a_data_dir_until_killed", "--exact", "--nocapture", "--test-threads=1"])
         .env(CHILD_DIR, dir.path())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
