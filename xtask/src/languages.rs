@@ -90,7 +90,10 @@ fn componentize_js() -> Result<PathBuf> {
     require("npm", "--version", "npm (e.g. `apt-get install npm`)")?;
     if !installed_js_tool_matches_lock(&dir)? {
         eprintln!("xtask: installing componentize-js from the npm registry (package-lock.json, about 30 s, once)");
-        status(npm(&dir, &["ci", "--no-audit", "--no-fund"]))?;
+        // `npm install` at the lock's exact versions, not `npm ci`: npm 11's `ci` refuses this
+        // lock for the other platforms' optional binaries (jco-node-fs-win32-*, ...) the
+        // registry lists without a version, which `install` skips as optional.
+        status(npm(&dir, &["install", "--no-audit", "--no-fund", "--no-save"]))?;
     }
     Ok(dir.join("node_modules/.bin/componentize-js"))
 }
