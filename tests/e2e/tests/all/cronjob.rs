@@ -67,15 +67,15 @@ fn cronjobs_through_kubectl() {
     // The tutorial's sample as it is: Jobs every (cluster) minute that complete,
     // status shown by `kubectl get -o yaml`, history pruned to the default 3.
     host.apply(&read("plugins/cronjob/samples/batch_v1_cronjob.yaml"));
-    let table = host.ok(&["get", "cronjob", "cronjob-sample"]);
+    let table = host.ok(&["get", "cronjob.batch.tutorial.kubebuilder.io", "cronjob-sample"]);
     assert!(table.lines().next().unwrap().split_whitespace().eq(["NAME", "SCHEDULE", "SUSPEND", "ACTIVE", "LAST", "SCHEDULE", "AGE"]), "{table}");
     assert!(table.contains("*/1 * * * *"), "{table}");
     let status = eventually("status.lastScheduleTime and an active Job", || {
-        let cj = host.json(&["get", "cronjob", "cronjob-sample"]);
+        let cj = host.json(&["get", "cronjob.batch.tutorial.kubebuilder.io", "cronjob-sample"]);
         (cj["status"]["lastScheduleTime"].is_string() && cj["status"]["active"].as_array().is_some_and(|a| !a.is_empty())).then_some(cj)
     });
     assert_eq!(status["status"]["active"][0]["kind"], "Job");
-    let yaml = host.ok(&["get", "cronjob", "cronjob-sample", "-o", "yaml"]);
+    let yaml = host.ok(&["get", "cronjob.batch.tutorial.kubebuilder.io", "cronjob-sample", "-o", "yaml"]);
     assert!(yaml.contains("lastScheduleTime:"), "{yaml}");
     eventually("six Jobs created", || (created(&host, "cronjob-sample").len() >= 6).then_some(()));
     let jobs = jobs_of(&host, "cronjob-sample");
@@ -85,16 +85,16 @@ fn cronjobs_through_kubectl() {
     });
 
     // Suspend stops new Jobs; resuming starts them again.
-    host.ok(&["patch", "cronjob", "cronjob-sample", "--type=merge", "-p", r#"{"spec":{"suspend":true}}"#]);
+    host.ok(&["patch", "cronjob.batch.tutorial.kubebuilder.io", "cronjob-sample", "--type=merge", "-p", r#"{"spec":{"suspend":true}}"#]);
     eventually("the suspension to be reconciled", || {
-        let cj = host.json(&["get", "cronjob", "cronjob-sample"]);
+        let cj = host.json(&["get", "cronjob.batch.tutorial.kubebuilder.io", "cronjob-sample"]);
         let generation = cj["metadata"]["generation"].clone();
         cj["status"]["conditions"].as_array()?.iter().any(|c| c["type"] == "Reconciled" && c["observedGeneration"] == generation).then_some(())
     });
     let before = created(&host, "cronjob-sample").len();
     std::thread::sleep(std::time::Duration::from_secs(5));
     assert_eq!(created(&host, "cronjob-sample").len(), before, "no Job is created while suspended (5 cluster minutes)");
-    host.ok(&["patch", "cronjob", "cronjob-sample", "--type=merge", "-p", r#"{"spec":{"suspend":false}}"#]);
+    host.ok(&["patch", "cronjob.batch.tutorial.kubebuilder.io", "cronjob-sample", "--type=merge", "-p", r#"{"spec":{"suspend":false}}"#]);
     eventually("Jobs again after resuming", || (created(&host, "cronjob-sample").len() > before).then_some(()));
 
     // Forbid: 3-minute Jobs every minute never overlap; skipped runs are evented.
@@ -119,6 +119,6 @@ fn cronjobs_through_kubectl() {
     assert!(!bad.status.success() && err.contains("metadata.name") && err.contains("52"), "{err}");
 
     // Deleting a CronJob deletes its Jobs.
-    host.ok(&["delete", "cronjob", "cronjob-sample"]);
+    host.ok(&["delete", "cronjob.batch.tutorial.kubebuilder.io", "cronjob-sample"]);
     eventually("the Jobs of a deleted CronJob to go", || jobs_of(&host, "cronjob-sample").is_empty().then_some(()));
 }

@@ -43,11 +43,11 @@ fn the_mydeployment_part_of_the_tour_creates_scales_and_describes() {
 fn the_cronjob_part_of_the_tour_runs_a_job_and_refuses_a_bad_schedule() {
     let host = Host::start(&[]);
     host.ok(&["apply", "-f", &sample("plugins/cronjob/samples/batch_v1_cronjob.yaml")]);
-    host.ok(&["get", "cronjobs,jobs"]);
+    host.ok(&["get", "cronjobs.batch.tutorial.kubebuilder.io,jobs"]);
     // `*/1 * * * *` on the real clock: the first run is at the next minute boundary.
     eventually("a Job completes and the CronJob records its schedule time", || {
         let complete = host.items(&["get", "jobs"]).iter().any(|j| j["status"]["succeeded"] == 1);
-        let cj = host.json(&["get", "cronjob", "cronjob-sample"]);
+        let cj = host.json(&["get", "cronjob.batch.tutorial.kubebuilder.io", "cronjob-sample"]);
         (complete && cj["status"]["lastScheduleTime"].is_string()).then_some(())
     });
     let bad = "apiVersion: batch.tutorial.kubebuilder.io/v1\nkind: CronJob\nmetadata: {name: bad}\nspec:\n  schedule: \"not a schedule\"\n  jobTemplate: {spec: {template: {spec: {restartPolicy: Never, containers: [{name: c, image: busybox}]}}}}\n";
