@@ -104,7 +104,7 @@ fn bad_input_exits_2_naming_the_file_and_the_problem() {
     let parent = write(dir.path(), "parent.yaml", HELLO);
     let bad_children = write(dir.path(), "children.yaml", "- 1\n");
     let cases: Vec<(Vec<&str>, &str)> = vec![
-        (vec!["--parent", &bad_yaml], "bad.yaml: document 1"),
+        (vec!["--parent", &bad_yaml], "bad.yaml: error: line 1 column 7: unclosed bracket"),
         (vec!["--parent", &no_kind], "nokind.yaml: document 1: object has no `apiVersion`"),
         (vec!["--parent", &two], "two.yaml: expected one object, found 2"),
         (vec!["--parent", "/nonexistent/parent.yaml"], "cannot read /nonexistent/parent.yaml"),

@@ -300,8 +300,9 @@ fn javascript_then_python_hello_run_on_the_embedded_cluster_through_kubectl() {
         "--metrics-addr",
         "127.0.0.1:0",
     ]);
-    r.line_with("export KUBECONFIG=");
+    // Ports are bound (and announced) before the kubeconfig line.
     let line = r.line_with("metrics at http://");
+    r.line_with("export KUBECONFIG=");
     let addr = line.trim_start_matches("metrics at http://").trim_end_matches("/metrics").to_string();
 
     let apply = |greeting: &str| {
