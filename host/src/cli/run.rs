@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use super::leader_args::LeaderElectionArgs;
 use super::{Failure, SandboxArgs, parse_duration};
-use crate::clock::{SharedClock, SystemClock, TokioClock};
+use crate::clock::{SharedClock, SystemClock};
 use crate::controller::{self, queue::Backoff};
 use crate::events::Recorder;
 use crate::hotswap::configmap::Selection;
@@ -158,13 +158,15 @@ fn clock(args: &Args) -> (SharedClock, Option<tokio::task::JoinHandle<()>>) {
     if args.clock_speed == 1.0 {
         return (Arc::new(SystemClock), None);
     }
-    let clock = TokioClock::starting_at(chrono::Utc::now());
-    #[cfg(feature = "embedded")]
-    let pacer = crate::clock::drive_paused_clock(args.clock_speed);
     #[cfg(not(feature = "embedded"))]
-    let pacer = unreachable!("run() refuses --clock-speed: {NO_EMBEDDED}");
-    println!("clock speed {}x: cluster and host time run {} times as fast as the wall clock", args.clock_speed, args.clock_speed);
-    (Arc::new(clock), Some(pacer))
+    unreachable!("run() refuses --clock-speed: {NO_EMBEDDED}");
+    #[cfg(feature = "embedded")]
+    {
+        let clock = crate::clock::TokioClock::starting_at(chrono::Utc::now());
+        let pacer = crate::clock::drive_paused_clock(args.clock_speed);
+        println!("clock speed {}x: cluster and host time run {} times as fast as the wall clock", args.clock_speed, args.clock_speed);
+        (Arc::new(clock), Some(pacer))
+    }
 }
 
 async fn run_async(
