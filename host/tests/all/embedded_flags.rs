@@ -5,15 +5,11 @@
 
 use crate::common;
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
+use common::process::Running;
 use common::wasm;
-
-const WAIT: Duration = Duration::from_secs(120);
 
 fn host(cache: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_host"));
@@ -21,45 +17,11 @@ fn host(cache: &Path) -> Command {
     c
 }
 
-struct Running {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-}
-
-impl Running {
-    fn start(mut cmd: Command) -> Running {
-        let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("spawn host");
-        let out = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let r = Running { child, lines: rx };
-        let deadline = Instant::now() + WAIT;
-        loop {
-            let line = r.lines.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("the host prints its kubeconfig");
-            if line.starts_with("export KUBECONFIG=") {
-                return r;
-            }
-        }
-    }
-
-    /// SIGKILL: no shutdown path runs.
-    fn kill_9(mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// Starts the host and waits for its kubeconfig line (the cluster is up).
+fn start(cmd: Command) -> Running {
+    let running = Running::start(cmd);
+    running.line_with("export KUBECONFIG=");
+    running
 }
 
 fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String) {
@@ -100,7 +62,7 @@ fn data_dir_faults_and_nodes_flags_work_across_a_kill_9_restart() {
     let mut cmd = host(&cache);
     cmd.args(run_args(&kubeconfig, &data)).args(["--fault", "500:resource=secrets,verb=list", "--sim-nodes", "3", "--fault-seed", "7"]);
     cmd.env("OPERATOR_HOST_FAULTS", "ignored-when-flags-are-given");
-    let running = Running::start(cmd);
+    let running = start(cmd);
     assert_eq!(ok(&kubeconfig, &["get", "nodes", "-o", "name"]).lines().count(), 3, "--sim-nodes 3");
     let (listed, out) = kubectl(&kubeconfig, &["get", "secrets"]);
     assert!(!listed && out.contains("injected fault"), "the injected 500: {out}");
@@ -114,7 +76,7 @@ fn data_dir_faults_and_nodes_flags_work_across_a_kill_9_restart() {
     // Restart on the same directory, faults from the environment this time.
     let mut cmd = host(&cache);
     cmd.args(run_args(&kubeconfig, &data)).env("OPERATOR_HOST_FAULTS", "latency:1ms,resource=configmaps;409:share=0.5,verb=update,resource=secrets");
-    let running = Running::start(cmd);
+    let running = start(cmd);
     assert_eq!(ok(&kubeconfig, &["get", "configmap", "survivor", "-o", "jsonpath={.data.k}"]), "v", "the acknowledged write survived kill -9");
     assert_eq!(ok(&kubeconfig, &["get", "nodes", "-o", "name"]).lines().count(), 3, "the nodes were persisted too");
     let faults: serde_json::Value = serde_json::from_str(&ok(&kubeconfig, &["get", "--raw", "/debug/faults"])).unwrap();

@@ -7,19 +7,18 @@
 
 use crate::common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use common::process::{poll, Running};
 use common::{built_plugin, config, wasm, workspace_root};
 use host::sandbox::{CacheOutcome, CallError, LoadedPlugin, PrecompiledCache, Sandbox, SandboxConfig};
 use operator_plugin_sdk::{Action, json};
 use serde_json::Value;
 
 const NOW: i64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
-const WAIT: Duration = Duration::from_secs(180);
 
 /// The hello plugin in each language, by label.
 fn hellos() -> [(&'static str, PathBuf); 3] {
@@ -40,6 +39,12 @@ fn cached_config(deadline: Duration) -> SandboxConfig {
 fn host() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_host"));
     c.env("HOST_LOG", "warn").arg("--plugin-cache-dir").arg(cache_dir());
+    c
+}
+
+fn host_with(args: &[&str]) -> Command {
+    let mut c = host();
+    c.args(args);
     c
 }
 
@@ -202,56 +207,6 @@ fn python_and_javascript_plugins_get_the_sandbox_a_rust_plugin_gets() {
     }
 }
 
-struct Running {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-}
-
-impl Running {
-    fn spawn(args: &[&str]) -> Running {
-        let mut child = host().args(args).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("spawn host");
-        let out = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Running { child, lines }
-    }
-
-    fn line_with(&self, needle: &str) -> String {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = self.lines.recv_timeout(left).unwrap_or_else(|_| panic!("no stdout line with {needle:?}"));
-            if line.contains(needle) {
-                return line;
-            }
-        }
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn poll<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
 fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Output {
     let mut c = Command::new("kubectl")
         .arg("--kubeconfig")
@@ -287,7 +242,7 @@ fn javascript_then_python_hello_run_on_the_embedded_cluster_through_kubectl() {
     let kubeconfig = dir.path().join("kubeconfig");
     let plugin = dir.path().join("hello.wasm");
     std::fs::copy(built_plugin("hello-js"), &plugin).unwrap();
-    let r = Running::spawn(&[
+    let r = Running::start(host_with(&[
         "run",
         "--embedded",
         "--plugin",
@@ -299,7 +254,7 @@ fn javascript_then_python_hello_run_on_the_embedded_cluster_through_kubectl() {
         kubeconfig.to_str().unwrap(),
         "--metrics-addr",
         "127.0.0.1:0",
-    ]);
+    ]));
     // Ports are bound (and announced) before the kubeconfig line.
     let line = r.line_with("metrics at http://");
     r.line_with("export KUBECONFIG=");

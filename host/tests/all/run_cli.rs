@@ -5,14 +5,12 @@
 
 use crate::common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::io::{Read, Write};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
+use common::process::{poll, Running};
 use common::wasm;
-
-const WAIT: Duration = Duration::from_secs(120);
 
 fn cache_dir() -> std::path::PathBuf {
     std::env::temp_dir().join(format!("host-run-tests-{}", std::process::id()))
@@ -35,53 +33,10 @@ fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
     Some((code, body))
 }
 
-fn poll<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-struct Running {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-}
-
-impl Running {
-    fn line_with(&self, needle: &str) -> String {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = self.lines.recv_timeout(left).unwrap_or_else(|_| panic!("no stdout line with {needle:?}"));
-            if line.contains(needle) {
-                return line;
-            }
-        }
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-    }
-}
-
 fn spawn(args: &[&str]) -> Running {
-    let mut child = host().args(args).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("spawn host");
-    let out = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    Running { child, lines: rx }
+    let mut c = host();
+    c.args(args);
+    Running::start(c)
 }
 
 fn kubectl_available() -> bool {
@@ -261,27 +216,13 @@ fn host_without_a_cluster(home: &std::path::Path) -> Command {
     c
 }
 
-fn spawn_command(mut cmd: Command) -> Running {
-    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("spawn host");
-    let out = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    Running { child, lines: rx }
-}
-
 #[test]
 fn host_plugin_without_any_kubeconfig_says_so_once_and_runs_the_cronjob_controller_on_the_embedded_cluster() {
     let home = tempfile::tempdir().unwrap();
     let cronjob = common::built_plugin("cronjob");
     let mut cmd = host_without_a_cluster(home.path());
     cmd.args(["--plugin", cronjob.to_str().unwrap(), "--metrics-addr", "0"]);
-    let r = spawn_command(cmd);
+    let r = Running::start(cmd);
     let notice = r.line_with("no kubeconfig");
     assert_eq!(
         notice,
@@ -299,12 +240,12 @@ fn host_plugin_with_kubeconfig_runs_against_that_cluster() {
     // The cluster in another process, as any cluster a kubeconfig names.
     let mut cluster = host();
     cluster.args(["cluster", "--kubeconfig-out", kubeconfig.to_str().unwrap()]);
-    let c = spawn_command(cluster);
+    let c = Running::start(cluster);
     c.line_with("export KUBECONFIG=");
     let cronjob = common::built_plugin("cronjob");
     let mut cmd = host_without_a_cluster(dir.path());
     cmd.env("KUBECONFIG", &kubeconfig).args(["--plugin", cronjob.to_str().unwrap(), "--metrics-addr", "127.0.0.1:0"]);
-    let r = spawn_command(cmd);
+    let r = Running::start(cmd);
     r.line_with("metrics at http://");
     cronjob_sample_is_reconciled(&kubeconfig);
     let mut r = r;

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod process;
 pub mod soak;
 
 use std::path::PathBuf;
