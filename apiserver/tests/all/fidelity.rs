@@ -318,6 +318,39 @@ async fn bodies_are_written_in_go_struct_order_with_a_trailing_newline() {
     assert!(first.starts_with(r#"{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"#), "{first}");
 }
 
+/// Where each of `keys` (JSON member names) first occurs in `body` after the previous one;
+/// panics naming the first that is out of order.
+fn in_order(body: &str, keys: &[&str]) {
+    let mut at = 0;
+    for k in keys {
+        let quoted = format!("\"{k}\":");
+        match body[at..].find(&quoted) {
+            Some(i) => at += i + quoted.len(),
+            None => panic!("{k} is missing or out of Go order after byte {at}: {body}"),
+        }
+    }
+}
+
+/// Issue 17: nested members too are in Go struct declaration order (a real server's
+/// `kubectl get --raw` text), not sorted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nested_members_are_in_go_struct_order_as_kubectl_get_raw_shows() {
+    let c = Cluster::start().await;
+    c.ok(&["create", "deployment", "web", "--image=nginx"]).await;
+    let body = c.ok(&["get", "--raw", "/apis/apps/v1/namespaces/default/deployments/web"]).await;
+    // A 1.32 server's text of the same Deployment, member for member.
+    in_order(&body, &["kind", "apiVersion", "metadata", "name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp", "labels"]);
+    in_order(&body, &["spec", "replicas", "selector", "matchLabels", "template", "metadata", "labels", "spec", "containers"]);
+    in_order(&body, &["containers", "name", "image", "resources", "terminationMessagePath", "terminationMessagePolicy", "imagePullPolicy"]);
+    in_order(&body, &["imagePullPolicy", "restartPolicy", "terminationGracePeriodSeconds", "dnsPolicy", "securityContext", "schedulerName"]);
+    in_order(&body, &["schedulerName", "strategy", "type", "rollingUpdate", "maxUnavailable", "maxSurge", "revisionHistoryLimit", "progressDeadlineSeconds"]);
+    let svc = c.ok(&["create", "service", "clusterip", "db", "--tcp=5432:5432", "-o", "name"]).await;
+    assert_eq!(svc.trim(), "service/db");
+    let body = c.ok(&["get", "--raw", "/api/v1/namespaces/default/services/db"]).await;
+    in_order(&body, &["ports", "name", "protocol", "port", "targetPort", "selector", "clusterIP", "clusterIPs", "type", "sessionAffinity"]);
+    in_order(&body, &["sessionAffinity", "ipFamilies", "ipFamilyPolicy", "internalTrafficPolicy", "status", "loadBalancer"]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exec_attach_and_port_forward_get_a_status_naming_what_is_not_served() {
     let c = Cluster::start().await;
