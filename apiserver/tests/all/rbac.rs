@@ -140,3 +140,62 @@ async fn only_users_allowed_to_impersonate_may_impersonate() {
     assert_eq!(e.code, 403);
     assert!(e.message.contains(r#"cannot impersonate resource "users""#), "{}", e.message);
 }
+
+/// Issue 17: the bootstrap ClusterRoles are upstream's (`bootstrap/cluster-roles-v1.32.txt`,
+/// restated from its bootstrappolicy testdata), and the aggregated `view` and `edit` grant what
+/// upstream's do, as `kubectl auth can-i` reports for users bound to them.
+#[tokio::test]
+async fn bootstrap_roles_are_upstreams_and_view_and_edit_aggregate_as_upstream() {
+    let c = Cluster::start().await;
+    let proxier = c.json(&["get", "clusterrole", "system:node-proxier"]).await;
+    // Upstream's testdata/cluster-roles.yaml, system:node-proxier.
+    assert_eq!(
+        proxier["rules"],
+        json!([
+            {"verbs": ["list", "watch"], "apiGroups": [""], "resources": ["endpoints", "services"]},
+            {"verbs": ["get", "list", "watch"], "apiGroups": [""], "resources": ["nodes"]},
+            {"verbs": ["create", "patch", "update"], "apiGroups": ["", "events.k8s.io"], "resources": ["events"]},
+            {"verbs": ["list", "watch"], "apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"]},
+        ])
+    );
+    assert_eq!(proxier["metadata"]["annotations"]["rbac.authorization.kubernetes.io/autoupdate"], "true");
+    let names = c.ok(&["get", "clusterroles", "-l", "kubernetes.io/bootstrapping=rbac-defaults", "-o", "name"]).await;
+    for role in ["system:certificates.k8s.io:legacy-unknown-approver", "system:kubelet-api-admin", "system:monitoring", "system:controller:deployment-controller"] {
+        assert!(names.lines().any(|l| l == format!("clusterrole.rbac.authorization.k8s.io/{role}")), "{role} in {names}");
+    }
+    let binding = c.json(&["get", "clusterrolebinding", "system:public-info-viewer"]).await;
+    assert_eq!(binding["subjects"].as_array().map(Vec::len), Some(2));
+
+    apply(&c, &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})).await;
+    c.ok(&["create", "rolebinding", "viewers", "--clusterrole=view", "--user=vera", "-n", NS]).await;
+    c.ok(&["create", "rolebinding", "editors", "--clusterrole=edit", "--user=ed", "-n", NS]).await;
+    let mut wrong = vec![];
+    for (user, verb, resource, allowed) in [
+        ("vera", "get", "pods", true),
+        ("vera", "list", "deployments.apps", true),
+        ("vera", "watch", "cronjobs.batch", true),
+        ("vera", "get", "pods/log", true),
+        ("vera", "get", "secrets", false),
+        ("vera", "create", "pods", false),
+        ("vera", "get", "roles.rbac.authorization.k8s.io", false),
+        ("ed", "create", "deployments.apps", true),
+        ("ed", "get", "secrets", true),
+        ("ed", "impersonate", "serviceaccounts", true),
+        ("ed", "create", "serviceaccounts/token", true),
+        ("ed", "create", "roles.rbac.authorization.k8s.io", false),
+        ("ed", "delete", "namespaces", false),
+    ] {
+        let (resource, sub) = resource.split_once('/').map_or((resource, None), |(r, s)| (r, Some(s)));
+        let mut args = vec!["auth", "can-i", verb, resource, "-n", NS];
+        let sub_flag = sub.map(|s| format!("--subresource={s}"));
+        args.extend(sub_flag.as_deref());
+        let as_user = format!("--as={user}");
+        args.push(&as_user);
+        let (ok, out) = run(&c, &args).await;
+        let answered = if allowed { out.trim() == "yes" } else { out.trim().starts_with("no") };
+        if ok != allowed || !answered {
+            wrong.push(format!("{user} {verb} {resource}{}: {}", sub.map(|s| format!("/{s}")).unwrap_or_default(), out.trim()));
+        }
+    }
+    assert!(wrong.is_empty(), "can-i differs from upstream's view/edit: {wrong:?}");
+}
