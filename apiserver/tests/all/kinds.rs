@@ -423,3 +423,120 @@ spec:
     c.ok(&["replace", "--raw", "/apis/certificates.k8s.io/v1/certificatesigningrequests/myuser/approval", "-f", path.to_str().unwrap()]).await;
     assert_eq!(c.ok(&["get", "csr", "myuser", "-o", "jsonpath={.status.conditions[0].type}"]).await, "Approved");
 }
+
+const PRINTED: &str = "apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db}
+spec:
+  replicas: 3
+  serviceName: db
+  selector: {matchLabels: {app: db}}
+  template:
+    metadata: {labels: {app: db}}
+    spec: {containers: [{name: pg, image: postgres:16}]}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent}
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec:
+      nodeSelector: {kubernetes.io/os: linux}
+      containers: [{name: a, image: busybox}]
+---
+apiVersion: batch/v1
+kind: CronJob
+metadata: {name: tick}
+spec:
+  schedule: '*/5 * * * *'
+  jobTemplate:
+    spec:
+      template:
+        spec:
+          restartPolicy: OnFailure
+          containers: [{name: c, image: busybox}]
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: site}
+spec:
+  ingressClassName: nginx
+  tls: [{hosts: [a.example.com], secretName: cert}]
+  rules:
+  - host: a.example.com
+    http: {paths: [{path: /, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}]}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: data}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: fast
+  resources: {requests: {storage: 1Gi}}
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: fast
+  annotations: {storageclass.kubernetes.io/is-default-class: 'true'}
+provisioner: example.com/disk
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: db}
+spec:
+  minAvailable: 2
+  selector: {matchLabels: {app: db}}
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: deny}
+spec:
+  podSelector: {matchLabels: {app: db}}
+  policyTypes: [Ingress]
+";
+
+/// Issue 17: `kubectl get` prints upstream's columns (pkg/printers/internalversion, v1.32) for
+/// the kinds added for 1.32 parity, not just Name and Age.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_get_prints_upstreams_columns_for_the_added_kinds() {
+    let c = Cluster::start().await;
+    c.apply("printed.yaml", PRINTED).await;
+    c.ok(&["autoscale", "statefulset", "db", "--min=2", "--max=5", "--cpu-percent=70"]).await;
+    c.ok(&["create", "priorityclass", "high", "--value=1000"]).await;
+    let words = |text: &str| -> Vec<Vec<String>> { text.lines().map(|l| l.split_whitespace().map(String::from).collect()).collect() };
+    let cases: Vec<(&str, Vec<&str>, Vec<&str>)> = vec![
+        ("statefulsets", vec!["NAME", "READY", "AGE"], vec!["db", "0/3"]),
+        ("daemonsets", vec!["NAME", "DESIRED", "CURRENT", "READY", "UP-TO-DATE", "AVAILABLE", "NODE", "SELECTOR", "AGE"], vec!["agent", "0", "0", "0", "0", "0", "kubernetes.io/os=linux"]),
+        ("cronjobs", vec!["NAME", "SCHEDULE", "TIMEZONE", "SUSPEND", "ACTIVE", "LAST", "SCHEDULE", "AGE"], vec!["tick", "*/5", "*", "*", "*", "*", "<none>", "False", "0", "<none>"]),
+        ("ingresses", vec!["NAME", "CLASS", "HOSTS", "ADDRESS", "PORTS", "AGE"], vec!["site", "nginx", "a.example.com", "80,", "443"]),
+        ("pvc", vec!["NAME", "STATUS", "VOLUME", "CAPACITY", "ACCESS", "MODES", "STORAGECLASS", "VOLUMEATTRIBUTESCLASS", "AGE"], vec!["data", "Pending", "fast", "<unset>"]),
+        ("storageclasses", vec!["NAME", "PROVISIONER", "RECLAIMPOLICY", "VOLUMEBINDINGMODE", "ALLOWVOLUMEEXPANSION", "AGE"], vec!["fast", "(default)", "example.com/disk", "Delete", "Immediate", "false"]),
+        ("pdb", vec!["NAME", "MIN", "AVAILABLE", "MAX", "UNAVAILABLE", "ALLOWED", "DISRUPTIONS", "AGE"], vec!["db", "2", "N/A", "0"]),
+        ("hpa", vec!["NAME", "REFERENCE", "TARGETS", "MINPODS", "MAXPODS", "REPLICAS", "AGE"], vec!["db", "StatefulSet/db", "cpu:", "<unknown>/70%", "2", "5", "0"]),
+        ("networkpolicies", vec!["NAME", "POD-SELECTOR", "AGE"], vec!["deny", "app=db"]),
+        ("priorityclass/high", vec!["NAME", "VALUE", "GLOBAL-DEFAULT", "AGE", "PREEMPTIONPOLICY"], vec!["high", "1000", "false"]),
+        ("endpoints/kubernetes", vec!["NAME", "ENDPOINTS", "AGE"], vec!["kubernetes"]),
+        ("endpointslices/kubernetes", vec!["NAME", "ADDRESSTYPE", "PORTS", "ENDPOINTS", "AGE"], vec!["kubernetes", "IPv4"]),
+    ];
+    let mut wrong = vec![];
+    for (what, header, first_cells) in &cases {
+        let out = c.kubectl(&["get", what]).await;
+        let rows = words(&out.stdout);
+        let got_header = rows.first().cloned().unwrap_or_default();
+        let got_cells = rows.get(1).cloned().unwrap_or_default();
+        if got_header != *header || !got_cells.starts_with(&first_cells.iter().map(|s| s.to_string()).collect::<Vec<_>>()) {
+            wrong.push(format!("kubectl get {what}:\n{}{}", out.stdout, out.stderr));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    // Kinds without a printer get upstream's default table: Name and Created At.
+    c.apply("limits.yaml", "apiVersion: v1\nkind: LimitRange\nmetadata: {name: l}\nspec: {limits: [{type: Container, max: {cpu: '1'}}]}\n").await;
+    let out = c.ok(&["get", "limitranges"]).await;
+    assert_eq!(words(&out)[0], ["NAME", "CREATED", "AT"], "{out}");
+    let wide = c.ok(&["get", "clusterrolebinding", "system:node-proxier", "-o", "wide"]).await;
+    assert_eq!(words(&wide)[0], ["NAME", "ROLE", "AGE", "USERS", "GROUPS", "SERVICEACCOUNTS"], "{wide}");
+    assert!(wide.contains("ClusterRole/system:node-proxier") && wide.contains("system:kube-proxy"), "{wide}");
+}
