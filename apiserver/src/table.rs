@@ -1,6 +1,7 @@
 //! `meta.k8s.io/v1 Table` output (what `kubectl get` asks for): the columns a real cluster prints
 //! for the built-in kinds, and Name + `additionalPrinterColumns` (or Name + Age) for CRDs.
 
+mod cells;
 mod kinds;
 
 use crate::resources::{PrinterColumn, Resource};

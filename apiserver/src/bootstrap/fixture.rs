@@ -112,7 +112,10 @@ mod tests {
         );
         let view = named(&objects, "clusterroles", "view");
         assert_eq!(view["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-edit"], "true");
-        assert_eq!(view["aggregationRule"], json!({"clusterRoleSelectors": [{"matchLabels": {"rbac.authorization.k8s.io/aggregate-to-view": "true"}}]}));
+        assert_eq!(
+            view["aggregationRule"],
+            json!({"clusterRoleSelectors": [{"matchLabels": {"rbac.authorization.k8s.io/aggregate-to-view": "true"}}]})
+        );
         let approver = named(&objects, "clusterroles", "system:certificates.k8s.io:legacy-unknown-approver");
         assert_eq!(approver["rules"][0]["resourceNames"], json!(["kubernetes.io/legacy-unknown"]));
         let viewer = named(&objects, "clusterrolebindings", "system:public-info-viewer");

@@ -7,6 +7,10 @@
 //! RuntimeClass), certificates, admission and flow control, and APIService (kube-aggregator's
 //! printer).
 
+use super::cells::{
+    access_modes, containers, csr_condition, format_endpoints, format_labels, format_selector, hpa_targets, ingress_hosts, items, list_with_more,
+    load_balancer, or, phase, quota_columns, replicas, storage_class,
+};
 use super::{Columns, age, cell_string, col, human_duration, i, s};
 use crate::resources::PrinterColumn;
 use chrono::{DateTime, Utc};
@@ -24,215 +28,452 @@ pub(super) fn columns(group: &str, kind: &str, now: DateTime<Utc>) -> Option<Col
     let age_of = move |o: &Value| json!(age(o.pointer("/metadata/creationTimestamp"), now));
     let since = move |o: &Value, p: &str| o.pointer(p).filter(|v| !v.is_null()).map_or("<none>".to_string(), |t| age(Some(t), now));
     Some(match (group, kind) {
-        ("apps", "StatefulSet") => (vec![name(), string("Ready"), age_col(), wide("Containers"), wide("Images")], Box::new(move |o| {
-            let (names, images) = containers(o, "/spec/template/spec/containers");
-            vec![nm(o), json!(format!("{}/{}", i(o, "/status/readyReplicas"), replicas(o))), age_of(o), names, images]
-        })),
+        ("apps", "StatefulSet") => (
+            vec![name(), string("Ready"), age_col(), wide("Containers"), wide("Images")],
+            Box::new(move |o| {
+                let (names, images) = containers(o, "/spec/template/spec/containers");
+                vec![nm(o), json!(format!("{}/{}", i(o, "/status/readyReplicas"), replicas(o))), age_of(o), names, images]
+            }),
+        ),
         ("apps", "DaemonSet") => {
             let cols = ["Desired", "Current", "Ready", "Up-to-date", "Available"].map(integer);
-            let cols = [vec![name()], cols.to_vec(), vec![string("Node Selector"), age_col(), wide("Containers"), wide("Images"), wide("Selector")]].concat();
-            (cols, Box::new(move |o| {
-                let (names, images) = containers(o, "/spec/template/spec/containers");
-                let counts = ["desiredNumberScheduled", "currentNumberScheduled", "numberReady", "updatedNumberScheduled", "numberAvailable"];
-                let mut cells = vec![nm(o)];
-                cells.extend(counts.map(|c| json!(i(o, &format!("/status/{c}")))));
-                cells.extend([json!(format_labels(o.pointer("/spec/template/spec/nodeSelector"))), age_of(o), names, images, json!(format_selector(o.pointer("/spec/selector")))]);
-                cells
-            }))
+            let cols = [vec![name()], cols.to_vec(), vec![string("Node Selector"), age_col(), wide("Containers"), wide("Images"), wide("Selector")]]
+                .concat();
+            (
+                cols,
+                Box::new(move |o| {
+                    let (names, images) = containers(o, "/spec/template/spec/containers");
+                    let counts = ["desiredNumberScheduled", "currentNumberScheduled", "numberReady", "updatedNumberScheduled", "numberAvailable"];
+                    let mut cells = vec![nm(o)];
+                    cells.extend(counts.map(|c| json!(i(o, &format!("/status/{c}")))));
+                    cells.extend([
+                        json!(format_labels(o.pointer("/spec/template/spec/nodeSelector"))),
+                        age_of(o),
+                        names,
+                        images,
+                        json!(format_selector(o.pointer("/spec/selector"))),
+                    ]);
+                    cells
+                }),
+            )
         }
         ("", "ReplicationController") => {
-            let cols = vec![name(), integer("Desired"), integer("Current"), integer("Ready"), age_col(), wide("Containers"), wide("Images"), wide("Selector")];
-            (cols, Box::new(move |o| {
-                let (names, images) = containers(o, "/spec/template/spec/containers");
-                vec![nm(o), json!(replicas(o)), json!(i(o, "/status/replicas")), json!(i(o, "/status/readyReplicas")), age_of(o), names, images,
-                    json!(format_labels(o.pointer("/spec/selector")))]
-            }))
+            let cols = vec![
+                name(),
+                integer("Desired"),
+                integer("Current"),
+                integer("Ready"),
+                age_col(),
+                wide("Containers"),
+                wide("Images"),
+                wide("Selector"),
+            ];
+            (
+                cols,
+                Box::new(move |o| {
+                    let (names, images) = containers(o, "/spec/template/spec/containers");
+                    vec![
+                        nm(o),
+                        json!(replicas(o)),
+                        json!(i(o, "/status/replicas")),
+                        json!(i(o, "/status/readyReplicas")),
+                        age_of(o),
+                        names,
+                        images,
+                        json!(format_labels(o.pointer("/spec/selector"))),
+                    ]
+                }),
+            )
         }
-        ("", "PodTemplate") => (vec![name(), string("Containers"), string("Images"), string("Pod Labels")], Box::new(move |o| {
-            let (names, images) = containers(o, "/template/spec/containers");
-            vec![nm(o), names, images, json!(format_labels(o.pointer("/template/metadata/labels")))]
-        })),
+        ("", "PodTemplate") => (
+            vec![name(), string("Containers"), string("Images"), string("Pod Labels")],
+            Box::new(move |o| {
+                let (names, images) = containers(o, "/template/spec/containers");
+                vec![nm(o), names, images, json!(format_labels(o.pointer("/template/metadata/labels")))]
+            }),
+        ),
         ("batch", "CronJob") => {
-            let cols = vec![name(), string("Schedule"), string("Timezone"), boolean("Suspend"), integer("Active"), string("Last Schedule"), age_col(),
-                wide("Containers"), wide("Images"), wide("Selector")];
-            (cols, Box::new(move |o| {
-                let (names, images) = containers(o, "/spec/jobTemplate/spec/template/spec/containers");
-                let suspend = match o.pointer("/spec/suspend").and_then(Value::as_bool) {
-                    Some(true) => "True",
-                    Some(false) => "False",
-                    None => "<unset>",
-                };
-                let active = o.pointer("/status/active").and_then(Value::as_array).map_or(0, Vec::len);
-                vec![nm(o), json!(s(o, "/spec/schedule")), json!(or(s(o, "/spec/timeZone"), "<none>")), json!(suspend), json!(active),
-                    json!(since(o, "/status/lastScheduleTime")), age_of(o), names, images, json!(format_selector(o.pointer("/spec/jobTemplate/spec/selector")))]
-            }))
+            let cols = vec![
+                name(),
+                string("Schedule"),
+                string("Timezone"),
+                boolean("Suspend"),
+                integer("Active"),
+                string("Last Schedule"),
+                age_col(),
+                wide("Containers"),
+                wide("Images"),
+                wide("Selector"),
+            ];
+            (
+                cols,
+                Box::new(move |o| {
+                    let (names, images) = containers(o, "/spec/jobTemplate/spec/template/spec/containers");
+                    let suspend = match o.pointer("/spec/suspend").and_then(Value::as_bool) {
+                        Some(true) => "True",
+                        Some(false) => "False",
+                        None => "<unset>",
+                    };
+                    let active = o.pointer("/status/active").and_then(Value::as_array).map_or(0, Vec::len);
+                    vec![
+                        nm(o),
+                        json!(s(o, "/spec/schedule")),
+                        json!(or(s(o, "/spec/timeZone"), "<none>")),
+                        json!(suspend),
+                        json!(active),
+                        json!(since(o, "/status/lastScheduleTime")),
+                        age_of(o),
+                        names,
+                        images,
+                        json!(format_selector(o.pointer("/spec/jobTemplate/spec/selector"))),
+                    ]
+                }),
+            )
         }
-        ("networking.k8s.io", "Ingress") => {
-            (vec![name(), string("Class"), string("Hosts"), string("Address"), string("Ports"), age_col()], Box::new(move |o| {
+        ("networking.k8s.io", "Ingress") => (
+            vec![name(), string("Class"), string("Hosts"), string("Address"), string("Ports"), age_col()],
+            Box::new(move |o| {
                 let ports = if items(o, "/spec/tls").is_empty() { "80" } else { "80, 443" };
-                vec![nm(o), json!(or(s(o, "/spec/ingressClassName"), "<none>")), json!(ingress_hosts(o)), json!(load_balancer(o)), json!(ports), age_of(o)]
-            }))
-        }
-        ("networking.k8s.io", "IngressClass") => (vec![name(), string("Controller"), string("Parameters"), age_col()], Box::new(move |o| {
-            let parameters = match o.pointer("/spec/parameters") {
-                Some(p) if !p.is_null() => {
-                    let group = p.get("apiGroup").and_then(Value::as_str).map(|g| format!(".{g}")).unwrap_or_default();
-                    format!("{}{group}/{}", s(p, "/kind"), s(p, "/name"))
-                }
-                _ => "<none>".into(),
-            };
-            vec![nm(o), json!(s(o, "/spec/controller")), json!(parameters), age_of(o)]
-        })),
-        ("networking.k8s.io", "NetworkPolicy") => (vec![name(), string("Pod-Selector"), age_col()], Box::new(move |o| {
-            vec![nm(o), json!(format_selector(o.pointer("/spec/podSelector"))), age_of(o)]
-        })),
+                vec![
+                    nm(o),
+                    json!(or(s(o, "/spec/ingressClassName"), "<none>")),
+                    json!(ingress_hosts(o)),
+                    json!(load_balancer(o)),
+                    json!(ports),
+                    age_of(o),
+                ]
+            }),
+        ),
+        ("networking.k8s.io", "IngressClass") => (
+            vec![name(), string("Controller"), string("Parameters"), age_col()],
+            Box::new(move |o| {
+                let parameters = match o.pointer("/spec/parameters") {
+                    Some(p) if !p.is_null() => {
+                        let group = p.get("apiGroup").and_then(Value::as_str).map(|g| format!(".{g}")).unwrap_or_default();
+                        format!("{}{group}/{}", s(p, "/kind"), s(p, "/name"))
+                    }
+                    _ => "<none>".into(),
+                };
+                vec![nm(o), json!(s(o, "/spec/controller")), json!(parameters), age_of(o)]
+            }),
+        ),
+        ("networking.k8s.io", "NetworkPolicy") => (
+            vec![name(), string("Pod-Selector"), age_col()],
+            Box::new(move |o| vec![nm(o), json!(format_selector(o.pointer("/spec/podSelector"))), age_of(o)]),
+        ),
         ("", "Endpoints") => (vec![name(), string("Endpoints"), age_col()], Box::new(move |o| vec![nm(o), json!(format_endpoints(o)), age_of(o)])),
-        ("discovery.k8s.io", "EndpointSlice") => {
-            (vec![name(), string("AddressType"), string("Ports"), string("Endpoints"), age_col()], Box::new(move |o| {
+        ("discovery.k8s.io", "EndpointSlice") => (
+            vec![name(), string("AddressType"), string("Ports"), string("Endpoints"), age_col()],
+            Box::new(move |o| {
                 let ports: Vec<String> = items(o, "/ports")
                     .iter()
-                    .map(|p| p.get("port").and_then(Value::as_i64).map(|n| n.to_string()).or_else(|| p.get("name").and_then(Value::as_str).map(String::from)).unwrap_or("*".into()))
+                    .map(|p| {
+                        p.get("port")
+                            .and_then(Value::as_i64)
+                            .map(|n| n.to_string())
+                            .or_else(|| p.get("name").and_then(Value::as_str).map(String::from))
+                            .unwrap_or("*".into())
+                    })
                     .collect();
                 let addresses: Vec<String> = items(o, "/endpoints").iter().flat_map(|e| items(e, "/addresses")).map(|a| cell_string(&a)).collect();
                 vec![nm(o), json!(s(o, "/addressType")), json!(list_with_more(&ports)), json!(list_with_more(&addresses)), age_of(o)]
-            }))
-        }
+            }),
+        ),
         ("", "PersistentVolume") => {
-            let cols = vec![name(), string("Capacity"), string("Access Modes"), string("Reclaim Policy"), string("Status"), string("Claim"), string("StorageClass"),
-                string("VolumeAttributesClass"), string("Reason"), age_col(), wide("VolumeMode")];
-            (cols, Box::new(move |o| {
-                let claim = o.pointer("/spec/claimRef").filter(|c| !c.is_null()).map(|c| format!("{}/{}", s(c, "/namespace"), s(c, "/name"))).unwrap_or_default();
-                vec![nm(o), json!(s(o, "/spec/capacity/storage")), json!(access_modes(o, "/spec/accessModes")), json!(s(o, "/spec/persistentVolumeReclaimPolicy")),
-                    json!(phase(o)), json!(claim), json!(storage_class(o)), json!(or(s(o, "/spec/volumeAttributesClassName"), "<unset>")),
-                    json!(s(o, "/status/reason")), age_of(o), json!(or(s(o, "/spec/volumeMode"), "<unset>"))]
-            }))
+            let cols = vec![
+                name(),
+                string("Capacity"),
+                string("Access Modes"),
+                string("Reclaim Policy"),
+                string("Status"),
+                string("Claim"),
+                string("StorageClass"),
+                string("VolumeAttributesClass"),
+                string("Reason"),
+                age_col(),
+                wide("VolumeMode"),
+            ];
+            (
+                cols,
+                Box::new(move |o| {
+                    let claim = o
+                        .pointer("/spec/claimRef")
+                        .filter(|c| !c.is_null())
+                        .map(|c| format!("{}/{}", s(c, "/namespace"), s(c, "/name")))
+                        .unwrap_or_default();
+                    vec![
+                        nm(o),
+                        json!(s(o, "/spec/capacity/storage")),
+                        json!(access_modes(o, "/spec/accessModes")),
+                        json!(s(o, "/spec/persistentVolumeReclaimPolicy")),
+                        json!(phase(o)),
+                        json!(claim),
+                        json!(storage_class(o)),
+                        json!(or(s(o, "/spec/volumeAttributesClassName"), "<unset>")),
+                        json!(s(o, "/status/reason")),
+                        age_of(o),
+                        json!(or(s(o, "/spec/volumeMode"), "<unset>")),
+                    ]
+                }),
+            )
         }
         ("", "PersistentVolumeClaim") => {
-            let cols = vec![name(), string("Status"), string("Volume"), string("Capacity"), string("Access Modes"), string("StorageClass"),
-                string("VolumeAttributesClass"), age_col(), wide("VolumeMode")];
-            (cols, Box::new(move |o| {
-                // Capacity and modes are the bound volume's, shown once bound.
-                let bound = !s(o, "/spec/volumeName").is_empty();
-                let (capacity, modes) = if bound { (s(o, "/status/capacity/storage"), access_modes(o, "/status/accessModes")) } else { Default::default() };
-                vec![nm(o), json!(phase(o)), json!(s(o, "/spec/volumeName")), json!(capacity), json!(modes), json!(storage_class(o)),
-                    json!(or(s(o, "/spec/volumeAttributesClassName"), "<unset>")), age_of(o), json!(or(s(o, "/spec/volumeMode"), "<unset>"))]
-            }))
+            let cols = vec![
+                name(),
+                string("Status"),
+                string("Volume"),
+                string("Capacity"),
+                string("Access Modes"),
+                string("StorageClass"),
+                string("VolumeAttributesClass"),
+                age_col(),
+                wide("VolumeMode"),
+            ];
+            (
+                cols,
+                Box::new(move |o| {
+                    // Capacity and modes are the bound volume's, shown once bound.
+                    let bound = !s(o, "/spec/volumeName").is_empty();
+                    let (capacity, modes) =
+                        if bound { (s(o, "/status/capacity/storage"), access_modes(o, "/status/accessModes")) } else { Default::default() };
+                    vec![
+                        nm(o),
+                        json!(phase(o)),
+                        json!(s(o, "/spec/volumeName")),
+                        json!(capacity),
+                        json!(modes),
+                        json!(storage_class(o)),
+                        json!(or(s(o, "/spec/volumeAttributesClassName"), "<unset>")),
+                        age_of(o),
+                        json!(or(s(o, "/spec/volumeMode"), "<unset>")),
+                    ]
+                }),
+            )
         }
         ("storage.k8s.io", "StorageClass") => {
-            let cols = vec![name(), string("Provisioner"), string("ReclaimPolicy"), string("VolumeBindingMode"), string("AllowVolumeExpansion"), age_col()];
-            (cols, Box::new(move |o| {
-                let default = ["storageclass.kubernetes.io/is-default-class", "storageclass.beta.kubernetes.io/is-default-class"]
-                    .iter()
-                    .any(|a| o.pointer("/metadata/annotations").and_then(|m| m.get(*a)).and_then(Value::as_str) == Some("true"));
-                let shown = if default { format!("{} (default)", s(o, "/metadata/name")) } else { s(o, "/metadata/name") };
-                vec![json!(shown), json!(s(o, "/provisioner")), json!(or(s(o, "/reclaimPolicy"), "Delete")), json!(or(s(o, "/volumeBindingMode"), "Immediate")),
-                    json!(o.get("allowVolumeExpansion").and_then(Value::as_bool).unwrap_or(false)), age_of(o)]
-            }))
+            let cols =
+                vec![name(), string("Provisioner"), string("ReclaimPolicy"), string("VolumeBindingMode"), string("AllowVolumeExpansion"), age_col()];
+            (
+                cols,
+                Box::new(move |o| {
+                    let default = ["storageclass.kubernetes.io/is-default-class", "storageclass.beta.kubernetes.io/is-default-class"]
+                        .iter()
+                        .any(|a| o.pointer("/metadata/annotations").and_then(|m| m.get(*a)).and_then(Value::as_str) == Some("true"));
+                    let shown = if default { format!("{} (default)", s(o, "/metadata/name")) } else { s(o, "/metadata/name") };
+                    vec![
+                        json!(shown),
+                        json!(s(o, "/provisioner")),
+                        json!(or(s(o, "/reclaimPolicy"), "Delete")),
+                        json!(or(s(o, "/volumeBindingMode"), "Immediate")),
+                        json!(o.get("allowVolumeExpansion").and_then(Value::as_bool).unwrap_or(false)),
+                        age_of(o),
+                    ]
+                }),
+            )
         }
         ("storage.k8s.io", "CSIDriver") => {
-            let cols = vec![name(), boolean("AttachRequired"), boolean("PodInfoOnMount"), boolean("StorageCapacity"), string("TokenRequests"),
-                boolean("RequiresRepublish"), string("Modes"), age_col()];
-            (cols, Box::new(move |o| {
-                let flag = |p: &str, default: bool| json!(o.pointer(p).and_then(Value::as_bool).unwrap_or(default));
-                let tokens = o.pointer("/spec/tokenRequests").and_then(Value::as_array).map_or("<unset>".to_string(), |t| {
-                    t.iter().map(|r| s(r, "/audience")).collect::<Vec<_>>().join(",")
-                });
-                let modes: Vec<String> = items(o, "/spec/volumeLifecycleModes").iter().map(cell_string).collect();
-                vec![nm(o), flag("/spec/attachRequired", true), flag("/spec/podInfoOnMount", false), flag("/spec/storageCapacity", false), json!(tokens),
-                    flag("/spec/requiresRepublish", false), json!(or(modes.join(","), "<none>")), age_of(o)]
-            }))
+            let cols = vec![
+                name(),
+                boolean("AttachRequired"),
+                boolean("PodInfoOnMount"),
+                boolean("StorageCapacity"),
+                string("TokenRequests"),
+                boolean("RequiresRepublish"),
+                string("Modes"),
+                age_col(),
+            ];
+            (
+                cols,
+                Box::new(move |o| {
+                    let flag = |p: &str, default: bool| json!(o.pointer(p).and_then(Value::as_bool).unwrap_or(default));
+                    let tokens = o
+                        .pointer("/spec/tokenRequests")
+                        .and_then(Value::as_array)
+                        .map_or("<unset>".to_string(), |t| t.iter().map(|r| s(r, "/audience")).collect::<Vec<_>>().join(","));
+                    let modes: Vec<String> = items(o, "/spec/volumeLifecycleModes").iter().map(cell_string).collect();
+                    vec![
+                        nm(o),
+                        flag("/spec/attachRequired", true),
+                        flag("/spec/podInfoOnMount", false),
+                        flag("/spec/storageCapacity", false),
+                        json!(tokens),
+                        flag("/spec/requiresRepublish", false),
+                        json!(or(modes.join(","), "<none>")),
+                        age_of(o),
+                    ]
+                }),
+            )
         }
-        ("storage.k8s.io", "CSINode") => (vec![name(), integer("Drivers"), age_col()], Box::new(move |o| {
-            vec![nm(o), json!(items(o, "/spec/drivers").len()), age_of(o)]
-        })),
-        ("storage.k8s.io", "CSIStorageCapacity") => (vec![name(), string("StorageClassName"), string("Capacity")], Box::new(move |o| {
-            vec![nm(o), json!(s(o, "/storageClassName")), json!(or(s(o, "/capacity"), "<unset>"))]
-        })),
+        ("storage.k8s.io", "CSINode") => {
+            (vec![name(), integer("Drivers"), age_col()], Box::new(move |o| vec![nm(o), json!(items(o, "/spec/drivers").len()), age_of(o)]))
+        }
+        ("storage.k8s.io", "CSIStorageCapacity") => (
+            vec![name(), string("StorageClassName"), string("Capacity")],
+            Box::new(move |o| vec![nm(o), json!(s(o, "/storageClassName")), json!(or(s(o, "/capacity"), "<unset>"))]),
+        ),
         ("storage.k8s.io", "VolumeAttachment") => {
             let cols = vec![name(), col("Attacher", "string", "name", 0), string("PV"), string("Node"), boolean("Attached"), age_col()];
-            (cols, Box::new(move |o| {
-                vec![nm(o), json!(s(o, "/spec/attacher")), json!(s(o, "/spec/source/persistentVolumeName")), json!(s(o, "/spec/nodeName")),
-                    json!(o.pointer("/status/attached").and_then(Value::as_bool).unwrap_or(false)), age_of(o)]
-            }))
+            (
+                cols,
+                Box::new(move |o| {
+                    vec![
+                        nm(o),
+                        json!(s(o, "/spec/attacher")),
+                        json!(s(o, "/spec/source/persistentVolumeName")),
+                        json!(s(o, "/spec/nodeName")),
+                        json!(o.pointer("/status/attached").and_then(Value::as_bool).unwrap_or(false)),
+                        age_of(o),
+                    ]
+                }),
+            )
         }
         ("autoscaling", "HorizontalPodAutoscaler") => {
             let cols = ["Reference", "Targets", "MinPods", "MaxPods", "Replicas"].map(string);
-            (vec![vec![name()], cols.to_vec(), vec![age_col()]].concat(), Box::new(move |o| {
-                let reference = format!("{}/{}", s(o, "/spec/scaleTargetRef/kind"), s(o, "/spec/scaleTargetRef/name"));
-                let min = o.pointer("/spec/minReplicas").and_then(Value::as_i64).map_or("<unset>".to_string(), |m| m.to_string());
-                vec![nm(o), json!(reference), json!(hpa_targets(o)), json!(min), json!(i(o, "/spec/maxReplicas")), json!(i(o, "/status/currentReplicas")), age_of(o)]
-            }))
+            (
+                vec![vec![name()], cols.to_vec(), vec![age_col()]].concat(),
+                Box::new(move |o| {
+                    let reference = format!("{}/{}", s(o, "/spec/scaleTargetRef/kind"), s(o, "/spec/scaleTargetRef/name"));
+                    let min = o.pointer("/spec/minReplicas").and_then(Value::as_i64).map_or("<unset>".to_string(), |m| m.to_string());
+                    vec![
+                        nm(o),
+                        json!(reference),
+                        json!(hpa_targets(o)),
+                        json!(min),
+                        json!(i(o, "/spec/maxReplicas")),
+                        json!(i(o, "/status/currentReplicas")),
+                        age_of(o),
+                    ]
+                }),
+            )
         }
         ("policy", "PodDisruptionBudget") => {
             let cols = vec![name(), string("Min Available"), string("Max Unavailable"), integer("Allowed Disruptions"), age_col()];
-            (cols, Box::new(move |o| {
-                let int_or_string = |p: &str| o.pointer(p).filter(|v| !v.is_null()).map_or("N/A".to_string(), cell_string);
-                vec![nm(o), json!(int_or_string("/spec/minAvailable")), json!(int_or_string("/spec/maxUnavailable")), json!(i(o, "/status/disruptionsAllowed")), age_of(o)]
-            }))
+            (
+                cols,
+                Box::new(move |o| {
+                    let int_or_string = |p: &str| o.pointer(p).filter(|v| !v.is_null()).map_or("N/A".to_string(), cell_string);
+                    vec![
+                        nm(o),
+                        json!(int_or_string("/spec/minAvailable")),
+                        json!(int_or_string("/spec/maxUnavailable")),
+                        json!(i(o, "/status/disruptionsAllowed")),
+                        age_of(o),
+                    ]
+                }),
+            )
         }
-        ("scheduling.k8s.io", "PriorityClass") => {
-            (vec![name(), integer("Value"), boolean("Global-Default"), age_col(), string("PreemptionPolicy")], Box::new(move |o| {
-                vec![nm(o), json!(i(o, "/value")), json!(o.get("globalDefault").and_then(Value::as_bool).unwrap_or(false)), age_of(o),
-                    json!(s(o, "/preemptionPolicy"))]
-            }))
+        ("scheduling.k8s.io", "PriorityClass") => (
+            vec![name(), integer("Value"), boolean("Global-Default"), age_col(), string("PreemptionPolicy")],
+            Box::new(move |o| {
+                vec![
+                    nm(o),
+                    json!(i(o, "/value")),
+                    json!(o.get("globalDefault").and_then(Value::as_bool).unwrap_or(false)),
+                    age_of(o),
+                    json!(s(o, "/preemptionPolicy")),
+                ]
+            }),
+        ),
+        ("", "ResourceQuota") => (
+            vec![name(), string("Request"), string("Limit"), age_col()],
+            Box::new(move |o| {
+                let (request, limit) = quota_columns(o);
+                vec![nm(o), json!(request), json!(limit), age_of(o)]
+            }),
+        ),
+        ("node.k8s.io", "RuntimeClass") => {
+            (vec![name(), string("Handler"), age_col()], Box::new(move |o| vec![nm(o), json!(s(o, "/handler")), age_of(o)]))
         }
-        ("", "ResourceQuota") => (vec![name(), string("Request"), string("Limit"), age_col()], Box::new(move |o| {
-            let (request, limit) = quota_columns(o);
-            vec![nm(o), json!(request), json!(limit), age_of(o)]
-        })),
-        ("node.k8s.io", "RuntimeClass") => (vec![name(), string("Handler"), age_col()], Box::new(move |o| vec![nm(o), json!(s(o, "/handler")), age_of(o)])),
         ("certificates.k8s.io", "CertificateSigningRequest") => {
             let cols = vec![name(), age_col(), string("SignerName"), string("Requestor"), string("RequestedDuration"), string("Condition")];
-            (cols, Box::new(move |o| {
-                let duration = o.pointer("/spec/expirationSeconds").and_then(Value::as_i64).map_or("<none>".to_string(), human_duration);
-                vec![nm(o), age_of(o), json!(or(s(o, "/spec/signerName"), "<none>")), json!(s(o, "/spec/username")), json!(duration), json!(csr_condition(o))]
-            }))
+            (
+                cols,
+                Box::new(move |o| {
+                    let duration = o.pointer("/spec/expirationSeconds").and_then(Value::as_i64).map_or("<none>".to_string(), human_duration);
+                    vec![
+                        nm(o),
+                        age_of(o),
+                        json!(or(s(o, "/spec/signerName"), "<none>")),
+                        json!(s(o, "/spec/username")),
+                        json!(duration),
+                        json!(csr_condition(o)),
+                    ]
+                }),
+            )
         }
         ("admissionregistration.k8s.io", "MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration") => {
             (vec![name(), integer("Webhooks"), age_col()], Box::new(move |o| vec![nm(o), json!(items(o, "/webhooks").len()), age_of(o)]))
         }
-        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy") => {
-            (vec![name(), integer("Validations"), string("ParamKind"), age_col()], Box::new(move |o| {
-                let param = o.pointer("/spec/paramKind").filter(|p| !p.is_null()).map_or("<unset>".to_string(), |p| format!("{}/{}", s(p, "/apiVersion"), s(p, "/kind")));
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy") => (
+            vec![name(), integer("Validations"), string("ParamKind"), age_col()],
+            Box::new(move |o| {
+                let param = o
+                    .pointer("/spec/paramKind")
+                    .filter(|p| !p.is_null())
+                    .map_or("<unset>".to_string(), |p| format!("{}/{}", s(p, "/apiVersion"), s(p, "/kind")));
                 vec![nm(o), json!(items(o, "/spec/validations").len()), json!(param), age_of(o)]
-            }))
-        }
-        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding") => {
-            (vec![name(), string("PolicyName"), string("ParamRef"), age_col()], Box::new(move |o| {
+            }),
+        ),
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding") => (
+            vec![name(), string("PolicyName"), string("ParamRef"), age_col()],
+            Box::new(move |o| {
                 let param = match o.pointer("/spec/paramRef").filter(|p| !p.is_null()) {
                     Some(p) if !s(p, "/name").is_empty() => format!("{}/{}", or(s(p, "/namespace"), "*"), s(p, "/name")),
                     Some(p) if p.get("selector").is_some() => format_selector(p.get("selector")),
                     _ => "<unset>".into(),
                 };
                 vec![nm(o), json!(s(o, "/spec/policyName")), json!(param), age_of(o)]
-            }))
-        }
+            }),
+        ),
         ("flowcontrol.apiserver.k8s.io", "FlowSchema") => {
-            let cols = vec![name(), string("PriorityLevel"), string("MatchingPrecedence"), string("DistinguisherMethod"), age_col(), string("MissingPL")];
-            (cols, Box::new(move |o| {
-                let dangling = items(o, "/status/conditions").into_iter().find(|c| s(c, "/type") == "Dangling").map_or("?".to_string(), |c| s(&c, "/status"));
-                vec![nm(o), json!(s(o, "/spec/priorityLevelConfiguration/name")), json!(i(o, "/spec/matchingPrecedence").to_string()),
-                    json!(or(s(o, "/spec/distinguisherMethod/type"), "*")), age_of(o), json!(dangling)]
-            }))
+            let cols =
+                vec![name(), string("PriorityLevel"), string("MatchingPrecedence"), string("DistinguisherMethod"), age_col(), string("MissingPL")];
+            (
+                cols,
+                Box::new(move |o| {
+                    let dangling = items(o, "/status/conditions")
+                        .into_iter()
+                        .find(|c| s(c, "/type") == "Dangling")
+                        .map_or("?".to_string(), |c| s(&c, "/status"));
+                    vec![
+                        nm(o),
+                        json!(s(o, "/spec/priorityLevelConfiguration/name")),
+                        json!(i(o, "/spec/matchingPrecedence").to_string()),
+                        json!(or(s(o, "/spec/distinguisherMethod/type"), "*")),
+                        age_of(o),
+                        json!(dangling),
+                    ]
+                }),
+            )
         }
         ("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration") => {
             let cols = ["Type", "NominalConcurrencyShares", "Queues", "HandSize", "QueueLengthLimit"].map(string);
-            (vec![vec![name()], cols.to_vec(), vec![age_col()]].concat(), Box::new(move |o| {
-                let none = || json!("<none>");
-                let limited = o.pointer("/spec/limited").filter(|l| !l.is_null());
-                let shares = limited.and_then(|l| l.get("nominalConcurrencyShares")).map_or_else(none, |v| json!(cell_string(v)));
-                let queuing = limited.and_then(|l| l.pointer("/limitResponse/queuing")).filter(|q| !q.is_null());
-                let q = |f: &str| queuing.and_then(|q| q.get(f)).map_or_else(none, |v| json!(cell_string(v)));
-                vec![nm(o), json!(s(o, "/spec/type")), shares, q("queues"), q("handSize"), q("queueLengthLimit"), age_of(o)]
-            }))
+            (
+                vec![vec![name()], cols.to_vec(), vec![age_col()]].concat(),
+                Box::new(move |o| {
+                    let none = || json!("<none>");
+                    let limited = o.pointer("/spec/limited").filter(|l| !l.is_null());
+                    let shares = limited.and_then(|l| l.get("nominalConcurrencyShares")).map_or_else(none, |v| json!(cell_string(v)));
+                    let queuing = limited.and_then(|l| l.pointer("/limitResponse/queuing")).filter(|q| !q.is_null());
+                    let q = |f: &str| queuing.and_then(|q| q.get(f)).map_or_else(none, |v| json!(cell_string(v)));
+                    vec![nm(o), json!(s(o, "/spec/type")), shares, q("queues"), q("handSize"), q("queueLengthLimit"), age_of(o)]
+                }),
+            )
         }
-        ("apiregistration.k8s.io", "APIService") => (vec![name(), string("Service"), string("Available"), age_col()], Box::new(move |o| {
-            let service = o.pointer("/spec/service").filter(|v| !v.is_null()).map_or("Local".to_string(), |v| format!("{}/{}", s(v, "/namespace"), s(v, "/name")));
-            let available = items(o, "/status/conditions").into_iter().find(|c| s(c, "/type") == "Available").map_or("Unknown".to_string(), |c| {
-                if s(&c, "/status") == "True" { "True".to_string() } else { format!("{} ({})", s(&c, "/status"), s(&c, "/reason")) }
-            });
-            vec![nm(o), json!(service), json!(available), age_of(o)]
-        })),
+        ("apiregistration.k8s.io", "APIService") => (
+            vec![name(), string("Service"), string("Available"), age_col()],
+            Box::new(move |o| {
+                let service = o
+                    .pointer("/spec/service")
+                    .filter(|v| !v.is_null())
+                    .map_or("Local".to_string(), |v| format!("{}/{}", s(v, "/namespace"), s(v, "/name")));
+                let available =
+                    items(o, "/status/conditions").into_iter().find(|c| s(c, "/type") == "Available").map_or("Unknown".to_string(), |c| {
+                        if s(&c, "/status") == "True" { "True".to_string() } else { format!("{} ({})", s(&c, "/status"), s(&c, "/reason")) }
+                    });
+                vec![nm(o), json!(service), json!(available), age_of(o)]
+            }),
+        ),
         _ => return None,
     })
 }
@@ -240,182 +481,6 @@ pub(super) fn columns(group: &str, kind: &str, now: DateTime<Utc>) -> Option<Col
 /// The default table of a kind without a printer (upstream's `DefaultTableConvertor`).
 pub(super) fn default_columns() -> Vec<PrinterColumn> {
     vec![col("Name", "string", "name", 0), col("Created At", "date", "", 0)]
-}
-
-fn or(v: String, default: &str) -> String {
-    if v.is_empty() { default.to_string() } else { v }
-}
-
-fn items(o: &Value, p: &str) -> Vec<Value> {
-    o.pointer(p).and_then(Value::as_array).cloned().unwrap_or_default()
-}
-
-fn replicas(o: &Value) -> i64 {
-    o.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1)
-}
-
-fn phase(o: &Value) -> String {
-    if o.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null()) { "Terminating".into() } else { s(o, "/status/phase") }
-}
-
-/// `layoutContainerCells`: names and images, comma-separated.
-fn containers(o: &Value, p: &str) -> (Value, Value) {
-    let cs = items(o, p);
-    (json!(cs.iter().map(|c| s(c, "/name")).collect::<Vec<_>>().join(",")), json!(cs.iter().map(|c| s(c, "/image")).collect::<Vec<_>>().join(",")))
-}
-
-/// `labels.FormatLabels`: `k=v,...` sorted, `<none>` when empty.
-fn format_labels(map: Option<&Value>) -> String {
-    let pairs: Vec<String> = map.and_then(Value::as_object).map(|m| m.iter().map(|(k, v)| format!("{k}={}", cell_string(v))).collect()).unwrap_or_default();
-    if pairs.is_empty() { "<none>".into() } else { pairs.join(",") }
-}
-
-/// `metav1.FormatLabelSelector`: the selector's string, `<none>` when it selects everything.
-fn format_selector(sel: Option<&Value>) -> String {
-    let text = sel.filter(|v| !v.is_null()).map(|v| crate::selector::LabelSelector::from_object(v).to_string()).unwrap_or_default();
-    or(text, "<none>")
-}
-
-/// `GetPersistentVolume(Claim)Class`: the field, else the beta annotation.
-fn storage_class(o: &Value) -> String {
-    let class = s(o, "/spec/storageClassName");
-    if class.is_empty() { s(o, "/metadata/annotations/volume.beta.kubernetes.io~1storage-class") } else { class }
-}
-
-/// `GetAccessModesAsString`: RWO, ROX, RWX, RWOP in that order, each once.
-fn access_modes(o: &Value, p: &str) -> String {
-    let modes: Vec<String> = items(o, p).iter().map(cell_string).collect();
-    [("ReadWriteOnce", "RWO"), ("ReadOnlyMany", "ROX"), ("ReadWriteMany", "RWX"), ("ReadWriteOncePod", "RWOP")]
-        .iter()
-        .filter(|(m, _)| modes.iter().any(|x| x == m))
-        .map(|(_, short)| *short)
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
-/// `listWithMoreString` with at most 3 shown: `a,b,c + 2 more...`, `<unset>` when empty.
-fn list_with_more(list: &[String]) -> String {
-    match list.len() {
-        0 => "<unset>".into(),
-        n if n > 3 => format!("{} + {} more...", list[..3].join(","), n - 3),
-        _ => list.join(","),
-    }
-}
-
-/// `formatEndpoints`: `ip:port` per address and port (IPs alone without ports), at most 3.
-fn format_endpoints(o: &Value) -> String {
-    let subsets = items(o, "/subsets");
-    if subsets.is_empty() {
-        return "<none>".into();
-    }
-    let mut all = vec![];
-    for ss in &subsets {
-        let addresses: Vec<String> = items(ss, "/addresses").iter().map(|a| s(a, "/ip")).collect();
-        let ports = items(ss, "/ports");
-        if ports.is_empty() {
-            all.extend(addresses);
-            continue;
-        }
-        for p in &ports {
-            all.extend(addresses.iter().map(|ip| if ip.contains(':') { format!("[{ip}]:{}", i(p, "/port")) } else { format!("{ip}:{}", i(p, "/port")) }));
-        }
-    }
-    if all.len() > 3 { format!("{} + {} more...", all[..3].join(","), all.len() - 3) } else { all.join(",") }
-}
-
-/// `formatHosts`: the first 3 rule hosts, `*` when none is set.
-fn ingress_hosts(o: &Value) -> String {
-    let rules = items(o, "/spec/rules");
-    let hosts: Vec<String> = rules.iter().take(3).map(|r| s(r, "/host")).filter(|h| !h.is_empty()).collect();
-    match (hosts.is_empty(), rules.len() > 3) {
-        (true, _) => "*".into(),
-        (false, true) => format!("{} + {} more...", hosts.join(","), rules.len() - 3),
-        (false, false) => hosts.join(","),
-    }
-}
-
-/// `ingressLoadBalancerStatusStringer` (not wide): IPs or hostnames, sorted, clipped to 16.
-fn load_balancer(o: &Value) -> String {
-    let mut seen: Vec<String> =
-        items(o, "/status/loadBalancer/ingress").iter().map(|i| or(s(i, "/ip"), &s(i, "/hostname"))).filter(|v| !v.is_empty()).collect();
-    seen.sort();
-    seen.dedup();
-    let r = seen.join(",");
-    if r.len() > 16 { format!("{}...", &r[..13]) } else { r }
-}
-
-/// `formatHPAMetrics`: each target as `cpu: 50%/80%` (`<unknown>` before a measurement), at
-/// most 2. An autoscaling/v1 object carries its one CPU target in its own fields.
-fn hpa_targets(o: &Value) -> String {
-    if let Some(target) = o.pointer("/spec/targetCPUUtilizationPercentage").and_then(Value::as_i64) {
-        let current = o.pointer("/status/currentCPUUtilizationPercentage").and_then(Value::as_i64).map_or("<unknown>".to_string(), |c| format!("{c}%"));
-        return format!("cpu: {current}/{target}%");
-    }
-    let specs = items(o, "/spec/metrics");
-    if specs.is_empty() {
-        return "<none>".into();
-    }
-    let statuses = items(o, "/status/currentMetrics");
-    let list: Vec<String> = specs
-        .iter()
-        .enumerate()
-        .map(|(n, spec)| {
-            let status = statuses.get(n);
-            let current = |p: &str| status.and_then(|st| st.pointer(p)).filter(|v| !v.is_null()).map_or("<unknown>".to_string(), cell_string);
-            match s(spec, "/type").as_str() {
-                t @ ("Resource" | "ContainerResource") => {
-                    let key = if t == "Resource" { "resource" } else { "containerResource" };
-                    let source = &spec[key];
-                    let metric = s(source, "/name");
-                    if let Some(avg) = source.pointer("/target/averageValue").filter(|v| !v.is_null()) {
-                        format!("{metric}: {}/{}", current(&format!("/{key}/current/averageValue")), cell_string(avg))
-                    } else {
-                        let now = status.and_then(|st| st.pointer(&format!("/{key}/current/averageUtilization"))).and_then(Value::as_i64);
-                        let target = source.pointer("/target/averageUtilization").and_then(Value::as_i64).map_or("<auto>".to_string(), |t| format!("{t}%"));
-                        format!("{metric}: {}/{target}", now.map_or("<unknown>".to_string(), |c| format!("{c}%")))
-                    }
-                }
-                "Pods" => format!("{}/{}", current("/pods/current/averageValue"), s(spec, "/pods/target/averageValue")),
-                t @ ("Object" | "External") => {
-                    let key = if t == "Object" { "object" } else { "external" };
-                    match spec.pointer(&format!("/{key}/target/averageValue")).filter(|v| !v.is_null()) {
-                        Some(avg) => format!("{}/{} (avg)", current(&format!("/{key}/current/averageValue")), cell_string(avg)),
-                        None => format!("{}/{}", current(&format!("/{key}/current/value")), s(spec, &format!("/{key}/target/value"))),
-                    }
-                }
-                _ => "<unknown type>".into(),
-            }
-        })
-        .collect();
-    if list.len() > 2 { format!("{} + {} more...", list[..2].join(", "), list.len() - 2) } else { list.join(", ") }
-}
-
-/// `printResourceQuota`: `resource: used/hard` for each `spec.hard` resource, sorted, the
-/// `limits.*` ones in the Limit column.
-fn quota_columns(o: &Value) -> (String, String) {
-    let mut names: Vec<String> = o.pointer("/spec/hard").and_then(Value::as_object).map(|m| m.keys().cloned().collect()).unwrap_or_default();
-    names.sort();
-    let (mut request, mut limit) = (vec![], vec![]);
-    for r in names {
-        let quantity = |p: &str| o.pointer(p).and_then(|m| m.get(&r)).map_or("0".to_string(), cell_string);
-        let cell = format!("{r}: {}/{}", quantity("/status/used"), quantity("/status/hard"));
-        if r.split('.').next() == Some("limits") && r.contains('.') { limit.push(cell) } else { request.push(cell) }
-    }
-    (request.join(", "), limit.join(", "))
-}
-
-/// `extractCSRStatus`: Denied, Approved or Pending, then `,Failed` and `,Issued`.
-fn csr_condition(o: &Value) -> String {
-    let types: Vec<String> = items(o, "/status/conditions").iter().map(|c| s(c, "/type")).collect();
-    let has = |t: &str| types.iter().any(|x| x == t);
-    let mut status = if has("Denied") { "Denied" } else if has("Approved") { "Approved" } else { "Pending" }.to_string();
-    if has("Failed") {
-        status.push_str(",Failed");
-    }
-    if !s(o, "/status/certificate").is_empty() {
-        status.push_str(",Issued");
-    }
-    status
 }
 
 #[cfg(test)]
@@ -441,6 +506,9 @@ mod tests {
             "status": {"phase": "Bound", "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany", "ReadWriteOnce"]}});
         assert_eq!(cells("", "PersistentVolumeClaim", pvc)[1..6], [json!("Bound"), json!("pv1"), json!("1Gi"), json!("RWO,RWX"), json!("fast")]);
         let csr = json!({"metadata": {"name": "c"}, "spec": {"signerName": "example.com/s", "username": "alice"}, "status": {"conditions": [{"type": "Approved"}]}});
-        assert_eq!(cells("certificates.k8s.io", "CertificateSigningRequest", csr)[2..], [json!("example.com/s"), json!("alice"), json!("<none>"), json!("Approved")]);
+        assert_eq!(
+            cells("certificates.k8s.io", "CertificateSigningRequest", csr)[2..],
+            [json!("example.com/s"), json!("alice"), json!("<none>"), json!("Approved")]
+        );
     }
 }
