@@ -1,6 +1,9 @@
 //! `meta.k8s.io/v1 Table` output (what `kubectl get` asks for): the columns a real cluster prints
 //! for the built-in kinds, and Name + `additionalPrinterColumns` (or Name + Age) for CRDs.
 
+mod cells;
+mod kinds;
+
 use crate::resources::{PrinterColumn, Resource};
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
@@ -164,17 +167,38 @@ fn builtin(res: &Resource, now: DateTime<Utc>) -> Option<Columns> {
             }),
         ),
         ("", "Service") => (vec![name, col("Type", "string", "", 0), col("Cluster-IP", "string", "", 0), col("External-IP", "string", "", 0), col("Port(s)", "string", "", 0), age_col, col("Selector", "string", "", 1)], Box::new(move |o| {
-            let t = { let t = s(o, "/spec/type"); if t.is_empty() { "ClusterIP".to_string() } else { t } };
+            // printService: the first of clusterIPs, ports with their node ports, the
+            // external IP by type (a LoadBalancer without an address is <pending>).
+            let t = s(o, "/spec/type");
             let ports: Vec<String> = o.pointer("/spec/ports").and_then(Value::as_array).cloned().unwrap_or_default().iter().map(|p| {
-                format!("{}/{}", p["port"], p.get("protocol").and_then(Value::as_str).unwrap_or("TCP"))
+                let protocol = p.get("protocol").and_then(Value::as_str).unwrap_or("TCP");
+                match p.get("nodePort").and_then(Value::as_i64).filter(|n| *n > 0) {
+                    Some(node) => format!("{}:{node}/{protocol}", p["port"]),
+                    None => format!("{}/{protocol}", p["port"]),
+                }
             }).collect();
-            let ip = { let ip = s(o, "/spec/clusterIP"); if ip.is_empty() { "<none>".to_string() } else { ip } };
+            let ip = { let ip = s(o, "/spec/clusterIPs/0"); if ip.is_empty() { "<none>".to_string() } else { ip } };
+            let external: Vec<String> = o.pointer("/spec/externalIPs").and_then(Value::as_array).map(|a| a.iter().map(cell_string).collect()).unwrap_or_default();
+            let mut lb: Vec<String> = o.pointer("/status/loadBalancer/ingress").and_then(Value::as_array).cloned().unwrap_or_default().iter()
+                .map(|i| { let ip = s(i, "/ip"); if ip.is_empty() { s(i, "/hostname") } else { ip } }).filter(|v| !v.is_empty()).collect();
+            lb.sort();
+            lb.dedup();
+            let external = match t.as_str() {
+                "ClusterIP" | "NodePort" if !external.is_empty() => external.join(","),
+                "ClusterIP" | "NodePort" => "<none>".to_string(),
+                "LoadBalancer" if !external.is_empty() => [lb, external].concat().join(","),
+                "LoadBalancer" => { let l = lb.join(","); if l.is_empty() { "<pending>".to_string() } else if l.len() > 16 { format!("{}...", &l[..13]) } else { l } }
+                "ExternalName" => s(o, "/spec/externalName"),
+                _ => "<unknown>".to_string(),
+            };
             let sel: Vec<String> = o.pointer("/spec/selector").and_then(Value::as_object).map(|m| m.iter().map(|(k, v)| format!("{k}={}", cell_string(v))).collect()).unwrap_or_default();
             let sel = if sel.is_empty() { "<none>".to_string() } else { sel.join(",") };
-            vec![nm(o), json!(t), json!(ip), json!("<none>"), json!(if ports.is_empty() { "<none>".to_string() } else { ports.join(",") }), age_of(o), json!(sel)]
+            vec![nm(o), json!(t), json!(ip), json!(external), json!(if ports.is_empty() { "<none>".to_string() } else { ports.join(",") }), age_of(o), json!(sel)]
         })),
         ("", "Event") | ("events.k8s.io", "Event") => (
-            vec![col("Last Seen", "string", "", 0), col("Type", "string", "", 0), col("Reason", "string", "", 0), col("Object", "string", "", 0), col("Message", "string", "", 0), col("Name", "string", "name", 1)],
+            vec![col("Last Seen", "string", "", 0), col("Type", "string", "", 0), col("Reason", "string", "", 0), col("Object", "string", "", 0),
+                 col("Subobject", "string", "", 1), col("Source", "string", "", 1), col("Message", "string", "", 0), col("First Seen", "string", "", 1),
+                 col("Count", "string", "", 1), col("Name", "string", "name", 1)],
             Box::new(move |o| {
                 let core = res_is_core(o);
                 let last = if core {
@@ -185,7 +209,27 @@ fn builtin(res: &Resource, now: DateTime<Utc>) -> Option<Columns> {
                 let obj_ref = if core { o.get("involvedObject") } else { o.get("regarding") }.cloned().unwrap_or_default();
                 let object = format!("{}/{}", s(&obj_ref, "/kind").to_lowercase(), s(&obj_ref, "/name"));
                 let msg = if core { s(o, "/message") } else { s(o, "/note") };
-                vec![json!(age(last.as_ref(), now)), json!(s(o, "/type")), json!(s(o, "/reason")), json!(object), json!(msg), nm(o)]
+                // printEvent's wide cells: the field path, `component, host` (else the
+                // reporting controller and instance), the first time and the count.
+                let (field_path, first, count) = if core {
+                    (s(o, "/involvedObject/fieldPath"), o.get("firstTimestamp").filter(|v| !v.is_null()).or_else(|| o.get("eventTime")).cloned(), i(o, "/count"))
+                } else {
+                    (s(o, "/regarding/fieldPath"), o.get("deprecatedFirstTimestamp").filter(|v| !v.is_null()).or_else(|| o.get("eventTime")).cloned(), i(o, "/deprecatedCount"))
+                };
+                let (component, host) = if core {
+                    (s(o, "/source/component"), s(o, "/source/host"))
+                } else {
+                    (s(o, "/deprecatedSource/component"), s(o, "/deprecatedSource/host"))
+                };
+                let component = if component.is_empty() { s(o, if core { "/reportingComponent" } else { "/reportingController" }) } else { component };
+                let host = if host.is_empty() { s(o, "/reportingInstance") } else { host };
+                let source = match (component.is_empty(), host.is_empty()) {
+                    (true, _) => "<unknown>".to_string(),
+                    (false, true) => component,
+                    (false, false) => format!("{component}, {host}"),
+                };
+                vec![json!(age(last.as_ref(), now)), json!(s(o, "/type")), json!(s(o, "/reason")), json!(object), json!(field_path), json!(source), json!(msg),
+                     json!(age(first.as_ref(), now)), json!(count.to_string()), nm(o)]
             }),
         ),
         ("batch", "Job") => ([vec![name, col("Status", "string", "", 0), col("Completions", "string", "", 0), col("Duration", "string", "", 0), age_col], wide_cols().to_vec()].concat(), Box::new(move |o| {
@@ -193,7 +237,7 @@ fn builtin(res: &Resource, now: DateTime<Utc>) -> Option<Columns> {
             let succeeded = i(o, "/status/succeeded");
             let comp = match completions { Some(c) => format!("{succeeded}/{c}"), None => format!("{succeeded}/1 of {}", o.pointer("/spec/parallelism").and_then(Value::as_i64).unwrap_or(1)) };
             let cond = |t: &str| json_path(o, &format!(".status.conditions[?(@.type==\"{t}\")].status")).first().map(cell_string) == Some("True".into());
-            let status = if cond("Complete") { "Complete" } else if cond("Failed") { "Failed" } else if cond("FailureTarget") { "FailureTarget" } else if cond("Suspended") { "Suspended" } else if o.pointer("/metadata/deletionTimestamp").is_some() { "Terminating" } else { "Running" };
+            let status = if cond("Complete") { "Complete" } else if cond("Failed") { "Failed" } else if o.pointer("/metadata/deletionTimestamp").is_some() { "Terminating" } else if cond("Suspended") { "Suspended" } else if cond("FailureTarget") { "FailureTarget" } else { "Running" };
             let start = o.pointer("/status/startTime").and_then(Value::as_str).and_then(|s| DateTime::parse_from_rfc3339(s).ok());
             let end = o.pointer("/status/completionTime").and_then(Value::as_str).and_then(|s| DateTime::parse_from_rfc3339(s).ok());
             let duration = match (start, end) {
@@ -218,9 +262,17 @@ fn builtin(res: &Resource, now: DateTime<Utc>) -> Option<Columns> {
         ("coordination.k8s.io", "Lease") => (vec![name, col("Holder", "string", "", 0), age_col], Box::new(move |o| vec![nm(o), json!(s(o, "/spec/holderIdentity")), age_of(o)])),
         ("apiextensions.k8s.io", "CustomResourceDefinition") => (vec![name, col("Created At", "date", "", 0)], Box::new(move |o| vec![nm(o), json!(s(o, "/metadata/creationTimestamp"))])),
         ("rbac.authorization.k8s.io", "Role") | ("rbac.authorization.k8s.io", "ClusterRole") => (vec![name, col("Created At", "string", "", 0)], Box::new(move |o| vec![nm(o), json!(s(o, "/metadata/creationTimestamp"))])),
-        ("rbac.authorization.k8s.io", "RoleBinding") | ("rbac.authorization.k8s.io", "ClusterRoleBinding") => (vec![name, col("Role", "string", "", 0), age_col], Box::new(move |o| {
-            vec![nm(o), json!(format!("{}/{}", s(o, "/roleRef/kind"), s(o, "/roleRef/name"))), age_of(o)]
-        })),
+        ("rbac.authorization.k8s.io", "RoleBinding") | ("rbac.authorization.k8s.io", "ClusterRoleBinding") => (
+            vec![name, col("Role", "string", "", 0), age_col, col("Users", "string", "", 1), col("Groups", "string", "", 1), col("ServiceAccounts", "string", "", 1)],
+            Box::new(move |o| {
+                // rbac.SubjectsStrings: users, groups and `namespace/name` service accounts.
+                let subjects = o.get("subjects").and_then(Value::as_array).cloned().unwrap_or_default();
+                let of = |kind: &str| subjects.iter().filter(|x| s(x, "/kind") == kind).map(|x| {
+                    if kind == "ServiceAccount" { format!("{}/{}", s(x, "/namespace"), s(x, "/name")) } else { s(x, "/name") }
+                }).collect::<Vec<_>>().join(", ");
+                vec![nm(o), json!(format!("{}/{}", s(o, "/roleRef/kind"), s(o, "/roleRef/name"))), age_of(o), json!(of("User")), json!(of("Group")), json!(of("ServiceAccount"))]
+            }),
+        ),
         _ => return None,
     })
 }
@@ -354,10 +406,9 @@ pub fn to_table(res: &Resource, objects: &[Value], list_meta: Value, include: &s
     let (cols, cells) = if res.custom {
         custom(res, now)
     } else {
-        builtin(res, now).unwrap_or_else(|| {
-            let mut c = custom(res, now);
-            c.0[1] = col("Age", "string", "", 0);
-            c
+        builtin(res, now).or_else(|| kinds::columns(&res.group, &res.kind, now)).unwrap_or_else(|| {
+            let cells: Box<dyn Fn(&Value) -> Vec<Value>> = Box::new(|o| vec![json!(s(o, "/metadata/name")), json!(s(o, "/metadata/creationTimestamp"))]);
+            (kinds::default_columns(), cells)
         })
     };
     let defs: Vec<Value> = cols

@@ -1,12 +1,16 @@
-//! Response bodies as a real kube-apiserver writes them: JSON members in Go struct order
-//! (`kind`, `apiVersion`, `metadata`, `spec`, `status`; ObjectMeta's `name`, `generateName`,
-//! `namespace`, ... `managedFields`; a Status's `status`, `message`, `reason`, `details`,
-//! `code`) and a newline after each body, as `json.Encoder` ends it.
+//! Response bodies as a real kube-apiserver writes them: JSON members in Go struct order at
+//! every level (`kind`, `apiVersion`, `metadata`, `spec`, `status`; ObjectMeta's `name`,
+//! `generateName`, `namespace`, ...; a DeploymentSpec's `replicas`, `selector`, `template`, ...;
+//! a Status's `status`, `message`, `reason`, `details`, `code`) and a newline after each body,
+//! as `json.Encoder` ends it. The order of built-in types comes from upstream's descriptors
+//! (`protobuf::layout`, which says why that is Go's order); custom resources are Go maps
+//! upstream (`unstructured`), so their keys are sorted at every level, as Go sorts map keys.
 //!
 //! Objects are kept as `serde_json::Value`, whose maps sort their keys; rather than switch the
 //! whole workspace to `preserve_order` (insertion order would still not be Go's order), the
-//! order is applied when writing. Members a table below does not name follow in sorted order.
+//! order is applied when writing. Members the Go type does not have follow in sorted order.
 
+use crate::protobuf::layout::{self, Child, Layout};
 use serde_json::{Map, Value};
 
 /// A JSON body in Go member order, ending with a newline.
@@ -18,132 +22,107 @@ pub fn to_vec(v: &Value) -> Vec<u8> {
 }
 
 /// What a JSON object is, which decides the order of its members.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 enum Role {
     /// Not known from the parent: a typed object (has `kind`), a watch event, or other.
     Any,
-    /// An item of a list: a typed object even without `kind`.
-    Item,
-    /// `ObjectMeta` or `ListMeta`.
-    Meta,
-    /// `Status.details`.
-    Details,
-    /// `Status.details.causes[]`.
-    Cause,
-    /// `metadata.ownerReferences[]`.
-    OwnerRef,
-    /// `metadata.managedFields[]`.
-    ManagedField,
-    /// Nothing known: sorted keys.
+    /// A built-in Go struct, its order from upstream's descriptors (`protobuf::layout`).
+    Go(&'static Layout),
+    /// A Go map whose values are this struct: keys sorted, values in Go order.
+    MapOf(&'static Layout),
+    /// A Go-typed kind outside the descriptors (CustomResourceDefinition, APIService, Table):
+    /// `kind`, `apiVersion`, `metadata`, then these members; nested structs sorted.
+    Typed { members: &'static [&'static str], list: bool },
+    /// A Table's row: `cells`, `conditions`, `object` (an object of its own kind).
+    TableRow,
+    /// A watch event: `type`, `object`.
+    Event,
+    /// Nothing known, or a custom resource (upstream encodes those from Go maps, whose keys
+    /// are sorted): sorted keys all the way down.
     Other,
 }
 
-const TYPE_META: [&str; 3] = ["kind", "apiVersion", "metadata"];
-const OBJECT_META: &[&str] = &[
-    "name",
-    "generateName",
-    "namespace",
-    "selfLink",
-    "uid",
-    "resourceVersion",
-    "generation",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
-    "labels",
-    "annotations",
-    "ownerReferences",
-    "finalizers",
-    "managedFields",
-    // ListMeta (selfLink and resourceVersion above).
-    "continue",
-    "remainingItemCount",
-];
+const TYPE_META: [&str; 2] = ["kind", "apiVersion"];
+const META: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.";
 
-/// The members after `kind`, `apiVersion`, `metadata` of a typed object, by kind.
-fn kind_members(kind: &str) -> &'static [&'static str] {
-    match kind {
-        "Status" => &["status", "message", "reason", "details", "code"],
-        "ConfigMap" => &["immutable", "data", "binaryData"],
-        "Secret" => &["immutable", "data", "stringData", "type"],
-        "ServiceAccount" => &["secrets", "imagePullSecrets", "automountServiceAccountToken"],
-        "Role" | "ClusterRole" => &["rules", "aggregationRule"],
-        "RoleBinding" | "ClusterRoleBinding" => &["subjects", "roleRef"],
-        "Endpoints" => &["subsets"],
-        "EndpointSlice" => &["addressType", "endpoints", "ports"],
-        "Event" => &[
-            "involvedObject",
-            "reason",
-            "message",
-            "source",
-            "firstTimestamp",
-            "lastTimestamp",
-            "count",
-            "type",
-            "eventTime",
-            "series",
-            "action",
-            "related",
-            "reportingComponent",
-            "reportingInstance",
-            // events.k8s.io/v1
-            "regarding",
-            "note",
-        ],
-        "Table" => &["columnDefinitions", "rows"],
-        k if k.ends_with("List") => &["items"],
-        _ => &["spec", "status"],
+/// The members after `kind`, `apiVersion`, `metadata` of a Go-typed kind outside the
+/// descriptors, or `None` for a custom resource.
+fn typed_members(api_version: &str, kind: &str) -> Option<&'static [&'static str]> {
+    let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    match (group, kind) {
+        ("meta.k8s.io", "Table") => Some(&["columnDefinitions", "rows"]),
+        ("apiextensions.k8s.io" | "apiregistration.k8s.io", k) if k.ends_with("List") => Some(&["items"]),
+        ("apiextensions.k8s.io" | "apiregistration.k8s.io", _) => Some(&["spec", "status"]),
+        _ => None,
     }
 }
 
-fn members(map: &Map<String, Value>, role: Role) -> (Vec<&'static str>, Role) {
-    let listed = |first: &[&'static str], then: &[&'static str]| first.iter().chain(then).copied().collect::<Vec<_>>();
+/// What an object of `role` is, now that its members are known.
+fn resolve(map: &Map<String, Value>, role: Role) -> Role {
+    if !matches!(role, Role::Any) {
+        return role;
+    }
+    if let Some(kind) = map.get("kind").and_then(Value::as_str) {
+        let api_version = map.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
+        if let Some(l) = layout::for_kind(api_version, kind) {
+            return Role::Go(l);
+        }
+        if let Some(members) = typed_members(api_version, kind) {
+            return Role::Typed { members, list: kind.ends_with("List") };
+        }
+        return Role::Other;
+    }
+    if map.contains_key("type") && map.contains_key("object") && map.len() == 2 {
+        return Role::Event;
+    }
+    Role::Other
+}
+
+/// The members that come first, in this order; the others follow sorted.
+fn first_members(map: &Map<String, Value>, role: Role) -> Vec<&'static str> {
     match role {
-        Role::Any | Role::Item => {
-            if let Some(kind) = map.get("kind").and_then(Value::as_str) {
-                return (listed(&TYPE_META, kind_members(kind)), Role::Any);
-            }
-            if map.contains_key("type") && map.contains_key("object") && map.len() == 2 {
-                return (vec!["type", "object"], Role::Any); // a watch event
-            }
-            if role == Role::Item {
-                return (listed(&TYPE_META, kind_members("")), Role::Any);
-            }
-            (vec![], Role::Other)
+        Role::Go(l) => {
+            // TypeMeta is embedded first in every kind but is no proto field.
+            let type_meta = TYPE_META.iter().copied().filter(|k| map.contains_key(*k) && !l.has(k));
+            type_meta.chain(l.members.iter().map(|(name, _)| name.as_str())).collect()
         }
-        Role::Meta => (OBJECT_META.to_vec(), Role::Meta),
-        Role::Details => (vec!["name", "group", "kind", "uid", "causes", "retryAfterSeconds"], Role::Details),
-        Role::Cause => (vec!["reason", "message", "field"], Role::Cause),
-        Role::OwnerRef => (vec!["apiVersion", "kind", "name", "uid", "controller", "blockOwnerDeletion"], Role::OwnerRef),
-        Role::ManagedField => {
-            (vec!["manager", "operation", "apiVersion", "time", "fieldsType", "fieldsV1", "subresource"], Role::ManagedField)
-        }
-        Role::Other => (vec![], Role::Other),
+        Role::Typed { members, .. } => TYPE_META.iter().chain(&["metadata"]).chain(members).copied().collect(),
+        Role::TableRow => vec!["cells", "conditions", "object"],
+        Role::Event => vec!["type", "object"],
+        Role::Any | Role::MapOf(_) | Role::Other => vec![],
     }
 }
 
 /// The role of `map[key]` (an object, or the elements of an array) inside a map of `role`.
-fn child(role: Role, is_status: bool, key: &str) -> Role {
-    match (role, key) {
-        (Role::Meta, "ownerReferences") => Role::OwnerRef,
-        (Role::Meta, "managedFields") => Role::ManagedField,
-        (Role::Meta, _) => Role::Other,
-        (Role::Details, "causes") => Role::Cause,
-        (Role::Cause | Role::OwnerRef | Role::ManagedField | Role::Details, _) => Role::Other,
-        (_, "metadata") => Role::Meta,
-        (_, "details") if is_status => Role::Details,
-        (_, "items") => Role::Item,
-        _ => Role::Any,
+fn child(role: Role, key: &str) -> Role {
+    let go = |name: &str| layout::layout(name).map_or(Role::Other, Role::Go);
+    match role {
+        Role::Go(l) => match l.child(key) {
+            Some(Child::Struct(name)) => go(name),
+            Some(Child::Map(Some(name))) => layout::layout(name).map_or(Role::Other, Role::MapOf),
+            Some(Child::Raw) => Role::Any,
+            Some(Child::Map(None) | Child::Leaf) | None => Role::Other,
+        },
+        Role::MapOf(l) => Role::Go(l),
+        Role::Typed { list, .. } => match key {
+            "metadata" if list => go(&format!("{META}ListMeta")),
+            "metadata" => go(&format!("{META}ObjectMeta")),
+            "items" => Role::Typed { members: &["spec", "status"], list: false },
+            "rows" => Role::TableRow,
+            _ => Role::Other,
+        },
+        Role::TableRow | Role::Event if key == "object" => Role::Any,
+        Role::Any | Role::TableRow | Role::Event | Role::Other => Role::Other,
     }
 }
 
 fn write(out: &mut Vec<u8>, v: &Value, role: Role) {
     match v {
         Value::Object(map) => {
-            let (first, own) = members(map, role);
-            let is_status = map.get("kind").and_then(Value::as_str) == Some("Status");
+            let role = resolve(map, role);
+            let first = first_members(map, role);
             let mut keys: Vec<&str> = first.iter().copied().filter(|k| map.contains_key(*k)).collect();
-            keys.extend(map.keys().map(String::as_str).filter(|k| !first.iter().any(|f| f == k)));
+            keys.extend(map.keys().map(String::as_str).filter(|k| !first.contains(k)));
             out.push(b'{');
             for (i, key) in keys.into_iter().enumerate() {
                 if i > 0 {
@@ -151,7 +130,7 @@ fn write(out: &mut Vec<u8>, v: &Value, role: Role) {
                 }
                 serde_json::to_writer(&mut *out, key).expect("a string serializes");
                 out.push(b':');
-                write(out, &map[key], child(own, is_status, key));
+                write(out, &map[key], child(role, key));
             }
             out.push(b'}');
         }
@@ -213,5 +192,24 @@ mod tests {
         );
         let ev = json!({"type": "ADDED", "object": {"metadata": {}, "kind": "ConfigMap", "data": {}, "apiVersion": "v1"}});
         assert_eq!(text(&ev), "{\"type\":\"ADDED\",\"object\":{\"kind\":\"ConfigMap\",\"apiVersion\":\"v1\",\"metadata\":{},\"data\":{}}}\n");
+    }
+
+    #[test]
+    fn nested_structs_follow_go_order_and_custom_resources_are_sorted() {
+        let d = json!({"kind": "Deployment", "apiVersion": "apps/v1", "metadata": {"name": "d"},
+            "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "i", "imagePullPolicy": "Always", "env": [{"value": "v", "name": "n"}]}]}},
+                "strategy": {"type": "RollingUpdate"}, "selector": {"matchLabels": {"b": "1", "a": "2"}}, "replicas": 1},
+            "status": {"replicas": 1, "observedGeneration": 1, "readyReplicas": 1, "updatedReplicas": 1}});
+        assert_eq!(
+            text(&d),
+            concat!(
+                r#"{"kind":"Deployment","apiVersion":"apps/v1","metadata":{"name":"d"},"spec":{"replicas":1,"selector":{"matchLabels":{"a":"2","b":"1"}},"#,
+                r#""template":{"spec":{"containers":[{"name":"c","image":"i","env":[{"name":"n","value":"v"}],"imagePullPolicy":"Always"}]}},"#,
+                r#""strategy":{"type":"RollingUpdate"}},"status":{"observedGeneration":1,"replicas":1,"updatedReplicas":1,"readyReplicas":1}}"#,
+                "\n"
+            )
+        );
+        let cr = json!({"kind": "CronTab", "apiVersion": "stable.example.com/v1", "metadata": {"namespace": "a", "name": "b"}, "spec": {"z": 1, "a": 2}});
+        assert_eq!(text(&cr), "{\"apiVersion\":\"stable.example.com/v1\",\"kind\":\"CronTab\",\"metadata\":{\"name\":\"b\",\"namespace\":\"a\"},\"spec\":{\"a\":2,\"z\":1}}\n");
     }
 }

@@ -8,6 +8,7 @@
 //! rules). They are written through [`Core`]'s verbs like any client, so they have
 //! resourceVersions, managedFields and watch events.
 
+mod fixture;
 pub mod policy;
 
 use crate::rest::{Core, WriteOptions};

@@ -6,16 +6,15 @@
 //! Every object carries `rbac.authorization.kubernetes.io/autoupdate: "true"` and the label
 //! `kubernetes.io/bootstrapping: rbac-defaults`, as upstream's.
 //!
-//! Written after upstream's policy.go and controller_policy.go for 1.32, not generated from
-//! them: the names are upstream's; rules of the `system:` component roles are the ones their
-//! components need and may differ in detail (see the README).
+//! The ClusterRoles and ClusterRoleBindings of `cluster-roles-v1.32.txt` (upstream's own
+//! record of them, read by `fixture`) come first; the `system:controller:` roles of
+//! controller_policy.go and the `kube-system` Roles are written here after upstream's
+//! source, not taken from its testdata, and may differ in detail (see the README).
 
 use serde_json::{Value, json};
 
 const RBAC: &str = "rbac.authorization.k8s.io";
 const READ: &[&str] = &["get", "list", "watch"];
-const WRITE: &[&str] = &["create", "delete", "deletecollection", "patch", "update"];
-const READ_WRITE: &[&str] = &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
 const EVENTS: &[&str] = &["create", "patch", "update"];
 
 fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> Value {
@@ -24,10 +23,6 @@ fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> Value {
 
 fn named(groups: &[&str], resources: &[&str], names: &[&str], verbs: &[&str]) -> Value {
     json!({"verbs": verbs, "apiGroups": groups, "resources": resources, "resourceNames": names})
-}
-
-fn urls(paths: &[&str], verbs: &[&str]) -> Value {
-    json!({"verbs": verbs, "nonResourceURLs": paths})
 }
 
 /// Events in both groups, as upstream's `eventsRule()`.
@@ -51,17 +46,6 @@ fn cluster_role(name: &str, rules: Vec<Value>) -> Value {
     json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": meta(name, None, &[]), "rules": rules})
 }
 
-/// An aggregated role: `rules` are filled by the aggregation controller.
-fn aggregated(name: &str, aggregate_to: &str, labels: &[(&str, &str)]) -> Value {
-    let key = format!("rbac.authorization.k8s.io/aggregate-to-{aggregate_to}");
-    json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": meta(name, None, labels),
-        "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {key: "true"}}]}, "rules": []})
-}
-
-fn labelled(name: &str, labels: &[(&str, &str)], rules: Vec<Value>) -> Value {
-    json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": meta(name, None, labels), "rules": rules})
-}
-
 fn subject(kind: &str, name: &str) -> Value {
     match kind {
         "ServiceAccount" => json!({"kind": kind, "name": name, "namespace": "kube-system"}),
@@ -76,239 +60,6 @@ fn binding(kind: &str, name: &str, namespace: Option<&str>, role_kind: &str, rol
 
 fn cluster_binding(role: &str, subjects: Vec<Value>) -> Value {
     binding("ClusterRoleBinding", role, None, "ClusterRole", role, subjects)
-}
-
-/// The ClusterRoles of the user-facing and component roles.
-fn cluster_roles() -> Vec<Value> {
-    vec![
-        cluster_role("cluster-admin", vec![rule(&["*"], &["*"], &["*"]), urls(&["*"], &["*"])]),
-        cluster_role(
-            "system:discovery",
-            vec![urls(&["/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/openapi", "/openapi/*", "/readyz", "/version", "/version/"], &["get"])],
-        ),
-        cluster_role(
-            "system:monitoring",
-            vec![urls(&["/healthz", "/healthz/*", "/livez", "/livez/*", "/metrics", "/metrics/slis", "/readyz", "/readyz/*"], &["get"])],
-        ),
-        cluster_role(
-            "system:basic-user",
-            vec![
-                rule(&["authorization.k8s.io"], &["selfsubjectaccessreviews", "selfsubjectrulesreviews"], &["create"]),
-                rule(&["authentication.k8s.io"], &["selfsubjectreviews"], &["create"]),
-            ],
-        ),
-        cluster_role("system:public-info-viewer", vec![urls(&["/healthz", "/livez", "/readyz", "/version", "/version/"], &["get"])]),
-        aggregated("admin", "admin", &[]),
-        aggregated("edit", "edit", &[("rbac.authorization.k8s.io/aggregate-to-admin", "true")]),
-        aggregated("view", "view", &[("rbac.authorization.k8s.io/aggregate-to-edit", "true")]),
-        labelled(
-            "system:aggregate-to-admin",
-            &[("rbac.authorization.k8s.io/aggregate-to-admin", "true")],
-            vec![
-                rule(&["authorization.k8s.io"], &["localsubjectaccessreviews"], &["create"]),
-                rule(&[RBAC], &["rolebindings", "roles"], READ_WRITE),
-            ],
-        ),
-        labelled(
-            "system:aggregate-to-edit",
-            &[("rbac.authorization.k8s.io/aggregate-to-edit", "true")],
-            vec![
-                rule(&[""], &["pods/attach", "pods/exec", "pods/portforward", "pods/proxy", "secrets", "services/proxy"], READ),
-                rule(&[""], &["serviceaccounts"], &["impersonate"]),
-                rule(&[""], &["pods", "pods/attach", "pods/exec", "pods/portforward", "pods/proxy"], WRITE),
-                rule(&[""], &["pods/eviction"], &["create"]),
-                rule(
-                    &[""],
-                    &["configmaps", "events", "persistentvolumeclaims", "replicationcontrollers", "replicationcontrollers/scale", "secrets", "serviceaccounts", "services", "services/proxy"],
-                    WRITE,
-                ),
-                rule(&[""], &["serviceaccounts/token"], &["create"]),
-                rule(
-                    &["apps"],
-                    &["daemonsets", "deployments", "deployments/rollback", "deployments/scale", "replicasets", "replicasets/scale", "statefulsets", "statefulsets/scale"],
-                    WRITE,
-                ),
-                rule(&["autoscaling"], &["horizontalpodautoscalers"], WRITE),
-                rule(&["batch"], &["cronjobs", "jobs"], WRITE),
-                rule(
-                    &["extensions"],
-                    &["daemonsets", "deployments", "deployments/rollback", "deployments/scale", "ingresses", "networkpolicies", "replicasets", "replicasets/scale", "replicationcontrollers/scale"],
-                    WRITE,
-                ),
-                rule(&["policy"], &["poddisruptionbudgets"], WRITE),
-                rule(&["networking.k8s.io"], &["ingresses", "networkpolicies"], WRITE),
-                rule(&["coordination.k8s.io"], &["leases"], READ_WRITE),
-            ],
-        ),
-        labelled(
-            "system:aggregate-to-view",
-            &[("rbac.authorization.k8s.io/aggregate-to-view", "true")],
-            vec![
-                rule(
-                    &[""],
-                    &["configmaps", "endpoints", "persistentvolumeclaims", "persistentvolumeclaims/status", "pods", "replicationcontrollers", "replicationcontrollers/scale", "serviceaccounts", "services", "services/status"],
-                    READ,
-                ),
-                rule(
-                    &[""],
-                    &["bindings", "events", "limitranges", "namespaces/status", "pods/log", "pods/status", "replicationcontrollers/status", "resourcequotas", "resourcequotas/status"],
-                    READ,
-                ),
-                rule(&[""], &["namespaces"], READ),
-                rule(&["discovery.k8s.io"], &["endpointslices"], READ),
-                rule(
-                    &["apps"],
-                    &["controllerrevisions", "daemonsets", "daemonsets/status", "deployments", "deployments/scale", "deployments/status", "replicasets", "replicasets/scale", "replicasets/status", "statefulsets", "statefulsets/scale", "statefulsets/status"],
-                    READ,
-                ),
-                rule(&["autoscaling"], &["horizontalpodautoscalers", "horizontalpodautoscalers/status"], READ),
-                rule(&["batch"], &["cronjobs", "cronjobs/status", "jobs", "jobs/status"], READ),
-                rule(
-                    &["extensions"],
-                    &["daemonsets", "daemonsets/status", "deployments", "deployments/scale", "deployments/status", "ingresses", "ingresses/status", "networkpolicies", "replicasets", "replicasets/scale", "replicasets/status", "replicationcontrollers/scale"],
-                    READ,
-                ),
-                rule(&["policy"], &["poddisruptionbudgets", "poddisruptionbudgets/status"], READ),
-                rule(&["networking.k8s.io"], &["ingresses", "ingresses/status", "networkpolicies"], READ),
-            ],
-        ),
-        cluster_role("system:heapster", vec![rule(&[""], &["events", "namespaces", "nodes", "pods"], READ), rule(&["extensions"], &["deployments"], READ)]),
-        cluster_role(
-            "system:node",
-            vec![
-                rule(&["authentication.k8s.io"], &["tokenreviews"], &["create"]),
-                rule(&["authorization.k8s.io"], &["localsubjectaccessreviews", "subjectaccessreviews"], &["create"]),
-                rule(&[""], &["services"], READ),
-                rule(&[""], &["nodes"], &["create", "get", "list", "watch"]),
-                rule(&[""], &["nodes/status"], &["patch", "update"]),
-                rule(&[""], &["nodes"], &["patch", "update"]),
-                rule(&[""], &["events"], EVENTS),
-                rule(&[""], &["pods"], READ),
-                rule(&[""], &["pods"], &["create", "delete"]),
-                rule(&[""], &["pods/status"], &["patch", "update"]),
-                rule(&[""], &["pods/eviction"], &["create"]),
-                rule(&[""], &["configmaps", "secrets"], READ),
-                rule(&[""], &["persistentvolumeclaims", "persistentvolumes"], &["get"]),
-                rule(&[""], &["endpoints"], &["get"]),
-                rule(&["certificates.k8s.io"], &["certificatesigningrequests"], &["create", "get", "list", "watch"]),
-                rule(&["coordination.k8s.io"], &["leases"], &["create", "delete", "get", "patch", "update"]),
-                rule(&["storage.k8s.io"], &["volumeattachments"], &["get"]),
-                rule(&[""], &["serviceaccounts/token"], &["create"]),
-                rule(&[""], &["persistentvolumeclaims/status"], &["get", "patch", "update"]),
-                rule(&["storage.k8s.io"], &["csidrivers"], READ),
-                rule(&["storage.k8s.io"], &["csinodes"], &["create", "delete", "get", "patch", "update"]),
-                rule(&["node.k8s.io"], &["runtimeclasses"], READ),
-            ],
-        ),
-        cluster_role(
-            "system:node-problem-detector",
-            vec![rule(&[""], &["nodes"], &["get"]), rule(&[""], &["nodes/status"], &["patch"]), rule(&["", "events.k8s.io"], &["events"], EVENTS)],
-        ),
-        cluster_role(
-            "system:kubelet-api-admin",
-            vec![rule(&[""], &["nodes"], &["get", "list", "watch", "proxy"]), rule(&[""], &["nodes/log", "nodes/metrics", "nodes/proxy", "nodes/stats"], &["*"])],
-        ),
-        cluster_role("system:node-bootstrapper", vec![rule(&["certificates.k8s.io"], &["certificatesigningrequests"], &["create", "get", "list", "watch"])]),
-        cluster_role(
-            "system:auth-delegator",
-            vec![rule(&["authentication.k8s.io"], &["tokenreviews"], &["create"]), rule(&["authorization.k8s.io"], &["subjectaccessreviews"], &["create"])],
-        ),
-        cluster_role("system:kube-aggregator", vec![rule(&[""], &["endpoints", "services"], READ)]),
-        cluster_role(
-            "system:kube-controller-manager",
-            vec![
-                events_rule(),
-                rule(&["coordination.k8s.io"], &["leases"], &["create"]),
-                named(&["coordination.k8s.io"], &["leases"], &["kube-controller-manager"], &["get", "update"]),
-                rule(&[""], &["secrets", "serviceaccounts"], &["create"]),
-                rule(&[""], &["secrets"], &["delete"]),
-                rule(&[""], &["configmaps", "namespaces", "secrets", "serviceaccounts"], &["get"]),
-                rule(&[""], &["secrets", "serviceaccounts"], &["update"]),
-                rule(&["authentication.k8s.io"], &["tokenreviews"], &["create"]),
-                rule(&["authorization.k8s.io"], &["subjectaccessreviews"], &["create"]),
-                rule(&["*"], &["*"], &["list", "watch"]),
-                rule(&[""], &["serviceaccounts/token"], &["create"]),
-            ],
-        ),
-        cluster_role("system:kube-dns", vec![rule(&[""], &["endpoints", "services"], &["list", "watch"])]),
-        cluster_role(
-            "system:persistent-volume-provisioner",
-            vec![
-                rule(&[""], &["persistentvolumes"], &["create", "delete", "get", "list", "watch"]),
-                rule(&[""], &["persistentvolumeclaims"], &["get", "list", "update", "watch"]),
-                rule(&["storage.k8s.io"], &["storageclasses"], READ),
-                rule(&[""], &["events"], &["create", "list", "patch", "update", "watch"]),
-            ],
-        ),
-        cluster_role(
-            "system:certificates.k8s.io:certificatesigningrequests:nodeclient",
-            vec![rule(&["certificates.k8s.io"], &["certificatesigningrequests/nodeclient"], &["create"])],
-        ),
-        cluster_role(
-            "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient",
-            vec![rule(&["certificates.k8s.io"], &["certificatesigningrequests/selfnodeclient"], &["create"])],
-        ),
-        cluster_role(
-            "system:volume-scheduler",
-            vec![
-                rule(&[""], &["persistentvolumes"], &["get", "list", "patch", "update", "watch"]),
-                rule(&["storage.k8s.io"], &["storageclasses"], READ),
-                rule(&[""], &["persistentvolumeclaims"], &["get", "list", "patch", "update", "watch"]),
-            ],
-        ),
-        cluster_role(
-            "system:certificates.k8s.io:legacy-unknown-approver",
-            vec![named(&["certificates.k8s.io"], &["signers"], &["kubernetes.io/legacy-unknown"], &["approve"])],
-        ),
-        cluster_role(
-            "system:certificates.k8s.io:kubelet-serving-approver",
-            vec![named(&["certificates.k8s.io"], &["signers"], &["kubernetes.io/kubelet-serving"], &["approve"])],
-        ),
-        cluster_role(
-            "system:certificates.k8s.io:kube-apiserver-client-approver",
-            vec![named(&["certificates.k8s.io"], &["signers"], &["kubernetes.io/kube-apiserver-client"], &["approve"])],
-        ),
-        cluster_role(
-            "system:certificates.k8s.io:kube-apiserver-client-kubelet-approver",
-            vec![named(&["certificates.k8s.io"], &["signers"], &["kubernetes.io/kube-apiserver-client-kubelet"], &["approve"])],
-        ),
-        cluster_role(
-            "system:service-account-issuer-discovery",
-            vec![urls(&["/.well-known/openid-configuration", "/.well-known/openid-configuration/", "/openid/v1/jwks", "/openid/v1/jwks/"], &["get"])],
-        ),
-        cluster_role(
-            "system:node-proxier",
-            vec![
-                rule(&[""], &["endpoints", "services"], &["list", "watch"]),
-                rule(&[""], &["nodes"], READ),
-                events_rule(),
-                rule(&["discovery.k8s.io"], &["endpointslices"], &["list", "watch"]),
-            ],
-        ),
-        cluster_role(
-            "system:kube-scheduler",
-            vec![
-                events_rule(),
-                rule(&["coordination.k8s.io"], &["leases"], &["create"]),
-                named(&["coordination.k8s.io"], &["leases"], &["kube-scheduler"], &["get", "update"]),
-                rule(&[""], &["nodes"], READ),
-                rule(&[""], &["pods"], &["delete", "get", "list", "watch"]),
-                rule(&[""], &["bindings", "pods/binding"], &["create"]),
-                rule(&[""], &["pods/status"], &["patch", "update"]),
-                rule(&[""], &["replicationcontrollers", "services"], READ),
-                rule(&["apps", "extensions"], &["replicasets"], READ),
-                rule(&["apps"], &["statefulsets"], READ),
-                rule(&["policy"], &["poddisruptionbudgets"], READ),
-                rule(&[""], &["persistentvolumeclaims", "persistentvolumes"], READ),
-                rule(&["authentication.k8s.io"], &["tokenreviews"], &["create"]),
-                rule(&["authorization.k8s.io"], &["subjectaccessreviews"], &["create"]),
-                rule(&["storage.k8s.io"], &["csinodes"], READ),
-                rule(&[""], &["namespaces"], READ),
-                rule(&["storage.k8s.io"], &["csidrivers"], READ),
-                rule(&["storage.k8s.io"], &["csistoragecapacities"], READ),
-            ],
-        ),
-    ]
 }
 
 /// The controllers of kube-controller-manager that run with their own service account in
@@ -497,33 +248,15 @@ fn controller_roles() -> Vec<(&'static str, Vec<Value>)> {
 /// Every bootstrap object as (group, plural, namespace, object), in creation order.
 pub fn objects() -> Vec<(&'static str, &'static str, &'static str, Value)> {
     let mut out: Vec<(&str, &str, &str, Value)> = vec![];
-    for role in cluster_roles() {
-        out.push((RBAC, "clusterroles", "", role));
-    }
+    let (roles, bindings): (Vec<_>, Vec<_>) = super::fixture::objects().into_iter().partition(|(plural, _)| *plural == "clusterroles");
+    out.extend(roles.into_iter().map(|(plural, role)| (RBAC, plural, "", role)));
     let controllers = controller_roles();
     for (name, mut rules) in controllers.clone() {
         rules.push(events_rule());
         out.push((RBAC, "clusterroles", "", cluster_role(&format!("system:controller:{name}"), rules)));
     }
-    let group = |g: &str| subject("Group", g);
     let user = |u: &str| subject("User", u);
-    let bindings = vec![
-        cluster_binding("cluster-admin", vec![group("system:masters")]),
-        cluster_binding("system:monitoring", vec![group("system:monitoring")]),
-        cluster_binding("system:discovery", vec![group("system:authenticated")]),
-        cluster_binding("system:basic-user", vec![group("system:authenticated")]),
-        cluster_binding("system:public-info-viewer", vec![group("system:authenticated"), group("system:unauthenticated")]),
-        cluster_binding("system:node-proxier", vec![user("system:kube-proxy")]),
-        cluster_binding("system:kube-controller-manager", vec![user("system:kube-controller-manager")]),
-        cluster_binding("system:kube-dns", vec![subject("ServiceAccount", "kube-dns")]),
-        cluster_binding("system:kube-scheduler", vec![user("system:kube-scheduler")]),
-        cluster_binding("system:volume-scheduler", vec![user("system:kube-scheduler")]),
-        cluster_binding("system:node", vec![]),
-        cluster_binding("system:service-account-issuer-discovery", vec![group("system:serviceaccounts")]),
-    ];
-    for b in bindings {
-        out.push((RBAC, "clusterrolebindings", "", b));
-    }
+    out.extend(bindings.into_iter().map(|(plural, binding)| (RBAC, plural, "", binding)));
     for (name, _) in controllers {
         let full = format!("system:controller:{name}");
         out.push((RBAC, "clusterrolebindings", "", cluster_binding(&full, vec![subject("ServiceAccount", name)])));

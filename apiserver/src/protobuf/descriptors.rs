@@ -98,6 +98,9 @@ pub struct Message {
     /// The Go type name, as upstream's decoding errors say it.
     pub go_name: String,
     pub fields: HashMap<u64, Field>,
+    /// Field numbers in declaration order, which is the Go struct's member order: go-to-protobuf
+    /// writes each `.proto` message by walking its Go struct, whatever the numbers.
+    pub order: Vec<u64>,
     /// A `map<K, V>` entry (key = 1, value = 2).
     pub map_entry: bool,
 }
@@ -120,6 +123,11 @@ impl Descriptors {
     /// A message by full name without the leading dot (`k8s.io.api.apps.v1.Deployment`).
     pub fn message(&self, name: &str) -> Option<&Message> {
         self.messages.get(name)
+    }
+
+    /// Every message's full name.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.messages.keys().map(String::as_str)
     }
 }
 
@@ -186,6 +194,7 @@ fn message(buf: &[u8], scope: &str, out: &mut HashMap<String, Message>) -> Resul
             f.name = json.to_string();
         }
         f.inline = INLINE.contains(&(name.as_str(), f.name.as_str()));
+        m.order.push(number);
         m.fields.insert(number, f);
     }
     for n in nested {

@@ -16,14 +16,14 @@ use base64::Engine;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 
-const TIME: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.Time";
-const MICRO_TIME: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.MicroTime";
-const DURATION: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.Duration";
-const FIELDS_V1: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.FieldsV1";
-const INT_OR_STRING: &str = "k8s.io.apimachinery.pkg.util.intstr.IntOrString";
-const QUANTITY: &str = "k8s.io.apimachinery.pkg.api.resource.Quantity";
-const QUANTITY_VALUE: &str = "k8s.io.apimachinery.pkg.api.resource.QuantityValue";
-const RAW_EXTENSION: &str = "k8s.io.apimachinery.pkg.runtime.RawExtension";
+pub(super) const TIME: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.Time";
+pub(super) const MICRO_TIME: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.MicroTime";
+pub(super) const DURATION: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.Duration";
+pub(super) const FIELDS_V1: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.FieldsV1";
+pub(super) const INT_OR_STRING: &str = "k8s.io.apimachinery.pkg.util.intstr.IntOrString";
+pub(super) const QUANTITY: &str = "k8s.io.apimachinery.pkg.api.resource.Quantity";
+pub(super) const QUANTITY_VALUE: &str = "k8s.io.apimachinery.pkg.api.resource.QuantityValue";
+pub(super) const RAW_EXTENSION: &str = "k8s.io.apimachinery.pkg.runtime.RawExtension";
 
 /// Why a message could not be converted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

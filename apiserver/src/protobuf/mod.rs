@@ -11,6 +11,7 @@
 
 mod descriptors;
 mod go_json;
+pub(crate) mod layout;
 mod wire;
 
 use descriptors::Descriptors;

@@ -616,6 +616,10 @@ impl Core {
             ("batch", "Job") => crate::defaults::job_selector(obj),
             // The service strategy's PrepareForCreate: an empty status, `{loadBalancer: {}}`.
             ("", "Service") => obj["status"] = json!({"loadBalancer": {}}),
+            // The claim and volume defaults (`SetDefaults_PersistentVolume(Claim)`): phase
+            // Pending; a volume also records when it entered it (1.31's strategy).
+            ("", "PersistentVolumeClaim") => obj["status"] = json!({"phase": "Pending"}),
+            ("", "PersistentVolume") => obj["status"] = json!({"phase": "Pending", "lastPhaseTransitionTime": now}),
             ("apiextensions.k8s.io", "CustomResourceDefinition") => {
                 let status = crd::accepted_status(obj, now);
                 obj["status"] = status;

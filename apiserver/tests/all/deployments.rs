@@ -4,8 +4,9 @@
 
 use crate::common;
 
-use apiserver::cluster::{self, ClusterConfig, ClusterHandle};
-use apiserver::{ApiServer, Config, ServerHandle};
+use crate::common::kubectl::Cluster;
+use apiserver::cluster::{self, ClusterConfig};
+use apiserver::{ApiServer, Config};
 use common::{delete, get, patch, post};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -15,56 +16,12 @@ const DEPLOYS: &str = "/apis/apps/v1/namespaces/default/deployments";
 const SETS: &str = "/apis/apps/v1/namespaces/default/replicasets";
 const PODS: &str = "/api/v1/namespaces/default/pods";
 
-struct Kubectl {
-    _server: ApiServer,
-    _cluster: ClusterHandle,
-    handle: ServerHandle,
-    dir: tempfile::TempDir,
+/// A server over HTTP with the simulated cluster; Pods are Ready 200 ms after starting.
+async fn kubectl_cluster() -> Cluster {
+    Cluster::simulated(ClusterConfig { ready_after: Duration::from_millis(200), ..Default::default() }).await
 }
 
-impl Kubectl {
-    /// A server over HTTP with the simulated cluster; Pods are Ready 200 ms after starting.
-    async fn start() -> Kubectl {
-        let server = ApiServer::new();
-        let config = ClusterConfig { ready_after: Duration::from_millis(200), ..Default::default() };
-        let cluster = cluster::start(&server, config);
-        let handle = server.serve().await.unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        handle.write_kubeconfig(dir.path().join("kubeconfig")).unwrap();
-        Kubectl { _server: server, _cluster: cluster, handle, dir }
-    }
-
-    async fn run(&self, args: &[&str]) -> (bool, String) {
-        let out = tokio::process::Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(self.dir.path().join("kubeconfig"))
-            .arg("--cache-dir")
-            .arg(self.dir.path().join("cache"))
-            .args(args)
-            .env("HOME", self.dir.path())
-            .output()
-            .await
-            .expect("kubectl runs");
-        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        (out.status.success(), text)
-    }
-
-    async fn ok(&self, args: &[&str]) -> String {
-        let (ok, out) = self.run(args).await;
-        assert!(ok, "kubectl {args:?} failed (server {}): {out}", self.handle.url());
-        out
-    }
-
-    async fn json(&self, args: &[&str]) -> Value {
-        let mut all = args.to_vec();
-        all.extend(["-o", "json"]);
-        serde_json::from_str(&self.ok(&all).await).unwrap()
-    }
-
-    async fn items(&self, args: &[&str]) -> Vec<Value> {
-        self.json(args).await["items"].as_array().cloned().unwrap_or_default()
-    }
-
+impl Cluster {
     /// `kubectl rollout status` must report success within a minute.
     async fn rolled_out(&self, name: &str) {
         let out = self.ok(&["rollout", "status", &format!("deployment/{name}"), "--timeout=60s"]).await;
@@ -118,7 +75,7 @@ where
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_create_deployment_then_rollout_status_completes() {
-    let k = Kubectl::start().await;
+    let k = kubectl_cluster().await;
     k.ok(&["create", "deployment", "d1", "--image=nginx"]).await;
     k.rolled_out("d1").await;
 
@@ -151,11 +108,23 @@ async fn kubectl_create_deployment_then_rollout_status_completes() {
     assert_eq!(pod["status"]["phase"], "Running");
     let described = k.ok(&["describe", "deployment", "d1"]).await;
     assert!(described.contains(&format!("Scaled up replica set d1-{hash} from 0 to 1")), "{described}");
+
+    // `kubectl logs deploy/d1` finds a Pod by the Deployment's selector and reads its pods/log
+    // (empty: simulated containers print nothing); so do the ReplicaSet and label forms.
+    let pod_name = pod["metadata"]["name"].as_str().unwrap();
+    let logs = k.kubectl(&["logs", "deploy/d1", "-v=6"]).await;
+    assert!(logs.ok(), "{}", logs.text());
+    assert_eq!(logs.stdout, "");
+    assert!(logs.stderr.contains(&format!("/api/v1/namespaces/default/pods/{pod_name}/log")), "kubectl read the Pod's log: {}", logs.stderr);
+    assert_eq!(k.ok(&["logs", &format!("replicaset/d1-{hash}")]).await, "");
+    assert_eq!(k.ok(&["logs", "-l", "app=d1", "--prefix"]).await, "");
+    let e = k.fails(&["logs", "deploy/d1", "-c", "nope"]).await;
+    assert!(e.contains(&format!("container nope is not valid for pod {pod_name}")), "{e}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_set_image_rolls_to_a_new_replica_set_and_history_and_undo_follow() {
-    let k = Kubectl::start().await;
+    let k = kubectl_cluster().await;
     k.ok(&["create", "deployment", "web", "--image=nginx:1.26", "--replicas=3"]).await;
     k.rolled_out("web").await;
     k.ok(&["annotate", "deployment/web", "kubernetes.io/change-cause=move to 1.27"]).await;
@@ -197,7 +166,7 @@ async fn kubectl_set_image_rolls_to_a_new_replica_set_and_history_and_undo_follo
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_scale_pause_resume_restart_and_deleting_the_deployment_cascades() {
-    let k = Kubectl::start().await;
+    let k = kubectl_cluster().await;
     k.ok(&["create", "deployment", "d1", "--image=nginx"]).await;
     k.rolled_out("d1").await;
     k.ok(&["scale", "deployment/d1", "--replicas=5"]).await;

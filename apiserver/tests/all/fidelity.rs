@@ -4,71 +4,14 @@
 //! kind, Service allocation, metadata-only and Table answers to writes, JSON member order, and
 //! the subresources we do not serve.
 
-use apiserver::{ApiServer, ServerHandle};
+use crate::common::kubectl::Cluster;
 use http_body_util::BodyExt;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
-use std::path::PathBuf;
 
-struct Cluster {
-    _server: ApiServer,
-    handle: ServerHandle,
-    client: kube::Client,
-    dir: tempfile::TempDir,
-}
-
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
+/// Requests beyond kubectl's.
 impl Cluster {
-    async fn start() -> Cluster {
-        let server = ApiServer::new();
-        let handle = server.serve().await.unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        handle.write_kubeconfig(dir.path().join("kubeconfig")).unwrap();
-        let client = handle.kube_client().unwrap();
-        Cluster { _server: server, handle, client, dir }
-    }
-
-    fn file(&self, name: &str, contents: &str) -> PathBuf {
-        let p = self.dir.path().join(name);
-        std::fs::write(&p, contents).unwrap();
-        p
-    }
-
-    async fn kubectl(&self, args: &[&str]) -> Out {
-        let out = tokio::process::Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(self.dir.path().join("kubeconfig"))
-            .arg("--cache-dir")
-            .arg(self.dir.path().join("cache"))
-            .args(args)
-            .env("HOME", self.dir.path())
-            .output()
-            .await
-            .expect("kubectl runs");
-        Out {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
-    }
-
-    async fn ok(&self, args: &[&str]) -> String {
-        let o = self.kubectl(args).await;
-        assert_eq!(o.code, 0, "kubectl {args:?} failed (server {}): {}{}", self.handle.url(), o.stdout, o.stderr);
-        o.stdout
-    }
-
-    async fn apply(&self, name: &str, yaml: &str) -> Out {
-        let path = self.file(name, yaml);
-        self.kubectl(&["apply", "-f", path.to_str().unwrap()]).await
-    }
-
     /// One request over HTTP through kube-rs, whatever its status: (status, body text).
     async fn raw(&self, method: &str, path: &str, accept: &str, content_type: &str, body: Option<Value>) -> (u16, String) {
         let req = http::Request::builder()
@@ -78,7 +21,7 @@ impl Cluster {
             .header("content-type", content_type)
             .body(body.map(|b| serde_json::to_vec(&b).unwrap()).unwrap_or_default())
             .unwrap();
-        let resp = self.client.send(req.map(kube::client::Body::from)).await.unwrap();
+        let resp = self.client().send(req.map(kube::client::Body::from)).await.unwrap();
         let status = resp.status().as_u16();
         let bytes = resp.into_body().collect().await.unwrap().to_bytes();
         (status, String::from_utf8(bytes.to_vec()).unwrap())
@@ -88,8 +31,8 @@ impl Cluster {
         let version = "v1";
         let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
         match namespace {
-            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &ar),
-            None => Api::all_with(self.client.clone(), &ar),
+            Some(ns) => Api::namespaced_with(self.client(), ns, &ar),
+            None => Api::all_with(self.client(), &ar),
         }
     }
 }
@@ -102,17 +45,17 @@ fn names(out: &str) -> Vec<&str> {
 async fn field_selectors_compare_unset_bools_and_ints_as_go_zero_values() {
     let c = Cluster::start().await;
     let nodes = "apiVersion: v1\nkind: Node\nmetadata: {name: plain}\n---\napiVersion: v1\nkind: Node\nmetadata: {name: cordoned}\nspec: {unschedulable: true}\n";
-    assert_eq!(c.apply("nodes.yaml", nodes).await.code, 0);
+    c.apply("nodes.yaml", nodes).await;
     let out = c.ok(&["get", "nodes", "--field-selector", "spec.unschedulable=false", "-o", "name"]).await;
     assert_eq!(names(&out), ["node/plain"], "every schedulable Node matches, spec.unschedulable unset included");
     let out = c.ok(&["get", "nodes", "--field-selector", "spec.unschedulable!=false", "-o", "name"]).await;
     assert_eq!(names(&out), ["node/cordoned"]);
     let pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c, image: nginx}]}\n";
-    assert_eq!(c.apply("pod.yaml", pod).await.code, 0);
+    c.apply("pod.yaml", pod).await;
     let out = c.ok(&["get", "pods", "--field-selector", "spec.hostNetwork=false", "-o", "name"]).await;
     assert_eq!(names(&out), ["pod/p"]);
     let job = "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j}\nspec: {template: {spec: {restartPolicy: Never, containers: [{name: c, image: busybox}]}}}\n";
-    assert_eq!(c.apply("job.yaml", job).await.code, 0);
+    c.apply("job.yaml", job).await;
     let out = c.ok(&["get", "jobs", "--field-selector", "status.successful=0", "-o", "name"]).await;
     assert_eq!(names(&out), ["job.batch/j"], "status.successful reads status.succeeded, 0 when unset");
 }
@@ -160,7 +103,7 @@ async fn a_fresh_cluster_has_what_a_real_one_always_has() {
     assert!(rules("edit").await.contains("\"pods/exec\""));
     assert!(rules("admin").await.contains("\"rolebindings\"") && rules("admin").await.contains("\"pods/exec\""));
     let extra = "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: crontab-viewer\n  labels: {rbac.authorization.k8s.io/aggregate-to-view: \"true\"}\nrules:\n- {apiGroups: [stable.example.com], resources: [crontabs], verbs: [get]}\n";
-    assert_eq!(c.apply("extra.yaml", extra).await.code, 0);
+    c.apply("extra.yaml", extra).await;
     for role in ["view", "edit", "admin"] {
         assert!(rules(role).await.contains("crontabs"), "{role} aggregates the new role");
     }
@@ -265,7 +208,7 @@ spec:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn services_get_cluster_ips_and_node_ports_and_taken_ones_are_refused() {
     let c = Cluster::start().await;
-    let out = c.apply("svcs.yaml", SERVICES).await;
+    let out = c.try_apply("svcs.yaml", SERVICES).await;
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     let svc = |name: &'static str| {
         let c = &c;
@@ -293,24 +236,24 @@ async fn services_get_cluster_ips_and_node_ports_and_taken_ones_are_refused() {
 
     // Taken values are refused with upstream's wording, and released on delete.
     let taken_ip = "apiVersion: v1\nkind: Service\nmetadata: {name: again}\nspec: {clusterIP: 10.96.0.10, ports: [{port: 80}]}\n";
-    let out = c.apply("taken-ip.yaml", taken_ip).await;
+    let out = c.try_apply("taken-ip.yaml", taken_ip).await;
     assert!(
         out.stderr.contains(r#"Service "again" is invalid: spec.clusterIPs: Invalid value: []string{"10.96.0.10"}: failed to allocate IP 10.96.0.10: provided IP is already allocated"#),
         "{}",
         out.stderr
     );
     let taken_port = "apiVersion: v1\nkind: Service\nmetadata: {name: twice}\nspec: {type: NodePort, ports: [{port: 80, nodePort: 30080}]}\n";
-    let out = c.apply("taken-port.yaml", taken_port).await;
+    let out = c.try_apply("taken-port.yaml", taken_port).await;
     assert!(out.stderr.contains(r#"Service "twice" is invalid: spec.ports[0].nodePort: Invalid value: 30080: provided port is already allocated"#), "{}", out.stderr);
-    let out = c.apply("range.yaml", "apiVersion: v1\nkind: Service\nmetadata: {name: low}\nspec: {type: NodePort, ports: [{port: 80, nodePort: 29999}]}\n").await;
+    let out = c.try_apply("range.yaml", "apiVersion: v1\nkind: Service\nmetadata: {name: low}\nspec: {type: NodePort, ports: [{port: 80, nodePort: 29999}]}\n").await;
     assert!(out.stderr.contains("spec.ports[0].nodePort: Invalid value: 29999: provided port is not in the valid range. The range of valid ports is 30000-32767"), "{}", out.stderr);
     c.ok(&["delete", "svc", "web", "fixed"]).await;
     for (file, yaml) in [("taken-ip.yaml", taken_ip), ("taken-port.yaml", taken_port)] {
-        let out = c.apply(file, yaml).await;
+        let out = c.try_apply(file, yaml).await;
         assert_eq!(out.code, 0, "released on delete: {}", out.stderr);
     }
     // An apply without the allocated values keeps them (upstream's patchAllocatedValues).
-    let reapplied = c.apply("svcs2.yaml", "apiVersion: v1\nkind: Service\nmetadata: {name: lb}\nspec:\n  type: LoadBalancer\n  ports: [{port: 443}]\n  sessionAffinity: ClientIP\n").await;
+    let reapplied = c.try_apply("svcs2.yaml", "apiVersion: v1\nkind: Service\nmetadata: {name: lb}\nspec:\n  type: LoadBalancer\n  ports: [{port: 443}]\n  sessionAffinity: ClientIP\n").await;
     assert_eq!(reapplied.code, 0, "{}", reapplied.stderr);
     let lb2 = svc("lb").await;
     assert_eq!((lb2["spec"]["clusterIP"].clone(), lb2["spec"]["ports"][0]["nodePort"].clone()), (lb["spec"]["clusterIP"].clone(), json!(lb_port)));
@@ -342,7 +285,7 @@ async fn writes_answer_partial_object_metadata_and_tables_when_asked() {
     let (_, body) = c.raw("DELETE", &format!("{base}/m"), META, "application/json", None).await;
     assert_eq!(parse(&body)["kind"], "Status", "{body}");
     // kube-rs's metadata-only patch reads the same answer.
-    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::default_namespaced(c.client.clone());
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::default_namespaced(c.client());
     cms.create(&PostParams::default(), &serde_json::from_value(cm).unwrap()).await.unwrap();
     let patched = cms.patch_metadata("m", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"annotations": {"x": "y"}}}))).await.unwrap();
     assert_eq!(patched.metadata.annotations.unwrap()["x"], "y");
@@ -375,11 +318,44 @@ async fn bodies_are_written_in_go_struct_order_with_a_trailing_newline() {
     assert!(first.starts_with(r#"{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"#), "{first}");
 }
 
+/// Where each of `keys` (JSON member names) first occurs in `body` after the previous one;
+/// panics naming the first that is out of order.
+fn in_order(body: &str, keys: &[&str]) {
+    let mut at = 0;
+    for k in keys {
+        let quoted = format!("\"{k}\":");
+        match body[at..].find(&quoted) {
+            Some(i) => at += i + quoted.len(),
+            None => panic!("{k} is missing or out of Go order after byte {at}: {body}"),
+        }
+    }
+}
+
+/// Issue 17: nested members too are in Go struct declaration order (a real server's
+/// `kubectl get --raw` text), not sorted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nested_members_are_in_go_struct_order_as_kubectl_get_raw_shows() {
+    let c = Cluster::start().await;
+    c.ok(&["create", "deployment", "web", "--image=nginx"]).await;
+    let body = c.ok(&["get", "--raw", "/apis/apps/v1/namespaces/default/deployments/web"]).await;
+    // A 1.32 server's text of the same Deployment, member for member.
+    in_order(&body, &["kind", "apiVersion", "metadata", "name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp", "labels"]);
+    in_order(&body, &["spec", "replicas", "selector", "matchLabels", "template", "metadata", "labels", "spec", "containers"]);
+    in_order(&body, &["containers", "name", "image", "resources", "terminationMessagePath", "terminationMessagePolicy", "imagePullPolicy"]);
+    in_order(&body, &["imagePullPolicy", "restartPolicy", "terminationGracePeriodSeconds", "dnsPolicy", "securityContext", "schedulerName"]);
+    in_order(&body, &["schedulerName", "strategy", "type", "rollingUpdate", "maxUnavailable", "maxSurge", "revisionHistoryLimit", "progressDeadlineSeconds"]);
+    let svc = c.ok(&["create", "service", "clusterip", "db", "--tcp=5432:5432", "-o", "name"]).await;
+    assert_eq!(svc.trim(), "service/db");
+    let body = c.ok(&["get", "--raw", "/api/v1/namespaces/default/services/db"]).await;
+    in_order(&body, &["ports", "name", "protocol", "port", "targetPort", "selector", "clusterIP", "clusterIPs", "type", "sessionAffinity"]);
+    in_order(&body, &["sessionAffinity", "ipFamilies", "ipFamilyPolicy", "internalTrafficPolicy", "status", "loadBalancer"]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exec_attach_and_port_forward_get_a_status_naming_what_is_not_served() {
     let c = Cluster::start().await;
     let pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c, image: nginx}]}\n";
-    assert_eq!(c.apply("pod.yaml", pod).await.code, 0);
+    c.apply("pod.yaml", pod).await;
     let out = c.kubectl(&["exec", "p", "--", "ls"]).await;
     assert_ne!(out.code, 0);
     assert!(out.stderr.contains("pods/exec is not supported by the embedded API server"), "{}", out.stderr);

@@ -2,92 +2,13 @@
 //! (`fixtures/api-resources-v1.32.txt`), and the new kinds and subresources used through the
 //! real kubectl over HTTP (and kube-rs where kubectl cannot: bearer tokens over plain HTTP).
 
-use apiserver::cluster::{self, ClusterConfig, ClusterHandle};
-use apiserver::{ApiServer, ServerHandle};
+use crate::common::kubectl::Cluster;
+use apiserver::cluster::ClusterConfig;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 
 const FIXTURE: &str = include_str!("fixtures/api-resources-v1.32.txt");
 const README: &str = include_str!("../../README.md");
-
-struct Cluster {
-    _server: ApiServer,
-    _cluster: Option<ClusterHandle>,
-    handle: ServerHandle,
-    dir: tempfile::TempDir,
-}
-
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Cluster {
-    /// The API server alone (`simulated` false) or with the simulated cluster (one node,
-    /// pods Ready at once).
-    async fn start(simulated: bool) -> Cluster {
-        let server = ApiServer::new();
-        let cluster = simulated.then(|| cluster::start(&server, ClusterConfig { ready_after: std::time::Duration::ZERO, ..Default::default() }));
-        let handle = server.serve().await.unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        handle.write_kubeconfig(dir.path().join("kubeconfig")).unwrap();
-        Cluster { _server: server, _cluster: cluster, handle, dir }
-    }
-
-    fn file(&self, name: &str, contents: &str) -> PathBuf {
-        let p = self.dir.path().join(name);
-        std::fs::write(&p, contents).unwrap();
-        p
-    }
-
-    async fn kubectl(&self, args: &[&str]) -> Out {
-        let out = tokio::process::Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(self.dir.path().join("kubeconfig"))
-            .arg("--cache-dir")
-            .arg(self.dir.path().join("cache"))
-            .args(args)
-            .env("HOME", self.dir.path())
-            .output()
-            .await
-            .expect("kubectl runs");
-        Out { code: out.status.code().unwrap_or(-1), stdout: String::from_utf8_lossy(&out.stdout).into_owned(), stderr: String::from_utf8_lossy(&out.stderr).into_owned() }
-    }
-
-    async fn ok(&self, args: &[&str]) -> String {
-        let o = self.kubectl(args).await;
-        assert_eq!(o.code, 0, "kubectl {args:?} failed (server {}): {}{}", self.handle.url(), o.stdout, o.stderr);
-        o.stdout
-    }
-
-    /// kubectl must fail; returns its stderr.
-    async fn fails(&self, args: &[&str]) -> String {
-        let o = self.kubectl(args).await;
-        assert_ne!(o.code, 0, "kubectl {args:?} should have failed: {}", o.stdout);
-        o.stderr
-    }
-
-    async fn apply(&self, name: &str, manifest: &str) -> String {
-        let path = self.file(name, manifest);
-        self.ok(&["apply", "-f", path.to_str().unwrap()]).await
-    }
-
-    async fn json(&self, args: &[&str]) -> Value {
-        let mut all = args.to_vec();
-        all.extend(["-o", "json"]);
-        serde_json::from_str(&self.ok(&all).await).unwrap()
-    }
-
-    /// A kube client over HTTP that authenticates with `token`.
-    async fn client_with_token(&self, token: &str) -> kube::Client {
-        let mut kubeconfig = kube::config::Kubeconfig::read_from(self.dir.path().join("kubeconfig")).unwrap();
-        kubeconfig.auth_infos[0].auth_info.as_mut().unwrap().token = Some(token.to_string().into());
-        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await.unwrap();
-        kube::Client::try_from(config).unwrap()
-    }
-}
 
 /// Rows of a kubectl table, cut at the header's column starts (cells may be empty).
 fn table_rows(text: &str) -> Vec<Vec<String>> {
@@ -132,7 +53,7 @@ fn normalized(rows: Vec<Vec<String>>) -> BTreeSet<(String, String, String, Strin
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn discovery_serves_what_a_1_32_server_serves_or_the_readme_says_what_not() {
-    let c = Cluster::start(false).await;
+    let c = Cluster::start().await;
     let (part1, part2) = FIXTURE.split_once("# Part 2").expect("fixture has two parts");
     let upstream = normalized(table_rows(part1));
     assert!(upstream.len() >= 58, "fixture parsed: {upstream:?}");
@@ -167,7 +88,7 @@ async fn discovery_serves_what_a_1_32_server_serves_or_the_readme_says_what_not(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_gets_every_new_kind_by_its_short_name() {
-    let c = Cluster::start(false).await;
+    let c = Cluster::start().await;
     let kinds = "sts,ds,cj,rc,podtemplates,pvc,pv,sc,csidrivers,csinodes,volumeattachments,quota,limits,pdb,pc,ing,ingressclasses,netpol,hpa,csr,mutatingwebhookconfigurations,validatingwebhookconfigurations,validatingadmissionpolicies,validatingadmissionpolicybindings,apiservices,runtimeclasses,flowschemas,prioritylevelconfigurations,csistoragecapacities";
     let o = c.kubectl(&["get", kinds, "-A"]).await;
     assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
@@ -310,7 +231,7 @@ provisioner: kubernetes.io/no-provisioner
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_applies_workloads_from_the_docs_stored_defaulted_and_scalable() {
-    let c = Cluster::start(false).await;
+    let c = Cluster::start().await;
     let out = c.apply("workloads.yaml", WORKLOADS).await;
     for created in ["statefulset.apps/web created", "cronjob.batch/hello created", "ingress.networking.k8s.io/minimal-ingress created", "poddisruptionbudget.policy/zk-pdb created"] {
         assert!(out.contains(created), "{out}");
@@ -363,7 +284,7 @@ async fn kubectl_applies_workloads_from_the_docs_stored_defaulted_and_scalable()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_create_token_issues_a_token_the_server_accepts_and_reviews() {
-    let c = Cluster::start(false).await;
+    let c = Cluster::start().await;
     c.apply("sa.yaml", "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: bot, namespace: default}\n").await;
     // `kubectl create token` sends its TokenRequest as protobuf (decoded on the h17-protobuf
     // branch); the same request as JSON through kubectl's raw mode:
@@ -435,7 +356,7 @@ async fn until(c: &Cluster, args: &[&str], want: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pod_log_ephemeral_containers_and_eviction_behave_as_upstream() {
-    let c = Cluster::start(true).await;
+    let c = Cluster::simulated(ClusterConfig { ready_after: std::time::Duration::ZERO, ..Default::default() }).await;
     c.apply("pod.yaml", RUNNING_POD).await;
     until(&c, &["get", "pod", "web", "-o", "jsonpath={.status.phase}"], "Running").await;
     // The simulated container prints nothing.
@@ -480,7 +401,7 @@ async fn pod_log_ephemeral_containers_and_eviction_behave_as_upstream() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn certificate_signing_requests_are_approved_through_their_subresource() {
-    let c = Cluster::start(false).await;
+    let c = Cluster::start().await;
     let csr = "apiVersion: certificates.k8s.io/v1
 kind: CertificateSigningRequest
 metadata:
@@ -501,4 +422,121 @@ spec:
     let path = c.file("approved.json", &approved.to_string());
     c.ok(&["replace", "--raw", "/apis/certificates.k8s.io/v1/certificatesigningrequests/myuser/approval", "-f", path.to_str().unwrap()]).await;
     assert_eq!(c.ok(&["get", "csr", "myuser", "-o", "jsonpath={.status.conditions[0].type}"]).await, "Approved");
+}
+
+const PRINTED: &str = "apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db}
+spec:
+  replicas: 3
+  serviceName: db
+  selector: {matchLabels: {app: db}}
+  template:
+    metadata: {labels: {app: db}}
+    spec: {containers: [{name: pg, image: postgres:16}]}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent}
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec:
+      nodeSelector: {kubernetes.io/os: linux}
+      containers: [{name: a, image: busybox}]
+---
+apiVersion: batch/v1
+kind: CronJob
+metadata: {name: tick}
+spec:
+  schedule: '*/5 * * * *'
+  jobTemplate:
+    spec:
+      template:
+        spec:
+          restartPolicy: OnFailure
+          containers: [{name: c, image: busybox}]
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: site}
+spec:
+  ingressClassName: nginx
+  tls: [{hosts: [a.example.com], secretName: cert}]
+  rules:
+  - host: a.example.com
+    http: {paths: [{path: /, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}]}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: data}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: fast
+  resources: {requests: {storage: 1Gi}}
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: fast
+  annotations: {storageclass.kubernetes.io/is-default-class: 'true'}
+provisioner: example.com/disk
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: db}
+spec:
+  minAvailable: 2
+  selector: {matchLabels: {app: db}}
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: deny}
+spec:
+  podSelector: {matchLabels: {app: db}}
+  policyTypes: [Ingress]
+";
+
+/// Issue 17: `kubectl get` prints upstream's columns (pkg/printers/internalversion, v1.32) for
+/// the kinds added for 1.32 parity, not just Name and Age.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_get_prints_upstreams_columns_for_the_added_kinds() {
+    let c = Cluster::start().await;
+    c.apply("printed.yaml", PRINTED).await;
+    c.ok(&["autoscale", "statefulset", "db", "--min=2", "--max=5", "--cpu-percent=70"]).await;
+    c.ok(&["create", "priorityclass", "high", "--value=1000"]).await;
+    let words = |text: &str| -> Vec<Vec<String>> { text.lines().map(|l| l.split_whitespace().map(String::from).collect()).collect() };
+    let cases: Vec<(&str, Vec<&str>, Vec<&str>)> = vec![
+        ("statefulsets", vec!["NAME", "READY", "AGE"], vec!["db", "0/3"]),
+        ("daemonsets", vec!["NAME", "DESIRED", "CURRENT", "READY", "UP-TO-DATE", "AVAILABLE", "NODE", "SELECTOR", "AGE"], vec!["agent", "0", "0", "0", "0", "0", "kubernetes.io/os=linux"]),
+        ("cronjobs", vec!["NAME", "SCHEDULE", "TIMEZONE", "SUSPEND", "ACTIVE", "LAST", "SCHEDULE", "AGE"], vec!["tick", "*/5", "*", "*", "*", "*", "<none>", "False", "0", "<none>"]),
+        ("ingresses", vec!["NAME", "CLASS", "HOSTS", "ADDRESS", "PORTS", "AGE"], vec!["site", "nginx", "a.example.com", "80,", "443"]),
+        ("pvc", vec!["NAME", "STATUS", "VOLUME", "CAPACITY", "ACCESS", "MODES", "STORAGECLASS", "VOLUMEATTRIBUTESCLASS", "AGE"], vec!["data", "Pending", "fast", "<unset>"]),
+        ("storageclasses", vec!["NAME", "PROVISIONER", "RECLAIMPOLICY", "VOLUMEBINDINGMODE", "ALLOWVOLUMEEXPANSION", "AGE"], vec!["fast", "(default)", "example.com/disk", "Delete", "Immediate", "false"]),
+        ("pdb", vec!["NAME", "MIN", "AVAILABLE", "MAX", "UNAVAILABLE", "ALLOWED", "DISRUPTIONS", "AGE"], vec!["db", "2", "N/A", "0"]),
+        ("hpa", vec!["NAME", "REFERENCE", "TARGETS", "MINPODS", "MAXPODS", "REPLICAS", "AGE"], vec!["db", "StatefulSet/db", "cpu:", "<unknown>/70%", "2", "5", "0"]),
+        ("networkpolicies", vec!["NAME", "POD-SELECTOR", "AGE"], vec!["deny", "app=db"]),
+        ("priorityclass/high", vec!["NAME", "VALUE", "GLOBAL-DEFAULT", "AGE", "PREEMPTIONPOLICY"], vec!["high", "1000", "false"]),
+        ("endpoints/kubernetes", vec!["NAME", "ENDPOINTS", "AGE"], vec!["kubernetes"]),
+        ("endpointslices/kubernetes", vec!["NAME", "ADDRESSTYPE", "PORTS", "ENDPOINTS", "AGE"], vec!["kubernetes", "IPv4"]),
+    ];
+    let mut wrong = vec![];
+    for (what, header, first_cells) in &cases {
+        let out = c.kubectl(&["get", what]).await;
+        let rows = words(&out.stdout);
+        let got_header = rows.first().cloned().unwrap_or_default();
+        let got_cells = rows.get(1).cloned().unwrap_or_default();
+        if got_header != *header || !got_cells.starts_with(&first_cells.iter().map(|s| s.to_string()).collect::<Vec<_>>()) {
+            wrong.push(format!("kubectl get {what}:\n{}{}", out.stdout, out.stderr));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    // Kinds without a printer get upstream's default table: Name and Created At.
+    c.apply("limits.yaml", "apiVersion: v1\nkind: LimitRange\nmetadata: {name: l}\nspec: {limits: [{type: Container, max: {cpu: '1'}}]}\n").await;
+    let out = c.ok(&["get", "limitranges"]).await;
+    assert_eq!(words(&out)[0], ["NAME", "CREATED", "AT"], "{out}");
+    let wide = c.ok(&["get", "clusterrolebinding", "system:node-proxier", "-o", "wide"]).await;
+    assert_eq!(words(&wide)[0], ["NAME", "ROLE", "AGE", "USERS", "GROUPS", "SERVICEACCOUNTS"], "{wide}");
+    assert!(wide.contains("ClusterRole/system:node-proxier") && wide.contains("system:kube-proxy"), "{wide}");
 }

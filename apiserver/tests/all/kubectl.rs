@@ -1,60 +1,6 @@
 //! The real kubectl (/usr/bin/kubectl) against a server started per test over HTTP.
 
-
-use apiserver::{ApiServer, ServerHandle};
-use std::path::PathBuf;
-
-struct Cluster {
-    _server: ApiServer,
-    handle: ServerHandle,
-    dir: tempfile::TempDir,
-}
-
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Cluster {
-    async fn start() -> Cluster {
-        let server = ApiServer::new();
-        let handle = server.serve().await.unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        handle.write_kubeconfig(dir.path().join("kubeconfig")).unwrap();
-        Cluster { _server: server, handle, dir }
-    }
-
-    fn file(&self, name: &str, contents: &str) -> PathBuf {
-        let p = self.dir.path().join(name);
-        std::fs::write(&p, contents).unwrap();
-        p
-    }
-
-    async fn kubectl(&self, args: &[&str]) -> Out {
-        let out = tokio::process::Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(self.dir.path().join("kubeconfig"))
-            .arg("--cache-dir")
-            .arg(self.dir.path().join("cache"))
-            .args(args)
-            .env("HOME", self.dir.path())
-            .output()
-            .await
-            .expect("kubectl runs");
-        Out {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
-    }
-
-    async fn ok(&self, args: &[&str]) -> String {
-        let o = self.kubectl(args).await;
-        assert_eq!(o.code, 0, "kubectl {args:?} failed (server {}): {}{}", self.handle.url(), o.stdout, o.stderr);
-        o.stdout
-    }
-}
+use crate::common::kubectl::{Cluster, Out};
 
 fn header(table: &str) -> Vec<String> {
     table.lines().next().unwrap_or_default().split_whitespace().map(String::from).collect()

@@ -7,6 +7,8 @@ use http_body_util::{BodyExt, Full};
 use serde_json::Value;
 use tower::ServiceExt;
 
+pub mod kubectl;
+
 /// Send one request in-process; returns (status, JSON body or Null).
 pub async fn call(server: &ApiServer, method: &str, uri: &str, content_type: &str, body: Option<Value>) -> (u16, Value) {
     let raw = body.map(|b| if let Value::String(s) = b { s.into_bytes() } else { serde_json::to_vec(&b).unwrap() }).unwrap_or_default();

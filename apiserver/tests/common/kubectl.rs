@@ -1,0 +1,131 @@
+//! The real kubectl (/usr/bin/kubectl) against a server of this crate over HTTP: one server (and,
+//! if asked, the simulated cluster) per test, a kubeconfig and kubectl's cache in a temporary
+//! directory.
+
+use apiserver::cluster::{self, ClusterConfig, ClusterHandle};
+use apiserver::{ApiServer, ServerHandle};
+use serde_json::Value;
+use std::path::PathBuf;
+
+pub struct Cluster {
+    pub server: ApiServer,
+    pub cluster: Option<ClusterHandle>,
+    pub handle: ServerHandle,
+    pub dir: tempfile::TempDir,
+}
+
+/// What one kubectl run printed.
+pub struct Out {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Out {
+    pub fn ok(&self) -> bool {
+        self.code == 0
+    }
+
+    /// stdout then stderr, as a terminal shows them.
+    pub fn text(&self) -> String {
+        format!("{}{}", self.stdout, self.stderr)
+    }
+}
+
+impl Cluster {
+    /// The API server alone.
+    pub async fn start() -> Cluster {
+        Cluster::serve(ApiServer::new(), None).await
+    }
+
+    /// The API server with the simulated cluster.
+    pub async fn simulated(config: ClusterConfig) -> Cluster {
+        let server = ApiServer::new();
+        let cluster = cluster::start(&server, config);
+        Cluster::serve(server, Some(cluster)).await
+    }
+
+    /// `server` over HTTP on a free port, with a kubeconfig for it.
+    pub async fn serve(server: ApiServer, cluster: Option<ClusterHandle>) -> Cluster {
+        let handle = server.serve().await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        handle.write_kubeconfig(dir.path().join("kubeconfig")).unwrap();
+        Cluster { server, cluster, handle, dir }
+    }
+
+    /// A file in the test's directory.
+    pub fn file(&self, name: &str, contents: &str) -> PathBuf {
+        let p = self.dir.path().join(name);
+        std::fs::write(&p, contents).unwrap();
+        p
+    }
+
+    pub async fn kubectl(&self, args: &[&str]) -> Out {
+        let out = tokio::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(self.dir.path().join("kubeconfig"))
+            .arg("--cache-dir")
+            .arg(self.dir.path().join("cache"))
+            .args(args)
+            .env("HOME", self.dir.path())
+            .output()
+            .await
+            .expect("kubectl runs");
+        Out {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// kubectl must succeed; returns its stdout.
+    pub async fn ok(&self, args: &[&str]) -> String {
+        let o = self.kubectl(args).await;
+        assert_eq!(o.code, 0, "kubectl {args:?} failed (server {}): {}{}", self.handle.url(), o.stdout, o.stderr);
+        o.stdout
+    }
+
+    /// kubectl must fail; returns its stderr.
+    pub async fn fails(&self, args: &[&str]) -> String {
+        let o = self.kubectl(args).await;
+        assert_ne!(o.code, 0, "kubectl {args:?} should have failed: {}", o.stdout);
+        o.stderr
+    }
+
+    /// `kubectl apply -f` of `manifest` written to `name`; must succeed.
+    pub async fn apply(&self, name: &str, manifest: &str) -> String {
+        let path = self.file(name, manifest);
+        self.ok(&["apply", "-f", path.to_str().unwrap()]).await
+    }
+
+    /// `kubectl apply -f` of `manifest` written to `name`, whatever the outcome.
+    pub async fn try_apply(&self, name: &str, manifest: &str) -> Out {
+        let path = self.file(name, manifest);
+        self.kubectl(&["apply", "-f", path.to_str().unwrap()]).await
+    }
+
+    /// `kubectl <args> -o json`, parsed.
+    pub async fn json(&self, args: &[&str]) -> Value {
+        let mut all = args.to_vec();
+        all.extend(["-o", "json"]);
+        serde_json::from_str(&self.ok(&all).await).unwrap()
+    }
+
+    /// The items of `kubectl get <args> -o json`.
+    pub async fn items(&self, args: &[&str]) -> Vec<Value> {
+        self.json(args).await["items"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// A kube client over HTTP as the kubeconfig's user.
+    pub fn client(&self) -> kube::Client {
+        self.handle.kube_client().unwrap()
+    }
+
+    /// A kube client over HTTP that authenticates with `token`.
+    pub async fn client_with_token(&self, token: &str) -> kube::Client {
+        let mut kubeconfig = kube::config::Kubeconfig::read_from(self.dir.path().join("kubeconfig")).unwrap();
+        kubeconfig.auth_infos[0].auth_info.as_mut().unwrap().token = Some(token.to_string().into());
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await.unwrap();
+        kube::Client::try_from(config).unwrap()
+    }
+}
