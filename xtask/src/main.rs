@@ -147,8 +147,7 @@ fn build() -> Result {
     build_plugins()?;
     let mut c = cargo();
     c.args(["build", "--release", "-p", "host"]);
-    status(c)?;
-    Ok(())
+    status(c)
 }
 
 /// Every plugin to Wasm (shipped ones copied and gzipped under `target/plugins/`).
