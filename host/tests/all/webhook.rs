@@ -10,7 +10,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use base64::Engine;
 use host::webhook;
 use serde_json::{Value, json};
 
@@ -66,7 +65,11 @@ fn defaulting_answers_with_a_json_patch() {
     let r = answer(&plugins, "/mutate-batch-tutorial-kubebuilder-io-v1-cronjob", &review("CREATE", object.clone()));
     assert_eq!(r["response"]["allowed"], true);
     assert_eq!(r["response"]["patchType"], "JSONPatch");
-    let patch = base64::engine::general_purpose::STANDARD.decode(r["response"]["patch"].as_str().unwrap()).unwrap();
+    // kube's AdmissionResponse carries the patch as bytes (a JSON byte array,
+    // which Go's decoder reads into `[]byte` as it reads base64): read it back
+    // through the same type.
+    let review: kube::core::admission::AdmissionReview<kube::api::DynamicObject> = serde_json::from_value(r.clone()).unwrap();
+    let patch = review.response.and_then(|resp| resp.patch).expect("a patch");
     let patch: json_patch::Patch = serde_json::from_slice(&patch).unwrap();
     let mut patched = object;
     json_patch::patch(&mut patched, &patch).unwrap();
