@@ -14,7 +14,7 @@ pub mod spec;
 pub use spec::{FaultSpec, SpecError, parse_list};
 
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 use serde_json::{Value, json};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -324,7 +324,7 @@ impl Faults {
                 continue;
             }
             rule.matched += 1;
-            if rule.share < 1.0 && !rule.rng.gen_bool(rule.share) {
+            if rule.share < 1.0 && !rule.rng.random_bool(rule.share) {
                 continue;
             }
             if let Some(t) = rule.fault.times.as_mut() {

@@ -1,30 +1,40 @@
 //! Kubeconfig files for the embedded server: cluster `embedded`, a user without credentials and
-//! context `embedded` as the current context.
+//! context `embedded` as the current context. Built as kube's [`Kubeconfig`] (the type kubectl's
+//! format is read with) and written as YAML, not from a text template.
 
 use std::path::Path;
 
-/// The kubeconfig YAML for a server at `server_url` (e.g. `http://127.0.0.1:41234`).
+use kube::config::{Cluster, Context, Kubeconfig, NamedAuthInfo, NamedCluster, NamedContext, Preferences};
+
+/// The name of the cluster, user and context.
+const NAME: &str = "embedded";
+
+/// The kubeconfig for a server at `server_url` (e.g. `http://127.0.0.1:41234`).
+pub fn kubeconfig(server_url: &str, namespace: &str) -> Kubeconfig {
+    Kubeconfig {
+        api_version: Some("v1".into()),
+        kind: Some("Config".into()),
+        clusters: vec![NamedCluster {
+            name: NAME.into(),
+            cluster: Some(Cluster { server: Some(server_url.into()), ..Cluster::default() }),
+            ..NamedCluster::default()
+        }],
+        // A user with no credentials (`user: {}`): the server admits everyone.
+        auth_infos: vec![NamedAuthInfo { name: NAME.into(), auth_info: Some(Default::default()), ..NamedAuthInfo::default() }],
+        contexts: vec![NamedContext {
+            name: NAME.into(),
+            context: Some(Context { cluster: NAME.into(), user: Some(NAME.into()), namespace: Some(namespace.into()), ..Context::default() }),
+            ..NamedContext::default()
+        }],
+        current_context: Some(NAME.into()),
+        preferences: Some(Preferences::default()),
+        ..Kubeconfig::default()
+    }
+}
+
+/// [`kubeconfig`] as YAML.
 pub fn kubeconfig_yaml(server_url: &str, namespace: &str) -> String {
-    format!(
-        "apiVersion: v1
-kind: Config
-clusters:
-- name: embedded
-  cluster:
-    server: {server_url}
-users:
-- name: embedded
-  user: {{}}
-contexts:
-- name: embedded
-  context:
-    cluster: embedded
-    user: embedded
-    namespace: {namespace}
-current-context: embedded
-preferences: {{}}
-"
-    )
+    serde_saphyr::to_string(&kubeconfig(server_url, namespace)).expect("a kubeconfig serializes")
 }
 
 /// Write the kubeconfig to `path` (parent directories are created).
@@ -34,4 +44,19 @@ pub fn write_kubeconfig(path: impl AsRef<Path>, server_url: &str) -> std::io::Re
         std::fs::create_dir_all(parent)?;
     }
     std::fs::write(path, kubeconfig_yaml(server_url, "default"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_written_kubeconfig_reads_back_as_kubes_type() {
+        let text = kubeconfig_yaml("http://127.0.0.1:1234", "default");
+        let read = Kubeconfig::from_yaml(&text).unwrap();
+        assert_eq!(read.current_context.as_deref(), Some("embedded"));
+        assert_eq!(read.clusters[0].cluster.as_ref().unwrap().server.as_deref(), Some("http://127.0.0.1:1234"));
+        let context = read.contexts[0].context.as_ref().unwrap();
+        assert_eq!((context.user.as_deref(), context.namespace.as_deref()), (Some("embedded"), Some("default")));
+    }
 }

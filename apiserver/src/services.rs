@@ -218,14 +218,14 @@ fn set_default(obj: &mut Value, key: &str, v: Value) {
 /// A free address from the dynamic band (upstream keeps the first
 /// min(max(16, size/16), 256) addresses for static assignment and picks at random above it).
 fn free_ip(taken: &Taken) -> Option<Ipv4Addr> {
-    use rand::Rng;
+    use rand::RngExt;
     let base = u32::from(SERVICE_CIDR.0);
     let size = 1u32 << (32 - SERVICE_CIDR.1);
     let static_band = (size / 16).clamp(16, 256);
     let usable = |off: u32| off >= 1 && off < size - 1 && !taken.ips.contains(&Ipv4Addr::from(base + off));
-    let mut rng = rand::thread_rng();
+    let mut rng = rand::rng();
     for _ in 0..64 {
-        let off = rng.gen_range(static_band..size - 1);
+        let off = rng.random_range(static_band..size - 1);
         if usable(off) {
             return Some(Ipv4Addr::from(base + off));
         }
@@ -270,13 +270,13 @@ fn allocate_node_ports(svc: &mut Value, taken: &Taken, causes: &mut Vec<Cause>) 
 
 /// A free node port, at random above upstream's static band (min(max(16, size/32), 128)).
 fn free_port(taken: &Taken, mine: &HashSet<i64>) -> Option<i64> {
-    use rand::Rng;
+    use rand::RngExt;
     let (start, end) = (*NODE_PORTS.start(), *NODE_PORTS.end());
     let static_band = ((end - start + 1) / 32).clamp(16, 128);
     let free = |n: i64| !taken.ports.contains(&n) && !mine.contains(&n);
-    let mut rng = rand::thread_rng();
+    let mut rng = rand::rng();
     for _ in 0..64 {
-        let n = rng.gen_range(start + static_band..=end);
+        let n = rng.random_range(start + static_band..=end);
         if free(n) {
             return Some(n);
         }

@@ -147,6 +147,13 @@ pub fn drive_paused_clock(speed: f64) -> tokio::task::JoinHandle<()> {
     })
 }
 
+/// The one duration syntax of the host's flags and of the text specs both
+/// sides read (`--fault latency:50ms`): humantime's `500ms`, `2s`, `1m`,
+/// `1h30m`. The error says what was expected.
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    humantime::parse_duration(text.trim()).map_err(|e| format!("{e} (expected e.g. 500ms, 2s, 1m, 1h30m)"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -197,5 +204,12 @@ mod tests {
             assert!(took < std::time::Duration::from_secs(30), "took {took:?}");
             pacer.abort();
         });
+    }
+
+    #[test]
+    fn durations_read_as_every_flag_reads_them() {
+        assert_eq!(parse_duration("1h30m"), Ok(std::time::Duration::from_secs(5400)));
+        assert_eq!(parse_duration(" 250ms "), Ok(std::time::Duration::from_millis(250)));
+        assert!(parse_duration("soon").unwrap_err().contains("expected e.g. 500ms"));
     }
 }

@@ -39,6 +39,8 @@ use kube::api::{Api, ObjectMeta, PostParams};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::api_error::ApiErrorClass;
+
 /// client-go's `JitterFactor`: acquire retries wait `retry_period * (1 + rand * 1.2)`.
 const JITTER_FACTOR: f64 = 1.2;
 
@@ -205,7 +207,8 @@ impl LeaderElector {
                     self.observed = Some(Observed { spec: record, at: Instant::now() });
                     Ok(true)
                 }
-                Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+                // Another candidate created it first (AlreadyExists).
+                Err(e) if ApiErrorClass::of(&e) == ApiErrorClass::AlreadyExists => Ok(false),
                 Err(e) => Err(e),
             };
         };
@@ -233,7 +236,7 @@ impl LeaderElector {
                 self.observed = Some(Observed { spec: record, at: Instant::now() });
                 Ok(true)
             }
-            Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+            Err(e) if ApiErrorClass::of(&e) == ApiErrorClass::Conflict => Ok(false),
             Err(e) => Err(e),
         }
     }

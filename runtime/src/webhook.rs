@@ -26,11 +26,12 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use base64::Engine;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use serde_json::{Value, json};
+use kube::api::DynamicObject;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 
+use crate::controller::validity::invalid_message;
 use crate::sandbox::LoadedPlugin;
 
 /// The path of a plugin's webhook of `kind` (`mutate` or `validate`).
@@ -40,63 +41,62 @@ pub fn path_for(kind: &str, plugin: &LoadedPlugin) -> String {
 }
 
 /// Answers one AdmissionReview sent to `path`, calling the plugin that
-/// serves it (on the calling thread: wrap in `spawn_blocking`).
-pub fn review(plugins: &[LoadedPlugin], path: &str, body: &[u8]) -> Value {
-    let review: Value = match serde_json::from_slice(body) {
-        Ok(v) => v,
-        Err(e) => {
-            return response("", false, Some((400, format!("cannot decode AdmissionReview: {e}"))), None);
-        }
+/// serves it (on the calling thread: wrap in `spawn_blocking`). Request and
+/// response are kube's `admission.k8s.io/v1` types.
+pub fn review(plugins: &[LoadedPlugin], path: &str, body: &[u8]) -> AdmissionReview<DynamicObject> {
+    let request: AdmissionRequest<DynamicObject> = match serde_json::from_slice::<AdmissionReview<DynamicObject>>(body).map(TryInto::try_into) {
+        Ok(Ok(request)) => request,
+        Ok(Err(e)) => return AdmissionResponse::invalid(format!("cannot decode AdmissionReview: {e}")).into_review(),
+        Err(e) => return AdmissionResponse::invalid(format!("cannot decode AdmissionReview: {e}")).into_review(),
     };
-    let request = &review["request"];
-    let uid = request["uid"].as_str().unwrap_or_default().to_string();
-    let mutate = plugins.iter().find(|p| path_for("mutate", p) == path);
-    let validate = plugins.iter().find(|p| path_for("validate", p) == path);
-    if request["operation"] == "DELETE" || request["operation"] == "CONNECT" {
-        return response(&uid, true, None, None);
-    }
-    let object = &request["object"];
-    if let Some(plugin) = mutate {
-        return match plugin.default_blocking(&object.to_string()) {
-            Ok(defaulted) => {
-                let patch = json_patch::diff(object, &defaulted);
-                if patch.0.is_empty() {
-                    response(&uid, true, None, None)
-                } else {
-                    let text = serde_json::to_vec(&patch).expect("patches serialize");
-                    response(&uid, true, None, Some(base64::engine::general_purpose::STANDARD.encode(text)))
-                }
-            }
-            Err(e) => response(&uid, false, Some((403, format!("defaulting failed: {e}"))), None),
-        };
-    }
-    if let Some(plugin) = validate {
-        let old = request.get("oldObject").filter(|o| !o.is_null()).map(Value::to_string);
-        return match plugin.validate_blocking(&object.to_string(), old.as_deref()) {
-            Ok(errors) if errors.is_empty() => response(&uid, true, None, None),
-            Ok(errors) => {
-                let kind = &plugin.manifest().parent.kind;
-                let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
-                let list: Vec<String> = errors.iter().map(ToString::to_string).collect();
-                let message = format!("{kind}.{} \"{name}\" is invalid: {}", plugin.manifest().parent.group, list.join(", "));
-                response(&uid, false, Some((422, message)), None)
-            }
-            Err(e) => response(&uid, false, Some((403, format!("validation failed: {e}"))), None),
-        };
-    }
-    response(&uid, false, Some((404, format!("no webhook at {path}"))), None)
+    answer(plugins, path, &request).into_review()
 }
 
-fn response(uid: &str, allowed: bool, status: Option<(u16, String)>, patch: Option<String>) -> Value {
-    let mut r = json!({"uid": uid, "allowed": allowed});
-    if let Some((code, message)) = status {
-        r["status"] = json!({"code": code, "message": message});
+fn answer(plugins: &[LoadedPlugin], path: &str, request: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
+    let allowed = AdmissionResponse::from(request);
+    let deny = |code: u16, message: String| {
+        let mut denied = AdmissionResponse::from(request).deny(message);
+        denied.result.code = code;
+        denied
+    };
+    let mutate = plugins.iter().find(|p| path_for("mutate", p) == path);
+    let validate = plugins.iter().find(|p| path_for("validate", p) == path);
+    if mutate.is_none() && validate.is_none() {
+        return deny(404, format!("no webhook at {path}"));
     }
-    if let Some(p) = patch {
-        r["patchType"] = "JSONPatch".into();
-        r["patch"] = p.into();
+    if matches!(request.operation, Operation::Delete | Operation::Connect) {
+        return allowed;
     }
-    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": r})
+    let Some(object) = &request.object else {
+        return deny(400, format!("a {:?} review without an object", request.operation));
+    };
+    let value = serde_json::to_value(object).expect("objects serialize");
+    if let Some(plugin) = mutate {
+        return match plugin.default_blocking(&value.to_string()) {
+            Ok(defaulted) => {
+                let patch = json_patch::diff(&value, &defaulted);
+                if patch.0.is_empty() {
+                    return allowed;
+                }
+                match allowed.with_patch(patch) {
+                    Ok(patched) => patched,
+                    Err(e) => deny(500, format!("defaulting failed: {e}")),
+                }
+            }
+            Err(e) => deny(403, format!("defaulting failed: {e}")),
+        };
+    }
+    let plugin = validate.expect("one of the two matched");
+    let old = request.old_object.as_ref().map(|o| serde_json::to_string(o).expect("objects serialize"));
+    match plugin.validate_blocking(&value.to_string(), old.as_deref()) {
+        Ok(errors) if errors.is_empty() => allowed,
+        Ok(errors) => {
+            let parent = &plugin.manifest().parent;
+            let name = object.metadata.name.as_deref().unwrap_or(&request.name);
+            deny(422, invalid_message(&parent.group, &parent.kind, name, &errors))
+        }
+        Err(e) => deny(403, format!("validation failed: {e}")),
+    }
 }
 
 /// Why the webhook server could not start.
@@ -265,7 +265,7 @@ pub async fn serve(
                                 let body = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
                                 let answer = tokio::task::spawn_blocking(move || review(&registry.all(), &path, &body))
                                     .await
-                                    .unwrap_or_else(|e| response("", false, Some((500, format!("webhook failed: {e}"))), None));
+                                    .unwrap_or_else(|e| AdmissionResponse::invalid(format!("webhook failed: {e}")).into_review());
                                 let bytes = Bytes::from(serde_json::to_vec(&answer).expect("serializes"));
                                 Ok::<_, std::convert::Infallible>(
                                     hyper::Response::builder().header("content-type", "application/json").body(Full::new(bytes)).expect("valid response"),

@@ -7,9 +7,13 @@
 //!   copy `<name>.wasm.gz` beside each (what fits a ConfigMap's 1 MiB; see
 //!   docs/operations.md); then the JavaScript and Python example plugins (see
 //!   `languages`; `run` skips them, it needs only the shipped plugins).
-//! - `test`: `setup`, `build`, then cargo-component 0.21 (installed when
-//!   missing; only the test proving the author toolchain needs it) builds one
-//!   plugin, then every test of the workspace.
+//! - `test`: `setup`, the plugins as `build` makes them, then cargo-component
+//!   0.21 (installed when missing; only the test proving the author toolchain
+//!   needs it) builds one plugin, then every test of the workspace. The host
+//!   binary is built by the test build, not by `cargo build -p host`: the two
+//!   resolve different features (dev-dependencies such as proptest turn on
+//!   `fnv/std`, which changes `gimli` and with it all of cranelift and
+//!   wasmtime), so a separate host build compiled 22 crates twice.
 //! - `run`: `build`, then the host on the embedded cluster with the shipped
 //!   plugins (extra arguments go to `host run`).
 //! - `bench`: `build`, then the benchmarks (`bench all`), which write
@@ -38,8 +42,9 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("setup") => setup(),
         Some("build") => setup().and_then(|()| build()).and_then(|()| languages::build()),
+        // The host binary comes from the test build itself (see `test_build`).
         Some("test") => setup()
-            .and_then(|()| build())
+            .and_then(|()| build_plugins())
             .and_then(|()| languages::build())
             .and_then(|()| component_build())
             .and_then(|()| test(&args[1..])),
@@ -139,6 +144,14 @@ fn component_build() -> Result {
 }
 
 fn build() -> Result {
+    build_plugins()?;
+    let mut c = cargo();
+    c.args(["build", "--release", "-p", "host"]);
+    status(c)
+}
+
+/// Every plugin to Wasm (shipped ones copied and gzipped under `target/plugins/`).
+fn build_plugins() -> Result {
     let out = target_dir().join("plugins");
     std::fs::create_dir_all(&out).map_err(|e| format!("create {}: {e}", out.display()))?;
     // Variants first: the plain build below then leaves the default build in place.
@@ -152,9 +165,6 @@ fn build() -> Result {
     for p in SHIPPED.iter().chain(TEST_ONLY) {
         c.args(["-p", p]);
     }
-    status(c)?;
-    let mut c = cargo();
-    c.args(["build", "--release", "-p", "host"]);
     status(c)?;
     for p in SHIPPED {
         let plain = out.join(format!("{p}.wasm"));
@@ -188,11 +198,22 @@ fn copy_plugin(krate: &str, to: &Path) -> Result {
     Ok(())
 }
 
-fn test(extra: &[String]) -> Result {
+/// `cargo test` over the workspace (release: wasmtime compiles plugins far
+/// faster than in a debug build). Test-only plugins are Wasm-only.
+fn workspace_test() -> Command {
     let mut c = cargo();
-    // Release: wasmtime compiles plugins far faster than in a debug build,
-    // and it reuses the host build above. Test-only plugins are Wasm-only.
     c.args(["test", "--release", "--no-fail-fast", "--workspace", "--exclude", "hostile", "--exclude", "contract-v1", "--exclude", "versioned"]);
+    c
+}
+
+fn test(extra: &[String]) -> Result {
+    // First every test binary and the host binary (`target/release/host`, which
+    // the e2e tests run) in one build with one feature set, whatever `extra`
+    // selects; then the tests, which find everything compiled.
+    let mut c = workspace_test();
+    c.arg("--no-run");
+    status(c)?;
+    let mut c = workspace_test();
     c.args(extra);
     status(c)
 }

@@ -15,6 +15,7 @@
 //!         | count=3           fire this many times, then stop (default: until cleared)
 //!         | every=30s         drop-watch: how long each watch lives
 //!         | 50ms              latency: the delay (also `delay=50ms`)
+//! DURATION := the flags' syntax (humantime): 50ms, 30s, 2m, 1m30s
 //! LIST   := SPEC (";" SPEC)*  (OPERATOR_HOST_FAULTS)
 //! ```
 //!
@@ -124,9 +125,11 @@ pub fn parse(text: &str) -> Result<FaultSpec, SpecError> {
                 fault.times = Some(n);
             }
             "every" | "delay" if (key, kind) == ("every", "drop-watch") || (key, kind) == ("delay", "latency") => {
-                let d = crate::cluster::parse_duration(value)
+                // The flags' syntax (humantime), so `1m30s` works here as in `--resync`.
+                let d = operator_clock::parse_duration(value)
+                    .ok()
                     .filter(|d| !d.is_zero() || kind == "latency")
-                    .ok_or_else(|| bad(format!("{key} `{value}` is not a duration (e.g. 50ms, 30s, 2m)")))?;
+                    .ok_or_else(|| bad(format!("{key} `{value}` is not a duration (e.g. 50ms, 30s, 2m, 1m30s)")))?;
                 duration = Some(d);
             }
             other => return Err(bad(format!("unknown parameter `{other}` for {kind}"))),
@@ -171,6 +174,9 @@ mod tests {
         assert_eq!((s.fault.verb.as_deref(), s.share), (Some("update"), 0.1));
         assert_eq!(parse("409").unwrap().fault.verb.as_deref(), Some("write"));
         assert_eq!(parse("drop-watch:every=30s").unwrap().fault.action, FaultAction::DropWatchAfter(Duration::from_secs(30)));
+        // The flags' syntax: compound durations the hand-written parser refused.
+        assert_eq!(parse("drop-watch:every=1m30s").unwrap().fault.action, FaultAction::DropWatchAfter(Duration::from_secs(90)));
+        assert_eq!(parse("latency:1s500ms").unwrap().fault.action, FaultAction::Latency(Duration::from_millis(1500)));
         assert_eq!(parse("expire-watch").unwrap().fault.action, FaultAction::ExpireWatch);
         let s = parse("latency:50ms,resource=pods").unwrap();
         assert_eq!(s.fault.action, FaultAction::Latency(Duration::from_millis(50)));

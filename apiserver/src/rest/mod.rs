@@ -185,9 +185,9 @@ pub(crate) fn persist_failed(reason: String) -> ApiError {
 
 /// A random 5-character suffix from upstream's alphabet (no vowels, no confusable digits).
 pub fn random_suffix() -> String {
-    use rand::Rng;
-    let mut rng = rand::thread_rng();
-    (0..5).map(|_| GENERATE_ALPHABET[rng.gen_range(0..GENERATE_ALPHABET.len())] as char).collect()
+    use rand::RngExt;
+    let mut rng = rand::rng();
+    (0..5).map(|_| GENERATE_ALPHABET[rng.random_range(0..GENERATE_ALPHABET.len())] as char).collect()
 }
 
 fn meta(obj: &mut Value) -> &mut Map<String, Value> {

@@ -104,9 +104,10 @@ fn default_cache_dir() -> PathBuf {
         .join("plugins")
 }
 
-/// Parses `1s`, `250ms`, `2m`, `1h30m` (humantime).
+/// Parses `1s`, `250ms`, `2m`, `1h30m`: the one syntax of every flag and spec
+/// ([`crate::clock::parse_duration`], humantime).
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text).map_err(|e| format!("{e} (expected e.g. 500ms, 2s, 1m)"))
+    crate::clock::parse_duration(text)
 }
 
 #[derive(Clone, Copy, Debug, Default, ValueEnum)]

@@ -93,10 +93,10 @@ async fn a_runaway_call_does_not_hold_up_concurrent_good_calls() {
     let hello = load(&sandbox, "hello");
     let runaway = tokio::spawn({
         let hostile = hostile.clone();
-        async move { hostile.reconcile(hostile_parent("loop"), vec![], NOW).await }
+        async move { hostile.reconcile(hostile_parent("loop").into(), Default::default(), NOW).await }
     });
     for _ in 0..20 {
-        hello.reconcile(hello_parent(), vec![], NOW).await.expect("good plugin answers while another call spins");
+        hello.reconcile(hello_parent().into(), Default::default(), NOW).await.expect("good plugin answers while another call spins");
     }
     assert!(matches!(runaway.await.unwrap(), Err(CallError::DeadlineExceeded { .. })));
 }

@@ -10,7 +10,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use base64::Engine;
 use host::webhook;
 use serde_json::{Value, json};
 
@@ -20,11 +19,19 @@ fn cronjob(schedule: &str) -> Value {
             "containers": [{"name": "x", "image": "busybox"}], "restartPolicy": "OnFailure"}}}}}})
 }
 
+/// A review as kube-apiserver sends it (the fields its `AdmissionRequest` always carries).
 fn review(operation: &str, object: Value) -> Vec<u8> {
     serde_json::to_vec(&json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-        "request": {"uid": "req-1", "operation": operation, "object": object,
-            "kind": {"group": "batch.tutorial.kubebuilder.io", "version": "v1", "kind": "CronJob"}}}))
+        "request": {"uid": "req-1", "operation": operation, "object": object, "name": "c", "namespace": "default",
+            "kind": {"group": "batch.tutorial.kubebuilder.io", "version": "v1", "kind": "CronJob"},
+            "resource": {"group": "batch.tutorial.kubebuilder.io", "version": "v1", "resource": "cronjobs"},
+            "userInfo": {"username": "kubernetes-admin", "groups": ["system:masters", "system:authenticated"]}}}))
     .unwrap()
+}
+
+/// The answer as JSON, as the API server reads it.
+fn answer(plugins: &[host::sandbox::LoadedPlugin], path: &str, body: &[u8]) -> Value {
+    serde_json::to_value(webhook::review(plugins, path, body)).unwrap()
 }
 
 #[test]
@@ -39,14 +46,14 @@ fn webhook_paths_follow_kubebuilder() {
 fn an_invalid_object_is_denied_with_the_plugins_field_errors() {
     let sandbox = host::sandbox::Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
     let plugins = vec![common::load(&sandbox, "cronjob")];
-    let r = webhook::review(&plugins, "/validate-batch-tutorial-kubebuilder-io-v1-cronjob", &review("CREATE", cronjob("nope")));
+    let r = answer(&plugins, "/validate-batch-tutorial-kubebuilder-io-v1-cronjob", &review("CREATE", cronjob("nope")));
     assert_eq!(r["response"]["uid"], "req-1");
     assert_eq!(r["response"]["allowed"], false);
     assert_eq!(r["response"]["status"]["code"], 422);
     assert!(r["response"]["status"]["message"].as_str().unwrap().contains("spec.schedule: Invalid value: \"nope\""), "{r}");
-    let ok = webhook::review(&plugins, "/validate-batch-tutorial-kubebuilder-io-v1-cronjob", &review("CREATE", cronjob("*/5 * * * *")));
+    let ok = answer(&plugins, "/validate-batch-tutorial-kubebuilder-io-v1-cronjob", &review("CREATE", cronjob("*/5 * * * *")));
     assert_eq!(ok["response"]["allowed"], true, "{ok}");
-    let delete = webhook::review(&plugins, "/validate-batch-tutorial-kubebuilder-io-v1-cronjob", &review("DELETE", Value::Null));
+    let delete = answer(&plugins, "/validate-batch-tutorial-kubebuilder-io-v1-cronjob", &review("DELETE", Value::Null));
     assert_eq!(delete["response"]["allowed"], true);
 }
 
@@ -55,10 +62,14 @@ fn defaulting_answers_with_a_json_patch() {
     let sandbox = host::sandbox::Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
     let plugins = vec![common::load(&sandbox, "cronjob")];
     let object = cronjob("*/5 * * * *");
-    let r = webhook::review(&plugins, "/mutate-batch-tutorial-kubebuilder-io-v1-cronjob", &review("CREATE", object.clone()));
+    let r = answer(&plugins, "/mutate-batch-tutorial-kubebuilder-io-v1-cronjob", &review("CREATE", object.clone()));
     assert_eq!(r["response"]["allowed"], true);
     assert_eq!(r["response"]["patchType"], "JSONPatch");
-    let patch = base64::engine::general_purpose::STANDARD.decode(r["response"]["patch"].as_str().unwrap()).unwrap();
+    // kube's AdmissionResponse carries the patch as bytes (a JSON byte array,
+    // which Go's decoder reads into `[]byte` as it reads base64): read it back
+    // through the same type.
+    let review: kube::core::admission::AdmissionReview<kube::api::DynamicObject> = serde_json::from_value(r.clone()).unwrap();
+    let patch = review.response.and_then(|resp| resp.patch).expect("a patch");
     let patch: json_patch::Patch = serde_json::from_slice(&patch).unwrap();
     let mut patched = object;
     json_patch::patch(&mut patched, &patch).unwrap();
@@ -67,10 +78,21 @@ fn defaulting_answers_with_a_json_patch() {
 }
 
 #[test]
+fn a_review_that_does_not_decode_is_refused_as_invalid() {
+    let sandbox = host::sandbox::Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
+    let plugins = vec![common::load(&sandbox, "cronjob")];
+    let r = answer(&plugins, VALIDATE, br#"{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": 7}}"#);
+    assert_eq!(r["kind"], "AdmissionReview");
+    assert_eq!(r["response"]["allowed"], false);
+    assert_eq!(r["response"]["status"]["reason"], "InvalidRequest");
+    assert!(r["response"]["status"]["message"].as_str().unwrap().starts_with("cannot decode AdmissionReview"), "{r}");
+}
+
+#[test]
 fn an_unknown_path_is_refused() {
     let sandbox = host::sandbox::Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
     let plugins = vec![common::load(&sandbox, "cronjob")];
-    let r = webhook::review(&plugins, "/validate-nothing", &review("CREATE", cronjob("* * * * *")));
+    let r = answer(&plugins, "/validate-nothing", &review("CREATE", cronjob("* * * * *")));
     assert_eq!(r["response"]["allowed"], false);
     assert_eq!(r["response"]["status"]["code"], 404);
 }

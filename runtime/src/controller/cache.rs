@@ -9,8 +9,9 @@
 //! compare generations.
 //!
 //! Objects are kept compact ([`CachedObject`]): the JSON text the plugins
-//! receive, serialized once per resourceVersion, plus the few fields the
-//! indexes, mappers and expectations read. A parsed `DynamicObject` costs
+//! receive, serialized once per resourceVersion and shared with every call,
+//! plus the few fields the indexes, mappers, expectations and the reconcile
+//! driver read (so neither parses the text again per event or per call). A parsed `DynamicObject` costs
 //! several times its text in heap (every map and string its own allocation),
 //! and the text was serialized again for every child on every reconcile.
 
@@ -21,6 +22,7 @@ use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, TypeMeta};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
+use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
 /// `namespace/name` (namespace empty for cluster-scoped objects).
@@ -56,21 +58,47 @@ pub struct ControllerRef {
 }
 
 /// One object as the cache keeps it: its JSON text (type fields filled in,
-/// managedFields dropped) and the fields read without parsing it.
+/// managedFields dropped), shared with every plugin call that reads it, and
+/// the fields the indexes, the queue mappers and the reconcile driver read
+/// without parsing it.
 #[derive(Debug)]
 pub struct CachedObject {
     pub key: ObjectKey,
     pub uid: Option<String>,
     pub resource_version: Option<String>,
+    /// `metadata.generation` (objects without a spec have none).
+    pub generation: Option<i64>,
+    /// `metadata.finalizers`, in order.
+    pub finalizers: Vec<String>,
     /// `metadata.deletionTimestamp` is set.
     pub deleting: bool,
     pub controller: Option<ControllerRef>,
-    json: Box<str>,
+    /// A digest of everything but `status` and `metadata.resourceVersion`:
+    /// equal fingerprints mean the object changed by a status write at most.
+    pub fingerprint: Fingerprint,
+    json: Arc<str>,
+}
+
+/// See [`CachedObject::fingerprint`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Fingerprint(pub [u8; 32]);
+
+/// Feeds serialized bytes into a hash without building the text.
+struct HashWriter<'a>(&'a mut Sha256);
+
+impl std::io::Write for HashWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 impl CachedObject {
     /// The compact form of `obj` (serialized here, once).
-    pub fn new(obj: &DynamicObject) -> Self {
+    pub fn new(mut obj: DynamicObject) -> Self {
         let m = &obj.metadata;
         let controller = m.owner_references.as_ref().and_then(|rs| rs.iter().find(|r| r.controller == Some(true))).map(|r| ControllerRef {
             api_version: r.api_version.clone(),
@@ -78,13 +106,30 @@ impl CachedObject {
             name: r.name.clone(),
             uid: r.uid.clone(),
         });
+        let (key, uid, generation) = (ObjectKey::of(&obj), m.uid.clone(), m.generation);
+        let finalizers = m.finalizers.clone().unwrap_or_default();
+        let deleting = m.deletion_timestamp.is_some();
+        // The fingerprint is taken with status and resourceVersion out, then
+        // both go back for the text the plugins receive.
+        let status = obj.data.as_object_mut().and_then(|d| d.remove("status"));
+        let resource_version = obj.metadata.resource_version.take();
+        let mut hash = Sha256::new();
+        serde_json::to_writer(HashWriter(&mut hash), &obj).expect("objects serialize");
+        let fingerprint = Fingerprint(hash.finalize().into());
+        if let (Some(status), Some(data)) = (status, obj.data.as_object_mut()) {
+            data.insert("status".into(), status);
+        }
+        obj.metadata.resource_version = resource_version.clone();
         Self {
-            key: ObjectKey::of(obj),
-            uid: m.uid.clone(),
-            resource_version: m.resource_version.clone(),
-            deleting: m.deletion_timestamp.is_some(),
+            key,
+            uid,
+            resource_version,
+            generation,
+            finalizers,
+            deleting,
             controller,
-            json: serde_json::to_string(obj).expect("objects serialize").into_boxed_str(),
+            fingerprint,
+            json: serde_json::to_string(&obj).expect("objects serialize").into(),
         }
     }
 
@@ -93,9 +138,26 @@ impl CachedObject {
         &self.json
     }
 
+    /// The same text, shared (a plugin call takes it without a copy).
+    pub fn shared_json(&self) -> Arc<str> {
+        self.json.clone()
+    }
+
     /// The object parsed again (for the few readers that need all of it).
     pub fn object(&self) -> DynamicObject {
         serde_json::from_str(&self.json).expect("the cache holds objects it serialized itself")
+    }
+
+    /// Only `status` parsed out of the text (`{}` when absent or not an
+    /// object): the driver's status write needs it, and nothing else.
+    pub fn status(&self) -> serde_json::Value {
+        #[derive(serde::Deserialize)]
+        struct StatusOnly {
+            #[serde(default)]
+            status: serde_json::Value,
+        }
+        let parsed: StatusOnly = serde_json::from_str(&self.json).expect("the cache holds objects it serialized itself");
+        if parsed.status.is_object() { parsed.status } else { serde_json::json!({}) }
     }
 }
 
@@ -281,7 +343,7 @@ impl KindCache {
         if obj.types.as_ref().is_none_or(|t| t.kind.is_empty()) {
             obj.types = Some(TypeMeta { api_version: self.resource.api_version.clone(), kind: self.resource.kind.clone() });
         }
-        Arc::new(CachedObject::new(&obj))
+        Arc::new(CachedObject::new(obj))
     }
 
     fn notify(&self, old: Option<&CachedObject>, new: Option<&CachedObject>) {

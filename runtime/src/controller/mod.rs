@@ -1,34 +1,37 @@
 //! One controller per plugin: the shared [`cache`]s of its parent and child
-//! kinds feed its [`queue`]; workers take keys and run the reconcile driver:
-//! wait for the expectations of the last pass, read parent + children from
-//! the cache, call the plugin with the clock's `now`, check and execute the
-//! actions, write the `Reconciled` condition, requeue. Before the plugin's
-//! `reconcile`, its `validate` re-checks the stored parent ([`validity`]);
-//! a parent the plugin refused for good is not called again until its
-//! inputs change ([`permanent`]).
+//! kinds feed its [`queue`]; workers take keys and run the reconcile driver
+//! ([`pipeline`]): wait for the expectations of the last pass, then
+//! finalizer ([`finalizer`]) → validity gate ([`validity`]) → call plugin →
+//! check → execute → record the verdict, and tell the queue how it
+//! [`Ended`]. A parent the plugin refused for good is not called again until
+//! its inputs change ([`permanent`]).
 
 pub mod cache;
+mod ended;
+pub mod finalizer;
 pub mod permanent;
+pub mod pipeline;
 pub mod queue;
 pub mod validity;
+
+pub use ended::Ended;
+pub use pipeline::CallInput;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::api::ApiResource;
 use operator_plugin_sdk::GroupVersionKind;
-use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use crate::actions::{self, Executor, Existing, Expectation, FIELD_MANAGER, Lookup, Parent, status};
-use crate::api_error::ApiErrorClass;
-use crate::clock::{SharedClock, timestamp};
-use crate::events::{Recorder, Regarding};
+use crate::actions::{self, Existing, Expectation, Lookup};
+use crate::clock::SharedClock;
+use crate::events::Recorder;
 use crate::metrics::{Metrics, QueueProbe};
 use crate::sandbox::LoadedPlugin;
 use cache::{CachedObject, HandlerId, KindCache, ObjectKey};
-use queue::{Outcome, WorkQueue};
+use queue::WorkQueue;
 
 /// Tunables of a controller.
 #[derive(Clone, Debug)]
@@ -75,10 +78,6 @@ pub struct Controller {
     permanent: permanent::PermanentErrors,
 }
 
-fn has_condition(obj: &DynamicObject, type_: &str) -> bool {
-    obj.data.pointer("/status/conditions").and_then(Value::as_array).is_some_and(|cs| cs.iter().any(|c| c["type"] == type_))
-}
-
 impl QueueProbe for WorkQueue<ObjectKey> {
     fn depth(&self) -> usize {
         WorkQueue::depth(self)
@@ -89,36 +88,18 @@ impl QueueProbe for WorkQueue<ObjectKey> {
 }
 
 /// Whether a change of a parent is worth a reconcile: anything but a
-/// status-only write (compared by generation, labels, annotations,
-/// finalizers, deletionTimestamp; objects without a generation compare
-/// everything but status and bookkeeping).
-pub fn parent_changed(old: Option<&DynamicObject>, new: Option<&DynamicObject>) -> bool {
-    let (Some(o), Some(n)) = (old, new) else {
-        return true;
-    };
-    let (om, nm) = (&o.metadata, &n.metadata);
-    if om.uid != nm.uid
-        || om.generation != nm.generation
-        || om.labels != nm.labels
-        || om.annotations != nm.annotations
-        || om.finalizers != nm.finalizers
-        || om.deletion_timestamp != nm.deletion_timestamp
-    {
-        return true;
+/// status-only write. The cache's fingerprint leaves out `status` and
+/// `metadata.resourceVersion` (managedFields are never kept), so a write of
+/// status alone keeps it; spec, labels, annotations, finalizers and the
+/// deletion timestamp change it. Creation and deletion always count.
+pub fn parent_changed(old: Option<&CachedObject>, new: Option<&CachedObject>) -> bool {
+    match (old, new) {
+        (Some(o), Some(n)) => o.uid != n.uid || o.fingerprint != n.fingerprint,
+        _ => true,
     }
-    if nm.generation.is_none() {
-        let strip = |d: &Value| {
-            let mut d = d.clone();
-            if let Some(m) = d.as_object_mut() {
-                m.remove("status");
-            }
-            d
-        };
-        return strip(&o.data) != strip(&n.data);
-    }
-    false
 }
 
+/// The executor's and the policy's view of what exists: the caches.
 struct CacheLookup<'a>(&'a HashMap<GroupVersionKind, Arc<KindCache>>);
 
 impl Lookup for CacheLookup<'_> {
@@ -133,44 +114,6 @@ impl Lookup for CacheLookup<'_> {
 
     fn namespaced(&self, gvk: &GroupVersionKind) -> bool {
         self.0.get(gvk).is_none_or(|c| c.namespaced())
-    }
-}
-
-/// How one reconcile ended: what the queue does next ([`Ended::outcome`])
-/// and the `result` label of `controller_runtime_reconcile_total`
-/// ([`Ended::label`], controller-runtime's values).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Ended {
-    /// Done until something changes.
-    Done,
-    /// Done; the plugin asked to be called again after this delay.
-    RequeueAfter(Duration),
-    /// A write met a newer object (409): again at once, no backoff.
-    Conflict,
-    /// Failed: again after the key's backoff.
-    Failed,
-    /// Failed in a way only a change can mend (a non-retryable plugin
-    /// error, reported): no backoff, no timer ([`permanent`]).
-    FailedForGood,
-}
-
-impl Ended {
-    fn outcome(self) -> Outcome {
-        match self {
-            Ended::Done | Ended::FailedForGood => Outcome::Success { requeue_after: None },
-            Ended::RequeueAfter(after) => Outcome::Success { requeue_after: Some(after) },
-            Ended::Conflict => Outcome::RequeueNow,
-            Ended::Failed => Outcome::Error,
-        }
-    }
-
-    fn label(self) -> &'static str {
-        match self {
-            Ended::Done => "success",
-            Ended::RequeueAfter(_) => "requeue_after",
-            Ended::Conflict => "requeue",
-            Ended::Failed | Ended::FailedForGood => "error",
-        }
     }
 }
 
@@ -258,12 +201,7 @@ impl Controller {
         let queue = self.queue.clone();
         let mut handlers = self.handlers.lock().unwrap();
         let id = self.parent_cache().on_change(Arc::new(move |old: Option<&CachedObject>, new: Option<&CachedObject>| {
-            let changed = match (old, new) {
-                // Only a modification needs the whole objects compared.
-                (Some(o), Some(n)) => parent_changed(Some(&o.object()), Some(&n.object())),
-                _ => true,
-            };
-            if changed && let Some(o) = new.or(old) {
+            if parent_changed(old, new) && let Some(o) = new.or(old) {
                 queue.add(o.key.clone());
             }
         }));
@@ -378,241 +316,6 @@ impl Controller {
             self.expectations.lock().unwrap().entry(key.clone()).or_default().extend(new);
         }
     }
-
-    async fn reconcile(&self, key: &ObjectKey) -> Ended {
-        self.wait_for_expectations(key).await;
-        let plugin = self.plugin();
-        let Some(cached) = self.parent_cache().get(key) else {
-            self.queue.forget(key);
-            self.expectations.lock().unwrap().remove(key);
-            self.validity.forget(key);
-            self.permanent.forget(key);
-            return Ended::Done;
-        };
-        let obj = cached.object();
-        let parent = Parent {
-            api_version: self.parent_gvk.api_version(),
-            kind: self.parent_gvk.kind.clone(),
-            namespace: key.namespace.clone(),
-            name: key.name.clone(),
-            uid: obj.metadata.uid.clone().unwrap_or_default(),
-        };
-        let regarding = Regarding {
-            api_version: parent.api_version.clone(),
-            kind: parent.kind.clone(),
-            namespace: parent.namespace.clone(),
-            name: parent.name.clone(),
-            uid: parent.uid.clone(),
-        };
-        let deleting = obj.metadata.deletion_timestamp.is_some();
-        let finalizers = obj.metadata.finalizers.clone().unwrap_or_default();
-        let finalizer = plugin.manifest().finalizer.clone();
-        if let Some(ended) = self.ensure_finalizer(key, &obj, finalizer.as_deref()).await {
-            return ended;
-        }
-        // A parent on its way out is not re-validated: an invalid spec must
-        // not hold up the cleanup that lets it go.
-        if !deleting && let Some(refused) = self.refuse_if_invalid(key, &plugin, &obj, cached.json(), &regarding).await {
-            return refused;
-        }
-
-        let mut children = Vec::new();
-        for gvk in &plugin.manifest().children {
-            for child in self.caches[gvk].controlled_by(&parent.uid) {
-                children.push(child.json().to_string());
-            }
-        }
-        let parent_json = cached.json().to_string();
-        let inputs = permanent::Inputs::of(&parent_json, &children, &plugin.info().digest);
-        if self.permanent.still_refused(key, &inputs) {
-            // Reported once already; only a change of the inputs can help.
-            tracing::debug!("the plugin refused these inputs for good; waiting for a change");
-            return Ended::Done;
-        }
-        let now = self.clock.now();
-        let result = plugin.reconcile(parent_json, children, now.timestamp_millis()).await;
-
-        let mut plugin_status = None;
-        // Set when the plugin says retrying cannot help: remembered once reported.
-        let mut refused_for_good = None;
-        let (verdict, ended) = match result {
-            Err(e) => {
-                self.metrics.plugin_call_error(&self.name, e.kind());
-                tracing::warn!(error = %e, retryable = e.retryable(), "plugin call failed");
-                let ended = if e.retryable() {
-                    Ended::Failed
-                } else {
-                    // No backoff: the next call waits for a change of the inputs.
-                    refused_for_good = Some(inputs);
-                    Ended::FailedForGood
-                };
-                (Some(status::Verdict::failure(e.reason(), e.to_string())), ended)
-            }
-            Ok(actions) => {
-                self.permanent.forget(key);
-                let lookup = CacheLookup(&self.caches);
-                match actions::check(&parent, &plugin.manifest().children, &lookup, actions) {
-                    Err(refusal) => {
-                        self.metrics.plugin_call_error(&self.name, "action_refused");
-                        tracing::warn!(%refusal, "action refused");
-                        (Some(status::Verdict::failure("ActionRefused", refusal.to_string())), Ended::Failed)
-                    }
-                    Ok(plan) => {
-                        let executor = Executor {
-                            client: &self.client,
-                            resources: &self.resources,
-                            recorder: &self.recorder,
-                            regarding: &regarding,
-                            lookup: &lookup,
-                            parent_uid: &parent.uid,
-                        };
-                        let executed = executor.execute(plan.writes).await;
-                        self.expect(key, executed.expectations);
-                        plugin_status = executed.status;
-                        match executed.error {
-                            Some(err) if err.is_conflict() => {
-                                tracing::debug!(error = %crate::error_chain(&err), "conflict; requeue");
-                                (None, Ended::Conflict)
-                            }
-                            Some(err) => {
-                                tracing::warn!(error = %crate::error_chain(&err), "write failed");
-                                let reason = format!("WriteFailed{}", err.reason());
-                                (Some(status::Verdict::failure(reason, crate::error_chain(&err))), Ended::Failed)
-                            }
-                            None => {
-                                if plan.finalized
-                                    && deleting
-                                    && let Some(f) = &finalizer
-                                {
-                                    // Cleanup is done: drop the finalizer and let the
-                                    // object go; no status is written to a parent on
-                                    // its way out.
-                                    let list: Vec<String> = finalizers.iter().filter(|x| *x != f).cloned().collect();
-                                    return self.patch_finalizers(key, &obj, list).await;
-                                }
-                                (Some(status::Verdict::success()), plan.requeue_after.map_or(Ended::Done, Ended::RequeueAfter))
-                            }
-                        }
-                    }
-                }
-            }
-        };
-        if let Some(verdict) = verdict {
-            if !verdict.ok
-                && let Err(e) = self.recorder.publish(&regarding, "Warning", &verdict.reason, &verdict.message).await
-            {
-                tracing::warn!(error = %crate::error_chain(&e), "could not record event");
-            }
-            if !(deleting && verdict.ok && plugin_status.is_none())
-                && let Err(e) = self.write_status(key, &obj, plugin_status, &verdict, now).await
-            {
-                tracing::warn!(error = %crate::error_chain(&e), "status write failed");
-                if refused_for_good.is_some() {
-                    // The refusal is not on record yet: retry until it is.
-                    return Ended::Failed;
-                }
-                if ended != Ended::Failed {
-                    return if ApiErrorClass::of(&e) == ApiErrorClass::Conflict { Ended::Conflict } else { Ended::Failed };
-                }
-            }
-        }
-        if let Some(inputs) = refused_for_good {
-            self.permanent.record(key, inputs);
-        }
-        ended
-    }
-
-    fn parent_api(&self, key: &ObjectKey) -> Api<DynamicObject> {
-        let ar = self.parent_cache().resource();
-        if self.parent_cache().namespaced() {
-            Api::namespaced_with(self.client.clone(), &key.namespace, ar)
-        } else {
-            Api::all_with(self.client.clone(), ar)
-        }
-    }
-
-    async fn write_status(
-        &self,
-        key: &ObjectKey,
-        obj: &DynamicObject,
-        plugin_status: Option<Value>,
-        verdict: &status::Verdict,
-        now: chrono::DateTime<chrono::Utc>,
-    ) -> kube::Result<()> {
-        let current = obj.data.get("status").filter(|s| s.is_object()).cloned().unwrap_or_else(|| json!({}));
-        let base = plugin_status.unwrap_or_else(|| current.clone());
-        let pruned = self.conditions_pruned.load(std::sync::atomic::Ordering::Relaxed);
-        let desired = if pruned { base } else { status::with_verdict(base, &current, verdict, obj.metadata.generation, &timestamp(now)) };
-        let Some(diff) = status::merge_diff(&current, &desired) else {
-            return Ok(());
-        };
-        let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
-        let body = json!({"status": diff});
-        let new = match self.parent_api(key).patch_status(&key.name, &params, &Patch::Merge(&body)).await {
-            // A CRD without the status subresource: status is part of the object.
-            Err(e) if ApiErrorClass::of(&e) == ApiErrorClass::NotFound && self.parent_cache().get(key).is_some() => {
-                self.parent_api(key).patch(&key.name, &params, &Patch::Merge(&body)).await?
-            }
-            other => other?,
-        };
-        if !pruned && !has_condition(&new, status::RECONCILED) {
-            // The CRD's status schema has no `conditions` (and does not
-            // preserve unknown fields): the API server drops the condition.
-            // Stop computing it, or every reconcile would write status again.
-            self.conditions_pruned.store(true, std::sync::atomic::Ordering::Relaxed);
-            tracing::warn!(
-                kind = %self.parent_gvk.kind,
-                "the CRD's status schema prunes status.conditions; the host's Reconciled condition cannot be recorded (Events and metrics still report failures)"
-            );
-        }
-        self.expect_parent_update(key, obj, &new);
-        Ok(())
-    }
-
-    fn expect_parent_update(&self, key: &ObjectKey, old: &DynamicObject, new: &DynamicObject) {
-        let from = old.metadata.resource_version.clone().unwrap_or_default();
-        if new.metadata.resource_version.as_deref() != Some(from.as_str()) {
-            let uid = old.metadata.uid.clone().unwrap_or_default();
-            self.expect(key, vec![Expectation::Updated { gvk: self.parent_gvk.clone(), uid, from }]);
-        }
-    }
-
-    /// The finalizer step, before anything else (kube-runtime's
-    /// `finalizer()`): a live parent gets the plugin's finalizer first (that
-    /// write queues it again); a parent on its way out is only reconciled
-    /// while the finalizer is still there, so the plugin can clean up.
-    /// `Some` ends this reconcile.
-    async fn ensure_finalizer(&self, key: &ObjectKey, obj: &DynamicObject, finalizer: Option<&str>) -> Option<Ended> {
-        let deleting = obj.metadata.deletion_timestamp.is_some();
-        let finalizers = obj.metadata.finalizers.as_deref().unwrap_or_default();
-        let has = |f: &str| finalizers.iter().any(|x| x == f);
-        match finalizer {
-            Some(f) if !deleting && !has(f) => {
-                let list = finalizers.iter().cloned().chain(std::iter::once(f.to_string())).collect();
-                Some(self.patch_finalizers(key, obj, list).await)
-            }
-            Some(f) if deleting && !has(f) => Some(Ended::Done),
-            None if deleting => Some(Ended::Done),
-            _ => None,
-        }
-    }
-
-    async fn patch_finalizers(&self, key: &ObjectKey, obj: &DynamicObject, list: Vec<String>) -> Ended {
-        let patch = json!({"metadata": {"finalizers": list, "resourceVersion": obj.metadata.resource_version}});
-        let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
-        match self.parent_api(key).patch(&key.name, &params, &Patch::Merge(&patch)).await {
-            Ok(new) => {
-                self.expect_parent_update(key, obj, &new);
-                Ended::Done
-            }
-            Err(e) if ApiErrorClass::of(&e) == ApiErrorClass::Conflict => Ended::Conflict,
-            Err(e) if ApiErrorClass::of(&e) == ApiErrorClass::NotFound => Ended::Done,
-            Err(e) => {
-                tracing::warn!(error = %crate::error_chain(&e), "finalizer update failed");
-                Ended::Failed
-            }
-        }
-    }
 }
 
 /// The parent key named by `obj`'s controller ownerReference, if that
@@ -626,9 +329,10 @@ pub fn controller_key(obj: &CachedObject, parent: &GroupVersionKind) -> Option<O
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::{Value, json};
 
-    fn obj(v: Value) -> DynamicObject {
-        serde_json::from_value(v).unwrap()
+    fn obj(v: Value) -> CachedObject {
+        CachedObject::new(serde_json::from_value(v).unwrap())
     }
 
     #[test]
@@ -647,6 +351,7 @@ mod tests {
             json!({"metadata": {"name": "p", "generation": 1, "annotations": {"a": "b"}}}),
             json!({"metadata": {"name": "p", "generation": 1, "finalizers": ["f"]}}),
             json!({"metadata": {"name": "p", "generation": 1, "deletionTimestamp": "2026-01-01T00:00:00Z"}}),
+            json!({"metadata": {"name": "p", "generation": 1, "uid": "new"}}),
         ] {
             assert!(parent_changed(Some(&a), Some(&obj(b.clone()))), "{b}");
         }
@@ -669,9 +374,9 @@ mod tests {
         let child = obj(json!({"metadata": {"name": "c", "namespace": "ns", "ownerReferences": [
             {"apiVersion": "other/v1", "kind": "MyDeployment", "name": "x", "uid": "1"},
             {"apiVersion": "apps.example.com/v2", "kind": "MyDeployment", "name": "p", "uid": "2", "controller": true}]}}));
-        assert_eq!(controller_key(&CachedObject::new(&child), &parent), Some(ObjectKey::new("ns", "p")));
+        assert_eq!(controller_key(&child, &parent), Some(ObjectKey::new("ns", "p")));
         let foreign = obj(json!({"metadata": {"name": "c", "namespace": "ns", "ownerReferences": [
             {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "p", "uid": "2", "controller": true}]}}));
-        assert_eq!(controller_key(&CachedObject::new(&foreign), &parent), None);
+        assert_eq!(controller_key(&foreign, &parent), None);
     }
 }

@@ -8,12 +8,11 @@
 //! status and bookkeeping), one of its children, or the plugin version.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::cache::ObjectKey;
+use super::cache::{Fingerprint, ObjectKey};
 
 /// A digest of what one reconcile call was given, `now` aside: the contract
 /// says a permanent error does not go away with time.
@@ -21,27 +20,15 @@ use super::cache::ObjectKey;
 pub struct Inputs([u8; 32]);
 
 impl Inputs {
-    /// `parent` and `children` as the plugin receives them; `plugin` the
-    /// component's digest. The parent's `status`, `resourceVersion` and
-    /// `managedFields` are left out (the host's own status write changes
-    /// them); children count whole, status included.
-    pub fn of(parent: &str, children: &[String], plugin: &str) -> Self {
+    /// `parent` is the cache's fingerprint of the parent (everything but its
+    /// status and resourceVersion: the host's own status write changes
+    /// those); `children` the texts the plugin receives, counted whole,
+    /// status included; `plugin` the component's digest.
+    pub fn of(parent: &Fingerprint, children: &[Arc<str>], plugin: &str) -> Self {
         let mut hash = Sha256::new();
-        match serde_json::from_str::<Value>(parent) {
-            Ok(mut p) => {
-                if let Some(o) = p.as_object_mut() {
-                    o.remove("status");
-                }
-                if let Some(m) = p.get_mut("metadata").and_then(Value::as_object_mut) {
-                    m.remove("resourceVersion");
-                    m.remove("managedFields");
-                }
-                hash.update(p.to_string());
-            }
-            Err(_) => hash.update(parent),
-        }
-        let mut children: Vec<&String> = children.iter().collect();
-        children.sort();
+        hash.update(parent.0);
+        let mut children: Vec<&str> = children.iter().map(|c| &**c).collect();
+        children.sort_unstable();
         for c in children {
             hash.update([0]);
             hash.update(c);
@@ -77,35 +64,45 @@ impl PermanentErrors {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controller::cache::CachedObject;
+
+    fn fingerprint(json: &str) -> Fingerprint {
+        CachedObject::new(serde_json::from_str(json).unwrap()).fingerprint
+    }
+
+    fn texts(children: &[&str]) -> Vec<Arc<str>> {
+        children.iter().map(|c| Arc::from(*c)).collect()
+    }
 
     const PARENT: &str = r#"{"metadata":{"name":"p","resourceVersion":"1","generation":1},"spec":{"x":1}}"#;
 
     #[test]
     fn the_hosts_status_write_does_not_count_as_a_change() {
         let after = r#"{"metadata":{"name":"p","resourceVersion":"2","generation":1},"spec":{"x":1},"status":{"conditions":[]}}"#;
-        assert_eq!(Inputs::of(PARENT, &[], "d1"), Inputs::of(after, &[], "d1"));
+        assert_eq!(Inputs::of(&fingerprint(PARENT), &[], "d1"), Inputs::of(&fingerprint(after), &[], "d1"));
     }
 
     #[test]
     fn a_spec_label_child_or_plugin_change_does() {
-        let base = Inputs::of(PARENT, &["a".into(), "b".into()], "d1");
-        assert_eq!(base, Inputs::of(PARENT, &["b".into(), "a".into()], "d1"), "children in any order");
+        let parent = fingerprint(PARENT);
+        let base = Inputs::of(&parent, &texts(&["a", "b"]), "d1");
+        assert_eq!(base, Inputs::of(&parent, &texts(&["b", "a"]), "d1"), "children in any order");
         let spec = r#"{"metadata":{"name":"p","resourceVersion":"2","generation":2},"spec":{"x":2}}"#;
         let label = r#"{"metadata":{"name":"p","resourceVersion":"2","generation":1,"labels":{"a":"b"}},"spec":{"x":1}}"#;
-        assert_ne!(base, Inputs::of(spec, &["a".into(), "b".into()], "d1"));
-        assert_ne!(base, Inputs::of(label, &["a".into(), "b".into()], "d1"));
-        assert_ne!(base, Inputs::of(PARENT, &["a".into()], "d1"));
-        assert_ne!(base, Inputs::of(PARENT, &["a".into(), "b".into()], "d2"));
+        assert_ne!(base, Inputs::of(&fingerprint(spec), &texts(&["a", "b"]), "d1"));
+        assert_ne!(base, Inputs::of(&fingerprint(label), &texts(&["a", "b"]), "d1"));
+        assert_ne!(base, Inputs::of(&parent, &texts(&["a"]), "d1"));
+        assert_ne!(base, Inputs::of(&parent, &texts(&["a", "b"]), "d2"));
     }
 
     #[test]
     fn a_refusal_is_remembered_for_its_inputs_only() {
         let errors = PermanentErrors::default();
         let key = ObjectKey::new("ns", "p");
-        let inputs = Inputs::of(PARENT, &[], "d1");
+        let inputs = Inputs::of(&fingerprint(PARENT), &[], "d1");
         errors.record(&key, inputs.clone());
         assert!(errors.still_refused(&key, &inputs));
-        assert!(!errors.still_refused(&key, &Inputs::of(PARENT, &[], "d2")));
+        assert!(!errors.still_refused(&key, &Inputs::of(&fingerprint(PARENT), &[], "d2")));
         errors.forget(&key);
         assert!(!errors.still_refused(&key, &inputs));
     }

@@ -14,11 +14,10 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use kube::api::DynamicObject;
 use operator_plugin_sdk::FieldError;
 
 use super::Ended;
-use super::cache::ObjectKey;
+use super::cache::{CachedObject, ObjectKey};
 use crate::actions::status::Verdict;
 use crate::events::Regarding;
 use crate::sandbox::LoadedPlugin;
@@ -81,13 +80,11 @@ impl super::Controller {
         &self,
         key: &ObjectKey,
         plugin: &LoadedPlugin,
-        obj: &DynamicObject,
-        json: &str,
+        parent: &CachedObject,
         regarding: &Regarding,
     ) -> Option<Ended> {
-        let stamp =
-            Stamp { uid: obj.metadata.uid.clone().unwrap_or_default(), generation: obj.metadata.generation, digest: plugin.info().digest.clone() };
-        let verdict = match self.validity.check(key, stamp, || plugin.validate(json.to_string(), None)).await {
+        let stamp = Stamp { uid: parent.uid.clone().unwrap_or_default(), generation: parent.generation, digest: plugin.info().digest.clone() };
+        let verdict = match self.validity.check(key, stamp, || plugin.validate(parent.json().to_string(), None)).await {
             Ok(errors) if errors.is_empty() => return None,
             Ok(errors) => {
                 self.metrics.plugin_call_error(&self.name, "invalid");
@@ -103,7 +100,7 @@ impl super::Controller {
         if let Err(e) = self.recorder.publish(regarding, "Warning", &verdict.reason, &verdict.message).await {
             tracing::warn!(error = %crate::error_chain(&e), "could not record event");
         }
-        if let Err(e) = self.write_status(key, obj, None, &verdict, self.clock.now()).await {
+        if let Err(e) = self.write_status(key, parent, None, &verdict, self.clock.now()).await {
             tracing::warn!(error = %crate::error_chain(&e), "status write failed");
         }
         Some(Ended::Failed)

@@ -256,10 +256,16 @@ impl LoadedPlugin {
     }
 
     /// Runs `reconcile` on the blocking pool, at most
-    /// `max_concurrent_calls` at once across the sandbox.
-    pub async fn reconcile(&self, parent: String, children: Vec<String>, now_ms: i64) -> Result<Vec<Action>, CallError> {
+    /// `max_concurrent_calls` at once across the sandbox. The texts are
+    /// shared (the controller's cache holds them); they are copied into the
+    /// call's arguments on the blocking thread, not on the async executor.
+    pub async fn reconcile(&self, parent: Arc<str>, children: Arc<[Arc<str>]>, now_ms: i64) -> Result<Vec<Action>, CallError> {
         let this = self.clone();
-        self.off_executor(move || this.reconcile_blocking(&parent, &children, now_ms)).await
+        self.off_executor(move || {
+            let children: Vec<String> = children.iter().map(|c| c.to_string()).collect();
+            this.reconcile_blocking(&parent, &children, now_ms)
+        })
+        .await
     }
 
     /// Runs `validate` on the blocking pool.

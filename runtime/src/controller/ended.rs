@@ -1,0 +1,67 @@
+//! How one reconcile ended: what the queue does next and the `result` label
+//! of `controller_runtime_reconcile_total`, in one enum so no call site
+//! compares labels as strings.
+
+use std::time::Duration;
+
+use super::queue::Outcome;
+
+/// How one reconcile ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// Done until something changes.
+    Done,
+    /// Done; the plugin asked to be called again after this delay.
+    RequeueAfter(Duration),
+    /// A write met a newer object (409): again at once, no backoff.
+    Conflict,
+    /// Failed: again after the key's backoff.
+    Failed,
+    /// Failed in a way only a change can mend (a non-retryable plugin
+    /// error, reported): no backoff, no timer ([`super::permanent`]).
+    FailedForGood,
+}
+
+impl Ended {
+    /// What the work queue does with the key next.
+    pub fn outcome(self) -> Outcome {
+        match self {
+            Ended::Done | Ended::FailedForGood => Outcome::Success { requeue_after: None },
+            Ended::RequeueAfter(after) => Outcome::Success { requeue_after: Some(after) },
+            Ended::Conflict => Outcome::RequeueNow,
+            Ended::Failed => Outcome::Error,
+        }
+    }
+
+    /// The `result` label, controller-runtime's values.
+    pub fn label(self) -> &'static str {
+        match self {
+            Ended::Done => "success",
+            Ended::RequeueAfter(_) => "requeue_after",
+            Ended::Conflict => "requeue",
+            Ended::Failed | Ended::FailedForGood => "error",
+        }
+    }
+
+    /// Whether the pass failed (its write of the verdict may still decide
+    /// between a conflict and a failure).
+    pub fn failed(self) -> bool {
+        matches!(self, Ended::Failed | Ended::FailedForGood)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_end_has_controller_runtimes_label_and_a_queue_outcome() {
+        let after = Duration::from_secs(5);
+        assert_eq!(Ended::Done.label(), "success");
+        assert_eq!(Ended::RequeueAfter(after).outcome(), Outcome::Success { requeue_after: Some(after) });
+        assert_eq!(Ended::Conflict.outcome(), Outcome::RequeueNow);
+        assert_eq!(Ended::Failed.outcome(), Outcome::Error);
+        assert_eq!(Ended::FailedForGood.label(), "error");
+        assert_eq!(Ended::FailedForGood.outcome(), Outcome::Success { requeue_after: None }, "a permanent error waits for a change, not a timer");
+    }
+}

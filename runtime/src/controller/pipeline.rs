@@ -1,0 +1,303 @@
+//! The reconcile driver as a pipeline of named steps, one reconcile of one
+//! parent:
+//!
+//! ```text
+//! wait for expectations → read the parent from the cache
+//!   → finalizer (wrapper: add it / Apply / Cleanup, remove it when done)
+//!     → validity gate (`validate`, remembered per generation)
+//!     → gather inputs (shared text: parent, children, now)
+//!     → permanent-error gate (same inputs as a refusal for good: stop)
+//!     → call plugin → check (policy) → execute (writes, expectations)
+//!   → record the verdict (Reconciled condition + status, Warning Event)
+//! → the queue (by [`Ended`])
+//! ```
+//!
+//! Each step returns what the next needs; only `record` writes the verdict.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use operator_plugin_sdk::Action;
+use serde_json::{Value, json};
+
+use super::cache::{CachedObject, ObjectKey};
+use super::finalizer::{Event, Reconciled};
+use super::{CacheLookup, Controller, Ended, permanent};
+use crate::actions::{self, Executor, Expectation, FIELD_MANAGER, Parent, Plan, status};
+use crate::api_error::ApiErrorClass;
+use crate::clock::timestamp;
+use crate::events::Regarding;
+use crate::sandbox::{CallError, LoadedPlugin};
+
+/// What one `reconcile` call of a plugin is given. The texts are the
+/// cache's own (shared, not copied), so whatever else looks at a call (a
+/// recording, a second plugin version) can hold them cheaply.
+#[derive(Clone, Debug)]
+pub struct CallInput {
+    pub parent: Arc<str>,
+    /// The parent's controlled children of every declared kind.
+    pub children: Arc<[Arc<str>]>,
+    pub now: DateTime<Utc>,
+}
+
+/// What a pass concluded, before it is recorded.
+#[derive(Debug)]
+struct Pass {
+    /// The `Reconciled` condition to record; `None` writes nothing (a
+    /// conflict: the next pass, at once, decides).
+    verdict: Option<status::Verdict>,
+    /// The status the plugin set, if any.
+    plugin_status: Option<Value>,
+    ended: Ended,
+    /// Set when the plugin refused these inputs for good: remembered once
+    /// the refusal is on record.
+    refused_for_good: Option<permanent::Inputs>,
+}
+
+impl Pass {
+    fn failed(verdict: status::Verdict) -> Self {
+        Self { verdict: Some(verdict), plugin_status: None, ended: Ended::Failed, refused_for_good: None }
+    }
+}
+
+/// The parent as the executor and the Event recorder name it.
+struct Target {
+    parent: Parent,
+    regarding: Regarding,
+}
+
+impl Target {
+    fn of(controller: &Controller, key: &ObjectKey, cached: &CachedObject) -> Self {
+        let parent = Parent {
+            api_version: controller.parent_gvk.api_version(),
+            kind: controller.parent_gvk.kind.clone(),
+            namespace: key.namespace.clone(),
+            name: key.name.clone(),
+            uid: cached.uid.clone().unwrap_or_default(),
+        };
+        let regarding = Regarding {
+            api_version: parent.api_version.clone(),
+            kind: parent.kind.clone(),
+            namespace: parent.namespace.clone(),
+            name: parent.name.clone(),
+            uid: parent.uid.clone(),
+        };
+        Self { parent, regarding }
+    }
+}
+
+impl Controller {
+    /// One reconcile of `key`, start to end.
+    pub(super) async fn reconcile(&self, key: &ObjectKey) -> Ended {
+        self.wait_for_expectations(key).await;
+        let plugin = self.plugin();
+        let Some(parent) = self.parent_cache().get(key) else {
+            self.forget(key);
+            return Ended::Done;
+        };
+        let finalizer = plugin.manifest().finalizer.clone();
+        self.with_finalizer(key, &parent, finalizer.as_deref(), |event| self.reconcile_parent(key, &plugin, &parent, event)).await
+    }
+
+    /// The steps inside the finalizer wrapper.
+    async fn reconcile_parent(&self, key: &ObjectKey, plugin: &LoadedPlugin, parent: &CachedObject, event: Event) -> Reconciled {
+        let target = Target::of(self, key, parent);
+        // A parent on its way out is not re-validated: an invalid spec must
+        // not hold up the cleanup that lets it go.
+        if event == Event::Apply
+            && let Some(refused) = self.refuse_if_invalid(key, plugin, parent, &target.regarding).await
+        {
+            return Reconciled::Ended(refused);
+        }
+        let input = self.gather(plugin, parent, &target.parent.uid);
+        let inputs = permanent::Inputs::of(&parent.fingerprint, &input.children, &plugin.info().digest);
+        if self.permanent.still_refused(key, &inputs) {
+            // Reported once already; only a change of the inputs can help.
+            tracing::debug!("the plugin refused these inputs for good; waiting for a change");
+            return Reconciled::Ended(Ended::Done);
+        }
+        let pass = match self.call_plugin(plugin, &input).await {
+            Err(e) => self.plugin_failed(&e, inputs),
+            Ok(actions) => {
+                self.permanent.forget(key);
+                let lookup = CacheLookup(&self.caches);
+                match self.check(plugin, &target, &lookup, actions) {
+                    Err(refused) => refused,
+                    Ok(plan) => {
+                        let finalized = plan.finalized;
+                        let pass = self.execute(key, &target, &lookup, plan).await;
+                        if event == Event::Cleanup && finalized && pass.verdict.as_ref().is_some_and(|v| v.ok) {
+                            return Reconciled::CleanedUp;
+                        }
+                        pass
+                    }
+                }
+            }
+        };
+        Reconciled::Ended(self.record(key, parent, &target.regarding, pass, event, input.now).await)
+    }
+
+    /// The parent is gone from the cache: drop what was remembered for it.
+    fn forget(&self, key: &ObjectKey) {
+        self.queue.forget(key);
+        self.expectations.lock().unwrap().remove(key);
+        self.validity.forget(key);
+        self.permanent.forget(key);
+    }
+
+    /// The call's inputs, read from the caches: the parent's text, its
+    /// controlled children of every declared kind, and the clock's `now`.
+    fn gather(&self, plugin: &LoadedPlugin, parent: &CachedObject, parent_uid: &str) -> CallInput {
+        let children = plugin.manifest().children.iter().flat_map(|gvk| self.caches[gvk].controlled_by(parent_uid)).map(|c| c.shared_json()).collect();
+        CallInput { parent: parent.shared_json(), children, now: self.clock.now() }
+    }
+
+    /// The plugin's `reconcile`: the one place the driver calls it.
+    pub(super) async fn call_plugin(&self, plugin: &LoadedPlugin, input: &CallInput) -> Result<Vec<Action>, CallError> {
+        plugin.reconcile(input.parent.clone(), input.children.clone(), input.now.timestamp_millis()).await
+    }
+
+    /// A failed call: retried with backoff, or (not retryable) reported once
+    /// and then left until the inputs change.
+    fn plugin_failed(&self, e: &CallError, inputs: permanent::Inputs) -> Pass {
+        self.metrics.plugin_call_error(&self.name, e.kind());
+        tracing::warn!(error = %e, retryable = e.retryable(), "plugin call failed");
+        let verdict = status::Verdict::failure(e.reason(), e.to_string());
+        if e.retryable() {
+            Pass::failed(verdict)
+        } else {
+            Pass { verdict: Some(verdict), plugin_status: None, ended: Ended::FailedForGood, refused_for_good: Some(inputs) }
+        }
+    }
+
+    /// The policy check of the plugin's answer ([`actions::check`]).
+    fn check(&self, plugin: &LoadedPlugin, target: &Target, lookup: &CacheLookup<'_>, actions: Vec<Action>) -> Result<Plan, Pass> {
+        actions::check(&target.parent, &plugin.manifest().children, lookup, actions).map_err(|refusal| {
+            self.metrics.plugin_call_error(&self.name, "action_refused");
+            tracing::warn!(%refusal, "action refused");
+            Pass::failed(status::Verdict::failure("ActionRefused", refusal.to_string()))
+        })
+    }
+
+    /// The checked writes, made in order; the first failure stops them.
+    async fn execute(&self, key: &ObjectKey, target: &Target, lookup: &CacheLookup<'_>, plan: Plan) -> Pass {
+        let executor = Executor {
+            client: &self.client,
+            resources: &self.resources,
+            recorder: &self.recorder,
+            regarding: &target.regarding,
+            lookup,
+            parent_uid: &target.parent.uid,
+        };
+        let executed = executor.execute(plan.writes).await;
+        self.expect(key, executed.expectations);
+        let (verdict, ended) = match executed.error {
+            Some(err) if err.is_conflict() => {
+                tracing::debug!(error = %crate::error_chain(&err), "conflict; requeue");
+                (None, Ended::Conflict)
+            }
+            Some(err) => {
+                tracing::warn!(error = %crate::error_chain(&err), "write failed");
+                let reason = format!("WriteFailed{}", err.reason());
+                (Some(status::Verdict::failure(reason, crate::error_chain(&err))), Ended::Failed)
+            }
+            None => (Some(status::Verdict::success()), plan.requeue_after.map_or(Ended::Done, Ended::RequeueAfter)),
+        };
+        Pass { verdict, plugin_status: executed.status, ended, refused_for_good: None }
+    }
+
+    /// Records the verdict: a Warning Event for a failure, the `Reconciled`
+    /// condition (and the plugin's status) on the parent, and a refusal for
+    /// good once it is on record. A failed status write decides the end when
+    /// the pass itself succeeded.
+    async fn record(&self, key: &ObjectKey, parent: &CachedObject, regarding: &Regarding, pass: Pass, event: Event, now: DateTime<Utc>) -> Ended {
+        let Pass { verdict, plugin_status, ended, refused_for_good } = pass;
+        if let Some(verdict) = verdict {
+            if !verdict.ok
+                && let Err(e) = self.recorder.publish(regarding, "Warning", &verdict.reason, &verdict.message).await
+            {
+                tracing::warn!(error = %crate::error_chain(&e), "could not record event");
+            }
+            // A parent on its way out gets no success condition of its own.
+            let quiet = event == Event::Cleanup && verdict.ok && plugin_status.is_none();
+            if !quiet && let Err(e) = self.write_status(key, parent, plugin_status, &verdict, now).await {
+                tracing::warn!(error = %crate::error_chain(&e), "status write failed");
+                if refused_for_good.is_some() {
+                    // The refusal is not on record yet: retry until it is.
+                    return Ended::Failed;
+                }
+                if !ended.failed() {
+                    return if ApiErrorClass::of(&e) == ApiErrorClass::Conflict { Ended::Conflict } else { Ended::Failed };
+                }
+            }
+        }
+        if let Some(inputs) = refused_for_good {
+            self.permanent.record(key, inputs);
+        }
+        ended
+    }
+
+    pub(super) fn parent_api(&self, key: &ObjectKey) -> Api<DynamicObject> {
+        let ar = self.parent_cache().resource();
+        if self.parent_cache().namespaced() {
+            Api::namespaced_with(self.client.clone(), &key.namespace, ar)
+        } else {
+            Api::all_with(self.client.clone(), ar)
+        }
+    }
+
+    /// Merges the plugin's status and the verdict into the parent's status;
+    /// writes only what differs.
+    pub(super) async fn write_status(
+        &self,
+        key: &ObjectKey,
+        parent: &CachedObject,
+        plugin_status: Option<Value>,
+        verdict: &status::Verdict,
+        now: DateTime<Utc>,
+    ) -> kube::Result<()> {
+        let current = parent.status();
+        let base = plugin_status.unwrap_or_else(|| current.clone());
+        let pruned = self.conditions_pruned.load(std::sync::atomic::Ordering::Relaxed);
+        let desired = if pruned { base } else { status::with_verdict(base, &current, verdict, parent.generation, &timestamp(now)) };
+        let Some(diff) = status::merge_diff(&current, &desired) else {
+            return Ok(());
+        };
+        let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
+        let body = json!({"status": diff});
+        let new = match self.parent_api(key).patch_status(&key.name, &params, &Patch::Merge(&body)).await {
+            // A CRD without the status subresource: status is part of the object.
+            Err(e) if ApiErrorClass::of(&e) == ApiErrorClass::NotFound && self.parent_cache().get(key).is_some() => {
+                self.parent_api(key).patch(&key.name, &params, &Patch::Merge(&body)).await?
+            }
+            other => other?,
+        };
+        if !pruned && !has_condition(&new, status::RECONCILED) {
+            // The CRD's status schema has no `conditions` (and does not
+            // preserve unknown fields): the API server drops the condition.
+            // Stop computing it, or every reconcile would write status again.
+            self.conditions_pruned.store(true, std::sync::atomic::Ordering::Relaxed);
+            tracing::warn!(
+                kind = %self.parent_gvk.kind,
+                "the CRD's status schema prunes status.conditions; the host's Reconciled condition cannot be recorded (Events and metrics still report failures)"
+            );
+        }
+        self.expect_parent_update(key, parent, &new);
+        Ok(())
+    }
+
+    /// After a write of the parent: the next pass waits until the cache
+    /// shows a resourceVersion newer than the one this pass read.
+    pub(super) fn expect_parent_update(&self, key: &ObjectKey, old: &CachedObject, new: &DynamicObject) {
+        let from = old.resource_version.clone().unwrap_or_default();
+        if new.metadata.resource_version.as_deref() != Some(from.as_str()) {
+            let uid = old.uid.clone().unwrap_or_default();
+            self.expect(key, vec![Expectation::Updated { gvk: self.parent_gvk.clone(), uid, from }]);
+        }
+    }
+}
+
+fn has_condition(obj: &DynamicObject, type_: &str) -> bool {
+    obj.data.pointer("/status/conditions").and_then(Value::as_array).is_some_and(|cs| cs.iter().any(|c| c["type"] == type_))
+}
