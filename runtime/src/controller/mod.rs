@@ -41,11 +41,13 @@ pub struct Config {
     pub expectations_timeout: Duration,
     /// Per-key backoff on errors.
     pub backoff: queue::Backoff,
+    /// Records plugin calls and runs staged candidates (default: neither).
+    pub tap: crate::record::Tap,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Self { concurrency: 4, expectations_timeout: Duration::from_secs(30), backoff: queue::Backoff::default() }
+        Self { concurrency: 4, expectations_timeout: Duration::from_secs(30), backoff: queue::Backoff::default(), tap: crate::record::Tap::default() }
     }
 }
 
@@ -430,7 +432,7 @@ impl Controller {
             return Ended::Done;
         }
         let now = self.clock.now();
-        let result = plugin.reconcile(parent_json, children, now.timestamp_millis()).await;
+        let result = self.config.tap.reconcile(&plugin, parent_json, children, now.timestamp_millis()).await;
 
         let mut plugin_status = None;
         // Set when the plugin says retrying cannot help: remembered once reported.

@@ -2,7 +2,8 @@
 //! keeps one ConfigMap, created with `generateName` so that a reconcile that
 //! ran on a stale view would show up as a duplicate, holding `data.version`:
 //! "1" in the default build, "2" with `--features v2`. Extras are left in
-//! place on purpose: a test counts them.
+//! place on purpose: a test counts them. `--features trap` builds a version
+//! "1.0.1" that traps in every reconcile.
 
 use operator_plugin_sdk::{Action, GroupVersionKind, Manifest, Object, Plugin, ReconcileError, Time, export_plugin, json};
 
@@ -19,7 +20,7 @@ impl Plugin for Versioned {
     fn manifest() -> Manifest {
         Manifest {
             name: "versioned".into(),
-            version: format!("{STAMP}.0.0"),
+            version: if cfg!(feature = "trap") { "1.0.1".into() } else { format!("{STAMP}.0.0") },
             parent: GroupVersionKind::new(GROUP, "v1", "Widget"),
             children: vec![GroupVersionKind::new("", "v1", "ConfigMap")],
             crds: vec![crd()],
@@ -28,6 +29,9 @@ impl Plugin for Versioned {
     }
 
     fn reconcile(parent: &Object, children: &[Object], _now: Time) -> Result<Vec<Action>, ReconcileError> {
+        if cfg!(feature = "trap") {
+            panic!("this build of versioned traps in every reconcile");
+        }
         let mine: Vec<&Object> = children.iter().filter(|c| c.kind() == "ConfigMap").collect();
         let mut actions = Vec::new();
         if mine.is_empty() {
