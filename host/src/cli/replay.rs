@@ -129,21 +129,28 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
         replayed.push(entry);
     }
     match args.output {
-        Format::Text => println!("{summary}"),
+        Format::Text => say(&summary.to_string()),
         Format::Json => {
             let doc = serde_json::json!({"plugin": {"name": plugin.name(), "version": plugin.manifest().version, "digest": plugin.info().digest}, "calls": replayed, "summary": summary});
-            println!("{}", serde_json::to_string_pretty(&doc).expect("serializable"));
+            say(&serde_json::to_string_pretty(&doc).expect("serializable"));
         }
     }
     if summary.agree == summary.calls { Ok(()) } else { Err(Failure { code: 1, message: String::new() }) }
 }
 
 fn print_text(r: &Replayed) {
-    println!("{} {} (recorded from {}): {}", r.at, r.parent, r.recorded, r.result);
+    say(&format!("{} {} (recorded from {}): {}", r.at, r.parent, r.recorded, r.result));
     for d in &r.differences {
-        println!("  {d}");
+        say(&format!("  {d}"));
     }
     if let Some(e) = &r.error {
-        println!("  {e}");
+        say(&format!("  {e}"));
     }
+}
+
+/// One line on stdout; a closed pipe (`| head`) is no reason to panic, the
+/// exit code still tells the verdict.
+fn say(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stdout().lock(), "{line}");
 }
