@@ -131,3 +131,38 @@ fn a_candidate_staged_with_kubectl_is_shadowed_reported_in_events_and_promoted_b
     let _ = watch.kill();
     let _ = watch.wait();
 }
+
+/// `bytes` with a custom section appended: another digest, the same code.
+fn rebuilt(mut bytes: Vec<u8>) -> Vec<u8> {
+    let (name, payload) = (b"rebuilt", b"same behaviour, other bytes");
+    bytes.extend_from_slice(&[0, (1 + name.len() + payload.len()) as u8, name.len() as u8]);
+    bytes.extend_from_slice(name);
+    bytes.extend_from_slice(payload);
+    bytes
+}
+
+#[test]
+fn a_candidate_file_beside_a_watched_plugin_is_promoted_by_renaming_it_after_agreeing_reconciles() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = dir.path().join("widgets.wasm");
+    let candidate = dir.path().join("widgets.wasm.candidate");
+    let v1 = std::fs::read(built("wasm32-wasip2/release/versioned.wasm")).unwrap();
+    std::fs::write(&plugin, &v1).unwrap();
+    let args: Vec<String> = ["--plugin", &plugin.display().to_string(), "--watch", "--watch-interval", "100ms", "--shadow-promote-after", "4"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let host = Host::start_with(&args);
+    host.wait_for_crds(&["widgets.swap.test.operator-host.dev"]);
+    let same = rebuilt(v1.clone());
+    std::fs::write(&candidate, &same).unwrap();
+    // Time for the watch to stage it (it must hold still for one interval).
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    for i in 0..6 {
+        host.apply(&format!("apiVersion: swap.test.operator-host.dev/v1\nkind: Widget\nmetadata:\n  name: f{i}\n  namespace: default\nspec: {{}}\n"));
+    }
+    eventually("the candidate renamed over the plugin", || (!candidate.exists() && std::fs::read(&plugin).unwrap() == same).then_some(()));
+    let version = |w: &str| host.ok(&["get", "configmap", "-l", &format!("widget={w}"), "-o", "jsonpath={.items[*].data.version}"]);
+    host.apply("apiVersion: swap.test.operator-host.dev/v1\nkind: Widget\nmetadata:\n  name: after\n  namespace: default\nspec: {}\n");
+    eventually("a Widget served after the promotion", || (version("after") == "1").then_some(()));
+}
