@@ -122,7 +122,8 @@ impl RecordArgs {
     /// Opens the record directory (a clear error if it is not writable).
     pub fn open(&self) -> Result<Option<Arc<crate::record::Recorder>>, Failure> {
         let Some(dir) = &self.record else { return Ok(None) };
-        let config = crate::record::Config { max_bytes: self.record_max_mib << 20, keep_secrets: self.record_secrets, ..crate::record::Config::new(dir) };
+        let config =
+            crate::record::Config { max_bytes: self.record_max_mib << 20, keep_secrets: self.record_secrets, ..crate::record::Config::new(dir) };
         let recorder = crate::record::Recorder::open(config).map_err(|e| Failure::bad_input(format!("--record: {}", crate::error_chain(&e))))?;
         let secrets = if self.record_secrets { "Secret values kept (--record-secrets)" } else { "Secret values redacted" };
         // On stderr: `host simulate` prints its timeline on stdout.
@@ -178,11 +179,7 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
     }
     let list: Vec<LoadedPlugin> = plugins.iter().map(|(_, p)| p.clone()).collect();
     manager::check_parents(&list).map_err(|e| Failure { code: e.exit_code(), message: e.to_string() })?;
-    let runtime = if args.clock_speed == 1.0 {
-        tokio::runtime::Builder::new_multi_thread().enable_all().build()
-    } else {
-        paused_runtime()
-    };
+    let runtime = if args.clock_speed == 1.0 { tokio::runtime::Builder::new_multi_thread().enable_all().build() } else { paused_runtime() };
     let runtime = runtime.map_err(|e| Failure::plugin(format!("tokio: {e}")))?;
     let result = runtime.block_on(run_async(args, sandbox, plugins, metrics_addr, election, recorder.clone()));
     if let Some(r) = recorder {
@@ -339,8 +336,14 @@ async fn run_async(
         });
         #[cfg(not(feature = "embedded"))]
         let on_applied = None;
-        let reloader =
-            Reloader { sandbox, manager: running.clone(), metrics, recorder: Recorder::new(client, "hotswap", clock), on_applied, shadows: Some(shadows) };
+        let reloader = Reloader {
+            sandbox,
+            manager: running.clone(),
+            metrics,
+            recorder: Recorder::new(client, "hotswap", clock),
+            on_applied,
+            shadows: Some(shadows),
+        };
         sources.push(tokio::spawn(reloader.run(rx)));
     }
     match election.as_mut() {

@@ -158,7 +158,9 @@ impl Env {
     async fn events(&self, reason: &str) -> Vec<Event> {
         let events: Api<Event> = Api::namespaced(self.client.clone(), NS);
         let all = events.list(&ListParams::default()).await.unwrap().items;
-        all.into_iter().filter(|e| e.reason.as_deref() == Some(reason) && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(SOURCE)).collect()
+        all.into_iter()
+            .filter(|e| e.reason.as_deref() == Some(reason) && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(SOURCE))
+            .collect()
     }
 
     async fn stop(self) {
@@ -216,7 +218,8 @@ async fn a_candidate_that_agrees_is_promoted_after_n_reconciles() {
     let cm = env.configmaps().get(SOURCE).await.unwrap();
     let promoted = cm.metadata.annotations.unwrap_or_default()[PROMOTE_ANNOTATION].clone();
     assert_eq!(promoted, format!("{KEY}@sha256:{}", digest(&candidate)));
-    let note = common::eventually("a PluginPromoted event", WAIT, || async { env.events("PluginPromoted").await.pop() }).await.note.unwrap_or_default();
+    let note =
+        common::eventually("a PluginPromoted event", WAIT, || async { env.events("PluginPromoted").await.pop() }).await.note.unwrap_or_default();
     assert!(note.contains("agree, 0 differ, 0 errors"), "{note}");
     assert!(env.shadows.tally(&id(KEY)).is_none(), "unstaged once promoted");
     settled(&env.client, 20, "1").await;
@@ -241,8 +244,7 @@ async fn a_candidate_that_differs_is_reported_never_promoted_and_promoted_by_ann
     let note = differs.note.unwrap_or_default();
     assert!(note.contains("candidate versioned 2.0.0") && note.contains("Widget default/w"), "{note}");
     assert!(
-        note.contains(r#"create ConfigMap w0"#) && note.contains(r#".data.version: "1" → "2""#)
-            || note.contains(r#"set status .version: "1" → "2""#),
+        note.contains(r#"create ConfigMap w0"#) && note.contains(r#".data.version: "1" → "2""#) || note.contains(r#"set status .version: "1" → "2""#),
         "the differing action and field: {note}"
     );
     settled(&env.client, 20, "1").await;
@@ -306,7 +308,9 @@ fn text(o: &Output) -> (String, String) {
 fn record(scratch: &Path, dir: &Path) -> Output {
     let widgets = scratch.join("widgets.yaml");
     let yaml: String = (0..3)
-        .map(|i| format!("apiVersion: swap.test.operator-host.dev/v1\nkind: Widget\nmetadata:\n  name: w{i}\n  namespace: default\nspec: {{}}\n---\n"))
+        .map(|i| {
+            format!("apiVersion: swap.test.operator-host.dev/v1\nkind: Widget\nmetadata:\n  name: w{i}\n  namespace: default\nspec: {{}}\n---\n")
+        })
         .collect();
     std::fs::write(&widgets, yaml).unwrap();
     host()
@@ -386,7 +390,11 @@ fn recorded_calls_replay_agreeing_on_the_same_build_and_differing_on_v2_and_anot
     let o = replay(&common::wasm("hello"), &[&dir], false);
     let (_, err) = text(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(err.contains("reconciles example.operator.dev/v1alpha1/Hello") && err.contains("versioned 1.0.0, which reconciles swap.test.operator-host.dev/v1/Widget"), "{err}");
+    assert!(
+        err.contains("reconciles example.operator.dev/v1alpha1/Hello")
+            && err.contains("versioned 1.0.0, which reconciles swap.test.operator-host.dev/v1/Widget"),
+        "{err}"
+    );
     let bad = scratch.path().join("bad");
     std::fs::create_dir(&bad).unwrap();
     std::fs::write(bad.join("calls-000001.jsonl"), "{\"this\": \"is not a call\"}\n").unwrap();

@@ -183,7 +183,8 @@ impl Reloader {
             return self.reject(origin, None, "staging candidates is not enabled in this host".into()).await;
         };
         let Some(active) = self.manager.plugin(active_id) else {
-            let why = format!("nothing runs as {active_id} to compare the candidate with; load it there first, or without `{}`", shadow::CANDIDATE_SUFFIX);
+            let why =
+                format!("nothing runs as {active_id} to compare the candidate with; load it there first, or without `{}`", shadow::CANDIDATE_SUFFIX);
             return self.reject(origin, None, why).await;
         };
         match shadows.stage(active_id, &active, origin.clone(), candidate.clone()) {

@@ -183,7 +183,11 @@ impl Shadows {
     pub fn stage(&self, active_id: &str, active: &LoadedPlugin, origin: Origin, candidate: LoadedPlugin) -> Result<Arc<Shadow>, String> {
         if active.manifest().parent != candidate.manifest().parent {
             let kind = |p: &LoadedPlugin| format!("{}/{}", p.manifest().parent.api_version(), p.manifest().parent.kind);
-            return Err(format!("the candidate reconciles {}, the running version {}: a shadow run needs the same parent kind", kind(&candidate), kind(active)));
+            return Err(format!(
+                "the candidate reconciles {}, the running version {}: a shadow run needs the same parent kind",
+                kind(&candidate),
+                kind(active)
+            ));
         }
         let shadow = Arc::new(Shadow {
             shared: self.inner.clone(),
@@ -221,10 +225,8 @@ impl Shadows {
     /// with the same bytes was promoted and is unstaged; returned.
     pub fn went_live(&self, active_id: &str, plugin: &LoadedPlugin) -> Option<Arc<Shadow>> {
         let mut staged = self.inner.staged.lock().unwrap();
-        let kind = staged
-            .iter()
-            .find(|(_, s)| s.active_id == active_id && s.candidate.info().digest == plugin.info().digest)
-            .map(|(k, _)| k.clone())?;
+        let kind =
+            staged.iter().find(|(_, s)| s.active_id == active_id && s.candidate.info().digest == plugin.info().digest).map(|(k, _)| k.clone())?;
         let s = staged.remove(&kind)?;
         s.done.store(true, Ordering::Relaxed);
         Some(s)
@@ -296,11 +298,7 @@ impl Shadow {
             tracing::info!(plugin = %self.active_id, candidate = %name, "shadow run: {tally}");
         }
         let promote_after = self.shared.config.promote_after;
-        if promote_after > 0
-            && tally.agree >= promote_after
-            && !self.blocked.load(Ordering::Relaxed)
-            && !self.done.swap(true, Ordering::Relaxed)
-        {
+        if promote_after > 0 && tally.agree >= promote_after && !self.blocked.load(Ordering::Relaxed) && !self.done.swap(true, Ordering::Relaxed) {
             self.promote(tally).await;
         }
     }

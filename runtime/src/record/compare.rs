@@ -142,12 +142,9 @@ fn values(action: &str, path: String, old: Option<&Value>, new: Option<&Value>, 
             }
         }
         (a, b) if a == b => {}
-        (a, b) => out.push(Difference {
-            action: action.into(),
-            path: if path.is_empty() { ".".into() } else { path },
-            old: a.cloned(),
-            new: b.cloned(),
-        }),
+        (a, b) => {
+            out.push(Difference { action: action.into(), path: if path.is_empty() { ".".into() } else { path }, old: a.cloned(), new: b.cloned() })
+        }
     }
 }
 
@@ -181,7 +178,10 @@ mod tests {
         assert!(d[0].new.is_none());
         assert_eq!(d[1].action, "event Done");
         assert!(d[1].old.is_none());
-        assert!(actions(&[Action::RequeueAfterMs(1), Action::SetStatus(json!({}))], &[Action::SetStatus(json!({})), Action::RequeueAfterMs(1)]).is_empty());
+        assert!(
+            actions(&[Action::RequeueAfterMs(1), Action::SetStatus(json!({}))], &[Action::SetStatus(json!({})), Action::RequeueAfterMs(1)])
+                .is_empty()
+        );
     }
 
     #[test]
