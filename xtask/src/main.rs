@@ -25,9 +25,8 @@ const SHIPPED: &[&str] = &["cronjob", "mydeployment"];
 /// Plugins only the tests use.
 const TEST_ONLY: &[&str] = &["hello", "hostile", "contract-v1", "versioned", "finalizing"];
 /// Test-only second builds with a feature, copied to `target/plugins/<name>.wasm`
-/// (crate, feature, name): the hot-swap tests swap between two versions; the
-/// shadow-run tests stage a build that traps.
-const VARIANTS: &[(&str, &str, &str)] = &[("versioned", "v2", "versioned-v2"), ("versioned", "trap", "versioned-trap")];
+/// (crate, feature, name): the hot-swap tests swap between two versions.
+const VARIANTS: &[(&str, &str, &str)] = &[("versioned", "v2", "versioned-v2"), ("versioned", "broken", "versioned-broken")];
 /// Built with cargo-component as well (by `test` only), so tests cover wasip1 + adapter.
 const COMPONENT_BUILT: &[&str] = &["hello"];
 const CARGO_COMPONENT_VERSION: &str = "0.21.1";

@@ -47,7 +47,7 @@ fn v2() -> Vec<u8> {
 
 /// A build that panics in every reconcile.
 fn trapping() -> Vec<u8> {
-    std::fs::read(common::built_plugin("versioned-trap")).unwrap()
+    std::fs::read(common::built_plugin("versioned-broken")).unwrap()
 }
 
 /// `bytes` with a custom section appended: another digest, the same code
@@ -279,7 +279,7 @@ async fn a_trapping_candidate_is_never_promoted_and_the_active_version_serves_th
     settled(&env.client, 100, "1").await;
     let failed = common::eventually("a ShadowFailed event", WAIT, || async { env.events("ShadowFailed").await.pop() }).await;
     let note = failed.note.unwrap_or_default();
-    assert!(note.contains("versioned 1.0.1") && note.contains("traps in every reconcile"), "{note}");
+    assert!(note.contains("versioned 3.0.0") && note.contains("broken on purpose"), "{note}");
     assert!(env.shadow_count("error") >= 5, "errors: {}", env.shadow_count("error"));
     assert_eq!(env.shadow_count("agree"), 0);
     assert_eq!(env.manager.plugin(&id(KEY)).unwrap().info().digest, digest(&active), "never promoted");
@@ -381,7 +381,7 @@ fn recorded_calls_replay_agreeing_on_the_same_build_and_differing_on_v2_and_anot
     );
 
     // A trapping build: every call is an error.
-    let o = replay(&common::built_plugin("versioned-trap"), &[&dir], false);
+    let o = replay(&common::built_plugin("versioned-broken"), &[&dir], false);
     let (out, _) = text(&o);
     assert_eq!(o.status.code(), Some(1));
     assert!(out.ends_with(&format!("{n} calls, 0 agree, 0 differ, {n} errors\n")), "{out}");
