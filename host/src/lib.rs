@@ -6,7 +6,7 @@
 //! - [`embedded`]: the in-process API server and admission for `--embedded`
 //!   (feature `embedded`; the production image is built without it).
 
-pub use operator_runtime::{actions, clock, controller, error_chain, events, hotswap, leader, manager, metrics, registry, sandbox, webhook};
+pub use operator_runtime::{actions, clock, controller, error_chain, events, hotswap, leader, manager, metrics, record, registry, sandbox, webhook};
 
 pub mod cli;
 #[cfg(feature = "embedded")]

@@ -12,7 +12,8 @@
 //! - [`leader`]: leader election with a Lease, as client-go.
 //! - [`manager`]: starts plugins as controllers (CRDs, discovery, caches).
 //! - [`registry`]: the plugins running now, read by admission.
-//! - [`hotswap`]: new plugin versions from ConfigMaps and files.
+//! - [`hotswap`]: new plugin versions from ConfigMaps and files; shadow runs of staged candidates.
+//! - [`record`]: the on-disk log of reconcile calls, and the comparison of two answers (replay, shadow).
 //! - [`webhook`]: plugin admission as HTTPS webhooks for real clusters.
 //! - [`api_error`]: the classes of API errors the runtime acts on.
 
@@ -26,6 +27,7 @@ pub mod hotswap;
 pub mod leader;
 pub mod manager;
 pub mod metrics;
+pub mod record;
 pub mod registry;
 pub mod sandbox;
 pub mod webhook;

@@ -42,7 +42,15 @@ pub struct NameLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct SwapLabels {
     pub plugin: String,
-    /// `started`, `swapped`, `restarted`, `removed` or `rejected`.
+    /// `started`, `swapped`, `restarted`, `removed`, `rejected` or `staged`.
+    pub result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ShadowLabels {
+    /// The id of the running plugin the candidate shadows.
+    pub plugin: String,
+    /// `agree`, `differ` or `error`.
     pub result: String,
 }
 
@@ -77,6 +85,7 @@ pub struct Metrics {
     pub reconcile_time: Family<ControllerLabels, Histogram, fn() -> Histogram>,
     pub plugin_call_errors: Family<PluginErrorLabels, Counter>,
     pub plugin_swaps: Family<SwapLabels, Counter>,
+    pub plugin_shadow_reconciles: Family<ShadowLabels, Counter>,
     pub active_workers: Family<ControllerLabels, Gauge>,
     pub max_concurrent: Family<ControllerLabels, Gauge>,
     depth: Family<NameLabels, Gauge>,
@@ -108,6 +117,7 @@ impl Metrics {
         let reconcile_time = Family::<ControllerLabels, Histogram, fn() -> Histogram>::new_with_constructor(reconcile_histogram as fn() -> Histogram);
         let plugin_call_errors = Family::<PluginErrorLabels, Counter>::default();
         let plugin_swaps = Family::<SwapLabels, Counter>::default();
+        let plugin_shadow_reconciles = Family::<ShadowLabels, Counter>::default();
         let active_workers = Family::<ControllerLabels, Gauge>::default();
         let max_concurrent = Family::<ControllerLabels, Gauge>::default();
         let depth = Family::<NameLabels, Gauge>::default();
@@ -129,6 +139,11 @@ impl Metrics {
         registry.register("leader_election_master_status", "Whether this process leads the named lease (1) or not (0)", leader.clone());
         registry.register("plugin_call_errors", "Failed plugin calls by plugin and error kind", plugin_call_errors.clone());
         registry.register("plugin_swaps", "Plugin loads and hot swaps by plugin (id) and result", plugin_swaps.clone());
+        registry.register(
+            "plugin_shadow_reconciles",
+            "Reconciles run again on a staged candidate, by plugin (id) and whether the answers agree, differ or the candidate failed",
+            plugin_shadow_reconciles.clone(),
+        );
         Self {
             registry,
             reconcile_total,
@@ -136,6 +151,7 @@ impl Metrics {
             reconcile_time,
             plugin_call_errors,
             plugin_swaps,
+            plugin_shadow_reconciles,
             active_workers,
             max_concurrent,
             depth,
@@ -169,6 +185,11 @@ impl Metrics {
 
     pub fn plugin_swap(&self, plugin: &str, result: &str) {
         self.plugin_swaps.get_or_create(&SwapLabels { plugin: plugin.into(), result: result.into() }).inc();
+    }
+
+    /// Counts one shadow reconcile of the candidate staged for `plugin`.
+    pub fn plugin_shadow_reconcile(&self, plugin: &str, result: &str) {
+        self.plugin_shadow_reconciles.get_or_create(&ShadowLabels { plugin: plugin.into(), result: result.into() }).inc();
     }
 
     /// Registers a queue to report as `workqueue_*{name}`, replacing the

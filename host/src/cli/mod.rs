@@ -14,6 +14,7 @@ mod input;
 mod inspect;
 mod leader_args;
 mod reconcile;
+mod replay;
 mod run;
 #[cfg(feature = "embedded")]
 mod simulate;
@@ -48,6 +49,8 @@ enum Command {
     Inspect(inspect::Args),
     /// Run one reconcile offline and print the actions.
     Reconcile(reconcile::Args),
+    /// Run reconciles recorded with `--record DIR` on another plugin build and compare the answers.
+    Replay(replay::Args),
     /// Run plugins as controllers against a cluster (or `--embedded`); the default command.
     Run(run::Args),
     /// Run plugins against the embedded cluster under virtual time and print what happened.
@@ -160,6 +163,7 @@ pub fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Inspect(args) => inspect::run(&cli.sandbox, args),
         Command::Reconcile(args) => reconcile::run(&cli.sandbox, args),
+        Command::Replay(args) => replay::run(&cli.sandbox, args),
         Command::Run(args) => run::run(&cli.sandbox, args),
         #[cfg(feature = "embedded")]
         Command::Simulate(args) => simulate::run(&cli.sandbox, args),

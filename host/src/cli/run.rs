@@ -15,6 +15,7 @@ use crate::clock::{SharedClock, SystemClock};
 use crate::controller::{self, queue::Backoff};
 use crate::events::Recorder;
 use crate::hotswap::configmap::Selection;
+use crate::hotswap::shadow::{ShadowConfig, Shadows};
 use crate::hotswap::{self, Reloader};
 use crate::manager::{self, Options};
 use crate::metrics::Metrics;
@@ -93,9 +94,54 @@ pub struct Args {
     clock_speed: f64,
     #[command(flatten)]
     leader_election: LeaderElectionArgs,
+    #[command(flatten)]
+    record: RecordArgs,
+    #[command(flatten)]
+    shadow: ShadowArgs,
     #[cfg(feature = "embedded")]
     #[command(flatten)]
     embedded_args: Box<super::embedded_args::EmbeddedArgs>,
+}
+
+/// `--record DIR`: the on-disk log of reconcile calls `host replay` reads.
+#[derive(Debug, clap::Args)]
+pub struct RecordArgs {
+    /// Record every reconcile call (inputs, plugin name and digest, answer)
+    /// to this directory, for `host replay`. Secret values are redacted.
+    #[arg(long, value_name = "DIR")]
+    record: Option<PathBuf>,
+    /// Bound of the record directory in MiB; the oldest quarter is dropped when full.
+    #[arg(long, default_value_t = 64, requires = "record", value_parser = clap::value_parser!(u64).range(1..))]
+    record_max_mib: u64,
+    /// Record Secret `data`/`stringData` values as they are (default: redacted).
+    #[arg(long, requires = "record")]
+    record_secrets: bool,
+}
+
+impl RecordArgs {
+    /// Opens the record directory (a clear error if it is not writable).
+    pub fn open(&self) -> Result<Option<Arc<crate::record::Recorder>>, Failure> {
+        let Some(dir) = &self.record else { return Ok(None) };
+        let config =
+            crate::record::Config { max_bytes: self.record_max_mib << 20, keep_secrets: self.record_secrets, ..crate::record::Config::new(dir) };
+        let recorder = crate::record::Recorder::open(config).map_err(|e| Failure::bad_input(format!("--record: {}", crate::error_chain(&e))))?;
+        let secrets = if self.record_secrets { "Secret values kept (--record-secrets)" } else { "Secret values redacted" };
+        // On stderr: `host simulate` prints its timeline on stdout.
+        eprintln!("recording reconcile calls to {} ({secrets})", dir.display());
+        Ok(Some(Arc::new(recorder)))
+    }
+}
+
+/// Shadow runs of staged candidates (`<key>.candidate`, `FILE.candidate`).
+#[derive(Debug, clap::Args)]
+struct ShadowArgs {
+    /// Promote a staged candidate after this many agreeing reconciles with
+    /// no difference and no error; 0 = only by hand (the promote annotation).
+    #[arg(long, default_value_t = 100)]
+    shadow_promote_after: u64,
+    /// Candidate calls at once, per candidate.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
+    shadow_concurrency: u16,
 }
 
 /// Why `--embedded` is refused by a host built without the `embedded` feature.
@@ -123,6 +169,7 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
         a => Some(a.parse().map_err(|e| Failure::bad_input(format!("--metrics-addr {a}: {e}")))?),
     };
     let election = args.leader_election.config().map_err(|e| Failure::bad_input(e.to_string()))?;
+    let recorder = args.record.open()?;
     let sandbox = sandbox.sandbox().map_err(|e| Failure::bad_input(format!("{e:#}")))?;
     let mut plugins: Vec<(String, LoadedPlugin)> = Vec::new();
     for path in &args.plugins {
@@ -132,13 +179,13 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
     }
     let list: Vec<LoadedPlugin> = plugins.iter().map(|(_, p)| p.clone()).collect();
     manager::check_parents(&list).map_err(|e| Failure { code: e.exit_code(), message: e.to_string() })?;
-    let runtime = if args.clock_speed == 1.0 {
-        tokio::runtime::Builder::new_multi_thread().enable_all().build()
-    } else {
-        paused_runtime()
-    };
+    let runtime = if args.clock_speed == 1.0 { tokio::runtime::Builder::new_multi_thread().enable_all().build() } else { paused_runtime() };
     let runtime = runtime.map_err(|e| Failure::plugin(format!("tokio: {e}")))?;
-    runtime.block_on(run_async(args, sandbox, plugins, metrics_addr, election))
+    let result = runtime.block_on(run_async(args, sandbox, plugins, metrics_addr, election, recorder.clone()));
+    if let Some(r) = recorder {
+        r.flush();
+    }
+    result
 }
 
 /// Virtual time needs tokio's paused clock, which only a current-thread runtime has.
@@ -175,6 +222,7 @@ async fn run_async(
     plugins: Vec<(String, LoadedPlugin)>,
     metrics_addr: Option<SocketAddr>,
     election: Option<crate::leader::Config>,
+    recorder: Option<Arc<crate::record::Recorder>>,
 ) -> Result<(), Failure> {
     // Admission reads the running plugins from here on every request.
     let registry = Registry::default();
@@ -229,6 +277,16 @@ async fn run_async(
         }
     };
 
+    let shadow_config = ShadowConfig {
+        promote_after: args.shadow.shadow_promote_after,
+        concurrency: usize::from(args.shadow.shadow_concurrency),
+        ..ShadowConfig::default()
+    };
+    let shadows = Shadows::new(shadow_config, metrics.clone(), client.clone(), clock.clone());
+    let mut tap = crate::record::Tap::default().shadowing(shadows.clone());
+    if let Some(r) = recorder {
+        tap = tap.recording(r);
+    }
     let mut options = Options {
         namespaces: args.namespaces.clone(),
         selector: args.selector.clone(),
@@ -236,6 +294,7 @@ async fn run_async(
         controller: controller::Config {
             concurrency: usize::from(args.concurrency),
             backoff: Backoff { max: args.max_backoff, ..Backoff::default() },
+            tap,
             ..controller::Config::default()
         },
         ..Options::default()
@@ -266,7 +325,9 @@ async fn run_async(
             sources.push(tokio::spawn(hotswap::configmap::watch(client.clone(), selection, tx.clone())));
         }
         if args.watch {
-            sources.push(tokio::spawn(hotswap::files::watch(args.plugins.clone(), args.watch_interval, tx.clone())));
+            // Each file and the candidate that may be staged beside it.
+            let paths = args.plugins.iter().flat_map(|p| [p.clone(), hotswap::shadow::candidate_path(p)]).collect();
+            sources.push(tokio::spawn(hotswap::files::watch(paths, args.watch_interval, tx.clone())));
         }
         #[cfg(feature = "embedded")]
         let on_applied: Option<hotswap::OnApplied> = embedded.as_ref().map(|e| {
@@ -275,7 +336,14 @@ async fn run_async(
         });
         #[cfg(not(feature = "embedded"))]
         let on_applied = None;
-        let reloader = Reloader { sandbox, manager: running.clone(), metrics, recorder: Recorder::new(client, "hotswap", clock), on_applied };
+        let reloader = Reloader {
+            sandbox,
+            manager: running.clone(),
+            metrics,
+            recorder: Recorder::new(client, "hotswap", clock),
+            on_applied,
+            shadows: Some(shadows),
+        };
         sources.push(tokio::spawn(reloader.run(rx)));
     }
     match election.as_mut() {

@@ -69,7 +69,7 @@ impl Env {
         let (tx, rx) = tokio::sync::mpsc::channel(16);
         let selection = Selection::Named { namespace: NS.into(), name: SOURCE.into() };
         let reloader =
-            Reloader { sandbox, manager: manager.clone(), metrics, recorder: Recorder::new(client.clone(), "hotswap", clock), on_applied: None };
+            Reloader { sandbox, manager: manager.clone(), metrics, recorder: Recorder::new(client.clone(), "hotswap", clock), on_applied: None, shadows: None };
         let tasks = vec![tokio::spawn(configmap::watch(client.clone(), selection, tx)), tokio::spawn(reloader.run(rx))];
         Env { client, manager, tasks, _server: server }
     }

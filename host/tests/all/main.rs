@@ -25,5 +25,6 @@ mod run_cli;
 mod runtime;
 mod sandbox;
 mod simulate;
+mod upgrades;
 mod validity;
 mod webhook;

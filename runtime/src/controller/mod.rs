@@ -44,11 +44,14 @@ pub struct Config {
     pub expectations_timeout: Duration,
     /// Per-key backoff on errors.
     pub backoff: queue::Backoff,
+    /// What observes each plugin call (`--record`, shadow runs of a staged
+    /// candidate); by default nothing, and the call is the plain call.
+    pub tap: crate::record::Tap,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Self { concurrency: 4, expectations_timeout: Duration::from_secs(30), backoff: queue::Backoff::default() }
+        Self { concurrency: 4, expectations_timeout: Duration::from_secs(30), backoff: queue::Backoff::default(), tap: crate::record::Tap::default() }
     }
 }
 

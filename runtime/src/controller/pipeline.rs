@@ -153,9 +153,10 @@ impl Controller {
         CallInput { parent: parent.shared_json(), children, now: self.clock.now() }
     }
 
-    /// The plugin's `reconcile`: the one place the driver calls it.
+    /// The plugin's `reconcile`: the one place the driver calls it, through
+    /// the tap that records it and runs it on a staged candidate too.
     pub(super) async fn call_plugin(&self, plugin: &LoadedPlugin, input: &CallInput) -> Result<Vec<Action>, CallError> {
-        plugin.reconcile(input.parent.clone(), input.children.clone(), input.now.timestamp_millis()).await
+        self.config.tap.reconcile(plugin, input.parent.clone(), input.children.clone(), input.now.timestamp_millis()).await
     }
 
     /// A failed call: retried with backoff, or (not retryable) reported once

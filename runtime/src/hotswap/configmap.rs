@@ -67,6 +67,7 @@ impl Known {
         for (k, v) in cm.data.clone().unwrap_or_default() {
             data.entry(k).or_insert_with(|| v.into_bytes());
         }
+        super::shadow::promote_by_annotation(cm.metadata.annotations.as_ref(), &mut data);
         let keys: BTreeSet<String> = data.keys().cloned().collect();
         let mut out: Vec<Update> =
             data.into_iter().map(|(key, bytes)| Update { origin: Self::origin(namespace, &name, &uid, &key), bytes: Some(bytes) }).collect();

@@ -55,7 +55,9 @@ impl Watched {
 /// Polls `paths` (already loaded at their current contents) until the
 /// receiver is dropped.
 pub async fn watch(paths: Vec<PathBuf>, interval: Duration, tx: mpsc::Sender<Update>) {
-    let mut files: Vec<Watched> = paths.into_iter().map(|path| Watched { sent: stamp(&path), path, pending: None }).collect();
+    // Plugins were loaded at start; a candidate beside one is sent once it holds still.
+    let sent = |p: &std::path::Path| if super::shadow::active_id(&p.display().to_string()).is_some() { None } else { stamp(p) };
+    let mut files: Vec<Watched> = paths.into_iter().map(|path| Watched { sent: sent(&path), path, pending: None }).collect();
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {

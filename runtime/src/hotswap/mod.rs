@@ -6,10 +6,12 @@
 //! CRD that does not install), leaves the running version alone and is
 //! reported: a log line, `plugin_swaps_total{result="rejected"}`, and a
 //! Warning Event on the ConfigMap it came from. Every change is logged,
-//! counted and evented with old → new version.
+//! counted and evented with old → new version. A candidate (a key or file
+//! ending in `.candidate`) is staged instead of swapped in: [`shadow`].
 
 pub mod configmap;
 pub mod files;
+pub mod shadow;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -68,6 +70,8 @@ pub struct Reloader {
     pub metrics: Arc<Metrics>,
     pub recorder: Recorder,
     pub on_applied: Option<OnApplied>,
+    /// Where candidates are staged; `None` refuses them.
+    pub shadows: Option<shadow::Shadows>,
 }
 
 /// `name version (sha256:abcdef123456)`.
@@ -108,6 +112,9 @@ impl Reloader {
     pub async fn apply(&self, update: Update) {
         let id = update.origin.id();
         let Some(bytes) = update.bytes else {
+            if shadow::active_id(&id).is_some() {
+                return self.unstage(&update.origin).await;
+            }
             if let Some(old) = self.manager.remove(&id).await {
                 let message = format!("plugin {} stopped: its source {id} is gone", describe(&old));
                 tracing::warn!(plugin = %id, "{message}");
@@ -125,6 +132,9 @@ impl Reloader {
         if current.as_ref().is_some_and(|c| c.info().digest == digest) {
             return; // the source changed elsewhere (another key, a label); this plugin did not
         }
+        if self.shadows.as_ref().and_then(|s| s.staged_digest(&id)).is_some_and(|d| d == digest) {
+            return; // this candidate is staged already
+        }
         let sandbox = self.sandbox.clone();
         let label = id.clone();
         let loaded = tokio::task::spawn_blocking(move || sandbox.load(&label, &bytes)).await;
@@ -137,6 +147,9 @@ impl Reloader {
                 return self.reject(&update.origin, current.as_ref(), format!("loading panicked: {e}")).await;
             }
         };
+        if let Some(active) = shadow::active_id(&id) {
+            return self.stage(&update.origin, active, plugin).await;
+        }
         match self.manager.apply(&id, plugin.clone()).await {
             Ok(applied) => {
                 if let Some(f) = &self.on_applied {
@@ -154,8 +167,58 @@ impl Reloader {
                 tracing::info!(plugin = %id, "{message}");
                 self.metrics.plugin_swap(&id, result);
                 self.event(&update.origin, "Normal", reason, &message).await;
+                if let Some(promoted) = self.shadows.as_ref().and_then(|s| s.went_live(&id, &plugin)) {
+                    let message = format!("candidate {} promoted to {id} after {}", describe(&plugin), promoted.tally());
+                    tracing::info!(plugin = %id, "{message}");
+                    self.event(&update.origin, "Normal", "PluginPromoted", &message).await;
+                }
             }
             Err(e) => self.reject(&update.origin, current.as_ref(), crate::error_chain(&e)).await,
+        }
+    }
+
+    /// Stages `candidate` beside the plugin running as `active_id`.
+    async fn stage(&self, origin: &Origin, active_id: &str, candidate: LoadedPlugin) {
+        let Some(shadows) = &self.shadows else {
+            return self.reject(origin, None, "staging candidates is not enabled in this host".into()).await;
+        };
+        let Some(active) = self.manager.plugin(active_id) else {
+            let why =
+                format!("nothing runs as {active_id} to compare the candidate with; load it there first, or without `{}`", shadow::CANDIDATE_SUFFIX);
+            return self.reject(origin, None, why).await;
+        };
+        match shadows.stage(active_id, &active, origin.clone(), candidate.clone()) {
+            Ok(s) => {
+                let id = origin.id();
+                let how = match origin {
+                    Origin::ConfigMap { namespace, name, key, .. } => format!(
+                        "kubectl -n {namespace} annotate configmap {name} --overwrite {}={}@sha256:{}",
+                        shadow::PROMOTE_ANNOTATION,
+                        shadow::active_id(key).unwrap_or(key),
+                        candidate.info().digest
+                    ),
+                    Origin::File(path) => format!("mv {} {active_id}", path.display()),
+                };
+                let message = format!(
+                    "candidate {} staged beside {} ({active_id}): every reconcile now also runs on it, its writes discarded; promote now with `{how}`",
+                    describe(&candidate),
+                    describe(&active)
+                );
+                tracing::info!(plugin = %id, "{message}");
+                drop(s);
+                self.metrics.plugin_swap(&id, "staged");
+                self.event(origin, "Normal", "PluginStaged", &message).await;
+            }
+            Err(why) => self.reject(origin, Some(&active), why).await,
+        }
+    }
+
+    async fn unstage(&self, origin: &Origin) {
+        let id = origin.id();
+        if let Some(s) = self.shadows.as_ref().and_then(|s| s.unstage(&id)) {
+            let message = format!("candidate {} unstaged (its source {id} is gone) after {}", describe(&s.candidate), s.tally());
+            tracing::info!(plugin = %id, "{message}");
+            self.event(origin, "Normal", "PluginUnstaged", &message).await;
         }
     }
 

@@ -53,6 +53,8 @@ pub struct Args {
     /// Reconcile every parent at least this often (virtual time).
     #[arg(long, default_value = "10m", value_parser = parse_duration)]
     resync: Duration,
+    #[command(flatten)]
+    record: super::run::RecordArgs,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -85,10 +87,15 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
     if objects.is_empty() {
         return Err(Failure::bad_input("--apply: the files hold no objects"));
     }
+    let recorder = args.record.open()?;
     let runtime =
         tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().map_err(|e| Failure::plugin(format!("tokio: {e}")))?;
     let wall = std::time::Instant::now();
-    let entries = runtime.block_on(simulate(args, plugins, objects))?;
+    let entries = runtime.block_on(simulate(args, plugins, objects, recorder.clone()));
+    if let Some(r) = recorder {
+        r.flush();
+    }
+    let entries = entries?;
     tracing::info!(entries = entries.len(), span = %humantime::format_duration(args.span), wall = ?wall.elapsed(), "simulated");
     let text = match args.output {
         Format::Text => timeline::text(&entries),
@@ -99,7 +106,12 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
     out.write_all(text.as_bytes()).and_then(|()| out.flush()).map_err(|e| Failure::bad_input(format!("writing the timeline: {e}")))
 }
 
-async fn simulate(args: &Args, plugins: Vec<LoadedPlugin>, objects: Vec<(PathBuf, Value)>) -> Result<Vec<timeline::Entry>, Failure> {
+async fn simulate(
+    args: &Args,
+    plugins: Vec<LoadedPlugin>,
+    objects: Vec<(PathBuf, Value)>,
+    recorder: Option<Arc<crate::record::Recorder>>,
+) -> Result<Vec<timeline::Entry>, Failure> {
     let clock = TokioClock::starting_at(args.start);
     let server = apiserver::ApiServer::with_config(apiserver::Config { clock: Arc::new(clock), ..apiserver::Config::default() });
     let registry = crate::registry::Registry::default();
@@ -128,7 +140,10 @@ async fn simulate(args: &Args, plugins: Vec<LoadedPlugin>, objects: Vec<(PathBuf
     let (stop_feed, feed_stopped) = tokio::sync::oneshot::channel();
     let feed = tokio::spawn(StoreFeed::new(server.core().clone(), recording.clone()).run(feed_stopped));
     let client = kube::Client::new(RecordingService::new(&server, recording.clone()), "default");
-    let options = Options { resync: args.resync, ..Options::default() };
+    let mut options = Options { resync: args.resync, ..Options::default() };
+    if let Some(r) = recorder {
+        options.controller.tap = crate::record::Tap::default().recording(r);
+    }
     let keyed = plugins.into_iter().map(|p| (p.name().to_string(), p)).collect();
     let running = manager::start_keyed(client, keyed, options, Arc::new(clock), Arc::new(Metrics::new()), registry)
         .await
