@@ -42,8 +42,22 @@ pub struct NameLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct SwapLabels {
     pub plugin: String,
-    /// `started`, `swapped`, `restarted`, `removed` or `rejected`.
+    /// `started`, `swapped`, `restarted`, `removed`, `rejected` or `rolled_back`.
     pub result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TrustLabels {
+    pub plugin: String,
+    /// `unsigned`, `malformed_signature`, `bad_signature` or `digest_not_pinned`.
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RollbackLabels {
+    pub plugin: String,
+    /// The failure kind most of the new version's failures had (`trap`, `plugin_error`, `action_refused`, ...).
+    pub cause: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -77,6 +91,10 @@ pub struct Metrics {
     pub reconcile_time: Family<ControllerLabels, Histogram, fn() -> Histogram>,
     pub plugin_call_errors: Family<PluginErrorLabels, Counter>,
     pub plugin_swaps: Family<SwapLabels, Counter>,
+    pub plugin_trust_refusals: Family<TrustLabels, Counter>,
+    pub plugin_rollbacks: Family<RollbackLabels, Counter>,
+    /// Recent reconcile outcomes per plugin version, read by automatic rollback.
+    pub outcomes: crate::hotswap::rollback::Outcomes,
     pub active_workers: Family<ControllerLabels, Gauge>,
     pub max_concurrent: Family<ControllerLabels, Gauge>,
     depth: Family<NameLabels, Gauge>,
@@ -108,6 +126,8 @@ impl Metrics {
         let reconcile_time = Family::<ControllerLabels, Histogram, fn() -> Histogram>::new_with_constructor(reconcile_histogram as fn() -> Histogram);
         let plugin_call_errors = Family::<PluginErrorLabels, Counter>::default();
         let plugin_swaps = Family::<SwapLabels, Counter>::default();
+        let plugin_trust_refusals = Family::<TrustLabels, Counter>::default();
+        let plugin_rollbacks = Family::<RollbackLabels, Counter>::default();
         let active_workers = Family::<ControllerLabels, Gauge>::default();
         let max_concurrent = Family::<ControllerLabels, Gauge>::default();
         let depth = Family::<NameLabels, Gauge>::default();
@@ -129,6 +149,8 @@ impl Metrics {
         registry.register("leader_election_master_status", "Whether this process leads the named lease (1) or not (0)", leader.clone());
         registry.register("plugin_call_errors", "Failed plugin calls by plugin and error kind", plugin_call_errors.clone());
         registry.register("plugin_swaps", "Plugin loads and hot swaps by plugin (id) and result", plugin_swaps.clone());
+        registry.register("plugin_trust_refusals", "Plugin versions refused by the trust policy, by plugin (id) and reason", plugin_trust_refusals.clone());
+        registry.register("plugin_rollbacks", "Automatic rollbacks of a failing new plugin version, by plugin (id) and cause", plugin_rollbacks.clone());
         Self {
             registry,
             reconcile_total,
@@ -136,6 +158,9 @@ impl Metrics {
             reconcile_time,
             plugin_call_errors,
             plugin_swaps,
+            plugin_trust_refusals,
+            plugin_rollbacks,
+            outcomes: Default::default(),
             active_workers,
             max_concurrent,
             depth,
@@ -169,6 +194,20 @@ impl Metrics {
 
     pub fn plugin_swap(&self, plugin: &str, result: &str) {
         self.plugin_swaps.get_or_create(&SwapLabels { plugin: plugin.into(), result: result.into() }).inc();
+    }
+
+    pub fn plugin_trust_refusal(&self, plugin: &str, reason: &str) {
+        self.plugin_trust_refusals.get_or_create(&TrustLabels { plugin: plugin.into(), reason: reason.into() }).inc();
+    }
+
+    pub fn plugin_rollback(&self, plugin: &str, cause: &str) {
+        self.plugin_rollbacks.get_or_create(&RollbackLabels { plugin: plugin.into(), cause: cause.into() }).inc();
+    }
+
+    /// One reconcile that called the plugin version `digest` of `controller`:
+    /// `failure` is the plugin's failure kind, `None` if its answer was accepted.
+    pub fn plugin_outcome(&self, controller: &str, digest: &str, failure: Option<&'static str>) {
+        self.outcomes.record(controller, digest, failure);
     }
 
     /// Registers a queue to report as `workqueue_*{name}`, replacing the

@@ -26,7 +26,7 @@ const SHIPPED: &[&str] = &["cronjob", "mydeployment"];
 const TEST_ONLY: &[&str] = &["hello", "hostile", "contract-v1", "versioned", "finalizing"];
 /// Test-only second builds with a feature, copied to `target/plugins/<name>.wasm`
 /// (crate, feature, name): the hot-swap tests swap between two versions.
-const VARIANTS: &[(&str, &str, &str)] = &[("versioned", "v2", "versioned-v2")];
+const VARIANTS: &[(&str, &str, &str)] = &[("versioned", "v2", "versioned-v2"), ("versioned", "broken", "versioned-broken")];
 /// Built with cargo-component as well (by `test` only), so tests cover wasip1 + adapter.
 const COMPONENT_BUILT: &[&str] = &["hello"];
 const CARGO_COMPONENT_VERSION: &str = "0.21.1";

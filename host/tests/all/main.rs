@@ -25,5 +25,6 @@ mod run_cli;
 mod runtime;
 mod sandbox;
 mod simulate;
+mod trust;
 mod validity;
 mod webhook;

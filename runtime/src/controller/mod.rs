@@ -438,6 +438,7 @@ impl Controller {
         let (verdict, ended) = match result {
             Err(e) => {
                 self.metrics.plugin_call_error(&self.name, e.kind());
+                self.metrics.plugin_outcome(&self.name, &plugin.info().digest, Some(e.kind()));
                 tracing::warn!(error = %e, retryable = e.retryable(), "plugin call failed");
                 let ended = if e.retryable() {
                     Ended::Failed
@@ -454,10 +455,12 @@ impl Controller {
                 match actions::check(&parent, &plugin.manifest().children, &lookup, actions) {
                     Err(refusal) => {
                         self.metrics.plugin_call_error(&self.name, "action_refused");
+                        self.metrics.plugin_outcome(&self.name, &plugin.info().digest, Some("action_refused"));
                         tracing::warn!(%refusal, "action refused");
                         (Some(status::Verdict::failure("ActionRefused", refusal.to_string())), Ended::Failed)
                     }
                     Ok(plan) => {
+                        self.metrics.plugin_outcome(&self.name, &plugin.info().digest, None);
                         let executor = Executor {
                             client: &self.client,
                             resources: &self.resources,

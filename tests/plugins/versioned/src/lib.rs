@@ -2,7 +2,8 @@
 //! keeps one ConfigMap, created with `generateName` so that a reconcile that
 //! ran on a stale view would show up as a duplicate, holding `data.version`:
 //! "1" in the default build, "2" with `--features v2`. Extras are left in
-//! place on purpose: a test counts them.
+//! place on purpose: a test counts them. `--features broken` is a bad
+//! release (3.0.0, same kinds) that panics on every reconcile, for rollback.
 
 use operator_plugin_sdk::{Action, GroupVersionKind, Manifest, Object, Plugin, ReconcileError, Time, export_plugin, json};
 
@@ -10,10 +11,12 @@ pub struct Versioned;
 
 const GROUP: &str = "swap.test.operator-host.dev";
 
-#[cfg(not(feature = "v2"))]
+#[cfg(not(any(feature = "v2", feature = "broken")))]
 const STAMP: &str = "1";
 #[cfg(feature = "v2")]
 const STAMP: &str = "2";
+#[cfg(feature = "broken")]
+const STAMP: &str = "3";
 
 impl Plugin for Versioned {
     fn manifest() -> Manifest {
@@ -28,6 +31,9 @@ impl Plugin for Versioned {
     }
 
     fn reconcile(parent: &Object, children: &[Object], _now: Time) -> Result<Vec<Action>, ReconcileError> {
+        if cfg!(feature = "broken") {
+            panic!("versioned {STAMP}.0.0 is broken on purpose");
+        }
         let mine: Vec<&Object> = children.iter().filter(|c| c.kind() == "ConfigMap").collect();
         let mut actions = Vec::new();
         if mine.is_empty() {
