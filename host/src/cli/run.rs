@@ -15,7 +15,7 @@ use crate::clock::{SharedClock, SystemClock};
 use crate::controller::{self, queue::Backoff};
 use crate::events::Recorder;
 use crate::hotswap::configmap::Selection;
-use crate::hotswap::trust::Policy;
+use crate::hotswap::trust::{NotAdmitted, Policy};
 use crate::hotswap::{self, Reloader, rollback};
 use crate::manager::{self, Options};
 use crate::metrics::Metrics;
@@ -157,7 +157,10 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
     let trust = Policy::load(&args.plugin_trust_keys, &args.plugin_digests).map_err(|e| Failure::bad_input(crate::error_chain(&e)))?;
     let mut plugins: Vec<(String, LoadedPlugin)> = Vec::new();
     for path in &args.plugins {
-        let admitted = trust.admit_file(path).map_err(|e| Failure::bad_input(format!("plugin {} refused: {e}", path.display())))?;
+        let admitted = trust.admit_file(path).map_err(|e| match e {
+            NotAdmitted::Untrusted(_) => Failure::bad_input(format!("plugin {} refused: {e}", path.display())),
+            NotAdmitted::Unreadable(why) => Failure::bad_input(why),
+        })?;
         let p = sandbox.load(&path.display().to_string(), &admitted.component).map_err(|e| Failure::bad_input(crate::error_chain(&e)))?;
         tracing::info!(plugin = p.name(), parent = %p.manifest().parent.kind, "loaded");
         plugins.push((hotswap::Origin::File(path.clone()).id(), p));

@@ -110,17 +110,23 @@ async fn a_watched_plugin_file_is_swapped_only_once_its_sig_file_verifies() {
     let version = || env.manager.plugin(&file_id).map(|p| p.manifest().version.clone());
     let file_refusals = |reason: &str| env.counter(&format!("plugin_trust_refusals_total{{plugin=\"{file_id}\",reason=\"{reason}\"}}"));
 
+    // Renamed over, as a careful deploy does: the watcher never reads half a file.
+    let put = |path: &Path, bytes: &[u8]| {
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, bytes).unwrap();
+        std::fs::rename(&tmp, path).unwrap();
+    };
     let (v1, v2) = (bytes("versioned"), bytes("versioned-v2"));
-    std::fs::write(&sig, sign(&trusted, &v1)).unwrap();
-    std::fs::write(&file, &v1).unwrap();
+    put(&sig, &sign(&trusted, &v1));
+    put(&file, &v1);
     common::eventually("v1 from the file", WAIT, || async { (version().as_deref() == Some("1.0.0")).then_some(()) }).await;
 
     // v2 beside v1's signature: refused, v1 serves.
-    std::fs::write(&file, &v2).unwrap();
-    common::eventually("the refusal of v2", WAIT, || async { (file_refusals("bad_signature") == 1).then_some(()) }).await;
+    put(&file, &v2);
+    common::eventually("the refusal of v2", WAIT, || async { (file_refusals("bad_signature") >= 1).then_some(()) }).await;
     assert_eq!(version().as_deref(), Some("1.0.0"));
     // Its own signature arrives: the file is read again and swapped in.
-    std::fs::write(&sig, sign(&trusted, &v2)).unwrap();
+    put(&sig, &sign(&trusted, &v2));
     common::eventually("v2 once signed", WAIT, || async { (version().as_deref() == Some("2.0.0")).then_some(()) }).await;
     env.stop().await;
 }

@@ -137,7 +137,7 @@ impl Policy {
 
     /// [`Self::admit`] for a plugin file and the `.sig` file beside it.
     pub fn admit_file(&self, path: &Path) -> Result<Admitted, NotAdmitted> {
-        let stored = std::fs::read(path).map_err(|e| NotAdmitted::Unreadable(format!("cannot read {}: {e}", path.display())))?;
+        let stored = std::fs::read(path).map_err(|e| NotAdmitted::Unreadable(format!("cannot read plugin file {}: {e}", path.display())))?;
         let sig_path = signature_path(path);
         let signature = if self.requires_signature() { read_signature(&sig_path)? } else { None };
         self.admit(stored, signature.as_deref(), &sig_path.display().to_string())
