@@ -42,7 +42,7 @@ pub struct NameLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct SwapLabels {
     pub plugin: String,
-    /// `started`, `swapped`, `restarted`, `removed`, `rejected` or `staged`.
+    /// `started`, `swapped`, `restarted`, `removed`, `rejected`, `staged` or `rolled_back`.
     pub result: String,
 }
 
@@ -52,6 +52,20 @@ pub struct ShadowLabels {
     pub plugin: String,
     /// `agree`, `differ` or `error`.
     pub result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TrustLabels {
+    pub plugin: String,
+    /// `unsigned`, `malformed_signature`, `bad_signature` or `digest_not_pinned`.
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RollbackLabels {
+    pub plugin: String,
+    /// The failure kind most of the new version's failures had (`trap`, `plugin_error`, `action_refused`, ...).
+    pub cause: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -86,6 +100,10 @@ pub struct Metrics {
     pub plugin_call_errors: Family<PluginErrorLabels, Counter>,
     pub plugin_swaps: Family<SwapLabels, Counter>,
     pub plugin_shadow_reconciles: Family<ShadowLabels, Counter>,
+    pub plugin_trust_refusals: Family<TrustLabels, Counter>,
+    pub plugin_rollbacks: Family<RollbackLabels, Counter>,
+    /// Recent reconcile outcomes per plugin version, read by automatic rollback.
+    pub outcomes: crate::hotswap::rollback::Outcomes,
     pub active_workers: Family<ControllerLabels, Gauge>,
     pub max_concurrent: Family<ControllerLabels, Gauge>,
     depth: Family<NameLabels, Gauge>,
@@ -118,6 +136,8 @@ impl Metrics {
         let plugin_call_errors = Family::<PluginErrorLabels, Counter>::default();
         let plugin_swaps = Family::<SwapLabels, Counter>::default();
         let plugin_shadow_reconciles = Family::<ShadowLabels, Counter>::default();
+        let plugin_trust_refusals = Family::<TrustLabels, Counter>::default();
+        let plugin_rollbacks = Family::<RollbackLabels, Counter>::default();
         let active_workers = Family::<ControllerLabels, Gauge>::default();
         let max_concurrent = Family::<ControllerLabels, Gauge>::default();
         let depth = Family::<NameLabels, Gauge>::default();
@@ -144,6 +164,8 @@ impl Metrics {
             "Reconciles run again on a staged candidate, by plugin (id) and whether the answers agree, differ or the candidate failed",
             plugin_shadow_reconciles.clone(),
         );
+        registry.register("plugin_trust_refusals", "Plugin versions refused by the trust policy, by plugin (id) and reason", plugin_trust_refusals.clone());
+        registry.register("plugin_rollbacks", "Automatic rollbacks of a failing new plugin version, by plugin (id) and cause", plugin_rollbacks.clone());
         Self {
             registry,
             reconcile_total,
@@ -152,6 +174,9 @@ impl Metrics {
             plugin_call_errors,
             plugin_swaps,
             plugin_shadow_reconciles,
+            plugin_trust_refusals,
+            plugin_rollbacks,
+            outcomes: Default::default(),
             active_workers,
             max_concurrent,
             depth,
@@ -190,6 +215,20 @@ impl Metrics {
     /// Counts one shadow reconcile of the candidate staged for `plugin`.
     pub fn plugin_shadow_reconcile(&self, plugin: &str, result: &str) {
         self.plugin_shadow_reconciles.get_or_create(&ShadowLabels { plugin: plugin.into(), result: result.into() }).inc();
+    }
+
+    pub fn plugin_trust_refusal(&self, plugin: &str, reason: &str) {
+        self.plugin_trust_refusals.get_or_create(&TrustLabels { plugin: plugin.into(), reason: reason.into() }).inc();
+    }
+
+    pub fn plugin_rollback(&self, plugin: &str, cause: &str) {
+        self.plugin_rollbacks.get_or_create(&RollbackLabels { plugin: plugin.into(), cause: cause.into() }).inc();
+    }
+
+    /// One reconcile that called the plugin version `digest` of `controller`:
+    /// `failure` is the plugin's failure kind, `None` if its answer was accepted.
+    pub fn plugin_outcome(&self, controller: &str, digest: &str, failure: Option<&'static str>) {
+        self.outcomes.record(controller, digest, failure);
     }
 
     /// Registers a queue to report as `workqueue_*{name}`, replacing the

@@ -16,6 +16,7 @@ mod leader_args;
 mod reconcile;
 mod replay;
 mod run;
+mod sign;
 #[cfg(feature = "embedded")]
 mod simulate;
 
@@ -61,6 +62,8 @@ enum Command {
     Cluster(cluster::Args),
     /// Print deployment manifests derived from plugins: `crds` or `rbac`.
     Generate(generate::Args),
+    /// Sign a plugin for `run --plugin-trust-key`: writes FILE.sig.
+    Sign(sign::Args),
 }
 
 /// Sandbox limits, shared by every subcommand that runs plugins.
@@ -170,6 +173,7 @@ pub fn main() -> ExitCode {
         #[cfg(feature = "embedded")]
         Command::Cluster(args) => cluster::run(args),
         Command::Generate(args) => generate::run(&cli.sandbox, args),
+        Command::Sign(args) => sign::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -16,7 +16,8 @@ use crate::controller::{self, queue::Backoff};
 use crate::events::Recorder;
 use crate::hotswap::configmap::Selection;
 use crate::hotswap::shadow::{ShadowConfig, Shadows};
-use crate::hotswap::{self, Reloader};
+use crate::hotswap::trust::{NotAdmitted, Policy};
+use crate::hotswap::{self, Reloader, rollback};
 use crate::manager::{self, Options};
 use crate::metrics::Metrics;
 use crate::registry::Registry;
@@ -44,6 +45,28 @@ pub struct Args {
     /// Namespace for `--plugin-configmap-selector`.
     #[arg(long)]
     plugin_configmap_namespace: Option<String>,
+    /// Run only plugins signed with this Ed25519 public key (PEM, as
+    /// `openssl pkey -pubout` writes); repeatable. The signature sits beside
+    /// the plugin: FILE.sig, or key `<key>.sig` in its ConfigMap (`host sign`
+    /// writes one). Refused bytes never replace the running version.
+    #[arg(long = "plugin-trust-key", value_name = "FILE")]
+    plugin_trust_keys: Vec<PathBuf>,
+    /// Run only these builds: `sha256:<hex>` of the component (as `host sign`
+    /// and `host inspect` print it); repeatable.
+    #[arg(long = "plugin-digest", value_name = "sha256:HEX")]
+    plugin_digests: Vec<String>,
+    /// How long a swapped-in plugin version is watched for automatic
+    /// rollback; `0s` turns rollback off.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    rollback_window: Duration,
+    /// Roll a new version back when more than this fraction (0..1) of its
+    /// reconciles fail (traps, plugin errors, refused actions) in the window,
+    /// while the previous version's did not.
+    #[arg(long, default_value_t = 0.5, value_parser = parse_fraction)]
+    rollback_threshold: f64,
+    /// Reconciles of a new version needed before it can be rolled back.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    rollback_min_calls: u64,
     /// Run against an embedded API server instead of the kubeconfig's cluster.
     #[arg(long)]
     embedded: bool,
@@ -148,6 +171,13 @@ struct ShadowArgs {
 #[cfg(not(feature = "embedded"))]
 const NO_EMBEDDED: &str = "--embedded and --clock-speed need the embedded cluster, which this host was built without (cargo feature `embedded`)";
 
+fn parse_fraction(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(f) if (0.0..1.0).contains(&f) => Ok(f),
+        _ => Err(format!("{text:?} is not a fraction from 0 up to (not including) 1, e.g. 0.5")),
+    }
+}
+
 fn parse_clock_speed(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(speed) if speed.is_finite() && speed > 0.0 => Ok(speed),
@@ -171,9 +201,14 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
     let election = args.leader_election.config().map_err(|e| Failure::bad_input(e.to_string()))?;
     let recorder = args.record.open()?;
     let sandbox = sandbox.sandbox().map_err(|e| Failure::bad_input(format!("{e:#}")))?;
+    let trust = Policy::load(&args.plugin_trust_keys, &args.plugin_digests).map_err(|e| Failure::bad_input(crate::error_chain(&e)))?;
     let mut plugins: Vec<(String, LoadedPlugin)> = Vec::new();
     for path in &args.plugins {
-        let p = sandbox.load_file(path).map_err(|e| Failure::bad_input(crate::error_chain(&e)))?;
+        let admitted = trust.admit_file(path).map_err(|e| match e {
+            NotAdmitted::Untrusted(_) => Failure::bad_input(format!("plugin {} refused: {e}", path.display())),
+            NotAdmitted::Unreadable(why) => Failure::bad_input(why),
+        })?;
+        let p = sandbox.load(&path.display().to_string(), &admitted.component).map_err(|e| Failure::bad_input(crate::error_chain(&e)))?;
         tracing::info!(plugin = p.name(), parent = %p.manifest().parent.kind, "loaded");
         plugins.push((hotswap::Origin::File(path.clone()).id(), p));
     }
@@ -181,7 +216,7 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
     manager::check_parents(&list).map_err(|e| Failure { code: e.exit_code(), message: e.to_string() })?;
     let runtime = if args.clock_speed == 1.0 { tokio::runtime::Builder::new_multi_thread().enable_all().build() } else { paused_runtime() };
     let runtime = runtime.map_err(|e| Failure::plugin(format!("tokio: {e}")))?;
-    let result = runtime.block_on(run_async(args, sandbox, plugins, metrics_addr, election, recorder.clone()));
+    let result = runtime.block_on(run_async(args, sandbox, trust, plugins, metrics_addr, election, recorder.clone()));
     if let Some(r) = recorder {
         r.flush();
     }
@@ -219,6 +254,7 @@ fn clock(args: &Args) -> (SharedClock, Option<tokio::task::JoinHandle<()>>) {
 async fn run_async(
     args: &Args,
     sandbox: Sandbox,
+    trust: Policy,
     plugins: Vec<(String, LoadedPlugin)>,
     metrics_addr: Option<SocketAddr>,
     election: Option<crate::leader::Config>,
@@ -336,6 +372,7 @@ async fn run_async(
         });
         #[cfg(not(feature = "embedded"))]
         let on_applied = None;
+        let rollback = rollback::Config { window: args.rollback_window, threshold: args.rollback_threshold, min_calls: args.rollback_min_calls };
         let reloader = Reloader {
             sandbox,
             manager: running.clone(),
@@ -343,6 +380,8 @@ async fn run_async(
             recorder: Recorder::new(client, "hotswap", clock),
             on_applied,
             shadows: Some(shadows),
+            trust,
+            rollback: rollback::Watchdog::new(rollback),
         };
         sources.push(tokio::spawn(reloader.run(rx)));
     }

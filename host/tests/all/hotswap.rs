@@ -1,6 +1,7 @@
 //! Hot swap through a ConfigMap, as `host run --plugin-configmap` wires it:
 //! the ConfigMap watch feeds the reloader, which compiles off the hot path
-//! and swaps the plugin in the running manager.
+//! and swaps the plugin in the running manager; a swapped-in version that
+//! fails is rolled back. (Trust over the same path: `trust.rs`.)
 
 use crate::common;
 
@@ -19,23 +20,25 @@ use serde_json::json;
 use host::clock::SystemClock;
 use host::events::Recorder;
 use host::hotswap::configmap::{self, Selection};
-use host::hotswap::{Origin, Reloader};
+use host::hotswap::trust::Policy;
+use host::hotswap::{Origin, Reloader, files, rollback};
 use host::manager::{self, Options, Running};
 use host::metrics::Metrics;
 use host::registry::Registry;
 use host::sandbox::Sandbox;
 
-const WAIT: Duration = Duration::from_secs(60);
+pub const WAIT: Duration = Duration::from_secs(60);
 const NS: &str = "default";
 const SOURCE: &str = "plugins";
 
-/// The test plugin's default build ("1.0.0") or its `v2` variant ("2.0.0").
-fn bytes(name: &str) -> Vec<u8> {
+/// The test plugin's default build ("1.0.0"), its `v2` variant ("2.0.0")
+/// or its `broken` one ("3.0.0", panics on every reconcile).
+pub fn bytes(name: &str) -> Vec<u8> {
     let path = if name == "versioned" { common::wasm(name) } else { common::built_plugin(name) };
     std::fs::read(path).unwrap()
 }
 
-fn id(key: &str) -> String {
+pub fn id(key: &str) -> String {
     Origin::ConfigMap { namespace: NS.into(), name: SOURCE.into(), uid: String::new(), key: key.into() }.id()
 }
 
@@ -49,9 +52,9 @@ fn widgets_resource() -> ApiResource {
     }
 }
 
-struct Env {
-    client: kube::Client,
-    manager: Running,
+pub struct Env {
+    pub client: kube::Client,
+    pub manager: Running,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     _server: ApiServer,
 }
@@ -59,6 +62,12 @@ struct Env {
 impl Env {
     /// A manager with no plugins, fed by a watch of ConfigMap default/plugins.
     async fn start() -> Env {
+        Self::start_with(Policy::default(), rollback::Config::default(), vec![]).await
+    }
+
+    /// [`Env::start`] with a trust policy, a rollback config, and plugin
+    /// files watched as `--plugin FILE --watch` does.
+    pub async fn start_with(trust: Policy, rollback: rollback::Config, files: Vec<std::path::PathBuf>) -> Env {
         let server = ApiServer::new();
         let client = server.kube_client();
         let metrics = Arc::new(Metrics::new());
@@ -68,13 +77,24 @@ impl Env {
         let sandbox = Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
         let (tx, rx) = tokio::sync::mpsc::channel(16);
         let selection = Selection::Named { namespace: NS.into(), name: SOURCE.into() };
-        let reloader =
-            Reloader { sandbox, manager: manager.clone(), metrics, recorder: Recorder::new(client.clone(), "hotswap", clock), on_applied: None, shadows: None };
-        let tasks = vec![tokio::spawn(configmap::watch(client.clone(), selection, tx)), tokio::spawn(reloader.run(rx))];
+        let reloader = Reloader {
+            sandbox,
+            manager: manager.clone(),
+            metrics,
+            recorder: Recorder::new(client.clone(), "hotswap", clock),
+            on_applied: None,
+            trust,
+            rollback: rollback::Watchdog::new(rollback),
+            shadows: None,
+        };
+        let mut tasks = vec![tokio::spawn(configmap::watch(client.clone(), selection, tx.clone())), tokio::spawn(reloader.run(rx))];
+        if !files.is_empty() {
+            tasks.push(tokio::spawn(files::watch(files, Duration::from_millis(50), tx)));
+        }
         Env { client, manager, tasks, _server: server }
     }
 
-    async fn publish(&self, data: &[(&str, Vec<u8>)]) {
+    pub async fn publish(&self, data: &[(&str, Vec<u8>)]) {
         let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), NS);
         let mut cm = ConfigMap::default();
         cm.metadata.name = Some(SOURCE.into());
@@ -90,7 +110,7 @@ impl Env {
     }
 
     /// Waits until the plugin under `key` reports `version`.
-    async fn running(&self, key: &str, version: &str) {
+    pub async fn running(&self, key: &str, version: &str) {
         common::eventually(&format!("{key} at version {version}"), WAIT, || async {
             self.manager.plugin(&id(key)).filter(|p| p.manifest().version == version).map(|_| ())
         })
@@ -98,12 +118,30 @@ impl Env {
     }
 
     fn swaps(&self, result: &str) -> u64 {
-        let text = self.manager.metrics().render();
-        let wanted = format!("plugin_swaps_total{{plugin=\"{}\",result=\"{result}\"}} ", id("plugin.wasm"));
-        text.lines().find_map(|l| l.strip_prefix(&wanted)).map_or(0, |n| n.trim().parse().unwrap())
+        self.counter(&format!("plugin_swaps_total{{plugin=\"{}\",result=\"{result}\"}}", id("plugin.wasm")))
     }
 
-    async fn stop(self) {
+    /// The value of the counter line starting with `series` (0 if absent).
+    pub fn counter(&self, series: &str) -> u64 {
+        let text = self.manager.metrics().render();
+        text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')).map_or(0, |n| n.trim().parse().unwrap())
+    }
+
+    /// The version running under `key` now, if any.
+    pub fn version(&self, key: &str) -> Option<String> {
+        self.manager.plugin(&id(key)).map(|p| p.manifest().version.clone())
+    }
+
+    /// The Events on the plugins ConfigMap with `reason`, oldest first.
+    pub async fn events(&self, reason: &str) -> Vec<Event> {
+        let events: Api<Event> = Api::namespaced(self.client.clone(), NS);
+        let all = events.list(&ListParams::default()).await.unwrap().items;
+        all.into_iter()
+            .filter(|e| e.reason.as_deref() == Some(reason) && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(SOURCE))
+            .collect()
+    }
+
+    pub async fn stop(self) {
         for t in &self.tasks {
             t.abort();
         }
@@ -244,5 +282,69 @@ async fn a_version_with_other_kinds_restarts_the_watches_and_a_removed_key_stops
     common::eventually("plugin.wasm to stop", WAIT, || async { env.manager.plugin(&id("plugin.wasm")).is_none().then_some(()) }).await;
     assert!(env.manager.plugin(&id("widgets.wasm")).is_some());
     assert_eq!(env.manager.controllers().len(), 1);
+    env.stop().await;
+}
+
+/// Widgets `w0..w{n}` created, and reconciled by the plugin (status version `1`).
+async fn widgets_reconciled_by_v1(client: &kube::Client, n: usize) -> Api<DynamicObject> {
+    let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &widgets_resource());
+    for i in 0..n {
+        let obj =
+            serde_json::from_value(json!({"apiVersion": "swap.test.operator-host.dev/v1", "kind": "Widget", "metadata": {"name": format!("w{i}")}, "spec": {}}))
+                .unwrap();
+        widgets.create(&PostParams::default(), &obj).await.unwrap();
+    }
+    common::eventually("every widget reconciled by v1", WAIT, || async {
+        let all = widgets.list(&ListParams::default()).await.unwrap();
+        (all.items.len() == n && all.items.iter().all(|w| w.data["status"]["version"] == "1")).then_some(())
+    })
+    .await;
+    widgets
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_swapped_in_version_that_fails_every_reconcile_is_rolled_back_within_the_window_and_not_reloaded_until_its_bytes_change() {
+    let window = Duration::from_secs(30);
+    let env = Env::start_with(Policy::default(), rollback::Config { window, threshold: 0.5, min_calls: 10 }, vec![]).await;
+    env.publish(&[("plugin.wasm", bytes("versioned"))]).await;
+    env.running("plugin.wasm", "1.0.0").await;
+    let widgets = widgets_reconciled_by_v1(&env.client, 5).await;
+
+    // 3.0.0 has the same kinds (a swap in place) and panics on every reconcile.
+    let swapped = tokio::time::Instant::now();
+    env.publish(&[("plugin.wasm", bytes("versioned-broken"))]).await;
+    common::eventually("the rollback", window, || async { (env.swaps("rolled_back") == 1).then_some(()) }).await;
+    let took = swapped.elapsed();
+    assert!(took < window, "rolled back after {took:?}, not within the {window:?} window");
+    assert_eq!(env.swaps("swapped"), 1, "one swap in (3.0.0); the way back is counted as rolled_back");
+    assert_eq!(env.version("plugin.wasm").as_deref(), Some("1.0.0"));
+    let cause = format!("plugin_rollbacks_total{{plugin=\"{}\",cause=\"panic\"}}", id("plugin.wasm"));
+    assert_eq!(env.counter(&cause), 1, "{}", env.manager.metrics().render());
+    let events = env.events("PluginRolledBack").await;
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].type_.as_deref(), Some("Warning"));
+    let note = events[0].note.clone().unwrap_or_default();
+    assert!(note.contains("plugin versioned 3.0.0") && note.contains("rolled back to versioned 1.0.0") && note.contains("(panic: "), "{note}");
+    assert!(note.contains("the previous version's 0 of "), "the previous version's record is named: {note}");
+    println!("rolled back {took:?} after the swap: {note}");
+
+    // The ConfigMap changes (a new key) but still holds 3.0.0: not loaded again.
+    env.publish(&[("plugin.wasm", bytes("versioned-broken")), ("unrelated.sig", b"x".to_vec())]).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!((env.swaps("swapped"), env.swaps("rolled_back")), (1, 1));
+    assert_eq!(env.version("plugin.wasm").as_deref(), Some("1.0.0"));
+    // v1 kept serving: every widget still has its one child at version 1.
+    let c = children(&env.client).await;
+    assert!(c.len() == 5 && c.values().all(|v| v == &["1"]), "{c:?}");
+
+    // Other bytes end the block: 2.0.0 is swapped in and serves.
+    env.publish(&[("plugin.wasm", bytes("versioned-v2"))]).await;
+    env.running("plugin.wasm", "2.0.0").await;
+    common::eventually("every status to say version 2", WAIT, || async {
+        let all = widgets.list(&ListParams::default()).await.unwrap();
+        all.items.iter().all(|w| w.data["status"]["version"] == "2").then_some(())
+    })
+    .await;
+    assert_eq!(env.swaps("rolled_back"), 1);
     env.stop().await;
 }

@@ -25,6 +25,7 @@ mod run_cli;
 mod runtime;
 mod sandbox;
 mod simulate;
+mod trust;
 mod upgrades;
 mod validity;
 mod webhook;

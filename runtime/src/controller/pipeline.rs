@@ -117,14 +117,23 @@ impl Controller {
             tracing::debug!("the plugin refused these inputs for good; waiting for a change");
             return Reconciled::Ended(Ended::Done);
         }
+        // Each call's outcome by plugin version feeds automatic rollback.
+        let digest = &plugin.info().digest;
         let pass = match self.call_plugin(plugin, &input).await {
-            Err(e) => self.plugin_failed(&e, inputs),
+            Err(e) => {
+                self.metrics.plugin_outcome(&self.name, digest, Some(e.kind()));
+                self.plugin_failed(&e, inputs)
+            }
             Ok(actions) => {
                 self.permanent.forget(key);
                 let lookup = CacheLookup(&self.caches);
                 match self.check(plugin, &target, &lookup, actions) {
-                    Err(refused) => refused,
+                    Err(refused) => {
+                        self.metrics.plugin_outcome(&self.name, digest, Some("action_refused"));
+                        refused
+                    }
                     Ok(plan) => {
+                        self.metrics.plugin_outcome(&self.name, digest, None);
                         let finalized = plan.finalized;
                         let pass = self.execute(key, &target, &lookup, plan).await;
                         if event == Event::Cleanup && finalized && pass.verdict.as_ref().is_some_and(|v| v.ok) {

@@ -5,7 +5,9 @@
 //! Wasm, and `data` too (kubectl puts a file that happens to be valid UTF-8
 //! there; it is then refused as "not a component" with a clear message
 //! instead of its key silently vanishing). A key that disappears, or its
-//! ConfigMap, stops that plugin.
+//! ConfigMap, stops that plugin. A key ending in `.sig` is not a plugin but
+//! the detached signature of the key it names (`cronjob.wasm.sig` signs
+//! `cronjob.wasm`; see [`super::trust`]), sent along with that plugin's bytes.
 //! kube-runtime's watcher relists after a broken watch, so no change is
 //! missed, only coalesced (the reloader skips bytes it already runs).
 
@@ -68,12 +70,19 @@ impl Known {
             data.entry(k).or_insert_with(|| v.into_bytes());
         }
         super::shadow::promote_by_annotation(cm.metadata.annotations.as_ref(), &mut data);
-        let keys: BTreeSet<String> = data.keys().cloned().collect();
-        let mut out: Vec<Update> =
-            data.into_iter().map(|(key, bytes)| Update { origin: Self::origin(namespace, &name, &uid, &key), bytes: Some(bytes) }).collect();
+        let (signatures, plugins): (BTreeMap<String, Vec<u8>>, BTreeMap<String, Vec<u8>>) =
+            data.into_iter().partition(|(k, _)| k.ends_with(super::trust::SIGNATURE_SUFFIX));
+        let keys: BTreeSet<String> = plugins.keys().cloned().collect();
+        let mut out: Vec<Update> = plugins
+            .into_iter()
+            .map(|(key, bytes)| {
+                let signature = signatures.get(&format!("{key}{}", super::trust::SIGNATURE_SUFFIX)).cloned();
+                Update { origin: Self::origin(namespace, &name, &uid, &key), bytes: Some(bytes), signature }
+            })
+            .collect();
         if let Some((old_uid, old_keys)) = self.0.insert(name.clone(), (uid, keys.clone())) {
             for gone in old_keys.difference(&keys) {
-                out.push(Update { origin: Self::origin(namespace, &name, &old_uid, gone), bytes: None });
+                out.push(Update { origin: Self::origin(namespace, &name, &old_uid, gone), bytes: None, signature: None });
             }
         }
         out
@@ -83,7 +92,7 @@ impl Known {
         let Some((uid, keys)) = self.0.remove(name) else {
             return vec![];
         };
-        keys.iter().map(|k| Update { origin: Self::origin(namespace, name, &uid, k), bytes: None }).collect()
+        keys.iter().map(|k| Update { origin: Self::origin(namespace, name, &uid, k), bytes: None, signature: None }).collect()
     }
 }
 
@@ -162,6 +171,19 @@ mod tests {
             [("configmap/ns/plugins/a.wasm".into(), None), ("configmap/ns/plugins/t.wasm".into(), None)]
         );
         assert!(k.deleted("ns", "plugins").is_empty());
+    }
+
+    #[test]
+    fn a_sig_key_is_the_signature_of_the_key_it_names_not_a_plugin() {
+        let mut k = Known::default();
+        let us = k.applied("ns", &cm("u1", &[("a.wasm", b"aa"), ("a.wasm.sig", b"sig"), ("b.wasm", b"b"), ("orphan.sig", b"x")]));
+        assert_eq!(summary(&us), [("configmap/ns/plugins/a.wasm".into(), Some(2)), ("configmap/ns/plugins/b.wasm".into(), Some(1))]);
+        assert_eq!(us[0].signature.as_deref(), Some(&b"sig"[..]));
+        assert_eq!(us[1].signature, None);
+        // Dropping a signature does not stop its plugin (it is sent again, unsigned).
+        let again = k.applied("ns", &cm("u1", &[("a.wasm", b"aa"), ("b.wasm", b"b")]));
+        assert_eq!(summary(&again), [("configmap/ns/plugins/a.wasm".into(), Some(2)), ("configmap/ns/plugins/b.wasm".into(), Some(1))]);
+        assert_eq!(again[0].signature, None);
     }
 
     #[test]

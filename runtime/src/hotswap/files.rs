@@ -3,7 +3,9 @@
 //! one interval, so a file being written is not read half-way. Polling, not
 //! inotify: it works the same on every filesystem (ConfigMap volumes swap a
 //! symlink, editors rename over the file) and costs one `stat` per file per
-//! interval. A file that disappears keeps the running version.
+//! interval. A file that disappears keeps the running version. The
+//! signature beside a file (`FILE.sig`, [`super::trust`]) is part of its
+//! stamp and sent with its bytes, so re-signing a refused file loads it.
 
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
@@ -16,11 +18,14 @@ use super::{Origin, Update};
 struct Stamp {
     len: u64,
     modified: Option<SystemTime>,
+    /// The signature file's (len, modified), if there is one.
+    signature: Option<(u64, Option<SystemTime>)>,
 }
 
 fn stamp(path: &std::path::Path) -> Option<Stamp> {
     let m = std::fs::metadata(path).ok()?;
-    Some(Stamp { len: m.len(), modified: m.modified().ok() })
+    let signature = std::fs::metadata(super::trust::signature_path(path)).ok().map(|s| (s.len(), s.modified().ok()));
+    Some(Stamp { len: m.len(), modified: m.modified().ok(), signature })
 }
 
 /// One file's watch state: the stamp last sent, and a changed stamp waiting
@@ -69,7 +74,8 @@ pub async fn watch(paths: Vec<PathBuf>, interval: Duration, tx: mpsc::Sender<Upd
             match tokio::fs::read(&f.path).await {
                 Ok(bytes) => {
                     tracing::info!(path = %f.path.display(), "plugin file changed; reloading");
-                    if tx.send(Update { origin: Origin::File(f.path.clone()), bytes: Some(bytes) }).await.is_err() {
+                    let signature = tokio::fs::read(super::trust::signature_path(&f.path)).await.ok();
+                    if tx.send(Update { origin: Origin::File(f.path.clone()), bytes: Some(bytes), signature }).await.is_err() {
                         return;
                     }
                 }
@@ -86,7 +92,7 @@ mod tests {
     use super::*;
 
     fn s(len: u64) -> Option<Stamp> {
-        Some(Stamp { len, modified: None })
+        Some(Stamp { len, modified: None, signature: None })
     }
 
     #[test]

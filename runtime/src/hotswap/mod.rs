@@ -8,10 +8,17 @@
 //! Warning Event on the ConfigMap it came from. Every change is logged,
 //! counted and evented with old → new version. A candidate (a key or file
 //! ending in `.candidate`) is staged instead of swapped in: [`shadow`].
+//!
+//! Before anything is loaded, the [`trust`] policy admits the bytes (a
+//! signature and digest pins, when asked for); after a swap, the
+//! [`rollback`] watchdog watches the new version and swaps the previous one
+//! back if it fails where the previous did not.
 
 pub mod configmap;
 pub mod files;
+pub mod rollback;
 pub mod shadow;
+pub mod trust;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -39,6 +46,15 @@ impl Origin {
         }
     }
 
+    /// Where the signature of these bytes is looked for ([`trust`]).
+    fn signature_name(&self) -> String {
+        let sig = trust::SIGNATURE_SUFFIX;
+        match self {
+            Origin::File(path) => format!("{}{sig}", path.display()),
+            Origin::ConfigMap { namespace, name, key, .. } => format!("key {key}{sig} in configmap {namespace}/{name}"),
+        }
+    }
+
     fn regarding(&self) -> Option<Regarding> {
         match self {
             Origin::File(_) => None,
@@ -58,6 +74,8 @@ impl Origin {
 pub struct Update {
     pub origin: Origin,
     pub bytes: Option<Vec<u8>>,
+    /// The detached signature stored beside the bytes, if any ([`trust`]).
+    pub signature: Option<Vec<u8>>,
 }
 
 /// Called after a plugin version is running (e.g. to register embedded admission).
@@ -72,6 +90,10 @@ pub struct Reloader {
     pub on_applied: Option<OnApplied>,
     /// Where candidates are staged; `None` refuses them.
     pub shadows: Option<shadow::Shadows>,
+    /// Which bytes may run (default: any).
+    pub trust: trust::Policy,
+    /// Watches each swapped-in version and swaps back a failing one.
+    pub rollback: rollback::Watchdog,
 }
 
 /// `name version (sha256:abcdef123456)`.
@@ -101,10 +123,23 @@ pub fn gunzip_if_gzipped(bytes: Vec<u8>) -> Result<Vec<u8>, String> {
 }
 
 impl Reloader {
-    /// Runs until every sender of `updates` is gone.
+    /// Runs until every sender of `updates` is gone. Rollbacks are decided
+    /// here, between updates, so that one never races a newer version.
     pub async fn run(self, mut updates: mpsc::Receiver<Update>) {
-        while let Some(update) = updates.recv().await {
-            self.apply(update).await;
+        let mut judge = tokio::time::interval(self.rollback.config().tick());
+        judge.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                update = updates.recv() => match update {
+                    Some(update) => self.apply(update).await,
+                    None => return,
+                },
+                _ = judge.tick() => {
+                    for decision in self.rollback.judge(&self.metrics.outcomes, tokio::time::Instant::now()) {
+                        self.roll_back(decision).await;
+                    }
+                }
+            }
         }
     }
 
@@ -115,6 +150,7 @@ impl Reloader {
             if shadow::active_id(&id).is_some() {
                 return self.unstage(&update.origin).await;
             }
+            self.rollback.forget(&id);
             if let Some(old) = self.manager.remove(&id).await {
                 let message = format!("plugin {} stopped: its source {id} is gone", describe(&old));
                 tracing::warn!(plugin = %id, "{message}");
@@ -124,11 +160,15 @@ impl Reloader {
             return;
         };
         let current = self.manager.plugin(&id);
-        let bytes = match gunzip_if_gzipped(bytes) {
-            Ok(b) => b,
-            Err(why) => return self.reject(&update.origin, current.as_ref(), why).await,
+        let (bytes, digest) = match self.trust.admit(bytes, update.signature.as_deref(), &update.origin.signature_name()) {
+            Ok(admitted) => (admitted.component, admitted.digest),
+            Err(trust::NotAdmitted::Untrusted(why)) => return self.refuse_untrusted(&update.origin, current.as_ref(), why).await,
+            Err(trust::NotAdmitted::Unreadable(why)) => return self.reject(&update.origin, current.as_ref(), why).await,
         };
-        let digest = crate::sandbox::cache::digest(&bytes);
+        if self.rollback.blocks(&id, &digest) {
+            tracing::debug!(plugin = %id, "the source still holds the version rolled back; waiting for other bytes");
+            return;
+        }
         if current.as_ref().is_some_and(|c| c.info().digest == digest) {
             return; // the source changed elsewhere (another key, a label); this plugin did not
         }
@@ -154,6 +194,9 @@ impl Reloader {
             Ok(applied) => {
                 if let Some(f) = &self.on_applied {
                     f(&plugin);
+                }
+                if let Applied::Swapped { old } | Applied::Restarted { old } = &applied {
+                    self.rollback.swapped(&self.metrics.outcomes, update.origin.clone(), old.clone(), plugin.clone());
                 }
                 let (result, reason, message) = match &applied {
                     Applied::Started => ("started", "PluginLoaded", format!("plugin {} started from {id}", describe(&plugin))),
@@ -232,6 +275,52 @@ impl Reloader {
         tracing::warn!(plugin = %id, "{message}");
         self.metrics.plugin_swap(&id, "rejected");
         self.event(origin, "Warning", "PluginRejected", &message).await;
+    }
+
+    async fn refuse_untrusted(&self, origin: &Origin, current: Option<&LoadedPlugin>, why: trust::Refusal) {
+        let id = origin.id();
+        let kept = match current {
+            Some(c) => format!("; still running {}", describe(c)),
+            None => String::new(),
+        };
+        let message = format!("new version of plugin {id} refused: untrusted: {why}{kept}");
+        tracing::warn!(plugin = %id, "{message}");
+        self.metrics.plugin_trust_refusal(&id, why.label());
+        self.metrics.plugin_swap(&id, "rejected");
+        self.event(origin, "Warning", "PluginUntrusted", &message).await;
+    }
+
+    /// Swaps the previous version back in place of a failing one.
+    async fn roll_back(&self, decision: rollback::RollBack) {
+        let id = decision.origin.id();
+        let rollback::RollBack { bad, previous, tally, baseline, after, .. } = decision;
+        let threshold = self.rollback.config().threshold;
+        let why = format!(
+            "{tally} in the {:.1}s after the swap (more than {:.0}%), where the previous version's {baseline}",
+            after.as_secs_f64(),
+            threshold * 100.0
+        );
+        match self.manager.apply(&id, previous.clone()).await {
+            Ok(_) => {
+                if let Some(f) = &self.on_applied {
+                    f(&previous);
+                }
+                let message = format!(
+                    "plugin {} rolled back to {}: {why}; these bytes are not loaded again until the source changes",
+                    describe(&bad),
+                    describe(&previous)
+                );
+                tracing::warn!(plugin = %id, "{message}");
+                self.metrics.plugin_rollback(&id, tally.main_kind());
+                self.metrics.plugin_swap(&id, "rolled_back");
+                self.event(&decision.origin, "Warning", "PluginRolledBack", &message).await;
+            }
+            Err(e) => {
+                let message = format!("plugin {} should be rolled back to {} ({why}) but cannot be: {}", describe(&bad), describe(&previous), crate::error_chain(&e));
+                tracing::error!(plugin = %id, "{message}");
+                self.event(&decision.origin, "Warning", "PluginRollbackFailed", &message).await;
+            }
+        }
     }
 
     async fn event(&self, origin: &Origin, type_: &str, reason: &str, message: &str) {

@@ -84,6 +84,11 @@ pub fn promote_by_annotation(annotations: Option<&BTreeMap<String, String>>, dat
         }
         let bytes = data.remove(&candidate_key).expect("present");
         data.insert(key.to_string(), bytes);
+        // The candidate's signature (`<key>.candidate.sig`) goes with it.
+        let sig = super::trust::SIGNATURE_SUFFIX;
+        if let Some(signature) = data.remove(&format!("{candidate_key}{sig}")) {
+            data.insert(format!("{key}{sig}"), signature);
+        }
     }
 }
 
