@@ -26,10 +26,12 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use base64::Engine;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use kube::api::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
+use serde_json::Value;
 
 use crate::controller::validity::invalid_message;
 use crate::sandbox::LoadedPlugin;
@@ -50,6 +52,20 @@ pub fn review(plugins: &[LoadedPlugin], path: &str, body: &[u8]) -> AdmissionRev
         Err(e) => return AdmissionResponse::invalid(format!("cannot decode AdmissionReview: {e}")).into_review(),
     };
     answer(plugins, path, &request).into_review()
+}
+
+/// The review as the API server reads it. `admission.k8s.io/v1` declares
+/// `response.patch` as `[]byte`, which is base64 text in JSON (the form the
+/// Kubernetes docs specify); kube's type serializes its `Vec<u8>` as an array
+/// of numbers instead (kube-rs/kube#1781), so the patch is re-encoded here.
+pub fn to_wire(review: &AdmissionReview<DynamicObject>) -> Vec<u8> {
+    let mut value = serde_json::to_value(review).expect("an AdmissionReview serializes");
+    if let Some(patch) = value.pointer_mut("/response/patch")
+        && let Some(bytes) = patch.as_array().map(|a| a.iter().filter_map(|b| b.as_u64().and_then(|b| u8::try_from(b).ok())).collect::<Vec<u8>>())
+    {
+        *patch = Value::String(base64::engine::general_purpose::STANDARD.encode(bytes));
+    }
+    serde_json::to_vec(&value).expect("JSON values serialize")
 }
 
 fn answer(plugins: &[LoadedPlugin], path: &str, request: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
@@ -266,7 +282,7 @@ pub async fn serve(
                                 let answer = tokio::task::spawn_blocking(move || review(&registry.all(), &path, &body))
                                     .await
                                     .unwrap_or_else(|e| AdmissionResponse::invalid(format!("webhook failed: {e}")).into_review());
-                                let bytes = Bytes::from(serde_json::to_vec(&answer).expect("serializes"));
+                                let bytes = Bytes::from(to_wire(&answer));
                                 Ok::<_, std::convert::Infallible>(
                                     hyper::Response::builder().header("content-type", "application/json").body(Full::new(bytes)).expect("valid response"),
                                 )

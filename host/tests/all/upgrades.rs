@@ -109,6 +109,8 @@ impl Env {
             metrics,
             recorder: Recorder::new(client.clone(), "hotswap", clock),
             on_applied: None,
+            trust: Default::default(),
+            rollback: host::hotswap::rollback::Watchdog::new(Default::default()),
             shadows: Some(shadows.clone()),
         };
         let tasks = vec![tokio::spawn(configmap::watch(client.clone(), selection, tx)), tokio::spawn(reloader.run(rx))];

@@ -10,6 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use base64::Engine;
 use host::webhook;
 use serde_json::{Value, json};
 
@@ -31,7 +32,7 @@ fn review(operation: &str, object: Value) -> Vec<u8> {
 
 /// The answer as JSON, as the API server reads it.
 fn answer(plugins: &[host::sandbox::LoadedPlugin], path: &str, body: &[u8]) -> Value {
-    serde_json::to_value(webhook::review(plugins, path, body)).unwrap()
+    serde_json::from_slice(&webhook::to_wire(&webhook::review(plugins, path, body))).unwrap()
 }
 
 #[test]
@@ -65,11 +66,8 @@ fn defaulting_answers_with_a_json_patch() {
     let r = answer(&plugins, "/mutate-batch-tutorial-kubebuilder-io-v1-cronjob", &review("CREATE", object.clone()));
     assert_eq!(r["response"]["allowed"], true);
     assert_eq!(r["response"]["patchType"], "JSONPatch");
-    // kube's AdmissionResponse carries the patch as bytes (a JSON byte array,
-    // which Go's decoder reads into `[]byte` as it reads base64): read it back
-    // through the same type.
-    let review: kube::core::admission::AdmissionReview<kube::api::DynamicObject> = serde_json::from_value(r.clone()).unwrap();
-    let patch = review.response.and_then(|resp| resp.patch).expect("a patch");
+    // `[]byte` on the wire: base64 text, as the API server decodes it.
+    let patch = base64::engine::general_purpose::STANDARD.decode(r["response"]["patch"].as_str().expect("base64 text")).unwrap();
     let patch: json_patch::Patch = serde_json::from_slice(&patch).unwrap();
     let mut patched = object;
     json_patch::patch(&mut patched, &patch).unwrap();
