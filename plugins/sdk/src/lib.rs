@@ -39,6 +39,9 @@ pub mod plugin;
 pub mod testing;
 pub mod time;
 
+/// This SDK's version (what `host new` writes as the dependency).
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
 pub use children::Children;
 pub use conditions::Condition;
 pub use contract::{
