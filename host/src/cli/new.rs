@@ -100,8 +100,10 @@ fn write(path: &Path, text: &str) -> Result<(), String> {
 /// user's is overwritten.
 fn check_dir(dir: &Path) -> Result<(), String> {
     match std::fs::read_dir(dir) {
-        Ok(mut entries) if entries.next().is_some() => Err(format!("{} already exists and is not empty; choose another name or --dir", dir.display())),
-        Ok(_) => Ok(()),
+        Ok(mut entries) => match entries.next() {
+            Some(_) => Err(format!("{} already exists and is not empty; choose another name or --dir", dir.display())),
+            None => Ok(()),
+        },
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(format!("{} exists and cannot be read as a directory: {e}", dir.display())),
     }
