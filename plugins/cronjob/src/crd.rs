@@ -125,12 +125,6 @@ fn int(format: &str, description: &str) -> Value {
     json!({"type": "integer", "format": format, "description": description})
 }
 
-fn non_negative(format: &str, description: &str) -> Value {
-    let mut v = int(format, description);
-    v["minimum"] = json!(0);
-    v
-}
-
 fn string_map(description: &str) -> Value {
     json!({"type": "object", "additionalProperties": {"type": "string"}, "description": description})
 }
@@ -222,7 +216,10 @@ fn condition() -> Value {
 
 /// The `apiextensions.k8s.io/v1` CustomResourceDefinition for CronJob.
 pub fn crd() -> Value {
-    serde_json::to_value(CronJob::crd()).expect("a CustomResourceDefinition serializes")
+    let mut crd = serde_json::to_value(CronJob::crd()).expect("a CustomResourceDefinition serializes");
+    // kube-derive leaves listKind to the API server's default; written out, as controller-gen does.
+    crd["spec"]["names"]["listKind"] = json!("CronJobList");
+    crd
 }
 
 #[cfg(test)]
@@ -231,14 +228,28 @@ mod tests {
 
     /// What the derive legitimately writes differently from the hand-written
     /// CRD, removed before comparing: `nullable: true` on optional fields
-    /// (kube's structural-schema rewrite of `Option`), and the root's
+    /// and the `null` it adds to an optional enum's values (kube's rewrite
+    /// of `Option`: an unset field may be sent as null); numbers as floats
+    /// (`minimum: 0.0` is `minimum: 0`); `title`; the root's
     /// `apiVersion`/`kind`/`metadata` properties, which the API server
-    /// implies for every object. `required` lists compare as sets.
+    /// implies for every object; and the root's `required: [spec]` (a
+    /// CronJob without a spec was refused by `validate` before, as
+    /// `spec.schedule: Required value`; the schema refuses it now, as
+    /// controller-gen's does). `required` lists compare as sets.
     fn normalised(mut v: Value) -> Value {
         fn walk(v: &mut Value) {
             match v {
+                Value::Number(n) => {
+                    if let Some(f) = n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 1e15) {
+                        *v = json!(f as i64);
+                    }
+                }
                 Value::Object(m) => {
                     m.remove("nullable");
+                    m.remove("title");
+                    if let Some(Value::Array(values)) = m.get_mut("enum") {
+                        values.retain(|x| !x.is_null());
+                    }
                     if let Some(Value::Array(r)) = m.get_mut("required") {
                         r.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
                     }
@@ -252,6 +263,11 @@ mod tests {
         if let Some(root) = v.pointer_mut("/spec/versions/0/schema/openAPIV3Schema/properties").and_then(Value::as_object_mut) {
             for implied in ["apiVersion", "kind", "metadata"] {
                 root.remove(implied);
+            }
+        }
+        if let Some(root) = v.pointer_mut("/spec/versions/0/schema/openAPIV3Schema").and_then(Value::as_object_mut) {
+            if root.get("required") == Some(&json!(["spec"])) {
+                root.remove("required");
             }
         }
         v
@@ -278,18 +294,19 @@ mod tests {
             "cronjobs.batch.tutorial.kubebuilder.io"
         );
         assert_eq!(version["subresources"]["status"], json!({}));
+        // An unset policy may be sent as null (nullable, as kube writes `Option`).
         assert_eq!(
             spec["properties"]["concurrencyPolicy"]["enum"],
-            json!(["Allow", "Forbid", "Replace"])
+            json!(["Allow", "Forbid", "Replace", null])
         );
         for field in [
             "startingDeadlineSeconds",
             "successfulJobsHistoryLimit",
             "failedJobsHistoryLimit",
         ] {
-            assert_eq!(spec["properties"][field]["minimum"], 0, "{field}");
+            assert_eq!(spec["properties"][field]["minimum"].as_f64(), Some(0.0), "{field}");
         }
-        assert_eq!(spec["required"], json!(["schedule", "jobTemplate"]));
+        assert_eq!(spec["required"], json!(["jobTemplate", "schedule"]));
         let pod_spec = &spec["properties"]["jobTemplate"]["properties"]["spec"]["properties"]["template"]
             ["properties"]["spec"];
         assert_eq!(pod_spec["x-kubernetes-preserve-unknown-fields"], true);
