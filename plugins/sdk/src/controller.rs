@@ -55,7 +55,12 @@ impl Manifest {
     where
         K: Resource<DynamicType = ()> + CustomResourceExt,
     {
-        let crd = serde_json::to_value(K::crd()).expect("a CustomResourceDefinition serializes");
+        let mut crd = serde_json::to_value(K::crd()).expect("a CustomResourceDefinition serializes");
+        // kube-derive leaves listKind to the API server's default; written
+        // out, as controller-gen does, so every server reads the same CRD.
+        if crd["spec"]["names"].get("listKind").is_none() {
+            crd["spec"]["names"]["listKind"] = serde_json::Value::String(format!("{}List", K::kind(&())));
+        }
         Manifest { name: name.into(), version: version.into(), parent: gvk_of::<K>(), children: Vec::new(), crds: vec![crd], finalizer: None }
     }
 

@@ -11,7 +11,7 @@ use operator_plugin_sdk::prelude::*;
 
 /// The Hello kind's spec; the derive generates `Hello` and its CRD.
 #[derive(CustomResource, JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-#[kube(group = "example.operator.dev", version = "v1alpha1", kind = "Hello", namespaced, status = "HelloStatus")]
+#[kube(group = "example.operator.dev", version = "v1alpha1", kind = "Hello", namespaced, status = "HelloStatus", doc = "A Hello keeps one ConfigMap with its greeting.")]
 #[kube(crates(
     kube_core = "::operator_plugin_sdk::kube_core",
     k8s_openapi = "::operator_plugin_sdk::k8s_openapi",
