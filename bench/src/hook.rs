@@ -54,8 +54,8 @@ fn answer<P: Plugin>(body: &[u8]) -> (u16, Vec<u8>) {
         Ok(r) => r,
         Err(e) => return (400, format!("bad request: {e}").into_bytes()),
     };
-    let children: Vec<Object> = req.children.into_iter().map(Object).collect();
-    match P::reconcile(&Object(req.parent), &children, Time::from_unix_millis(req.now_ms)) {
+    let children: Vec<Object> = req.children.into_iter().map(Object::new).collect();
+    match P::reconcile(&Object::new(req.parent), &children, Time::from_unix_millis(req.now_ms)) {
         Ok(actions) => (200, serde_json::to_vec(&actions).expect("actions serialize")),
         Err(e) => (422, serde_json::to_vec(&e).expect("error serializes")),
     }

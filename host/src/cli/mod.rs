@@ -13,10 +13,12 @@ mod generate;
 mod input;
 mod inspect;
 mod leader_args;
+mod new;
 mod reconcile;
 mod replay;
 mod run;
 mod sign;
+mod validate;
 #[cfg(feature = "embedded")]
 mod simulate;
 
@@ -48,10 +50,14 @@ pub struct Cli {
 enum Command {
     /// Show what a plugin is: manifest, contract version, imports, exports, size.
     Inspect(inspect::Args),
+    /// Create a plugin crate: typed spec/status, reconcile, fixtures, a sample.
+    New(new::Args),
     /// Run one reconcile offline and print the actions.
     Reconcile(reconcile::Args),
     /// Run reconciles recorded with `--record DIR` on another plugin build and compare the answers.
     Replay(replay::Args),
+    /// Check one object through the plugin's `default` and `validate`, as admission would.
+    Validate(validate::Args),
     /// Run plugins as controllers against a cluster (or `--embedded`); the default command.
     Run(run::Args),
     /// Run plugins against the embedded cluster under virtual time and print what happened.
@@ -165,9 +171,11 @@ pub fn main() -> ExitCode {
     init_tracing();
     let result = match &cli.command {
         Command::Inspect(args) => inspect::run(&cli.sandbox, args),
+        Command::New(args) => new::run(args),
         Command::Reconcile(args) => reconcile::run(&cli.sandbox, args),
         Command::Replay(args) => replay::run(&cli.sandbox, args),
         Command::Run(args) => run::run(&cli.sandbox, args),
+        Command::Validate(args) => validate::run(&cli.sandbox, args),
         #[cfg(feature = "embedded")]
         Command::Simulate(args) => simulate::run(&cli.sandbox, args),
         #[cfg(feature = "embedded")]

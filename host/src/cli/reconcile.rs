@@ -1,11 +1,14 @@
-//! `host reconcile`: one offline reconcile, printing the actions.
+//! `host reconcile`: one offline reconcile, printing the actions. The
+//! inputs are checked as the host would have them: the parent goes through
+//! the plugin's admission (`default`, `validate`) first, and every child must
+//! be controlled by the parent (the host passes no others).
 
 use std::path::{Path, PathBuf};
 
 use operator_plugin_sdk::Time;
 use serde_json::{Value, json};
 
-use super::{Failure, OutputFormat, SandboxArgs, input};
+use super::{Failure, OutputFormat, SandboxArgs, input, validate};
 use crate::sandbox::CallError;
 
 #[derive(Debug, clap::Args)]
@@ -25,6 +28,11 @@ pub struct Args {
     now: Option<Time>,
     #[arg(long, short, default_value = "json")]
     output: OutputFormat,
+    /// Reconcile the parent as given, without `default` and `validate`
+    /// first: a parent stored before admission existed, or a fixture of
+    /// what the plugin does with an invalid spec.
+    #[arg(long)]
+    no_admission: bool,
 }
 
 fn parse_time(text: &str) -> Result<Time, String> {
@@ -40,6 +48,8 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
     let now = args.now.unwrap_or_else(|| Time::from(chrono::Utc::now()));
     let sandbox = sandbox.sandbox().map_err(|e| Failure::bad_input(format!("{e:#}")))?;
     let plugin = sandbox.load_file(&args.plugin).map_err(|e| Failure::plugin(crate::error_chain(&e)))?;
+    let parent = if args.no_admission { parent } else { validate::admit(&plugin, &parent, None)? };
+    check_controlled(&parent, &children)?;
     let children: Vec<String> = children.iter().map(Value::to_string).collect();
     match plugin.reconcile_blocking(&parent.to_string(), &children, now.unix_millis()) {
         Ok(actions) => {
@@ -52,6 +62,38 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
         }
         Err(e) => Err(Failure::plugin(e)),
     }
+}
+
+/// Refuses children that have no controller reference to the parent (by
+/// UID when the parent has one, else by kind and name), naming each.
+fn check_controlled(parent: &Value, children: &[Value]) -> Result<(), Failure> {
+    let uid = parent["metadata"]["uid"].as_str();
+    let controls = |child: &Value| {
+        child["metadata"]["ownerReferences"].as_array().is_some_and(|refs| {
+            refs.iter().any(|r| {
+                r["controller"] == true
+                    && match uid {
+                        Some(uid) => r["uid"] == uid,
+                        None => r["kind"] == parent["kind"] && r["name"] == parent["metadata"]["name"],
+                    }
+            })
+        })
+    };
+    let strangers: Vec<String> = children
+        .iter()
+        .filter(|c| !controls(c))
+        .map(|c| format!("{} {}", c["kind"].as_str().unwrap_or(""), c["metadata"]["name"].as_str().unwrap_or("")))
+        .collect();
+    if strangers.is_empty() {
+        return Ok(());
+    }
+    Err(Failure::bad_input(format!(
+        "not controlled by {} {:?} (no ownerReference with controller: true{}), so the host would never pass them: {}",
+        parent["kind"].as_str().unwrap_or(""),
+        parent["metadata"]["name"].as_str().unwrap_or(""),
+        uid.map(|u| format!(" and uid {u}")).unwrap_or_default(),
+        strangers.join(", ")
+    )))
 }
 
 fn read_children(path: &Path) -> Result<Vec<Value>, Failure> {

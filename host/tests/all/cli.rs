@@ -70,8 +70,9 @@ fn reconcile_prints_one_key_actions_as_json_and_yaml() {
 fn children_may_be_multi_document_yaml_a_json_array_a_list_empty_or_missing() {
     let dir = tempfile::tempdir().unwrap();
     let parent = write(dir.path(), "parent.yaml", HELLO);
-    let cm = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"world-greeting","namespace":"default"},"data":{"greeting":"Hi"}}"#;
-    let other = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"unrelated","namespace":"default"}}"#;
+    let owner = r#"[{"apiVersion":"example.operator.dev/v1alpha1","kind":"Hello","name":"world","uid":"u-1","controller":true}]"#;
+    let cm = format!(r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"world-greeting","namespace":"default","ownerReferences":{owner}}},"data":{{"greeting":"Hi"}}}}"#);
+    let other = format!(r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"unrelated","namespace":"default","ownerReferences":{owner}}}}}"#);
     let forms = [
         write(dir.path(), "multi.yaml", &format!("{other}\n---\n{cm}\n")),
         write(dir.path(), "array.json", &format!("[{other},{cm}]")),
@@ -163,6 +164,8 @@ fn shipped_plugins_give_the_native_actions_in_wasm_for_every_fixture() {
                 case.join("parent.yaml").to_str().unwrap().into(),
                 "--now".into(),
                 now.trim().into(),
+                // Fixtures pin what reconcile does with any parent, invalid ones included.
+                "--no-admission".into(),
             ];
             if case.join("children.yaml").exists() {
                 args.extend(["--children".into(), case.join("children.yaml").to_str().unwrap().into()]);
@@ -176,4 +179,35 @@ fn shipped_plugins_give_the_native_actions_in_wasm_for_every_fixture() {
         }
     }
     assert!(checked >= 10, "only {checked} fixtures found");
+}
+
+#[test]
+fn reconcile_admits_the_parent_first_and_refuses_children_the_parent_does_not_control() {
+    let dir = tempfile::tempdir().unwrap();
+    let hello = wasm("hello");
+    let hello = hello.to_str().unwrap();
+    let long = write(dir.path(), "long.yaml", &HELLO.replace("greeting: Hi", &format!("greeting: {}", "x".repeat(65))));
+    let parent = write(dir.path(), "parent.yaml", HELLO);
+    let other_kind = write(dir.path(), "pod.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n");
+    let stranger = write(dir.path(), "children.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: stranger, namespace: default}\n");
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["reconcile", "--plugin", hello, "--parent", &long], r#"Hello "world" is invalid: spec.greeting: Too long"#),
+        (vec!["reconcile", "--plugin", hello, "--parent", &other_kind], "is not of the plugin's parent kind example.operator.dev/v1alpha1, Kind=Hello"),
+        (vec!["reconcile", "--plugin", hello, "--parent", &parent, "--children", &stranger], r#"not controlled by Hello "world""#),
+        (vec!["validate", "--plugin", hello, &long], r#"Hello "world" is invalid: spec.greeting: Too long"#),
+    ];
+    for (args, want) in cases {
+        let o = host(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(want), "{args:?}: wanted {want:?} in {}", stderr(&o));
+        assert!(o.stdout.is_empty(), "{args:?}: no plan is printed for refused input");
+    }
+    let o = host(&["reconcile", "--plugin", hello, "--parent", &parent, "--children", &stranger]);
+    assert!(stderr(&o).contains("ConfigMap stranger"), "the stranger is named: {}", stderr(&o));
+    let o = host(&["validate", "--plugin", hello, &parent]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o).trim(), r#"Hello "world" is valid"#);
+    let no_greeting = write(dir.path(), "bare.yaml", &HELLO.replace("spec:\n  greeting: Hi\n", "spec: {}\n"));
+    let o = host(&["validate", "--plugin", hello, &no_greeting]);
+    assert_eq!(stdout(&o).trim(), r#"Hello "world" is valid (after defaulting)"#, "{}", stderr(&o));
 }

@@ -24,6 +24,7 @@ mod robustness;
 mod run_cli;
 mod runtime;
 mod sandbox;
+mod scaffold;
 mod simulate;
 mod trust;
 mod upgrades;

@@ -117,7 +117,7 @@ impl CronJob {
     /// Reads the parent; a parent whose fields have the wrong JSON types is a
     /// permanent error (only an edit can fix it).
     pub fn from_object(parent: &operator_plugin_sdk::Object) -> Result<Self, ReconcileError> {
-        let mut value = parent.0.clone();
+        let mut value = parent.value().clone();
         // Conditions written by others may lack fields ours need; read them leniently below.
         let conditions = operator_plugin_sdk::conditions::conditions_of(parent.status());
         if let Some(status) = value.get_mut("status").and_then(Value::as_object_mut) {

@@ -1,24 +1,128 @@
-//! The CustomResourceDefinition, as controller-gen would generate it from the
-//! tutorial's types and markers (validation, status subresource, printer
-//! columns), with upstream's `timeZone` and `lastSuccessfulTime` added.
+//! The CustomResourceDefinition, generated as controller-gen generates it
+//! from the tutorial's types and markers: `#[derive(CustomResource,
+//! JsonSchema)]` on the spec below, with the markers as `#[kube]` and
+//! `#[schemars]` attributes (validation, status subresource, printer
+//! columns), and upstream's `timeZone` and `lastSuccessfulTime` added.
 //!
-//! The Job template's pod spec is `x-kubernetes-preserve-unknown-fields`:
-//! embedding the whole PodSpec schema would add hundreds of KB to the CRD for
-//! checks the API server repeats when the Job is created; `validate` checks
-//! the two fields that decide whether a Job can be created at all.
+//! These types are the CRD's shape; the plugin reads objects through the
+//! lenient types of `api` (a stored object that no longer fits is reported,
+//! not trusted). Embedded upstream types (the Job template, object
+//! references, `metav1.Condition`) bring their schema through `schema_with`,
+//! as controller-gen copies theirs from upstream. The Job template's pod spec
+//! is `x-kubernetes-preserve-unknown-fields`: embedding the whole PodSpec
+//! schema would add hundreds of KB to the CRD for checks the API server
+//! repeats when the Job is created; `validate` checks the two fields that
+//! decide whether a Job can be created at all.
 
+use operator_plugin_sdk::prelude::*;
+use operator_plugin_sdk::schemars::{Schema, SchemaGenerator};
 use serde_json::{Value, json};
 
-use crate::api::{GROUP, KIND, PLURAL, VERSION};
+/// CronJobSpec defines the desired state of CronJob.
+#[derive(CustomResource, JsonSchema, Serialize, Deserialize, Clone, Debug)]
+#[kube(
+    group = "batch.tutorial.kubebuilder.io",
+    version = "v1",
+    kind = "CronJob",
+    plural = "cronjobs",
+    namespaced,
+    status = "CronJobStatus",
+    doc = "CronJob is the Schema for the cronjobs API."
+)]
+#[kube(printcolumn = r#"{"name":"Schedule","type":"string","jsonPath":".spec.schedule"}"#)]
+#[kube(printcolumn = r#"{"name":"Time Zone","type":"string","jsonPath":".spec.timeZone","priority":1}"#)]
+#[kube(printcolumn = r#"{"name":"Suspend","type":"boolean","jsonPath":".spec.suspend"}"#)]
+#[kube(printcolumn = r#"{"name":"Active","type":"string","jsonPath":".status.active[*].name","description":"The active Job (the first one, when several run)."}"#)]
+#[kube(printcolumn = r#"{"name":"Last Schedule","type":"date","jsonPath":".status.lastScheduleTime"}"#)]
+#[kube(printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#)]
+#[kube(crates(
+    kube_core = "::operator_plugin_sdk::kube_core",
+    k8s_openapi = "::operator_plugin_sdk::k8s_openapi",
+    schemars = "::operator_plugin_sdk::schemars",
+    serde_json = "::operator_plugin_sdk::serde_json"
+))]
+#[serde(rename_all = "camelCase")]
+pub struct CronJobSpec {
+    /// The schedule in Cron format, see https://en.wikipedia.org/wiki/Cron.
+    #[schemars(length(min = 0))]
+    pub schedule: String,
+    /// The IANA time zone name for the schedule, e.g. America/New_York. Unset means UTC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_zone: Option<String>,
+    /// Optional deadline in seconds for starting the job if it misses scheduled time for any reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub starting_deadline_seconds: Option<i64>,
+    /// How to treat concurrent executions of a Job: Allow (default), Forbid or Replace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency_policy: Option<ConcurrencyPolicy>,
+    /// Suspend subsequent executions; does not apply to already started executions. Defaults to false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspend: Option<bool>,
+    /// Specifies the job that will be created when executing a CronJob.
+    #[schemars(schema_with = "job_template")]
+    pub job_template: Value,
+    /// The number of successful finished jobs to retain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub successful_jobs_history_limit: Option<i32>,
+    /// The number of failed finished jobs to retain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub failed_jobs_history_limit: Option<i32>,
+}
+
+/// `spec.concurrencyPolicy`'s values (the schema's enum; `api` reads it leniently).
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug)]
+pub enum ConcurrencyPolicy {
+    Allow,
+    Forbid,
+    Replace,
+}
+
+/// CronJobStatus defines the observed state of CronJob.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct CronJobStatus {
+    /// A list of pointers to currently running jobs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "active_jobs")]
+    pub active: Vec<Value>,
+    /// Information when was the last time the job was successfully scheduled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "date_time")]
+    pub last_schedule_time: Option<String>,
+    /// Information when was the last time the job successfully completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "date_time")]
+    pub last_successful_time: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "conditions")]
+    pub conditions: Vec<Value>,
+}
+
+fn schema(value: Value) -> Schema {
+    Schema::try_from(value).expect("a JSON object is a schema")
+}
+
+fn job_template(_: &mut SchemaGenerator) -> Schema {
+    schema(json!({"type": "object", "properties": {"metadata": template_metadata(), "spec": job_spec()}}))
+}
+
+fn active_jobs(_: &mut SchemaGenerator) -> Schema {
+    schema(json!({"type": "array", "items": object_reference(), "x-kubernetes-list-type": "atomic"}))
+}
+
+fn date_time(_: &mut SchemaGenerator) -> Schema {
+    schema(json!({"type": "string", "format": "date-time"}))
+}
+
+fn conditions(_: &mut SchemaGenerator) -> Schema {
+    schema(json!({"type": "array", "items": condition(), "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]}))
+}
 
 fn int(format: &str, description: &str) -> Value {
     json!({"type": "integer", "format": format, "description": description})
-}
-
-fn non_negative(format: &str, description: &str) -> Value {
-    let mut v = int(format, description);
-    v["minimum"] = json!(0);
-    v
 }
 
 fn string_map(description: &str) -> Value {
@@ -110,93 +214,75 @@ fn condition() -> Value {
     })
 }
 
-fn spec() -> Value {
-    json!({
-        "type": "object",
-        "description": "CronJobSpec defines the desired state of CronJob.",
-        "required": ["schedule", "jobTemplate"],
-        "properties": {
-            "schedule": {"type": "string", "minLength": 0,
-                "description": "The schedule in Cron format, see https://en.wikipedia.org/wiki/Cron."},
-            "timeZone": {"type": "string",
-                "description": "The IANA time zone name for the schedule, e.g. America/New_York. Unset means UTC."},
-            "startingDeadlineSeconds": non_negative("int64",
-                "Optional deadline in seconds for starting the job if it misses scheduled time for any reason."),
-            "concurrencyPolicy": {"type": "string", "enum": ["Allow", "Forbid", "Replace"],
-                "description": "How to treat concurrent executions of a Job: Allow (default), Forbid or Replace."},
-            "suspend": {"type": "boolean",
-                "description": "Suspend subsequent executions; does not apply to already started executions. Defaults to false."},
-            "jobTemplate": {
-                "type": "object",
-                "description": "Specifies the job that will be created when executing a CronJob.",
-                "properties": {"metadata": template_metadata(), "spec": job_spec()}
-            },
-            "successfulJobsHistoryLimit": non_negative("int32", "The number of successful finished jobs to retain."),
-            "failedJobsHistoryLimit": non_negative("int32", "The number of failed finished jobs to retain.")
-        }
-    })
-}
-
-fn status() -> Value {
-    json!({
-        "type": "object",
-        "description": "CronJobStatus defines the observed state of CronJob.",
-        "properties": {
-            "active": {"type": "array", "items": object_reference(), "x-kubernetes-list-type": "atomic",
-                "description": "A list of pointers to currently running jobs."},
-            "lastScheduleTime": {"type": "string", "format": "date-time",
-                "description": "Information when was the last time the job was successfully scheduled."},
-            "lastSuccessfulTime": {"type": "string", "format": "date-time",
-                "description": "Information when was the last time the job successfully completed."},
-            "conditions": {"type": "array", "items": condition(),
-                "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]}
-        }
-    })
-}
-
 /// The `apiextensions.k8s.io/v1` CustomResourceDefinition for CronJob.
 pub fn crd() -> Value {
-    json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": format!("{PLURAL}.{GROUP}")},
-        "spec": {
-            "group": GROUP,
-            "names": {"kind": KIND, "listKind": format!("{KIND}List"), "plural": PLURAL, "singular": "cronjob"},
-            "scope": "Namespaced",
-            "versions": [{
-                "name": VERSION,
-                "served": true,
-                "storage": true,
-                "subresources": {"status": {}},
-                "additionalPrinterColumns": [
-                    {"name": "Schedule", "type": "string", "jsonPath": ".spec.schedule"},
-                    {"name": "Time Zone", "type": "string", "jsonPath": ".spec.timeZone", "priority": 1},
-                    {"name": "Suspend", "type": "boolean", "jsonPath": ".spec.suspend"},
-                    {"name": "Active", "type": "string", "jsonPath": ".status.active[*].name",
-                        "description": "The active Job (the first one, when several run)."},
-                    {"name": "Last Schedule", "type": "date", "jsonPath": ".status.lastScheduleTime"},
-                    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
-                ],
-                "schema": {"openAPIV3Schema": {
-                    "type": "object",
-                    "description": "CronJob is the Schema for the cronjobs API.",
-                    "properties": {
-                        "apiVersion": {"type": "string"},
-                        "kind": {"type": "string"},
-                        "metadata": {"type": "object"},
-                        "spec": spec(),
-                        "status": status()
-                    }
-                }}
-            }]
-        }
-    })
+    let mut crd = serde_json::to_value(CronJob::crd()).expect("a CustomResourceDefinition serializes");
+    // kube-derive leaves listKind to the API server's default; written out, as controller-gen does.
+    crd["spec"]["names"]["listKind"] = json!("CronJobList");
+    crd
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What the derive legitimately writes differently from the hand-written
+    /// CRD, removed before comparing: `nullable: true` on optional fields
+    /// and the `null` it adds to an optional enum's values (kube's rewrite
+    /// of `Option`: an unset field may be sent as null); numbers as floats
+    /// (`minimum: 0.0` is `minimum: 0`); `title`; the root's
+    /// `apiVersion`/`kind`/`metadata` properties, which the API server
+    /// implies for every object; and the root's `required: [spec]` (a
+    /// CronJob without a spec was refused by `validate` before, as
+    /// `spec.schedule: Required value`; the schema refuses it now, as
+    /// controller-gen's does). `required` lists compare as sets.
+    fn normalised(mut v: Value) -> Value {
+        fn walk(v: &mut Value) {
+            match v {
+                Value::Number(n) => {
+                    if let Some(f) = n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 1e15) {
+                        *v = json!(f as i64);
+                    }
+                }
+                Value::Object(m) => {
+                    m.remove("nullable");
+                    m.remove("title");
+                    if let Some(Value::Array(values)) = m.get_mut("enum") {
+                        values.retain(|x| !x.is_null());
+                    }
+                    if let Some(Value::Array(r)) = m.get_mut("required") {
+                        r.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
+                    }
+                    m.values_mut().for_each(walk);
+                }
+                Value::Array(a) => a.iter_mut().for_each(walk),
+                _ => {}
+            }
+        }
+        walk(&mut v);
+        if let Some(root) = v.pointer_mut("/spec/versions/0/schema/openAPIV3Schema/properties").and_then(Value::as_object_mut) {
+            for implied in ["apiVersion", "kind", "metadata"] {
+                root.remove(implied);
+            }
+        }
+        if let Some(root) = v.pointer_mut("/spec/versions/0/schema/openAPIV3Schema").and_then(Value::as_object_mut) {
+            if root.get("required") == Some(&json!(["spec"])) {
+                root.remove("required");
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn the_generated_crd_means_what_the_hand_written_one_did() {
+        let before: Value = serde_json::from_str(include_str!("../tests/crd-before.json")).unwrap();
+        let (before, now) = (normalised(before), normalised(crd()));
+        if before != now {
+            let (b, n) = (serde_json::to_string_pretty(&before).unwrap(), serde_json::to_string_pretty(&now).unwrap());
+            let diff: Vec<String> = b.lines().zip(n.lines()).enumerate().filter(|(_, (x, y))| x != y).take(20).map(|(i, (x, y))| format!("{i}: -{x}\n{i}: +{y}")).collect();
+            panic!("the generated CRD differs:\n{}\n--- generated:\n{n}", diff.join("\n"));
+        }
+    }
 
     #[test]
     fn the_crd_carries_the_tutorials_validation_markers() {
@@ -208,18 +294,19 @@ mod tests {
             "cronjobs.batch.tutorial.kubebuilder.io"
         );
         assert_eq!(version["subresources"]["status"], json!({}));
+        // An unset policy may be sent as null (nullable, as kube writes `Option`).
         assert_eq!(
             spec["properties"]["concurrencyPolicy"]["enum"],
-            json!(["Allow", "Forbid", "Replace"])
+            json!(["Allow", "Forbid", "Replace", null])
         );
         for field in [
             "startingDeadlineSeconds",
             "successfulJobsHistoryLimit",
             "failedJobsHistoryLimit",
         ] {
-            assert_eq!(spec["properties"][field]["minimum"], 0, "{field}");
+            assert_eq!(spec["properties"][field]["minimum"].as_f64(), Some(0.0), "{field}");
         }
-        assert_eq!(spec["required"], json!(["schedule", "jobTemplate"]));
+        assert_eq!(spec["required"], json!(["jobTemplate", "schedule"]));
         let pod_spec = &spec["properties"]["jobTemplate"]["properties"]["spec"]["properties"]["template"]
             ["properties"]["spec"];
         assert_eq!(pod_spec["x-kubernetes-preserve-unknown-fields"], true);

@@ -6,7 +6,7 @@ use operator_plugin_sdk::{Object, ReconcileError, json};
 use serde_json::Value;
 
 pub fn default(mut object: Object) -> Result<Object, ReconcileError> {
-    let Some(root) = object.0.as_object_mut() else {
+    let Some(root) = object.value_mut().as_object_mut() else {
         return Err(ReconcileError::permanent(
             "InvalidObject",
             "a CronJob must be a JSON object",
@@ -43,9 +43,9 @@ mod tests {
 
     #[test]
     fn unset_fields_get_the_tutorials_defaults() {
-        let got = default(Object(json!({"spec": {"schedule": "@hourly"}}))).unwrap();
+        let got = default(Object::new(json!({"spec": {"schedule": "@hourly"}}))).unwrap();
         assert_eq!(
-            got.0["spec"],
+            got.value()["spec"],
             json!({"schedule": "@hourly", "concurrencyPolicy": "Allow", "suspend": false,
                    "successfulJobsHistoryLimit": 3, "failedJobsHistoryLimit": 1})
         );
@@ -55,7 +55,7 @@ mod tests {
     fn explicit_values_are_kept_even_when_zero() {
         let spec = json!({"concurrencyPolicy": "Forbid", "suspend": true, "successfulJobsHistoryLimit": 0, "failedJobsHistoryLimit": 0});
         assert_eq!(
-            default(Object(json!({"spec": spec.clone()}))).unwrap().0["spec"],
+            default(Object::new(json!({"spec": spec.clone()}))).unwrap().value()["spec"],
             spec
         );
     }
@@ -63,15 +63,15 @@ mod tests {
     #[test]
     fn an_empty_policy_is_allow_and_a_missing_spec_is_created() {
         assert_eq!(
-            default(Object(json!({"spec": {"concurrencyPolicy": ""}})))
+            default(Object::new(json!({"spec": {"concurrencyPolicy": ""}})))
                 .unwrap()
-                .0["spec"]["concurrencyPolicy"],
+                .value()["spec"]["concurrencyPolicy"],
             "Allow"
         );
         assert_eq!(
-            default(Object(json!({"metadata": {}}))).unwrap().0["spec"]["suspend"],
+            default(Object::new(json!({"metadata": {}}))).unwrap().value()["spec"]["suspend"],
             false
         );
-        assert!(default(Object(json!({"spec": "nope"}))).is_err());
+        assert!(default(Object::new(json!({"spec": "nope"}))).is_err());
     }
 }

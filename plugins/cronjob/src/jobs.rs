@@ -180,7 +180,7 @@ mod tests {
     use super::*;
 
     fn job(name: &str, status: Value) -> Object {
-        Object(
+        Object::new(
             json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name}, "status": status}),
         )
     }
@@ -255,10 +255,10 @@ mod tests {
 
     #[test]
     fn either_annotation_gives_the_scheduled_time() {
-        let tutorial = Object(
+        let tutorial = Object::new(
             json!({"metadata": {"annotations": {SCHEDULED_AT_ANNOTATION: "2024-05-01T10:01:00Z"}}}),
         );
-        let upstream = Object(
+        let upstream = Object::new(
             json!({"metadata": {"annotations": {UPSTREAM_SCHEDULED_TIMESTAMP_ANNOTATION: "2024-05-01T06:01:00-04:00"}}}),
         );
         assert_eq!(

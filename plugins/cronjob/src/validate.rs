@@ -203,7 +203,7 @@ mod tests {
                 spec[k] = v.clone();
             }
         }
-        Object(
+        Object::new(
             json!({"apiVersion": "batch.tutorial.kubebuilder.io/v1", "kind": "CronJob", "metadata": {"name": name}, "spec": spec}),
         )
     }

@@ -24,7 +24,7 @@ fn set_if_missing(map: &mut Map<String, Value>, key: &str, value: Value) {
 
 /// Fills in every defaulted field that is missing; never overwrites.
 pub fn apply(mut object: Object) -> Object {
-    let Some(root) = object.0.as_object_mut() else {
+    let Some(root) = object.value_mut().as_object_mut() else {
         return object;
     };
     let spec = root.entry("spec").or_insert_with(|| json!({}));
@@ -66,10 +66,10 @@ mod tests {
     use super::*;
 
     fn spec_of(spec: Value) -> Value {
-        apply(Object(
+        apply(Object::new(
             json!({"apiVersion": "apps.example.com/v1", "kind": "MyDeployment", "spec": spec}),
         ))
-        .0["spec"]
+        .value()["spec"]
             .clone()
     }
 

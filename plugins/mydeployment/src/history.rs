@@ -232,7 +232,7 @@ mod tests {
         if let Some(e) = earlier {
             obj["metadata"]["annotations"] = json!({REVISION_HISTORY_ANNOTATION: e});
         }
-        Revision::from_object(&Object(obj), "web")
+        Revision::from_object(&Object::new(obj), "web")
     }
 
     #[test]

@@ -323,7 +323,7 @@ mod tests {
         if let Some(cost) = p.cost {
             obj["metadata"]["annotations"] = json!({POD_DELETION_COST_ANNOTATION: cost});
         }
-        PodView::from_object(&Object(obj))
+        PodView::from_object(&Object::new(obj))
     }
 
     fn first_victim(a: PodView, b: PodView) -> String {
@@ -516,7 +516,7 @@ mod tests {
     #[test]
     fn terminating_and_finished_pods_are_not_active() {
         let mut obj = pod(P::default()).object;
-        obj.0["metadata"]["deletionTimestamp"] = json!("2026-03-01T11:00:00Z");
+        obj.value_mut()["metadata"]["deletionTimestamp"] = json!("2026-03-01T11:00:00Z");
         assert!(!PodView::from_object(&obj).is_active());
         assert!(
             !pod(P {

@@ -462,7 +462,7 @@ mod tests {
     }
 
     fn parent(image: &str, replicas: i32, status: Value) -> Object {
-        Object(json!({
+        Object::new(json!({
             "apiVersion": "apps.example.com/v1", "kind": "MyDeployment",
             "metadata": {"name": "web", "namespace": "default", "uid": "u-web", "generation": 1},
             "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "web"}}, "template": template(image)},
@@ -475,7 +475,7 @@ mod tests {
         if let Some(h) = hash {
             labels["pod-template-hash"] = json!(h);
         }
-        Object(json!({
+        Object::new(json!({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": "default", "uid": format!("u-{name}"), "labels": labels, "creationTimestamp": "2026-03-01T10:00:00Z"},
             "spec": {"nodeName": "n1"},
@@ -484,7 +484,7 @@ mod tests {
     }
 
     fn revision(name: &str, hash: &str, number: i64, data: Value) -> Object {
-        Object(json!({
+        Object::new(json!({
             "apiVersion": "apps/v1", "kind": "ControllerRevision",
             "metadata": {"name": name, "namespace": "default", "labels": {"app": "web", "pod-template-hash": hash}},
             "data": data, "revision": number
@@ -595,7 +595,7 @@ mod tests {
             pod("new-0", Some(&h2), "Running"),
         ];
         let mut p = parent("v2", 1, json!({}));
-        p.0["spec"]["revisionHistoryLimit"] = json!(0);
+        p.value_mut()["spec"]["revisionHistoryLimit"] = json!(0);
         let actions = reconcile(&p, &children, now()).unwrap();
         assert_eq!(
             deleted(&actions),
@@ -628,7 +628,7 @@ mod tests {
     fn a_pod_of_a_vanished_revision_cannot_be_recreated_and_says_so() {
         // Paused, the only Pods run a template whose revision was deleted by hand.
         let mut p = parent("v2", 3, json!({}));
-        p.0["spec"]["paused"] = json!(true);
+        p.value_mut()["spec"]["paused"] = json!(true);
         let actions = reconcile(&p, &[pod("orphan-0", Some("gone"), "Running")], now()).unwrap();
         assert!(created(&actions, "Pod").is_empty());
         assert!(

@@ -482,7 +482,7 @@ mod tests {
         if state == "terminating" {
             obj["metadata"]["deletionTimestamp"] = json!(ago(5));
         }
-        PodView::from_object(&Object(obj))
+        PodView::from_object(&Object::new(obj))
     }
 
     fn pods(spec: &[(&str, usize, &str)]) -> Vec<PodView> {

@@ -342,7 +342,7 @@ mod tests {
     fn with(patch: Value) -> Object {
         let mut spec = valid_spec();
         merge(&mut spec, &patch);
-        Object(
+        Object::new(
             json!({"apiVersion": "apps.example.com/v1", "kind": "MyDeployment", "metadata": {"name": "web"}, "spec": spec}),
         )
     }

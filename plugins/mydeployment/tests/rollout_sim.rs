@@ -136,7 +136,7 @@ impl Cluster {
             .iter()
             .chain(&self.revisions)
             .cloned()
-            .map(Object)
+            .map(Object::new)
             .collect()
     }
 
@@ -166,7 +166,7 @@ impl Cluster {
         }
 
         let actions = MyDeploymentPlugin::reconcile(
-            &Object(self.parent.clone()),
+            &Object::new(self.parent.clone()),
             &self.children(),
             Time::from_unix_millis(self.now),
         )
@@ -599,11 +599,11 @@ fn seed_use_cases_from_the_samples_in_order() {
             .join(name);
         let yaml: Value =
             serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-        let object = MyDeploymentPlugin::default(Object(
+        let object = MyDeploymentPlugin::default(Object::new(
             operator_plugin_sdk::serde_json::to_value(yaml).unwrap(),
         ))
         .unwrap();
-        object.0["spec"].clone()
+        object.value()["spec"].clone()
     };
     let mut c = Cluster::new(sample("my-deployment-instance.yaml"));
     c.run(1, 0);

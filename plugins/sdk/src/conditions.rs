@@ -7,8 +7,11 @@ use serde_json::Value;
 
 use crate::time::Time;
 
-/// One entry of `status.conditions`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// One entry of `status.conditions`. Put a `Vec<Condition>` in your status
+/// type: the host writes its own `Reconciled` condition there (leave it to
+/// the host: do not set or copy it), and a status schema without
+/// `conditions` would have the API server prune it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Condition {
     #[serde(rename = "type")]

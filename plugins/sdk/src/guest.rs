@@ -5,7 +5,7 @@
 #[doc(hidden)]
 pub mod bindings {
     wit_bindgen::generate!({
-        path: "../../wit",
+        path: "wit",
         world: "plugin",
         pub_export_macro: true,
         export_macro_name: "__export_operator_plugin_world",

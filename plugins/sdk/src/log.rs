@@ -1,6 +1,8 @@
 //! Logging from a plugin. In Wasm each line goes to the host's `log` import
 //! (tagged there with the plugin's name); natively it goes to the sink set
 //! with [`set_native_sink`], stderr by default.
+//!
+//! The macros take format arguments: `info!("created {name}")`.
 
 use std::sync::OnceLock;
 
@@ -48,4 +50,38 @@ pub fn warn(message: &str) {
 
 pub fn error(message: &str) {
     log(Level::Error, message)
+}
+
+pub fn trace(message: &str) {
+    log(Level::Trace, message)
+}
+
+/// Logs at `Trace` with format arguments.
+#[macro_export]
+macro_rules! trace {
+    ($($arg:tt)+) => { $crate::log::log($crate::log::Level::Trace, &::std::format!($($arg)+)) };
+}
+
+/// Logs at `Debug` with format arguments.
+#[macro_export]
+macro_rules! debug {
+    ($($arg:tt)+) => { $crate::log::log($crate::log::Level::Debug, &::std::format!($($arg)+)) };
+}
+
+/// Logs at `Info` with format arguments: `info!("created {name}")`.
+#[macro_export]
+macro_rules! info {
+    ($($arg:tt)+) => { $crate::log::log($crate::log::Level::Info, &::std::format!($($arg)+)) };
+}
+
+/// Logs at `Warn` with format arguments.
+#[macro_export]
+macro_rules! warn {
+    ($($arg:tt)+) => { $crate::log::log($crate::log::Level::Warn, &::std::format!($($arg)+)) };
+}
+
+/// Logs at `Error` with format arguments.
+#[macro_export]
+macro_rules! error {
+    ($($arg:tt)+) => { $crate::log::log($crate::log::Level::Error, &::std::format!($($arg)+)) };
 }

@@ -11,10 +11,11 @@ use serde_json::Value;
 use crate::contract::{GroupVersionKind, ObjectRef};
 use crate::time::Time;
 
-/// An object, as JSON. Deref gives the raw [`Value`].
+/// An object, as JSON, for kinds a plugin does not read through a type.
+/// Deref gives the raw [`Value`]; [`Object::parse`] gives a typed view.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(transparent)]
-pub struct Object(pub Value);
+pub struct Object(Value);
 
 impl std::ops::Deref for Object {
     type Target = Value;
@@ -44,6 +45,21 @@ pub struct OwnerReference {
 }
 
 impl Object {
+    /// Wraps a JSON value.
+    pub fn new(value: Value) -> Self {
+        Object(value)
+    }
+
+    /// The raw JSON.
+    pub fn value(&self) -> &Value {
+        &self.0
+    }
+
+    /// The raw JSON, to change in place (e.g. in `default`).
+    pub fn value_mut(&mut self) -> &mut Value {
+        &mut self.0
+    }
+
     /// Parses JSON text; the error names what was wrong.
     pub fn from_json(text: &str) -> Result<Self, serde_json::Error> {
         serde_json::from_str(text).map(Object)

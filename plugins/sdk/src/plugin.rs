@@ -6,7 +6,9 @@ use crate::contract::{Action, FieldError, FieldErrorKind, Manifest, ReconcileErr
 use crate::object::Object;
 use crate::time::Time;
 
-/// A controller's logic. Implement it on a unit struct and export it with
+/// A controller's logic over untyped [`Object`]s and the contract's action
+/// list. Prefer [`Controller`](crate::Controller), the typed form; every
+/// `Controller` is a `Plugin`. Export either with
 /// [`export_plugin!`](crate::export_plugin).
 ///
 /// Every method is a pure function of its arguments: the host calls them
@@ -30,6 +32,43 @@ pub trait Plugin {
     fn default(object: Object) -> Result<Object, ReconcileError> {
         Ok(object)
     }
+
+    /// `reconcile` over the host's JSON texts. The default parses into
+    /// [`Object`]s; a [`Controller`](crate::Controller) parses straight into
+    /// its types instead.
+    #[doc(hidden)]
+    fn reconcile_json(parent: &str, children: &[String], now_ms: i64) -> Result<Vec<Action>, ReconcileError> {
+        let parent = parse("parent", parent)?;
+        let children = children
+            .iter()
+            .enumerate()
+            .map(|(i, c)| parse(&format!("child {i}"), c))
+            .collect::<Result<Vec<_>, _>>()?;
+        Self::reconcile(&parent, &children, Time::from_unix_millis(now_ms))
+    }
+
+    /// `validate` over JSON texts. Unparseable input is itself a field error.
+    #[doc(hidden)]
+    fn validate_json(object: &str, old: Option<&str>) -> Vec<FieldError> {
+        let unparseable = |e: ReconcileError| vec![FieldError { field: String::new(), kind: FieldErrorKind::Invalid, value: None, detail: e.message }];
+        let object = match parse("object", object) {
+            Ok(o) => o,
+            Err(e) => return unparseable(e),
+        };
+        let old = match old.map(|o| parse("old object", o)).transpose() {
+            Ok(o) => o,
+            Err(e) => return unparseable(e),
+        };
+        Self::validate(&object, old.as_ref())
+    }
+
+    /// `default` over JSON text.
+    #[doc(hidden)]
+    fn default_json(object: &str) -> Result<String, ReconcileError> {
+        let object = parse("object", object)?;
+        let defaulted = Self::default(object)?;
+        Ok(defaulted.value().to_string())
+    }
 }
 
 fn parse(what: &str, text: &str) -> Result<Object, ReconcileError> {
@@ -38,37 +77,20 @@ fn parse(what: &str, text: &str) -> Result<Object, ReconcileError> {
 
 /// `reconcile` over JSON text, exactly as the Wasm export runs it.
 pub fn reconcile<P: Plugin>(parent: &str, children: &[String], now_ms: i64) -> Result<Vec<Action>, ReconcileError> {
-    let parent = parse("parent", parent)?;
-    let children = children
-        .iter()
-        .enumerate()
-        .map(|(i, c)| parse(&format!("child {i}"), c))
-        .collect::<Result<Vec<_>, _>>()?;
-    P::reconcile(&parent, &children, Time::from_unix_millis(now_ms))
+    P::reconcile_json(parent, children, now_ms)
 }
 
 /// `validate` over JSON text. Unparseable input is itself a field error.
 pub fn validate<P: Plugin>(object: &str, old: Option<&str>) -> Vec<FieldError> {
-    let unparseable = |e: ReconcileError| vec![FieldError { field: String::new(), kind: FieldErrorKind::Invalid, value: None, detail: e.message }];
-    let object = match parse("object", object) {
-        Ok(o) => o,
-        Err(e) => return unparseable(e),
-    };
-    let old = match old.map(|o| parse("old object", o)).transpose() {
-        Ok(o) => o,
-        Err(e) => return unparseable(e),
-    };
-    P::validate(&object, old.as_ref())
+    P::validate_json(object, old)
 }
 
 /// `default` over JSON text.
 pub fn default<P: Plugin>(object: &str) -> Result<String, ReconcileError> {
-    let object = parse("object", object)?;
-    let defaulted = P::default(object)?;
-    Ok(defaulted.0.to_string())
+    P::default_json(object)
 }
 
-/// Exports a [`Plugin`](crate::Plugin) as the component's `controller`.
+/// Exports a [`Plugin`](crate::Plugin) or [`Controller`](crate::Controller) as the component's `controller`.
 ///
 /// ```ignore
 /// struct Hello;

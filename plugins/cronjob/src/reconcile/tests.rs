@@ -35,7 +35,7 @@ fn cron_job(spec: Value, status: Value) -> Object {
     for (k, v) in spec.as_object().unwrap() {
         base[k] = v.clone();
     }
-    Object(json!({
+    Object::new(json!({
         "apiVersion": "batch.tutorial.kubebuilder.io/v1",
         "kind": "CronJob",
         "metadata": {"name": "hello", "namespace": "default", "uid": "cj-uid", "generation": 2,
@@ -67,7 +67,7 @@ fn job(scheduled: &str, state: State) -> Object {
         State::Failed(start) => json!({"failed": 2, "startTime": start,
             "conditions": [{"type": "FailureTarget", "status": "True"}, {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]}),
     };
-    Object(json!({
+    Object::new(json!({
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
@@ -618,7 +618,7 @@ fn jobs_already_being_deleted_are_not_deleted_again() {
         "2024-05-01T08:00:00Z",
         State::Failed("2024-05-01T08:00:01Z"),
     );
-    old.0["metadata"]["deletionTimestamp"] = json!("2024-05-01T08:06:00Z");
+    old.value_mut()["metadata"]["deletionTimestamp"] = json!("2024-05-01T08:06:00Z");
     let newer = job(
         "2024-05-01T08:05:00Z",
         State::Failed("2024-05-01T08:05:01Z"),
@@ -663,8 +663,8 @@ fn changes_since_the_stored_status_are_reported_as_upstream_does() {
     let status = json!({"lastScheduleTime": "2024-05-01T09:05:00Z",
         "active": [active_ref("2024-05-01T09:00:00Z"), active_ref("2024-05-01T08:55:00Z")]});
     let mut stranger = job("2024-05-01T08:30:00Z", State::Active);
-    stranger.0["metadata"]["name"] = json!("hand-made");
-    stranger.0["metadata"]["annotations"] = json!({});
+    stranger.value_mut()["metadata"]["name"] = json!("hand-made");
+    stranger.value_mut()["metadata"]["annotations"] = json!({});
     let children = [
         job(
             "2024-05-01T09:00:00Z",
@@ -743,7 +743,7 @@ fn an_invalid_cronjob_warns_once_and_keeps_a_condition() {
 #[test]
 fn a_cronjob_being_deleted_starts_nothing() {
     let mut parent = cron_job(json!({}), json!({}));
-    parent.0["metadata"]["deletionTimestamp"] = json!("2024-05-01T09:05:00Z");
+    parent.value_mut()["metadata"]["deletionTimestamp"] = json!("2024-05-01T09:05:00Z");
     let out = run(&parent, &[], "2024-05-01T09:05:10Z");
     assert_eq!(out.created_names(), Vec::<&str>::new());
     assert_eq!(out.requeue_ms(), None);
@@ -751,7 +751,7 @@ fn a_cronjob_being_deleted_starts_nothing() {
 
 #[test]
 fn objects_other_than_jobs_are_ignored() {
-    let pod = Object(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}));
+    let pod = Object::new(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}));
     let out = run(
         &cron_job(json!({}), json!({})),
         &[pod],
@@ -763,7 +763,7 @@ fn objects_other_than_jobs_are_ignored() {
 #[test]
 fn a_malformed_parent_is_a_permanent_error() {
     let mut parent = cron_job(json!({}), json!({}));
-    parent.0["spec"]["startingDeadlineSeconds"] = json!("soon");
+    parent.value_mut()["spec"]["startingDeadlineSeconds"] = json!("soon");
     let err = reconcile(&parent, &[], Time(t("2024-05-01T09:03:00Z"))).unwrap_err();
     assert_eq!(err.reason, "InvalidSpec");
     assert!(!err.retryable);

@@ -2,116 +2,121 @@
 //! keeps one ConfigMap named `<name>-greeting` holding `spec.greeting`, and
 //! reports in its status whether the ConfigMap is up to date.
 
-use operator_plugin_sdk::{Action, FieldError, GroupVersionKind, Manifest, Object, Plugin, ReconcileError, Time, export_plugin, json};
+use std::collections::BTreeMap;
 
-pub struct Hello;
+use operator_plugin_sdk::k8s_openapi::api::core::v1::ConfigMap;
+use operator_plugin_sdk::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use operator_plugin_sdk::json;
+use operator_plugin_sdk::prelude::*;
 
-const GROUP: &str = "example.operator.dev";
+/// The Hello kind's spec; the derive generates `Hello` and its CRD.
+#[derive(CustomResource, JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(group = "example.operator.dev", version = "v1alpha1", kind = "Hello", namespaced, status = "HelloStatus", doc = "A Hello keeps one ConfigMap with its greeting.")]
+#[kube(crates(
+    kube_core = "::operator_plugin_sdk::kube_core",
+    k8s_openapi = "::operator_plugin_sdk::k8s_openapi",
+    schemars = "::operator_plugin_sdk::schemars",
+    serde_json = "::operator_plugin_sdk::serde_json"
+))]
+pub struct HelloSpec {
+    /// What the ConfigMap says; defaults to `Hello`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub greeting: Option<String>,
+}
 
-impl Plugin for Hello {
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct HelloStatus {
+    /// True when the last reconcile found the ConfigMap as desired.
+    #[serde(default)]
+    pub up_to_date: bool,
+    /// The host writes its `Reconciled` condition here; a status schema
+    /// without `conditions` would have the API server prune it away.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+pub struct HelloController;
+
+impl Controller for HelloController {
+    type Parent = Hello;
+
     fn manifest() -> Manifest {
-        Manifest {
-            name: "hello".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            parent: GroupVersionKind::new(GROUP, "v1alpha1", "Hello"),
-            children: vec![GroupVersionKind::new("", "v1", "ConfigMap")],
-            crds: vec![crd()],
-            finalizer: None,
-        }
+        Manifest::for_parent::<Hello>("hello", env!("CARGO_PKG_VERSION")).child::<ConfigMap>()
     }
 
-    fn reconcile(parent: &Object, children: &[Object], _now: Time) -> Result<Vec<Action>, ReconcileError> {
-        let greeting = parent.spec()["greeting"].as_str().unwrap_or("Hello");
-        let name = format!("{}-greeting", parent.name());
-        let desired = json!({"greeting": greeting});
-        let mut actions = Vec::new();
-        match children.iter().find(|c| c.kind() == "ConfigMap" && c.name() == name) {
+    fn reconcile(hello: &Hello, children: &Children, _now: Time) -> Result<Outcome, ReconcileError> {
+        let greeting = hello.spec.greeting.as_deref().unwrap_or("Hello");
+        let name = format!("{}-greeting", hello.name_any());
+        let desired = BTreeMap::from([("greeting".to_string(), greeting.to_string())]);
+        let mut out = Outcome::new();
+        let configmaps = children.of::<ConfigMap>()?;
+        match configmaps.iter().find(|c| c.metadata.name.as_deref() == Some(name.as_str())) {
             None => {
-                actions.push(Action::Create(json!({
-                    "apiVersion": "v1",
-                    "kind": "ConfigMap",
-                    "metadata": {"name": name},
-                    "data": desired,
-                })));
-                actions.push(Action::normal("Created", format!("created ConfigMap {name}")));
+                let cm = ConfigMap { metadata: ObjectMeta { name: Some(name.clone()), ..Default::default() }, data: Some(desired), ..Default::default() };
+                out.create(&cm)?;
+                out.event_normal("Created", format!("created ConfigMap {name}"));
             }
-            Some(existing) if existing["data"] != desired => {
-                actions.push(Action::Patch { target: existing.object_ref(), patch: json!({"data": desired}) });
+            Some(existing) if existing.data.as_ref() != Some(&desired) => {
+                let target = ObjectRef { api_version: "v1".into(), kind: "ConfigMap".into(), namespace: hello.namespace().unwrap_or_default(), name };
+                out.patch(target, &json!({"data": desired}))?;
             }
             Some(_) => {}
         }
-        actions.push(Action::SetStatus(json!({"upToDate": actions.is_empty()})));
-        Ok(actions)
+        let up_to_date = out.is_empty();
+        out.status(&json!({"upToDate": up_to_date}))?;
+        Ok(out)
     }
 
-    fn validate(object: &Object, _old: Option<&Object>) -> Vec<FieldError> {
-        match object.spec()["greeting"].as_str() {
+    fn validate(hello: &Hello, _old: Option<&Hello>) -> Vec<FieldError> {
+        match &hello.spec.greeting {
             Some(g) if g.len() > 64 => vec![FieldError::too_long("spec.greeting", g, 64)],
             _ => vec![],
         }
     }
 
-    fn default(mut object: Object) -> Result<Object, ReconcileError> {
-        if object.spec()["greeting"].is_null() {
-            object.0["spec"]["greeting"] = json!("Hello");
-        }
-        Ok(object)
+    fn default(hello: &mut Hello) -> Result<(), ReconcileError> {
+        hello.spec.greeting.get_or_insert_with(|| "Hello".into());
+        Ok(())
     }
 }
 
-fn crd() -> operator_plugin_sdk::serde_json::Value {
-    json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": format!("hellos.{GROUP}")},
-        "spec": {
-            "group": GROUP,
-            "names": {"kind": "Hello", "plural": "hellos", "singular": "hello", "listKind": "HelloList"},
-            "scope": "Namespaced",
-            "versions": [{
-                "name": "v1alpha1", "served": true, "storage": true,
-                "subresources": {"status": {}},
-                "schema": {"openAPIV3Schema": {
-                    "type": "object",
-                    "properties": {
-                        "spec": {"type": "object", "properties": {"greeting": {"type": "string", "maxLength": 64}}},
-                        "status": {"type": "object", "properties": {
-                            "upToDate": {"type": "boolean"},
-                            // The host writes its `Reconciled` condition here; a
-                            // schema without it would prune the condition away.
-                            "conditions": {"type": "array", "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}
-                        }}
-                    }
-                }}
-            }]
-        }
-    })
-}
-
-export_plugin!(Hello);
+export_plugin!(HelloController);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use operator_plugin_sdk::plugin;
 
-    fn hello(greeting: &str) -> Object {
-        Object(json!({
+    fn hello(greeting: &str) -> String {
+        json!({
             "apiVersion": "example.operator.dev/v1alpha1", "kind": "Hello",
             "metadata": {"name": "world", "namespace": "default", "uid": "u1"},
             "spec": {"greeting": greeting}
-        }))
+        })
+        .to_string()
     }
 
     #[test]
     fn a_new_hello_creates_its_configmap() {
-        let actions = Hello::reconcile(&hello("Hi"), &[], Time::from_unix_millis(0)).unwrap();
+        let actions = plugin::reconcile::<HelloController>(&hello("Hi"), &[], 0).unwrap();
         assert!(matches!(&actions[0], Action::Create(cm) if cm["data"]["greeting"] == "Hi" && cm["metadata"]["name"] == "world-greeting"));
     }
 
     #[test]
     fn an_up_to_date_configmap_is_left_alone() {
-        let cm = Object(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "world-greeting", "namespace": "default"}, "data": {"greeting": "Hi"}}));
-        let actions = Hello::reconcile(&hello("Hi"), &[cm], Time::from_unix_millis(0)).unwrap();
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "world-greeting", "namespace": "default"}, "data": {"greeting": "Hi"}});
+        let actions = plugin::reconcile::<HelloController>(&hello("Hi"), &[cm.to_string()], 0).unwrap();
         assert_eq!(actions, vec![Action::SetStatus(json!({"upToDate": true}))]);
+    }
+
+    #[test]
+    fn the_generated_crd_keeps_the_status_conditions_and_the_length_limit() {
+        let crd = operator_plugin_sdk::serde_json::to_value(Hello::crd()).unwrap();
+        let schema = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"];
+        assert_eq!(schema["spec"]["properties"]["greeting"]["maxLength"], 64);
+        assert_eq!(schema["status"]["properties"]["conditions"]["type"], "array");
+        assert_eq!(crd["spec"]["versions"][0]["subresources"]["status"], json!({}));
     }
 }

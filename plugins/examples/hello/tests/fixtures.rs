@@ -5,9 +5,9 @@
 //! `UPDATE_FIXTURES=1 cargo test -p hello --test fixtures` rewrites the
 //! expected files; review every one: fixtures are assertions.
 
-use hello::Hello;
+use hello::HelloController;
 
 #[test]
 fn every_fixture_gives_its_expected_actions_deterministically() {
-    operator_plugin_sdk::testing::check_fixtures::<Hello>(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures"), 5);
+    operator_plugin_sdk::testing::check_fixtures::<HelloController>(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures"), 5);
 }

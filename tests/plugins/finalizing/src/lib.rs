@@ -113,11 +113,11 @@ mod tests {
         if held {
             t["metadata"]["annotations"] = json!({HOLD: "true"});
         }
-        Object(t)
+        Object::new(t)
     }
 
     fn data() -> Object {
-        Object(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "t-data", "namespace": "default"}, "data": {"content": "tidy"}}))
+        Object::new(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "t-data", "namespace": "default"}, "data": {"content": "tidy"}}))
     }
 
     #[test]

@@ -1,0 +1,223 @@
+//! `host new NAME`: writes a complete plugin crate (typed spec and status,
+//! reconcile/validate/default, fixtures, a sample, a README) into a new
+//! directory, ready for `cargo test` and `cargo component build`.
+
+use std::path::{Path, PathBuf};
+
+use super::Failure;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The plugin's name: a DNS-1123 label that is also a crate name (e.g. `memcached`).
+    name: String,
+    /// The API group of the parent kind. Default: `<name>.example.com`.
+    #[arg(long)]
+    group: Option<String>,
+    /// The API version of the parent kind.
+    #[arg(long, default_value = "v1alpha1")]
+    version: String,
+    /// The parent kind. Default: the name in UpperCamelCase.
+    #[arg(long)]
+    kind: Option<String>,
+    /// Where to create the crate. Default: `./<name>`.
+    #[arg(long)]
+    dir: Option<PathBuf>,
+}
+
+/// The SDK version the scaffold depends on: the one this host is built with.
+const SDK_VERSION: &str = operator_plugin_sdk::VERSION;
+
+/// (path in the new crate, template).
+const FILES: &[(&str, &str)] = &[
+    ("Cargo.toml", include_str!("new/Cargo.toml.tmpl")),
+    (".gitignore", include_str!("new/gitignore.tmpl")),
+    ("README.md", include_str!("new/README.md.tmpl")),
+    ("src/lib.rs", include_str!("new/lib.rs.tmpl")),
+    ("tests/fixtures.rs", include_str!("new/fixtures.rs.tmpl")),
+    ("tests/fixtures/a-new-{{kind_lower}}-creates-its-configmap/parent.yaml", include_str!("new/parent.yaml.tmpl")),
+    ("tests/fixtures/a-new-{{kind_lower}}-creates-its-configmap/now.txt", include_str!("new/now.txt.tmpl")),
+    ("tests/fixtures/a-new-{{kind_lower}}-creates-its-configmap/expected.json", include_str!("new/created.json.tmpl")),
+    ("tests/fixtures/an-up-to-date-configmap-is-left-alone/parent.yaml", include_str!("new/parent.yaml.tmpl")),
+    ("tests/fixtures/an-up-to-date-configmap-is-left-alone/children.yaml", include_str!("new/children.yaml.tmpl")),
+    ("tests/fixtures/an-up-to-date-configmap-is-left-alone/now.txt", include_str!("new/now.txt.tmpl")),
+    ("tests/fixtures/an-up-to-date-configmap-is-left-alone/expected.json", include_str!("new/up-to-date.json.tmpl")),
+    ("samples/{{kind_lower}}.yaml", include_str!("new/sample.yaml.tmpl")),
+];
+
+/// What the templates are filled with.
+struct Names {
+    name: String,
+    group: String,
+    version: String,
+    kind: String,
+}
+
+impl Names {
+    fn from_args(args: &Args) -> Result<Self, String> {
+        check_name(&args.name)?;
+        let group = args.group.clone().unwrap_or_else(|| format!("{}.example.com", args.name));
+        check_group(&group)?;
+        check_version(&args.version)?;
+        let kind = args.kind.clone().unwrap_or_else(|| upper_camel(&args.name));
+        check_kind(&kind)?;
+        Ok(Names { name: args.name.clone(), group, version: args.version.clone(), kind })
+    }
+
+    fn fill(&self, template: &str) -> String {
+        template
+            .replace("{{crate}}", &self.name)
+            .replace("{{lib}}", &self.name.replace('-', "_"))
+            .replace("{{name}}", &self.name)
+            .replace("{{group}}", &self.group)
+            .replace("{{version}}", &self.version)
+            .replace("{{kind_lower}}", &self.kind.to_ascii_lowercase())
+            .replace("{{kind}}", &self.kind)
+            .replace("{{sdk_version}}", SDK_VERSION)
+    }
+}
+
+pub fn run(args: &Args) -> Result<(), Failure> {
+    let names = Names::from_args(args).map_err(Failure::bad_input)?;
+    let dir = args.dir.clone().unwrap_or_else(|| PathBuf::from(&args.name));
+    check_dir(&dir).map_err(Failure::bad_input)?;
+    for (path, template) in FILES {
+        let path = dir.join(names.fill(path));
+        write(&path, &names.fill(template)).map_err(Failure::bad_input)?;
+    }
+    println!("Created plugin crate {} in {} ({}/{}, Kind={}).", names.name, dir.display(), names.group, names.version, names.kind);
+    println!("Next: cd {} && cargo test && cargo component build --release  (see README.md)", dir.display());
+    Ok(())
+}
+
+fn write(path: &Path, text: &str) -> Result<(), String> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+    }
+    std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// A new crate goes into a missing or empty directory only: nothing of the
+/// user's is overwritten.
+fn check_dir(dir: &Path) -> Result<(), String> {
+    match std::fs::read_dir(dir) {
+        Ok(mut entries) => match entries.next() {
+            Some(_) => Err(format!("{} already exists and is not empty; choose another name or --dir", dir.display())),
+            None => Ok(()),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(format!("{} exists and cannot be read as a directory: {e}", dir.display())),
+    }
+}
+
+/// Rust keywords and the crates every Rust program already has: cargo
+/// refuses them as package names.
+const RESERVED: &[&str] = &[
+    "as", "async", "await", "break", "const", "continue", "crate", "dyn", "else", "enum", "extern", "false", "fn", "for", "if", "impl", "in",
+    "let", "loop", "match", "mod", "move", "mut", "pub", "ref", "return", "self", "static", "struct", "super", "trait", "true", "type",
+    "unsafe", "use", "where", "while", "abstract", "become", "box", "do", "final", "macro", "override", "priv", "try", "typeof", "unsized",
+    "virtual", "yield", "gen", "std", "core", "alloc", "proc-macro", "test",
+];
+
+/// The name becomes the crate's name and the plugin's manifest name (a
+/// DNS-1123 label), so it must be both.
+fn check_name(name: &str) -> Result<(), String> {
+    let label = !name.is_empty()
+        && name.len() <= 63
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.ends_with('-');
+    if !label || !name.starts_with(|c: char| c.is_ascii_lowercase()) {
+        return Err(format!(
+            "invalid plugin name {name:?}: it names the crate and the plugin, so it must be a DNS-1123 label that starts with a letter: lowercase letters, digits and '-', at most 63 characters (e.g. `memcached`)"
+        ));
+    }
+    if RESERVED.contains(&name) {
+        return Err(format!("invalid plugin name {name:?}: it is a Rust keyword or a standard crate's name, which cargo refuses as a package name"));
+    }
+    Ok(())
+}
+
+/// A DNS-1123 subdomain with at least one dot, as the API server requires of a CRD's group.
+fn check_group(group: &str) -> Result<(), String> {
+    let label_ok = |l: &str| {
+        !l.is_empty()
+            && l.len() <= 63
+            && l.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+    };
+    if group.len() <= 253 && group.contains('.') && group.split('.').all(label_ok) {
+        Ok(())
+    } else {
+        Err(format!("invalid --group {group:?}: must be a DNS subdomain with at least one dot (e.g. `cache.example.com`)"))
+    }
+}
+
+/// `v1`, `v1alpha1`, `v2beta3`: the form the API server sorts versions by.
+fn check_version(version: &str) -> Result<(), String> {
+    let ok = version.strip_prefix('v').is_some_and(|rest| {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        let (major, tail) = rest.split_at(digits);
+        let pre = tail.strip_prefix("alpha").or_else(|| tail.strip_prefix("beta"));
+        !major.is_empty() && !major.starts_with('0') && (tail.is_empty() || pre.is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) && !n.starts_with('0')))
+    });
+    if ok { Ok(()) } else { Err(format!("invalid --version {version:?}: expected e.g. v1, v1alpha1, v2beta1")) }
+}
+
+/// UpperCamelCase, as Kubernetes kinds are; it is also a Rust type name.
+fn check_kind(kind: &str) -> Result<(), String> {
+    if kind.len() <= 63 && kind.starts_with(|c: char| c.is_ascii_uppercase()) && kind.chars().all(|c| c.is_ascii_alphanumeric()) {
+        Ok(())
+    } else {
+        Err(format!("invalid --kind {kind:?}: expected UpperCamelCase letters and digits (e.g. `Memcached`)"))
+    }
+}
+
+fn upper_camel(name: &str) -> String {
+    name.split('-')
+        .map(|part| {
+            let mut chars = part.chars();
+            chars.next().map(|c| c.to_ascii_uppercase().to_string() + chars.as_str()).unwrap_or_default()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_must_be_crate_names_and_dns_labels() {
+        for ok in ["demo", "my-operator", "a1"] {
+            assert!(check_name(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "Demo", "1demo", "my_op", "demo-", "a.b", "test", "self", &"a".repeat(64)] {
+            assert!(check_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn groups_versions_and_kinds_are_checked_as_the_api_server_would() {
+        assert!(check_group("cache.example.com").is_ok());
+        assert!(check_group("example").is_err());
+        assert!(check_group("Cache.example.com").is_err());
+        for ok in ["v1", "v1alpha1", "v2beta3", "v10"] {
+            assert!(check_version(ok).is_ok(), "{ok}");
+        }
+        for bad in ["1", "v0", "v1gamma1", "v1alpha", "v01", "V1"] {
+            assert!(check_version(bad).is_err(), "{bad}");
+        }
+        assert!(check_kind("Memcached").is_ok());
+        assert!(check_kind("memcached").is_err());
+        assert_eq!(upper_camel("my-web-app"), "MyWebApp");
+    }
+
+    #[test]
+    fn every_placeholder_is_filled() {
+        let names = Names { name: "my-op".into(), group: "g.example.com".into(), version: "v1".into(), kind: "MyOp".into() };
+        for (path, template) in FILES {
+            let text = names.fill(template) + &names.fill(path);
+            assert!(!text.contains("{{"), "{path}: a placeholder is left");
+        }
+        assert!(names.fill(FILES[0].1).contains(r#"name = "my-op""#));
+    }
+}

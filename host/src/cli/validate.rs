@@ -1,0 +1,64 @@
+//! `host validate --plugin P FILE`: a parent through the plugin's admission
+//! (`default`, then `validate`) as the API server would run it, offline.
+//! `host reconcile` runs the same check before reconciling.
+
+use std::path::PathBuf;
+
+use crate::sandbox::LoadedPlugin;
+use serde_json::Value;
+
+use super::{Failure, SandboxArgs, input};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The plugin component (.wasm).
+    #[arg(long)]
+    plugin: PathBuf,
+    /// The object (YAML or JSON), of the plugin's parent kind.
+    file: PathBuf,
+    /// The stored object, to validate FILE as an update of it.
+    #[arg(long)]
+    old: Option<PathBuf>,
+}
+
+pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
+    let object = input::read_object(&args.file).map_err(Failure::bad_input)?;
+    let old = args.old.as_deref().map(input::read_object).transpose().map_err(Failure::bad_input)?;
+    let sandbox = sandbox.sandbox().map_err(|e| Failure::bad_input(format!("{e:#}")))?;
+    let plugin = sandbox.load_file(&args.plugin).map_err(|e| Failure::plugin(crate::error_chain(&e)))?;
+    let admitted = admit(&plugin, &object, old.as_ref())?;
+    println!("{} {:?} is valid{}", kind_of(&admitted), name_of(&admitted), if admitted == object { "" } else { " (after defaulting)" });
+    Ok(())
+}
+
+/// What admission does with a parent: check that it is of the plugin's
+/// parent kind, run `default`, then `validate` on the defaulted object.
+/// Returns the defaulted object; a refusal is bad input (exit 2), worded as
+/// the API server's `Invalid` status: `Kind "name" is invalid: field: ...`.
+pub fn admit(plugin: &LoadedPlugin, object: &Value, old: Option<&Value>) -> Result<Value, Failure> {
+    let parent = &plugin.manifest().parent;
+    let (api_version, kind) = (object["apiVersion"].as_str().unwrap_or(""), kind_of(object));
+    if api_version != parent.api_version() || kind != parent.kind {
+        return Err(Failure::bad_input(format!(
+            "{kind} {:?} ({api_version}) is not of the plugin's parent kind {parent}",
+            name_of(object)
+        )));
+    }
+    let defaulted = plugin.default_blocking(&object.to_string()).map_err(|e| Failure::plugin(format!("defaulting failed: {e}")))?;
+    let old = old.map(Value::to_string);
+    let errors = plugin.validate_blocking(&defaulted.to_string(), old.as_deref()).map_err(|e| Failure::plugin(format!("validation failed: {e}")))?;
+    if errors.is_empty() {
+        return Ok(defaulted);
+    }
+    let list = errors.iter().map(ToString::to_string).collect::<Vec<_>>();
+    let listed = if list.len() == 1 { list[0].clone() } else { format!("[{}]", list.join(", ")) };
+    Err(Failure::bad_input(format!("{kind} {:?} is invalid: {listed}", name_of(object))))
+}
+
+fn kind_of(object: &Value) -> &str {
+    object["kind"].as_str().unwrap_or("")
+}
+
+fn name_of(object: &Value) -> &str {
+    object["metadata"]["name"].as_str().unwrap_or("")
+}

@@ -1,0 +1,148 @@
+//! The typed way to write a plugin: the parent is your own
+//! `#[derive(CustomResource)]` type, children come by type, and reconcile
+//! answers an [`Outcome`]. Every [`Controller`] is a [`Plugin`], so
+//! [`export_plugin!`](crate::export_plugin) and the fixture harness take it
+//! as they are.
+
+use kube_core::{CustomResourceExt, Resource};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::children::Children;
+use crate::contract::{Action, FieldError, FieldErrorKind, GroupVersionKind, Manifest, ReconcileError};
+use crate::object::Object;
+use crate::outcome::Outcome;
+use crate::plugin::Plugin;
+use crate::time::Time;
+
+/// A controller's logic over typed objects. Implement it on a unit struct
+/// and export it with [`export_plugin!`](crate::export_plugin).
+///
+/// Every method is a pure function of its arguments: the host calls them
+/// from fresh instances, so nothing carries over between calls.
+pub trait Controller {
+    /// The kind reconciled: the type `#[derive(CustomResource)]` generates.
+    type Parent: Resource<DynamicType = ()> + DeserializeOwned + Serialize;
+
+    /// What the plugin is and what it controls; see [`Manifest::for_parent`].
+    fn manifest() -> Manifest;
+
+    /// Decide what to do about `parent`, given the children it controls and
+    /// the host's clock.
+    fn reconcile(parent: &Self::Parent, children: &Children, now: Time) -> Result<Outcome, ReconcileError>;
+
+    /// Field errors of a parent; empty means valid. `old` is the stored
+    /// parent on update. The host runs it as admission does, after `default`.
+    fn validate(parent: &Self::Parent, old: Option<&Self::Parent>) -> Vec<FieldError> {
+        let _ = (parent, old);
+        Vec::new()
+    }
+
+    /// Fills in defaults, as a mutating admission webhook would.
+    fn default(parent: &mut Self::Parent) -> Result<(), ReconcileError> {
+        let _ = parent;
+        Ok(())
+    }
+}
+
+impl Manifest {
+    /// The manifest of a plugin reconciling `K`, with `K`'s generated CRD.
+    ///
+    /// ```ignore
+    /// Manifest::for_parent::<Memcached>("memcached", env!("CARGO_PKG_VERSION")).child::<Deployment>()
+    /// ```
+    pub fn for_parent<K>(name: &str, version: &str) -> Self
+    where
+        K: Resource<DynamicType = ()> + CustomResourceExt,
+    {
+        let mut crd = serde_json::to_value(K::crd()).expect("a CustomResourceDefinition serializes");
+        // kube-derive leaves listKind to the API server's default; written
+        // out, as controller-gen does, so every server reads the same CRD.
+        if crd["spec"]["names"].get("listKind").is_none() {
+            crd["spec"]["names"]["listKind"] = serde_json::Value::String(format!("{}List", K::kind(&())));
+        }
+        Manifest { name: name.into(), version: version.into(), parent: gvk_of::<K>(), children: Vec::new(), crds: vec![crd], finalizer: None }
+    }
+
+    /// Adds a child kind the plugin may create, change and delete.
+    #[must_use]
+    pub fn child<K: Resource<DynamicType = ()>>(mut self) -> Self {
+        self.children.push(gvk_of::<K>());
+        self
+    }
+
+    /// Asks the host to keep `finalizer` on parents until an outcome says
+    /// [`finalized`](Outcome::finalized).
+    #[must_use]
+    pub fn with_finalizer(mut self, finalizer: &str) -> Self {
+        self.finalizer = Some(finalizer.into());
+        self
+    }
+}
+
+/// The group, version and kind of a Rust type.
+pub fn gvk_of<K: Resource<DynamicType = ()>>() -> GroupVersionKind {
+    GroupVersionKind::new(&K::group(&()), &K::version(&()), &K::kind(&()))
+}
+
+fn parse_parent<K: DeserializeOwned + Resource<DynamicType = ()>>(what: &str, text: &str) -> Result<K, ReconcileError> {
+    serde_json::from_str(text)
+        .map_err(|e| ReconcileError::permanent("InvalidInput", format!("{what} is not a valid {} {}: {e}", K::api_version(&()), K::kind(&()))))
+}
+
+fn from_object<K: DeserializeOwned + Resource<DynamicType = ()>>(object: &Object) -> Result<K, ReconcileError> {
+    K::deserialize(object.value())
+        .map_err(|e| ReconcileError::permanent("InvalidInput", format!("not a valid {} {}: {e}", K::api_version(&()), K::kind(&()))))
+}
+
+fn unreadable(e: ReconcileError) -> Vec<FieldError> {
+    vec![FieldError { field: String::new(), kind: FieldErrorKind::Invalid, value: None, detail: e.message }]
+}
+
+/// A typed controller speaks the contract through the untyped trait; its
+/// text entry points parse straight into the types.
+impl<C: Controller> Plugin for C {
+    fn manifest() -> Manifest {
+        C::manifest()
+    }
+
+    fn reconcile(parent: &Object, children: &[Object], now: Time) -> Result<Vec<Action>, ReconcileError> {
+        let parent = from_object::<C::Parent>(parent)?;
+        C::reconcile(&parent, &Children::from_objects(children), now).map(Outcome::into_actions)
+    }
+
+    fn validate(object: &Object, old: Option<&Object>) -> Vec<FieldError> {
+        let parsed = from_object::<C::Parent>(object).and_then(|o| Ok((o, old.map(from_object::<C::Parent>).transpose()?)));
+        match parsed {
+            Ok((object, old)) => C::validate(&object, old.as_ref()),
+            Err(e) => unreadable(e),
+        }
+    }
+
+    fn default(object: Object) -> Result<Object, ReconcileError> {
+        let mut parent = from_object::<C::Parent>(&object)?;
+        C::default(&mut parent)?;
+        Object::from_typed(&parent).map_err(|e| ReconcileError::permanent("SerializationFailed", e.to_string()))
+    }
+
+    fn reconcile_json(parent: &str, children: &[String], now_ms: i64) -> Result<Vec<Action>, ReconcileError> {
+        let parent = parse_parent::<C::Parent>("parent", parent)?;
+        let children = Children::from_json(children)?;
+        C::reconcile(&parent, &children, Time::from_unix_millis(now_ms)).map(Outcome::into_actions)
+    }
+
+    fn validate_json(object: &str, old: Option<&str>) -> Vec<FieldError> {
+        let parsed = parse_parent::<C::Parent>("object", object)
+            .and_then(|o| Ok((o, old.map(|old| parse_parent::<C::Parent>("old object", old)).transpose()?)));
+        match parsed {
+            Ok((object, old)) => C::validate(&object, old.as_ref()),
+            Err(e) => unreadable(e),
+        }
+    }
+
+    fn default_json(object: &str) -> Result<String, ReconcileError> {
+        let mut parent = parse_parent::<C::Parent>("object", object)?;
+        C::default(&mut parent)?;
+        serde_json::to_string(&parent).map_err(|e| ReconcileError::permanent("SerializationFailed", e.to_string()))
+    }
+}
