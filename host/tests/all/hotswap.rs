@@ -249,7 +249,8 @@ async fn a_version_with_other_kinds_restarts_the_watches_and_a_removed_key_stops
     env.running("plugin.wasm", "1.0.0").await;
 
     // Same id, other parent kind: the Widget controller stops, a Hello one starts.
-    let hello = std::fs::read(common::wasm("hello")).unwrap();
+    // Gzipped, as a real ConfigMap needs it: the typed hello is close to 1 MiB.
+    let hello = gzip(&std::fs::read(common::wasm("hello")).unwrap());
     env.publish(&[("plugin.wasm", hello.clone())]).await;
     common::eventually("hello to replace versioned", WAIT, || async {
         env.manager.plugin(&id("plugin.wasm")).filter(|p| p.name() == "hello").map(|_| ())
@@ -347,4 +348,11 @@ async fn a_swapped_in_version_that_fails_every_reconcile_is_rolled_back_within_t
     .await;
     assert_eq!(env.swaps("rolled_back"), 1);
     env.stop().await;
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    gz.write_all(bytes).unwrap();
+    gz.finish().unwrap()
 }

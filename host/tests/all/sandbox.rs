@@ -195,8 +195,8 @@ fn plugins_built_by_cargo_component_and_by_plain_wasip2_both_run_the_same() {
     let a = p1.reconcile_blocking(&hello_parent(), &[], NOW).unwrap();
     let b = p2.reconcile_blocking(&hello_parent(), &[], NOW).unwrap();
     assert_eq!(a, b);
-    let defaulted = p1.default_blocking(&json!({"apiVersion": "example.operator.dev/v1alpha1", "kind": "Hello", "spec": {}}).to_string()).unwrap();
+    let defaulted = p1.default_blocking(&json!({"apiVersion": "example.operator.dev/v1alpha1", "kind": "Hello", "metadata": {"name": "h"}, "spec": {}}).to_string()).unwrap();
     assert_eq!(defaulted["spec"]["greeting"], "Hello");
-    let errors = p1.validate_blocking(&json!({"spec": {"greeting": "x".repeat(65)}}).to_string(), None).unwrap();
+    let errors = p1.validate_blocking(&json!({"apiVersion": "example.operator.dev/v1alpha1", "kind": "Hello", "metadata": {"name": "h"}, "spec": {"greeting": "x".repeat(65)}}).to_string(), None).unwrap();
     assert_eq!(errors[0].field, "spec.greeting");
 }
