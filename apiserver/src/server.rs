@@ -252,6 +252,13 @@ where
 
 /// The request body, read frame by frame and refused (413) as soon as it passes `limit`, so an
 /// oversized body is never held in memory (upstream's `limitedReadBody`).
+///
+/// After the refusal, what the client is still sending is read and dropped for a short while
+/// (at most [`DRAIN_WAIT`] and [`DRAIN_BYTES`]), so that it can finish writing and read the 413:
+/// closing with unread bytes makes the kernel reset the connection, which can destroy the answer
+/// on its way, and kubectl then reports `write: broken pipe` instead of the Status (Go's server
+/// waits for the same reason, `closeWriteAndWait`). A client that announced more than it sends
+/// is answered after the wait.
 async fn read_limited<B>(body: B, limit: usize) -> Result<Bytes, crate::status::ApiError>
 where
     B: http_body::Body,
@@ -260,19 +267,48 @@ where
     use bytes::{Buf, BufMut};
     let mut body = std::pin::pin!(body);
     let mut read = bytes::BytesMut::new();
-    while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|e| crate::status::ApiError::bad_request(format!("reading request body: {e}")))?;
-        if let Ok(mut data) = frame.into_data() {
-            if read.len() + data.remaining() > limit {
-                return Err(crate::limits::request_entity_too_large());
+    let mut refused: Option<(tokio::time::Instant, usize)> = None;
+    loop {
+        let frame = match refused {
+            None => body.frame().await,
+            Some((at, _)) => match tokio::time::timeout_at(at + DRAIN_WAIT, body.frame()).await {
+                Ok(frame) => frame,
+                Err(_) => break,
+            },
+        };
+        let Some(frame) = frame else { break };
+        let frame = match (frame, refused) {
+            (Ok(frame), _) => frame,
+            (Err(_), Some(_)) => break,
+            (Err(e), None) => return Err(crate::status::ApiError::bad_request(format!("reading request body: {e}"))),
+        };
+        let Ok(mut data) = frame.into_data() else { continue };
+        if let Some((_, dropped)) = refused.as_mut() {
+            *dropped += data.remaining();
+            if *dropped > DRAIN_BYTES {
+                break;
             }
-            while data.has_remaining() {
-                let chunk = data.chunk();
-                let n = chunk.len();
-                read.put_slice(chunk);
-                data.advance(n);
-            }
+            continue;
+        }
+        if read.len() + data.remaining() > limit {
+            refused = Some((tokio::time::Instant::now(), 0));
+            read = bytes::BytesMut::new();
+            continue;
+        }
+        while data.has_remaining() {
+            let chunk = data.chunk();
+            let n = chunk.len();
+            read.put_slice(chunk);
+            data.advance(n);
         }
     }
-    Ok(read.freeze())
+    match refused {
+        Some(_) => Err(crate::limits::request_entity_too_large()),
+        None => Ok(read.freeze()),
+    }
 }
+
+/// How long a refused body is still read (and dropped) so the client can read the 413.
+const DRAIN_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+/// How much of a refused body is read (and dropped) at most.
+const DRAIN_BYTES: usize = 64 << 20;
