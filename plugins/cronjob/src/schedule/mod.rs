@@ -6,11 +6,14 @@
 //! day-of-week (robfig ORs them when both are restricted), has no `@every`
 //! or `@midnight`, and given a start inside a repeated fall-back hour it can
 //! return the earlier of two ambiguous instants, i.e. a time before the start.
-//! Translating 5-field text into it and correcting each of those would leave
-//! most of this module in place anyway, so this module implements robfig's
-//! small, well-specified parser and `Next` directly, and takes time zones
-//! from chrono-tz. Tests in this module and `tests::cron_crate_*` pin each
-//! difference.
+//! `croner` follows Vixie cron (ORed day fields) but has no `@every` and no
+//! `TZ=`/`CRON_TZ=` prefix, accepts what robfig refuses (`L`, `W`, `#`, a
+//! sixth seconds field) and words its errors its own way, which the
+//! apiserver-facing validation repeats. Either would leave most of this
+//! module in place, so it implements robfig's small, well-specified parser
+//! and `Next` directly and takes time zones from chrono-tz. The table tests
+//! pin each form where a cron crate differs (ORed day fields, weekday
+//! numbers, descriptors, `@every`, DST).
 
 mod gotime;
 mod next;
