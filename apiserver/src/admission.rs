@@ -3,8 +3,13 @@
 //! the resource does not match upstream) in upstream's order (mutating → schema validation →
 //! validating). A refusal
 //! is worded as a webhook denial: `admission webhook "NAME" denied the request: ...`.
+//!
+//! Hooks are async: the request awaits a hook's answer, so a hook that calls out (the host runs
+//! a Wasm plugin on the blocking pool) leaves the server's runtime threads free for other
+//! requests, as a webhook call over the network would.
 
 use crate::status::{ApiError, Cause};
+use futures::future::{BoxFuture, FutureExt};
 use serde_json::Value;
 use std::sync::{Arc, RwLock};
 
@@ -24,10 +29,10 @@ impl Denial {
     }
 }
 
-/// `(object, old) -> mutated object | denial`.
-pub type MutateFn = Arc<dyn Fn(&Value, Option<&Value>) -> Result<Value, Denial> + Send + Sync>;
-/// `(object, old) -> field causes` (empty = allowed).
-pub type ValidateFn = Arc<dyn Fn(&Value, Option<&Value>) -> Vec<Cause> + Send + Sync>;
+/// `(object, old) -> mutated object | denial`, answered by a future the request awaits.
+pub type MutateFn = Arc<dyn Fn(Value, Option<Value>) -> BoxFuture<'static, Result<Value, Denial>> + Send + Sync>;
+/// `(object, old) -> field causes` (empty = allowed), answered by a future the request awaits.
+pub type ValidateFn = Arc<dyn Fn(Value, Option<Value>) -> BoxFuture<'static, Vec<Cause>> + Send + Sync>;
 
 #[derive(Clone)]
 enum Hook {
@@ -56,7 +61,8 @@ impl std::fmt::Debug for Admission {
 }
 
 impl Admission {
-    /// Register a mutating hook named `name` for objects of `group`/`kind`.
+    /// Register a mutating hook named `name` for objects of `group`/`kind` that answers at once
+    /// (an in-memory rule; it runs on the request's task, so it must not block).
     pub fn register_mutating(
         &self,
         name: &str,
@@ -64,15 +70,23 @@ impl Admission {
         kind: &str,
         f: impl Fn(&Value, Option<&Value>) -> Result<Value, Denial> + Send + Sync + 'static,
     ) {
-        self.hooks.write().unwrap().push(Registration {
-            name: name.into(),
-            group: group.into(),
-            kind: kind.into(),
-            hook: Hook::Mutating(Arc::new(f)),
-        });
+        self.register_mutating_async(name, group, kind, move |obj, old| futures::future::ready(f(&obj, old.as_ref())).boxed());
     }
 
-    /// Register a validating hook named `name` for objects of `group`/`kind`.
+    /// Register a mutating hook named `name` for objects of `group`/`kind` whose answer the
+    /// request awaits (a hook that calls out).
+    pub fn register_mutating_async(
+        &self,
+        name: &str,
+        group: &str,
+        kind: &str,
+        f: impl Fn(Value, Option<Value>) -> BoxFuture<'static, Result<Value, Denial>> + Send + Sync + 'static,
+    ) {
+        self.register(name, group, kind, Hook::Mutating(Arc::new(f)));
+    }
+
+    /// Register a validating hook named `name` for objects of `group`/`kind` that answers at
+    /// once (an in-memory rule; it runs on the request's task, so it must not block).
     pub fn register_validating(
         &self,
         name: &str,
@@ -80,12 +94,23 @@ impl Admission {
         kind: &str,
         f: impl Fn(&Value, Option<&Value>) -> Vec<Cause> + Send + Sync + 'static,
     ) {
-        self.hooks.write().unwrap().push(Registration {
-            name: name.into(),
-            group: group.into(),
-            kind: kind.into(),
-            hook: Hook::Validating(Arc::new(f)),
-        });
+        self.register_validating_async(name, group, kind, move |obj, old| futures::future::ready(f(&obj, old.as_ref())).boxed());
+    }
+
+    /// Register a validating hook named `name` for objects of `group`/`kind` whose answer the
+    /// request awaits (a hook that calls out).
+    pub fn register_validating_async(
+        &self,
+        name: &str,
+        group: &str,
+        kind: &str,
+        f: impl Fn(Value, Option<Value>) -> BoxFuture<'static, Vec<Cause>> + Send + Sync + 'static,
+    ) {
+        self.register(name, group, kind, Hook::Validating(Arc::new(f)));
+    }
+
+    fn register(&self, name: &str, group: &str, kind: &str, hook: Hook) {
+        self.hooks.write().unwrap().push(Registration { name: name.into(), group: group.into(), kind: kind.into(), hook });
     }
 
     /// Remove every hook registered under `name`.
@@ -98,11 +123,11 @@ impl Admission {
     }
 
     /// Run mutating hooks in registration order.
-    pub fn mutate(&self, group: &str, kind: &str, obj: Value, old: Option<&Value>) -> Result<Value, ApiError> {
+    pub async fn mutate(&self, group: &str, kind: &str, obj: Value, old: Option<&Value>) -> Result<Value, ApiError> {
         let mut obj = obj;
         for r in self.matching(group, kind) {
             if let Hook::Mutating(f) = &r.hook {
-                obj = f(&obj, old).map_err(|d| {
+                obj = f(obj, old.cloned()).await.map_err(|d| {
                     let mut e = ApiError::bad_request(format!("admission webhook \"{}\" denied the request: {}", r.name, d.message));
                     e.code = d.code.max(400);
                     e.reason = match e.code {
@@ -118,10 +143,10 @@ impl Admission {
     }
 
     /// Run validating hooks; the first that returns causes refuses with 422 Invalid.
-    pub fn validate(&self, group: &str, kind: &str, name: &str, obj: &Value, old: Option<&Value>) -> Result<(), ApiError> {
+    pub async fn validate(&self, group: &str, kind: &str, name: &str, obj: &Value, old: Option<&Value>) -> Result<(), ApiError> {
         for r in self.matching(group, kind) {
             if let Hook::Validating(f) = &r.hook {
-                let causes = f(obj, old);
+                let causes = f(obj.clone(), old.cloned()).await;
                 if !causes.is_empty() {
                     let mut e = ApiError::invalid(group, kind, name, causes);
                     e.message = format!("admission webhook \"{}\" denied the request: {}", r.name, e.message);

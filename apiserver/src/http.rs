@@ -319,18 +319,27 @@ fn aggregated_response(v: Value) -> Response<Body> {
 /// Requests answered by computing rather than by the stored-object verbs: `bindings`,
 /// `componentstatuses`, and the subresources `pods/binding`, `pods/log`, `pods/eviction` and
 /// `serviceaccounts/token`. `None` for everything else.
-fn answered(core: &Core, res: &Resource, ns: &str, t: &Target<'_>, r: &Req<'_>) -> Option<Result<Response<Body>>> {
+async fn answered(core: &Core, res: &Resource, ns: &str, t: &Target<'_>, r: &Req<'_>) -> Option<Result<Response<Body>>> {
     let post_only = || if r.method == Method::POST { Ok(()) } else { Err(ApiError::method_not_allowed(r.method.as_str())) };
     let name = t.name.unwrap_or_default();
     let answer = match (res.group.as_str(), res.plural.as_str(), t.sub) {
-        ("", "bindings", None) => (|| {
-            let body = r.body_json()?;
-            let pod = body.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
-            let pods = core.registry.find("", "v1", "pods").expect("pods are built in");
-            Ok(json(201, &core.bind(&pods, ns, &pod, &body, &r.write_options())?))
-        })(),
+        ("", "bindings", None) => {
+            async {
+                let body = r.body_json()?;
+                let pod = body.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
+                let pods = core.registry.find("", "v1", "pods").expect("pods are built in");
+                Ok(json(201, &core.bind(&pods, ns, &pod, &body, &r.write_options()).await?))
+            }
+            .await
+        }
         ("", "componentstatuses", None) => core.component_statuses(t.name).map(|v| json(200, &v)),
-        ("", "pods", Some("binding")) => post_only().and_then(|()| Ok(json(201, &core.bind(res, ns, name, &r.body_json()?, &r.write_options())?))),
+        ("", "pods", Some("binding")) => {
+            async {
+                post_only()?;
+                Ok(json(201, &core.bind(res, ns, name, &r.body_json()?, &r.write_options()).await?))
+            }
+            .await
+        }
         ("", "pods", Some("eviction")) => {
             post_only().and_then(|()| Ok(json(201, &core.evict(res, ns, name, &r.body_json()?, r.write_options().dry_run)?)))
         }
@@ -402,7 +411,7 @@ async fn resource(core: &Arc<Core>, group: &str, version: &str, rest: &[&str], r
         }
         return Ok(json(201, &crate::reviews::answer(core, &res, ns, r.body_json().unwrap_or_else(|_| serde_json::json!({})), user)?));
     }
-    if let Some(answer) = answered(core, &res, ns, &t, r) {
+    if let Some(answer) = answered(core, &res, ns, &t, r).await {
         return answer;
     }
     let sub = match t.sub {
@@ -449,10 +458,10 @@ async fn resource(core: &Arc<Core>, group: &str, version: &str, rest: &[&str], r
         let view = |v: Value| core.present(&res, v);
         match (&method, t.name) {
             (&Method::POST, None) => {
-                return Ok(r.object(core, &res, 201, view(core.create(&storage, ns, to_storage(r.body_json()?), &r.write_options())?)));
+                return Ok(r.object(core, &res, 201, view(core.create(&storage, ns, to_storage(r.body_json()?), &r.write_options()).await?)));
             }
             (&Method::PUT, Some(name)) => {
-                return Ok(r.object(core, &res, 200, view(core.update(&storage, ns, name, to_storage(r.body_json()?), sub, &r.write_options())?)));
+                return Ok(r.object(core, &res, 200, view(core.update(&storage, ns, name, to_storage(r.body_json()?), sub, &r.write_options()).await?)));
             }
             (&Method::PATCH, Some(name)) => {
                 let ptype = PatchType::from_content_type(&r.content_type).ok_or_else(|| {
@@ -467,7 +476,7 @@ async fn resource(core: &Arc<Core>, group: &str, version: &str, rest: &[&str], r
                 if ptype == PatchType::Apply && r.q("fieldManager").is_none_or(str::is_empty) {
                     opts.field_manager.clear();
                 }
-                return Ok(r.object(core, &res, 200, core.patch_view(&res, &storage, ns, name, ptype, r.body, &opts)?));
+                return Ok(r.object(core, &res, 200, core.patch_view(&res, &storage, ns, name, ptype, r.body, &opts).await?));
             }
             (&Method::DELETE, Some(name)) => {
                 return match core.delete(&storage, ns, name, &r.delete_options()?)? {
@@ -512,14 +521,14 @@ async fn resource(core: &Arc<Core>, group: &str, version: &str, rest: &[&str], r
         }
         (Method::POST, None) => {
             let body = r.body_json()?;
-            Ok(r.object(core, &res, 201, core.create(&res, ns, body, &r.write_options())?))
+            Ok(r.object(core, &res, 201, core.create(&res, ns, body, &r.write_options()).await?))
         }
         (Method::PUT, Some(name)) => {
             if sub == Sub::Scale {
-                return Ok(json(200, &core.update_scale(&res, ns, name, None, r.body, &r.write_options())?));
+                return Ok(json(200, &core.update_scale(&res, ns, name, None, r.body, &r.write_options()).await?));
             }
             let body = r.body_json()?;
-            Ok(r.object(core, &res, 200, core.update(&res, ns, name, body, sub, &r.write_options())?))
+            Ok(r.object(core, &res, 200, core.update(&res, ns, name, body, sub, &r.write_options()).await?))
         }
         (Method::PATCH, Some(name)) => {
             let accepted: &[&str] = if res.custom {
@@ -534,13 +543,13 @@ async fn resource(core: &Arc<Core>, group: &str, version: &str, rest: &[&str], r
             };
             let ptype = PatchType::from_content_type(&r.content_type).ok_or_else(|| ApiError::unsupported_media_type(accepted))?;
             if sub == Sub::Scale {
-                return Ok(json(200, &core.update_scale(&res, ns, name, Some(ptype), r.body, &r.write_options())?));
+                return Ok(json(200, &core.update_scale(&res, ns, name, Some(ptype), r.body, &r.write_options()).await?));
             }
             let mut opts = r.write_options();
             if ptype == PatchType::Apply && r.q("fieldManager").is_none_or(str::is_empty) {
                 opts.field_manager.clear(); // apply needs an explicit manager, as upstream
             }
-            Ok(r.object(core, &res, 200, core.patch(&res, ns, name, ptype, r.body, sub, &opts)?))
+            Ok(r.object(core, &res, 200, core.patch(&res, ns, name, ptype, r.body, sub, &opts).await?))
         }
         (Method::DELETE, Some(name)) if sub == Sub::Main => match core.delete(&res, ns, name, &r.delete_options()?)? {
             Deleted::Now(v) => Ok(r.object(core, &res, 200, v)),

@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use apiserver::{ApiServer, Cause, ClusterConfig, ClusterHandle, Config, Denial, FaultSpec, PersistError, ServerHandle};
+use futures::FutureExt;
 use serde_json::Value;
 
 use crate::registry::Registry;
@@ -86,16 +87,6 @@ pub fn default_kubeconfig_path() -> PathBuf {
     std::env::temp_dir().join(format!("operator-host-{}", std::process::id())).join("kubeconfig")
 }
 
-/// Runs a plugin call that blocks (a Wasm call bounded by the sandbox
-/// deadline) from inside the server's request handling without stalling the
-/// runtime's other tasks where the runtime allows it.
-fn blocking<T>(f: impl FnOnce() -> T) -> T {
-    match tokio::runtime::Handle::try_current() {
-        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
-        _ => f(),
-    }
-}
-
 /// A field error as a `StatusCause`: the API server prefixes the field
 /// itself, so the message is the rest of `field.Error`'s wording.
 fn cause(fe: &operator_plugin_sdk::FieldError) -> Cause {
@@ -108,29 +99,36 @@ fn cause(fe: &operator_plugin_sdk::FieldError) -> Cause {
 /// parent kind. The hooks look the plugin up in `registry` on every call, so
 /// a hot swap changes admission at once and a removed plugin admits all.
 /// Hooks are named after the kind; registering again replaces them. A
-/// failing plugin call refuses the request (failurePolicy: Fail).
+/// failing plugin call refuses the request (failurePolicy: Fail). The call
+/// runs on the blocking pool (as the controller's reconcile calls do) and the
+/// request awaits it, so a slow plugin holds no thread that serves requests.
 pub fn register_admission(server: &ApiServer, registry: &Registry, plugin: &LoadedPlugin) {
     let parent = plugin.manifest().parent.clone();
     let name = format!("{}.{}.operator-host", parent.kind.to_lowercase(), parent.group);
     server.admission().unregister(&name);
     let (r, group, kind) = (registry.clone(), parent.group.clone(), parent.kind.clone());
-    server.admission().register_mutating(&name, &parent.group, &parent.kind, move |obj: &Value, _old: Option<&Value>| {
-        let Some(p) = r.for_parent(&group, &kind) else {
-            return Ok(obj.clone());
-        };
-        let text = obj.to_string();
-        blocking(|| p.default_blocking(&text)).map_err(|e| Denial::new(format!("defaulting failed: {e}")))
+    server.admission().register_mutating_async(&name, &parent.group, &parent.kind, move |obj: Value, _old: Option<Value>| {
+        let plugin = r.for_parent(&group, &kind);
+        async move {
+            let Some(p) = plugin else {
+                return Ok(obj);
+            };
+            p.default(obj.to_string()).await.map_err(|e| Denial::new(format!("defaulting failed: {e}")))
+        }
+        .boxed()
     });
     let (r, group, kind) = (registry.clone(), parent.group.clone(), parent.kind.clone());
-    server.admission().register_validating(&name, &parent.group, &parent.kind, move |obj: &Value, old: Option<&Value>| {
-        let Some(p) = r.for_parent(&group, &kind) else {
-            return Vec::new();
-        };
-        let text = obj.to_string();
-        let old = old.map(Value::to_string);
-        match blocking(|| p.validate_blocking(&text, old.as_deref())) {
-            Ok(errors) => errors.iter().map(cause).collect(),
-            Err(e) => vec![Cause::new("InternalError", format!("validation failed: {e}"), "")],
+    server.admission().register_validating_async(&name, &parent.group, &parent.kind, move |obj: Value, old: Option<Value>| {
+        let plugin = r.for_parent(&group, &kind);
+        async move {
+            let Some(p) = plugin else {
+                return Vec::new();
+            };
+            match p.validate(obj.to_string(), old.as_ref().map(Value::to_string)).await {
+                Ok(errors) => errors.iter().map(cause).collect(),
+                Err(e) => vec![Cause::new("InternalError", format!("validation failed: {e}"), "")],
+            }
         }
+        .boxed()
     });
 }

@@ -59,7 +59,7 @@ impl Core {
             let Some(res) = self.registry.find(group, "v1", plural) else { continue };
             let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
             if self.store.get(&self.key(&res, ns, &name)).is_none()
-                && let Err(e) = self.create(&res, ns, obj, &as_manager("kube-apiserver"))
+                && let Err(e) = crate::rest::wait(self.create(&res, ns, obj, &as_manager("kube-apiserver")))
             {
                 tracing::warn!(%name, error = %e, "bootstrap RBAC object not created");
             }
@@ -86,7 +86,7 @@ impl Core {
             let res = self.registry.find("", "v1", plural).expect("built-in");
             if self.store.get(&self.key(&res, ns, name)).is_none() {
                 // AlreadyExists from a concurrent write is fine: someone created it.
-                let _ = self.create(&res, ns, obj, &as_manager("kube-controller-manager"));
+                let _ = crate::rest::wait(self.create(&res, ns, obj, &as_manager("kube-controller-manager")));
             }
         }
     }
@@ -123,7 +123,7 @@ impl Core {
         ] {
             let Some(res) = self.registry.find(group, "v1", plural) else { continue };
             let result: Result<Value> = match self.store.get(&self.key(&res, "default", "kubernetes")) {
-                None => self.create(&res, "default", body, &opts),
+                None => crate::rest::wait(self.create(&res, "default", body, &opts)),
                 Some(current) if served_at.is_some() && current.pointer(target) != Some(&json!(port)) => {
                     let mut updated = current.clone();
                     for key in ["subsets", "endpoints", "ports"] {
@@ -134,7 +134,7 @@ impl Core {
                     if let Some(ports) = body.pointer("/spec/ports") {
                         updated["spec"]["ports"] = ports.clone();
                     }
-                    self.update(&res, "default", "kubernetes", updated, crate::rest::Sub::Main, &opts)
+                    crate::rest::wait(self.update(&res, "default", "kubernetes", updated, crate::rest::Sub::Main, &opts))
                 }
                 Some(current) => Ok(current),
             };
@@ -178,7 +178,7 @@ impl Core {
                 if role.get("rules") != Some(&json!(rules)) {
                     let mut updated = role.clone();
                     updated["rules"] = json!(rules);
-                    match self.update(&res, "", name, updated, crate::rest::Sub::Main, &as_manager("clusterrole-aggregation-controller")) {
+                    match crate::rest::wait(self.update(&res, "", name, updated, crate::rest::Sub::Main, &as_manager("clusterrole-aggregation-controller"))) {
                         Ok(_) => changed = true,
                         Err(e) => tracing::warn!(%name, error = %e, "aggregated ClusterRole not updated"),
                     }

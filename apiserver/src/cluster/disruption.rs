@@ -101,7 +101,7 @@ pub(crate) fn pass(core: &Core) -> Next {
         }
         let mut new = Value::clone(pdb);
         new["status"] = status;
-        match core.update(&res, ns, meta_str(pdb, "name"), new, Sub::Status, &opts(MANAGER)) {
+        match crate::rest::wait(core.update(&res, ns, meta_str(pdb, "name"), new, Sub::Status, &opts(MANAGER))) {
             Ok(_) => {}
             Err(e) if e.code == 404 => {}
             Err(e) => {

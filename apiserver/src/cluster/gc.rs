@@ -171,7 +171,7 @@ impl GarbageCollector {
         } else {
             m.insert("ownerReferences".into(), json!(kept));
         }
-        match core.update(res, meta_str(dep, "namespace"), meta_str(dep, "name"), new, Sub::Main, &opts(MANAGER)) {
+        match crate::rest::wait(core.update(res, meta_str(dep, "namespace"), meta_str(dep, "name"), new, Sub::Main, &opts(MANAGER))) {
             Ok(_) => true,
             Err(e) if e.code == 404 => true,
             Err(e) => {
@@ -187,7 +187,7 @@ fn remove_finalizer(core: &Core, res: &Resource, obj: &Value, finalizer: &str) -
     let mut new = obj.clone();
     let kept: Vec<String> = finalizers(obj).into_iter().filter(|f| f != finalizer).collect();
     new["metadata"]["finalizers"] = json!(kept);
-    match core.update(res, meta_str(obj, "namespace"), meta_str(obj, "name"), new, Sub::Main, &opts(MANAGER)) {
+    match crate::rest::wait(core.update(res, meta_str(obj, "namespace"), meta_str(obj, "name"), new, Sub::Main, &opts(MANAGER))) {
         Ok(_) => true,
         Err(e) if e.code == 404 => true,
         Err(e) => {

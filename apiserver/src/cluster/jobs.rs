@@ -122,7 +122,7 @@ impl JobRunner {
 fn write_status(core: &Core, res: &crate::resources::Resource, job: &Value, status: Value) -> bool {
     let mut new = job.clone();
     new["status"] = status;
-    match core.update(res, meta_str(job, "namespace"), meta_str(job, "name"), new, Sub::Status, &opts(MANAGER)) {
+    match crate::rest::wait(core.update(res, meta_str(job, "namespace"), meta_str(job, "name"), new, Sub::Status, &opts(MANAGER))) {
         Ok(_) => true,
         Err(e) if e.code == 404 => true,
         Err(e) => {

@@ -64,7 +64,7 @@ pub fn create_nodes(core: &Core, count: usize) -> Vec<String> {
                 },
             });
             if core.store.get(&core.key(&res, "", &name)).is_none()
-                && let Err(e) = core.create(&res, "", node, &opts(MANAGER))
+                && let Err(e) = crate::rest::wait(core.create(&res, "", node, &opts(MANAGER)))
                 && e.code != 409
             {
                 tracing::warn!(node = %name, error = %e.message, "could not create a fake node");
@@ -165,7 +165,7 @@ impl Kubelet {
                 }
                 let Some((&target, _)) = load.iter().min_by_key(|(n, c)| (**c, **n)) else { continue };
                 let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name, "namespace": ns}, "target": {"apiVersion": "v1", "kind": "Node", "name": target}});
-                match core.bind(&res, ns, name, &binding, &opts("default-scheduler")) {
+                match crate::rest::wait(core.bind(&res, ns, name, &binding, &opts("default-scheduler"))) {
                     Ok(_) => *load.get_mut(target).expect("known node") += 1,
                     Err(e) if e.code == 404 || e.code == 409 => {}
                     Err(e) => {
@@ -224,7 +224,7 @@ fn restarts(pod: &Value) -> u64 {
 fn write_status(core: &Core, res: &crate::resources::Resource, pod: &Value, status: Value) -> bool {
     let mut new = pod.clone();
     new["status"] = status;
-    match core.update(res, meta_str(pod, "namespace"), meta_str(pod, "name"), new, Sub::Status, &opts(MANAGER)) {
+    match crate::rest::wait(core.update(res, meta_str(pod, "namespace"), meta_str(pod, "name"), new, Sub::Status, &opts(MANAGER))) {
         Ok(_) => true,
         Err(e) if e.code == 404 => true,
         Err(e) => {

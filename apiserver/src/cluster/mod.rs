@@ -227,14 +227,19 @@ const MIN_PASS_INTERVAL: Duration = Duration::from_millis(5);
 /// for, a retry, the resync interval, or stop. Commits none of whose events `relevant` picks
 /// skip the pass (every pass re-reads everything, so skipping loses nothing); a deadline, a
 /// retry, the resync or an expired event window always runs one.
+///
+/// A pass runs on the blocking pool: its writes wait for admission hooks (a plugin call in the
+/// host), and waiting there holds no runtime thread that serves requests.
 async fn run(
     core: Arc<Core>,
     mut stop: tokio::sync::watch::Receiver<bool>,
     resync: Duration,
     cost_factor: u32,
     relevant: fn(&Event) -> bool,
-    mut pass: impl FnMut(&Core) -> Next + Send,
+    pass: impl FnMut(&Core) -> Next + Send + 'static,
 ) {
+    // Moved to the blocking pool for each pass and back.
+    let mut pass = Some(pass);
     let mut changes = core.store.subscribe();
     let mut last: Option<Instant> = None;
     let mut gap = MIN_PASS_INTERVAL;
@@ -266,7 +271,17 @@ async fn run(
             let started = std::time::Instant::now();
             last = Some(now);
             resync_at = now + resync;
-            pending = pass(&core);
+            let (mut p, c) = (pass.take().expect("the pass came back"), core.clone());
+            let Ok((p, next)) = tokio::task::spawn_blocking(move || {
+                let next = p(&c);
+                (p, next)
+            })
+            .await
+            else {
+                return; // the pass panicked or the runtime is shutting down
+            };
+            pass = Some(p);
+            pending = next;
             due = false;
             gap = MIN_PASS_INTERVAL.max(started.elapsed() * cost_factor);
         }
@@ -367,7 +382,7 @@ pub(crate) struct Retry;
 /// stale copy fails (409) instead of overwriting what another writer did.
 pub(crate) fn put(core: &Core, res: &Resource, obj: Value, sub: crate::rest::Sub, manager: &str) -> Result<Value, Retry> {
     let (ns, name) = (meta_str(&obj, "namespace").to_string(), meta_str(&obj, "name").to_string());
-    core.update(res, &ns, &name, obj, sub, &opts(manager)).map_err(|e| {
+    crate::rest::wait(core.update(res, &ns, &name, obj, sub, &opts(manager))).map_err(|e| {
         tracing::debug!(%name, error = %e.message, manager, "simulated controller write failed");
         Retry
     })

@@ -39,7 +39,7 @@ pub(crate) fn record(core: &Core, component: &str, subject: Subject<'_>, warning
         "type": if warning { "Warning" } else { "Normal" },
         "reportingComponent": component, "reportingInstance": "",
     });
-    if let Err(e) = core.create(&res, ns, event, &opts(component)) {
+    if let Err(e) = crate::rest::wait(core.create(&res, ns, event, &opts(component))) {
         tracing::debug!(error = %e.message, reason, "could not record an Event");
     }
 }

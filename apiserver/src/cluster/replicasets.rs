@@ -121,7 +121,7 @@ impl Pass<'_> {
         if diff < 0 {
             for _ in 0..(-diff as usize).min(BURST) {
                 let pod = pod_from_template(rs);
-                match self.core.create(self.pod_res, meta_str(rs, "namespace"), pod, &opts(MANAGER)) {
+                match crate::rest::wait(self.core.create(self.pod_res, meta_str(rs, "namespace"), pod, &opts(MANAGER))) {
                     Ok(p) => self.event(rs, false, "SuccessfulCreate", &format!("Created pod: {}", meta_str(&p, "name"))),
                     Err(e) => {
                         self.event(rs, true, "FailedCreate", &format!("Error creating: {}", e.message));

@@ -286,7 +286,7 @@ impl Core {
         let ns = self.registry.find("", "v1", "namespaces").expect("namespaces");
         for name in SYSTEM_NAMESPACES {
             if self.store.get(&self.key(&ns, "", name)).is_none() {
-                let _ = self.create(&ns, "", json!({"metadata": {"name": name}}), &WriteOptions { field_manager: "kube-apiserver".into(), ..Default::default() });
+                let _ = wait(self.create(&ns, "", json!({"metadata": {"name": name}}), &WriteOptions { field_manager: "kube-apiserver".into(), ..Default::default() }));
             }
         }
         for namespace in self.store.list(&ns.group_resource(), None).0 {
@@ -428,7 +428,7 @@ impl Core {
     /// run for writes of the main resource only: upstream matches a webhook's rules against
     /// `resource/subresource`, and a rule for `cronjobs` does not match `cronjobs/status`. (Here
     /// they ran on every status write too, one `default` and one `validate` plugin call each.)
-    fn admit(&self, res: &Resource, mut obj: Value, old: Option<&Value>, sub: Sub, opts: &WriteOptions) -> Result<Value> {
+    async fn admit(&self, res: &Resource, mut obj: Value, old: Option<&Value>, sub: Sub, opts: &WriteOptions) -> Result<Value> {
         let name = meta_str(&obj, "name");
         let unknown = self.decode(res, &mut obj, old.is_none());
         if opts.strict && !unknown.is_empty() {
@@ -441,7 +441,7 @@ impl Core {
             )));
         }
         if sub == Sub::Main {
-            obj = self.admission.mutate(&res.group, &res.kind, obj, old)?;
+            obj = self.admission.mutate(&res.group, &res.kind, obj, old).await?;
         }
         if !obj.is_object() {
             return Err(ApiError::internal("a mutating admission hook returned a non-object"));
@@ -465,17 +465,17 @@ impl Core {
             return Err(ApiError::invalid(&res.group, &res.kind, &name, causes));
         }
         if sub == Sub::Main {
-            self.admission.validate(&res.group, &res.kind, &name, &obj, old)?;
+            self.admission.validate(&res.group, &res.kind, &name, &obj, old).await?;
         }
         Ok(obj)
     }
 
     /// POST.
-    pub fn create(&self, res: &Resource, ns: &str, body: Value, opts: &WriteOptions) -> Result<Value> {
-        self.create_with(res, ns, body, opts, None)
+    pub async fn create(&self, res: &Resource, ns: &str, body: Value, opts: &WriteOptions) -> Result<Value> {
+        self.create_with(res, ns, body, opts, None).await
     }
 
-    fn create_with(&self, res: &Resource, ns: &str, body: Value, opts: &WriteOptions, managed: Option<Value>) -> Result<Value> {
+    async fn create_with(&self, res: &Resource, ns: &str, body: Value, opts: &WriteOptions, managed: Option<Value>) -> Result<Value> {
         if !body.is_object() {
             return Err(ApiError::bad_request("the body of the request was not a JSON object"));
         }
@@ -522,7 +522,7 @@ impl Core {
             meta(&mut obj).insert("name".into(), json!(format!("{generate}{}", random_suffix())));
         }
         self.check_name(res, &obj)?;
-        let mut obj = self.admit(res, obj, None, Sub::Main, opts)?;
+        let mut obj = self.admit(res, obj, None, Sub::Main, opts).await?;
         if res.namespaced && !self.namespace_exists(ns) {
             return Err(ApiError::not_found("", "namespaces", ns));
         }
@@ -656,7 +656,7 @@ impl Core {
 
     /// Compute the object an update of `old` to `new` stores. Returns `None` when nothing
     /// changes (a no-op keeps the resourceVersion, as upstream).
-    fn prepare_update(&self, res: &Resource, old: &Value, new: Value, sub: Sub, opts: &WriteOptions) -> Result<Option<Value>> {
+    async fn prepare_update(&self, res: &Resource, old: &Value, new: Value, sub: Sub, opts: &WriteOptions) -> Result<Option<Value>> {
         if !new.is_object() {
             return Err(ApiError::bad_request("the body of the request was not a JSON object"));
         }
@@ -716,7 +716,7 @@ impl Core {
         if is_service(res) && sub == Sub::Main {
             crate::services::keep_allocated(&mut new, old);
         }
-        let mut new = self.admit(res, new, Some(old), sub, opts)?;
+        let mut new = self.admit(res, new, Some(old), sub, opts).await?;
         if is_service(res) && sub == Sub::Main {
             self.allocate_service(res, &mut new, Some(old))?;
         }
@@ -763,7 +763,7 @@ impl Core {
     }
 
     /// PUT (main resource or `/status`).
-    pub fn update(&self, res: &Resource, ns: &str, name: &str, body: Value, sub: Sub, opts: &WriteOptions) -> Result<Value> {
+    pub async fn update(&self, res: &Resource, ns: &str, name: &str, body: Value, sub: Sub, opts: &WriteOptions) -> Result<Value> {
         let wanted_rv = body.pointer("/metadata/resourceVersion").and_then(Value::as_str).map(String::from).filter(|s| !s.is_empty());
         loop {
             let old = self.store.get(&self.key(res, ns, name)).ok_or_else(|| ApiError::not_found(&res.group, &res.plural, name))?;
@@ -771,7 +771,7 @@ impl Core {
                 && rv.parse::<u64>().ok() != Some(object_rv(&old)) {
                     return Err(ApiError::stale(&res.group, &res.plural, name));
                 }
-            let new = self.prepare_update(res, &old, body.clone(), sub, opts)?;
+            let new = self.prepare_update(res, &old, body.clone(), sub, opts).await?;
             match self.commit_update(res, ns, &old, new, opts) {
                 Ok(v) => return Ok(v),
                 Err(StoreError::NotFound) => return Err(ApiError::not_found(&res.group, &res.plural, name)),
@@ -782,6 +782,13 @@ impl Core {
         }
     }
 
+}
+
+/// Runs a write from code that is not async: the bootstrap (before any admission hook is
+/// registered, so the write never waits) and the simulated controllers' passes, which run on
+/// the blocking pool so that a write waiting for an admission hook holds no runtime thread.
+pub(crate) fn wait<T>(write: impl std::future::Future<Output = T>) -> T {
+    futures::executor::block_on(write)
 }
 
 /// Where upstream keeps the object in etcd (`/registry/<resource>/<namespace>/<name>`), for

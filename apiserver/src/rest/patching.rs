@@ -6,7 +6,7 @@ use super::*;
 impl Core {
     /// PATCH (any patch type; main resource or `/status`).
     #[allow(clippy::too_many_arguments)] // mirrors the request: target, patch type, body, subresource, options
-    pub fn patch(&self, res: &Resource, ns: &str, name: &str, ptype: PatchType, body: &[u8], sub: Sub, opts: &WriteOptions) -> Result<Value> {
+    pub async fn patch(&self, res: &Resource, ns: &str, name: &str, ptype: PatchType, body: &[u8], sub: Sub, opts: &WriteOptions) -> Result<Value> {
         if ptype == PatchType::Strategic && res.custom {
             return Err(ApiError::unsupported_media_type(&[
                 "application/json-patch+json",
@@ -19,7 +19,7 @@ impl Core {
             _ => serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?,
         };
         if ptype == PatchType::Apply {
-            return self.apply(res, ns, name, patch, sub, opts);
+            return self.apply(res, ns, name, patch, sub, opts).await;
         }
         for _ in 0..16 {
             let old = self.store.get(&self.key(res, ns, name)).ok_or_else(|| ApiError::not_found(&res.group, &res.plural, name))?;
@@ -42,7 +42,7 @@ impl Core {
             if !patched_rv.is_empty() && patched_rv != object_rv(&old).to_string() {
                 return Err(ApiError::stale(&res.group, &res.plural, name));
             }
-            let new = self.prepare_update(res, &old, patched, sub, opts)?;
+            let new = self.prepare_update(res, &old, patched, sub, opts).await?;
             match self.commit_update(res, ns, &old, new, opts) {
                 Ok(v) => return Ok(v),
                 Err(StoreError::NotFound) => return Err(ApiError::not_found(&res.group, &res.plural, name)),
@@ -53,7 +53,7 @@ impl Core {
         Err(ApiError::stale(&res.group, &res.plural, name))
     }
 
-    fn apply(&self, res: &Resource, ns: &str, name: &str, applied: Value, sub: Sub, opts: &WriteOptions) -> Result<Value> {
+    async fn apply(&self, res: &Resource, ns: &str, name: &str, applied: Value, sub: Sub, opts: &WriteOptions) -> Result<Value> {
         if opts.field_manager.is_empty() {
             return Err(ApiError::bad_request("PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch"));
         }
@@ -78,7 +78,7 @@ impl Core {
                     let mut body = merged;
                     meta(&mut body).insert("name".into(), json!(name));
                     let managed = body.pointer("/metadata/managedFields").cloned().filter(|_| self.config.managed_fields);
-                    match self.create_with(res, ns, body, opts, managed) {
+                    match self.create_with(res, ns, body, opts, managed).await {
                         Err(e) if e.code == 409 => continue,
                         other => return other,
                     }
@@ -86,7 +86,7 @@ impl Core {
                 Some(old) => {
                     let managed = merged.pointer("/metadata/managedFields").cloned();
                     let no_fm = WriteOptions { field_manager: String::new(), ..opts.clone() };
-                    let new = self.prepare_update(res, &old, merged, sub, &no_fm)?;
+                    let new = self.prepare_update(res, &old, merged, sub, &no_fm).await?;
                     let new = new.map(|mut n| {
                         match &managed {
                             Some(m) => {
@@ -119,12 +119,12 @@ impl Core {
     /// PATCH through a view sharing another resource's storage: the patch applies to the view's
     /// representation, the result is converted back and stored.
     #[allow(clippy::too_many_arguments)] // mirrors `patch`
-    pub fn patch_view(&self, view: &Resource, storage: &Resource, ns: &str, name: &str, ptype: PatchType, body: &[u8], opts: &WriteOptions) -> Result<Value> {
+    pub async fn patch_view(&self, view: &Resource, storage: &Resource, ns: &str, name: &str, ptype: PatchType, body: &[u8], opts: &WriteOptions) -> Result<Value> {
         if ptype == PatchType::Apply {
             let applied: Value = crate::yaml::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
             let core = crate::convert::to_storage(view, applied);
             let bytes = serde_json::to_vec(&core).expect("json");
-            return self.patch(storage, ns, name, ptype, &bytes, Sub::Main, opts).map(|o| self.present(view, o));
+            return self.patch(storage, ns, name, ptype, &bytes, Sub::Main, opts).await.map(|o| self.present(view, o));
         }
         let patch: Value = serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
         for _ in 0..16 {
@@ -139,7 +139,7 @@ impl Core {
             if !rv.is_empty() && rv != object_rv(&old).to_string() {
                 return Err(ApiError::stale(&view.group, &view.plural, name));
             }
-            let new = self.prepare_update(storage, &old, crate::convert::to_storage(view, current), Sub::Main, opts)?;
+            let new = self.prepare_update(storage, &old, crate::convert::to_storage(view, current), Sub::Main, opts).await?;
             match self.commit_update(storage, ns, &old, new, opts) {
                 Ok(v) => return Ok(self.present(view, v)),
                 Err(StoreError::NotFound) => return Err(ApiError::not_found(&view.group, &view.plural, name)),

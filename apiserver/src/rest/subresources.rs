@@ -43,7 +43,7 @@ pub fn scale_of(obj: &Value, spec: &crate::resources::ScaleSpec) -> Value {
 
 impl Core {
     /// POST `pods/binding`: assign a pod to a node (what the scheduler does).
-    pub fn bind(&self, res: &Resource, ns: &str, name: &str, body: &Value, opts: &WriteOptions) -> Result<Value> {
+    pub async fn bind(&self, res: &Resource, ns: &str, name: &str, body: &Value, opts: &WriteOptions) -> Result<Value> {
         let node = body.pointer("/target/name").and_then(Value::as_str).unwrap_or_default().to_string();
         if node.is_empty() {
             return Err(ApiError::invalid("", "Binding", name, vec![Cause::new("FieldValueRequired", "Required value", "target.name")]));
@@ -67,7 +67,7 @@ impl Core {
                 return Ok(success(None));
             }
             // Sub::Scale: a subresource write that keeps the status it is given.
-            let prepared = self.prepare_update(res, &old, new, Sub::Scale, opts)?;
+            let prepared = self.prepare_update(res, &old, new, Sub::Scale, opts).await?;
             match self.commit_update(res, ns, &old, prepared, opts) {
                 Ok(_) => return Ok(success(None)),
                 Err(StoreError::NotFound) => return Err(ApiError::not_found(&res.group, &res.plural, name)),
@@ -86,7 +86,7 @@ impl Core {
     }
 
     /// PUT/PATCH `/scale`: only the desired replicas change.
-    pub fn update_scale(&self, res: &Resource, ns: &str, name: &str, ptype: Option<PatchType>, body: &[u8], opts: &WriteOptions) -> Result<Value> {
+    pub async fn update_scale(&self, res: &Resource, ns: &str, name: &str, ptype: Option<PatchType>, body: &[u8], opts: &WriteOptions) -> Result<Value> {
         let spec = res.scale.clone().ok_or_else(ApiError::no_route)?;
         for _ in 0..16 {
             let old = self.store.get(&self.key(res, ns, name)).ok_or_else(|| ApiError::not_found(&res.group, &res.plural, name))?;
@@ -124,7 +124,7 @@ impl Core {
             }
             let mut new = old.clone();
             set_path(&mut new, &spec.spec_replicas_path, replicas);
-            let prepared = self.prepare_update(res, &old, new, Sub::Scale, opts)?;
+            let prepared = self.prepare_update(res, &old, new, Sub::Scale, opts).await?;
             match self.commit_update(res, ns, &old, prepared, opts) {
                 Ok(v) => return Ok(scale_of(&v, &spec)),
                 Err(StoreError::NotFound) => return Err(ApiError::not_found(&res.group, &res.plural, name)),

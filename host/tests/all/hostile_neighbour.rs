@@ -217,3 +217,45 @@ async fn every_hostile_behaviour_is_contained_and_the_good_plugin_keeps_reconcil
     );
     env.running.shutdown(Duration::from_secs(30)).await;
 }
+
+/// A plugin whose `validate` spins until the call deadline does not stall
+/// the embedded API server: on a runtime with a single thread, other
+/// requests keep being answered while the admission call runs, because the
+/// hook runs the plugin on the blocking pool and the request awaits it.
+/// (Run on the runtime thread, as with `block_in_place`'s fallback on a
+/// current-thread runtime, every request would wait out the deadline.)
+#[tokio::test(flavor = "current_thread")]
+async fn a_looping_validate_does_not_stall_other_requests() {
+    let server = ApiServer::new();
+    let sandbox = Sandbox::new(common::config(DEADLINE)).unwrap();
+    let hostile = common::load(&sandbox, "hostile");
+    let registry = host::registry::Registry::default();
+    registry.insert("hostile", hostile.clone());
+    host::embedded::register_admission(&server, &registry, &hostile);
+    let client = server.kube_client();
+    common::install_hostile_crd(client.clone()).await;
+
+    let hostiles: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &common::hostile_resource());
+    let looping = json!({"apiVersion": "test.operator.dev/v1", "kind": "Hostile", "metadata": {"name": "slow"}, "spec": {"mode": "validate-loop"}});
+    let started = Instant::now();
+    let create = tokio::spawn(async move { hostiles.create(&PostParams::default(), &serde_json::from_value(looping).unwrap()).await });
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let (mut answered, mut slowest) = (0, Duration::ZERO);
+    while !create.is_finished() {
+        let asked = Instant::now();
+        pods.list(&ListParams::default()).await.expect("list while the admission call runs");
+        slowest = slowest.max(asked.elapsed());
+        answered += 1;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let took = started.elapsed();
+    let refused = create.await.unwrap().expect_err("the deadline refuses the create");
+    let message = refused.to_string();
+    assert!(message.contains("validation failed") && message.contains("deadline"), "{message}");
+    assert!(took >= DEADLINE, "the admission call ran until the deadline ({took:?})");
+    // The call held the request for the whole deadline; the lists were answered meanwhile.
+    assert!(answered >= 10, "only {answered} lists answered in {took:?}");
+    assert!(slowest < DEADLINE / 2, "a list waited {slowest:?} while the admission call ran");
+    println!("FIGURES looping-validate: create refused after {took:?}; {answered} lists answered meanwhile, slowest {slowest:?}");
+}

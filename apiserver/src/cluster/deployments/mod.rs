@@ -309,7 +309,7 @@ impl<'a> Rollout<'a> {
         let replicas = arithmetic::new_rs_new_replicas(&self.d, all, 0);
         rs["spec"]["replicas"] = json!(replicas);
         self.set_new_rs_annotations(&mut rs, new_revision, false);
-        let (created, already_existed) = match self.core.create(self.rs_res, meta_str(&self.d, "namespace"), rs, &opts(MANAGER)) {
+        let (created, already_existed) = match crate::rest::wait(self.core.create(self.rs_res, meta_str(&self.d, "namespace"), rs, &opts(MANAGER))) {
             Ok(rs) => (rs, false),
             Err(e) if e.code == 409 && e.reason == "AlreadyExists" => {
                 let key = self.core.key(self.rs_res, meta_str(&self.d, "namespace"), &name);

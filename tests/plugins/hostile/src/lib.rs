@@ -158,7 +158,16 @@ impl Guest for Hostile {
         }
     }
 
-    fn validate(_object: String, _old: Option<String>) -> Vec<FieldError> {
+    /// `spec.mode: validate-loop` spins until the sandbox's deadline stops
+    /// the call: an admission call as slow as a call can be.
+    fn validate(object: String, _old: Option<String>) -> Vec<FieldError> {
+        let object: Value = serde_json::from_str(&object).unwrap_or_default();
+        if object["spec"]["mode"] == "validate-loop" {
+            let mut i: u64 = 0;
+            loop {
+                i = std::hint::black_box(i.wrapping_add(1));
+            }
+        }
         Vec::new()
     }
 
