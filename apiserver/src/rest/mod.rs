@@ -25,7 +25,7 @@ mod tokens;
 pub use subresources::{pointer, scale_of};
 use serde_json::{Map, Value, json};
 use std::collections::VecDeque;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Options shared by writes.
@@ -787,8 +787,24 @@ impl Core {
 /// Runs a write from code that is not async: the bootstrap (before any admission hook is
 /// registered, so the write never waits) and the simulated controllers' passes, which run on
 /// the blocking pool so that a write waiting for an admission hook holds no runtime thread.
+/// Unlike `futures::executor::block_on` it may nest (a write's side effects write too).
 pub(crate) fn wait<T>(write: impl std::future::Future<Output = T>) -> T {
-    futures::executor::block_on(write)
+    use std::task::{Context, Poll, Wake, Waker};
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut write = std::pin::pin!(write);
+    loop {
+        match write.as_mut().poll(&mut cx) {
+            Poll::Ready(v) => return v,
+            Poll::Pending => std::thread::park(),
+        }
+    }
 }
 
 /// Where upstream keeps the object in etcd (`/registry/<resource>/<namespace>/<name>`), for
