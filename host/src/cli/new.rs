@@ -33,6 +33,10 @@ const FILES: &[(&str, &str)] = &[
     (".gitignore", include_str!("new/gitignore.tmpl")),
     ("README.md", include_str!("new/README.md.tmpl")),
     ("src/lib.rs", include_str!("new/lib.rs.tmpl")),
+    // What the derive generates from lib.rs's types, for the plugin to
+    // embed; the crate's own test (crd_json_is_the_generated_crd) fails if
+    // this template and lib.rs.tmpl ever disagree.
+    ("crd.json", include_str!("new/crd.json.tmpl")),
     ("tests/fixtures.rs", include_str!("new/fixtures.rs.tmpl")),
     ("tests/fixtures/a-new-{{kind_lower}}-creates-its-configmap/parent.yaml", include_str!("new/parent.yaml.tmpl")),
     ("tests/fixtures/a-new-{{kind_lower}}-creates-its-configmap/now.txt", include_str!("new/now.txt.tmpl")),
@@ -63,6 +67,13 @@ impl Names {
         Ok(Names { name: args.name.clone(), group, version: args.version.clone(), kind })
     }
 
+    /// The resource's plural, as kube-derive would guess it (written out in
+    /// the template's `#[kube(plural)]`, so the two cannot disagree).
+    fn plural(&self) -> String {
+        use operator_plugin_sdk::kube_core::{GroupVersionKind, discovery::ApiResource};
+        ApiResource::from_gvk(&GroupVersionKind::gvk(&self.group, &self.version, &self.kind)).plural
+    }
+
     fn fill(&self, template: &str) -> String {
         template
             .replace("{{crate}}", &self.name)
@@ -70,6 +81,7 @@ impl Names {
             .replace("{{name}}", &self.name)
             .replace("{{group}}", &self.group)
             .replace("{{version}}", &self.version)
+            .replace("{{plural}}", &self.plural())
             .replace("{{kind_lower}}", &self.kind.to_ascii_lowercase())
             .replace("{{kind}}", &self.kind)
             .replace("{{sdk_version}}", SDK_VERSION)
@@ -219,5 +231,9 @@ mod tests {
             assert!(!text.contains("{{"), "{path}: a placeholder is left");
         }
         assert!(names.fill(FILES[0].1).contains(r#"name = "my-op""#));
+        let crd: serde_json::Value = serde_json::from_str(&names.fill(include_str!("new/crd.json.tmpl"))).expect("the CRD template is JSON");
+        assert_eq!(crd["metadata"]["name"], "myops.g.example.com");
+        let policy = Names { kind: "Policy".into(), ..names };
+        assert_eq!(policy.plural(), "policies");
     }
 }

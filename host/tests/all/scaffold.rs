@@ -68,8 +68,10 @@ fn a_scaffolded_plugin_builds_tests_inspects_and_reconciles_with_no_edits() {
     let o = cargo(&demo, &["test"]);
     assert!(o.status.success(), "cargo test: {}", text(&o));
     assert!(text(&o).contains("every_fixture_gives_its_expected_actions ... ok"), "{}", text(&o));
+    assert!(text(&o).contains("crd_json_is_the_generated_crd ... ok"), "the scaffold's crd.json is what its types generate:\n{}", text(&o));
 
     let wasm = workspace_root().join("target/scaffold-test/wasm32-wasip1/release/demo.wasm");
+    eprintln!("demo.wasm: {} bytes", std::fs::metadata(&wasm).unwrap().len());
     let o = host(&demo, &["inspect", wasm.to_str().unwrap()]);
     assert!(o.status.success(), "host inspect: {}", text(&o));
     for want in ["Plugin:     demo 0.1.0", "Parent:     demo.example.com/v1alpha1, Kind=Demo", "v1, Kind=ConfigMap", "CRDs:       demos.demo.example.com"] {

@@ -2,7 +2,7 @@
 //! plus upstream's `timeZone`, and a status with upstream's
 //! `lastSuccessfulTime` and conditions.
 
-use operator_plugin_sdk::{Condition, ReconcileError};
+use operator_plugin_sdk::{Condition, ReconcileError, conditions};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -68,7 +68,8 @@ pub struct CronJobStatus {
     /// When a Job last completed successfully.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_successful_time: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// Conditions written by others may lack fields ours need: read leniently.
+    #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "conditions::lenient")]
     pub conditions: Vec<Condition>,
 }
 
@@ -117,19 +118,12 @@ impl CronJob {
     /// Reads the parent; a parent whose fields have the wrong JSON types is a
     /// permanent error (only an edit can fix it).
     pub fn from_object(parent: &operator_plugin_sdk::Object) -> Result<Self, ReconcileError> {
-        let mut value = parent.value().clone();
-        // Conditions written by others may lack fields ours need; read them leniently below.
-        let conditions = operator_plugin_sdk::conditions::conditions_of(parent.status());
-        if let Some(status) = value.get_mut("status").and_then(Value::as_object_mut) {
-            status.remove("conditions");
-        }
-        let mut cron_job: CronJob = serde_json::from_value(value).map_err(|e| {
+        // Deserialized from the parent in place: no copy of the whole object.
+        CronJob::deserialize(parent.value()).map_err(|e| {
             ReconcileError::permanent(
                 "InvalidSpec",
                 format!("cannot read CronJob {}: {e}", parent.name()),
             )
-        })?;
-        cron_job.status.conditions = conditions;
-        Ok(cron_job)
+        })
     }
 }

@@ -221,7 +221,7 @@ fn condition() -> Value {
 /// +40% gzipped), for a value that never changes after the build.
 #[cfg(target_family = "wasm")]
 pub fn crd() -> Value {
-    serde_json::from_str(include_str!("../crd.json")).expect("crd.json is JSON")
+    operator_plugin_sdk::crd::from_json::<CronJob>(operator_plugin_sdk::embedded_crd!())
 }
 
 /// Natively (tests, `host generate`'s native comparisons), the generated CRD itself.
@@ -233,10 +233,7 @@ pub fn crd() -> Value {
 /// The CRD as `#[derive(CustomResource, JsonSchema)]` generates it.
 #[cfg(not(target_family = "wasm"))]
 pub fn generated() -> Value {
-    let mut crd = serde_json::to_value(CronJob::crd()).expect("a CustomResourceDefinition serializes");
-    // kube-derive leaves listKind to the API server's default; written out, as controller-gen does.
-    crd["spec"]["names"]["listKind"] = json!("CronJobList");
-    crd
+    operator_plugin_sdk::crd::generated::<CronJob>()
 }
 
 #[cfg(test)]
@@ -247,71 +244,16 @@ mod tests {
     /// `UPDATE_CRD=1 cargo test -p cronjob crd` rewrites it.
     #[test]
     fn the_embedded_crd_json_is_the_generated_crd() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/crd.json");
-        let text = serde_json::to_string_pretty(&generated()).unwrap() + "\n";
-        if std::env::var_os("UPDATE_CRD").is_some() {
-            std::fs::write(path, &text).unwrap();
-        }
-        let embedded = std::fs::read_to_string(path).unwrap_or_default();
-        assert!(embedded == text, "{path} is stale: run UPDATE_CRD=1 cargo test -p cronjob crd");
+        operator_plugin_sdk::testing::assert_crd_file_matches(&generated(), concat!(env!("CARGO_MANIFEST_DIR"), "/crd.json"));
     }
 
-    /// What the derive legitimately writes differently from the hand-written
-    /// CRD, removed before comparing: `nullable: true` on optional fields
-    /// and the `null` it adds to an optional enum's values (kube's rewrite
-    /// of `Option`: an unset field may be sent as null); numbers as floats
-    /// (`minimum: 0.0` is `minimum: 0`); `title`; the root's
-    /// `apiVersion`/`kind`/`metadata` properties, which the API server
-    /// implies for every object; and the root's `required: [spec]` (a
-    /// CronJob without a spec was refused by `validate` before, as
-    /// `spec.schedule: Required value`; the schema refuses it now, as
-    /// controller-gen's does). `required` lists compare as sets.
-    fn normalised(mut v: Value) -> Value {
-        fn walk(v: &mut Value) {
-            match v {
-                Value::Number(n) => {
-                    if let Some(f) = n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 1e15) {
-                        *v = json!(f as i64);
-                    }
-                }
-                Value::Object(m) => {
-                    m.remove("nullable");
-                    m.remove("title");
-                    if let Some(Value::Array(values)) = m.get_mut("enum") {
-                        values.retain(|x| !x.is_null());
-                    }
-                    if let Some(Value::Array(r)) = m.get_mut("required") {
-                        r.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
-                    }
-                    m.values_mut().for_each(walk);
-                }
-                Value::Array(a) => a.iter_mut().for_each(walk),
-                _ => {}
-            }
-        }
-        walk(&mut v);
-        if let Some(root) = v.pointer_mut("/spec/versions/0/schema/openAPIV3Schema/properties").and_then(Value::as_object_mut) {
-            for implied in ["apiVersion", "kind", "metadata"] {
-                root.remove(implied);
-            }
-        }
-        if let Some(root) = v.pointer_mut("/spec/versions/0/schema/openAPIV3Schema").and_then(Value::as_object_mut) {
-            if root.get("required") == Some(&json!(["spec"])) {
-                root.remove("required");
-            }
-        }
-        v
-    }
-
+    /// The derive's CRD means what the hand-written one (kept as
+    /// tests/crd-before.json) did, up to the derive's legitimate differences
+    /// (see `testing::normalised_crd`).
     #[test]
     fn the_generated_crd_means_what_the_hand_written_one_did() {
         let before: Value = serde_json::from_str(include_str!("../tests/crd-before.json")).unwrap();
-        let (before, now) = (normalised(before), normalised(crd()));
-        if before != now {
-            let (b, n) = (serde_json::to_string_pretty(&before).unwrap(), serde_json::to_string_pretty(&now).unwrap());
-            let diff: Vec<String> = b.lines().zip(n.lines()).enumerate().filter(|(_, (x, y))| x != y).take(20).map(|(i, (x, y))| format!("{i}: -{x}\n{i}: +{y}")).collect();
-            panic!("the generated CRD differs:\n{}\n--- generated:\n{n}", diff.join("\n"));
-        }
+        operator_plugin_sdk::testing::assert_crds_mean_the_same(before, crd());
     }
 
     #[test]

@@ -246,7 +246,7 @@ fn condition() -> Value {
 /// +40% gzipped), for a value that never changes after the build.
 #[cfg(target_family = "wasm")]
 pub fn crd() -> Value {
-    operator_plugin_sdk::serde_json::from_str(include_str!("../crd.json")).expect("crd.json is JSON")
+    operator_plugin_sdk::crd::from_json::<MyDeployment>(operator_plugin_sdk::embedded_crd!())
 }
 
 /// Natively (tests, `host generate`'s native comparisons), the generated CRD itself.
@@ -258,10 +258,7 @@ pub fn crd() -> Value {
 /// The CRD as `#[derive(CustomResource, JsonSchema)]` generates it.
 #[cfg(not(target_family = "wasm"))]
 pub fn generated() -> Value {
-    let mut crd = operator_plugin_sdk::serde_json::to_value(MyDeployment::crd()).expect("a CustomResourceDefinition serializes");
-    // kube-derive leaves listKind to the API server's default; written out.
-    crd["spec"]["names"]["listKind"] = json!("MyDeploymentList");
-    crd
+    operator_plugin_sdk::crd::generated::<MyDeployment>()
 }
 
 #[cfg(test)]
@@ -272,65 +269,16 @@ mod tests {
     /// `UPDATE_CRD=1 cargo test -p mydeployment crd` rewrites it.
     #[test]
     fn the_embedded_crd_json_is_the_generated_crd() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/crd.json");
-        let text = operator_plugin_sdk::serde_json::to_string_pretty(&generated()).unwrap() + "\n";
-        if std::env::var_os("UPDATE_CRD").is_some() {
-            std::fs::write(path, &text).unwrap();
-        }
-        let embedded = std::fs::read_to_string(path).unwrap_or_default();
-        assert!(embedded == text, "{path} is stale: run UPDATE_CRD=1 cargo test -p mydeployment crd");
+        operator_plugin_sdk::testing::assert_crd_file_matches(&generated(), concat!(env!("CARGO_MANIFEST_DIR"), "/crd.json"));
     }
 
-    /// What the derive legitimately writes differently from the hand-written
-    /// CRD, removed before comparing: `nullable: true` on optional fields
-    /// and the `null` it adds to an optional enum's values (kube's rewrite
-    /// of `Option`); numbers as floats (`minimum: 0.0` is `minimum: 0`);
-    /// `title`; `type` inside `anyOf` (kube's structural-schema rewrite
-    /// drops it there, as structural schemas require, beside
-    /// `x-kubernetes-int-or-string`); the root's `apiVersion`/`kind`
-    /// properties, which the API server implies. `required` lists compare
-    /// as sets.
-    fn normalised(mut v: Value) -> Value {
-        fn walk(v: &mut Value) {
-            match v {
-                Value::Number(n) => {
-                    if let Some(f) = n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 1e15) {
-                        *v = json!(f as i64);
-                    }
-                }
-                Value::Object(m) => {
-                    m.remove("nullable");
-                    m.remove("title");
-                    if let Some(Value::Array(values)) = m.get_mut("enum") {
-                        values.retain(|x| !x.is_null());
-                    }
-                    if let Some(Value::Array(r)) = m.get_mut("required") {
-                        r.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
-                    }
-                    if let Some(Value::Array(any_of)) = m.get_mut("anyOf") {
-                        any_of.iter_mut().filter_map(Value::as_object_mut).for_each(|alt| {
-                            alt.remove("type");
-                        });
-                    }
-                    m.values_mut().for_each(walk);
-                }
-                Value::Array(a) => a.iter_mut().for_each(walk),
-                _ => {}
-            }
-        }
-        walk(&mut v);
-        if let Some(root) = v.pointer_mut("/spec/versions/0/schema/openAPIV3Schema/properties").and_then(Value::as_object_mut) {
-            root.remove("apiVersion");
-            root.remove("kind");
-        }
-        v
-    }
-
+    /// The derive's CRD means what the hand-written one (kept as
+    /// tests/crd-before.json) did, up to the derive's legitimate differences
+    /// (see `testing::normalised_crd`).
     #[test]
     fn the_generated_crd_means_what_the_hand_written_one_did() {
         let before: Value = operator_plugin_sdk::serde_json::from_str(include_str!("../tests/crd-before.json")).unwrap();
-        let (before, now) = (normalised(before), normalised(crd()));
-        assert_eq!(before, now, "the generated CRD differs:\n{}", operator_plugin_sdk::serde_json::to_string_pretty(&now).unwrap());
+        operator_plugin_sdk::testing::assert_crds_mean_the_same(before, crd());
     }
 
     #[test]

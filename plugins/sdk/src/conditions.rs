@@ -57,8 +57,18 @@ pub fn conditions_of(status: &Value) -> Vec<Condition> {
     status
         .get("conditions")
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(|c| serde_json::from_value(c.clone()).ok()).collect())
+        .map(|a| a.iter().filter_map(|c| Condition::deserialize(c).ok()).collect())
         .unwrap_or_default()
+}
+
+/// For `#[serde(default, deserialize_with = "conditions::lenient")]` on a
+/// status type's `conditions`: reads them as [`conditions_of`] does, so a
+/// condition written by another controller without the fields this type
+/// requires is skipped instead of failing the whole object (and the object
+/// need not be copied to take the conditions out first).
+pub fn lenient<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<Condition>, D::Error> {
+    let conditions = Value::deserialize(deserializer)?;
+    Ok(conditions.as_array().map(|a| a.iter().filter_map(|c| Condition::deserialize(c).ok()).collect()).unwrap_or_default())
 }
 
 /// Finds a condition by type.
@@ -88,6 +98,23 @@ pub fn set(conditions: &mut Vec<Condition>, mut new: Condition, now: Time) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lenient_conditions_skip_what_does_not_fit_and_accept_null() {
+        #[derive(Deserialize)]
+        struct Status {
+            #[serde(default, deserialize_with = "lenient")]
+            conditions: Vec<Condition>,
+        }
+        let read = |v: Value| serde_json::from_value::<Status>(v).unwrap().conditions;
+        let ok = serde_json::json!({"type": "Ready", "status": "True"});
+        assert_eq!(read(serde_json::json!({"conditions": [ok, {"type": 5}, "x"]})).len(), 1);
+        assert!(read(serde_json::json!({"conditions": null})).is_empty());
+        assert!(read(serde_json::json!({"conditions": {"a": 1}})).is_empty());
+        assert!(read(serde_json::json!({})).is_empty());
+        let text = r#"{"conditions": [{"type": "Ready", "status": "True"}, {"status": 1}]}"#;
+        assert_eq!(serde_json::from_str::<Status>(text).unwrap().conditions[0].type_, "Ready");
+    }
 
     #[test]
     fn transition_time_moves_only_when_status_changes() {

@@ -55,12 +55,21 @@ impl Manifest {
     where
         K: Resource<DynamicType = ()> + CustomResourceExt,
     {
-        let mut crd = serde_json::to_value(K::crd()).expect("a CustomResourceDefinition serializes");
-        // kube-derive leaves listKind to the API server's default; written
-        // out, as controller-gen does, so every server reads the same CRD.
-        if crd["spec"]["names"].get("listKind").is_none() {
-            crd["spec"]["names"]["listKind"] = serde_json::Value::String(format!("{}List", K::kind(&())));
-        }
+        Self::with_crd::<K>(name, version, crate::crd::generated::<K>())
+    }
+
+    /// The manifest of a plugin reconciling `K`, with the CRD embedded from
+    /// the crate's checked-in `crd.json` rather than generated at run time,
+    /// which keeps schemars out of the Wasm component (see [`crate::crd`]).
+    ///
+    /// ```ignore
+    /// Manifest::for_parent_with_crd::<Memcached>("memcached", env!("CARGO_PKG_VERSION"), embedded_crd!())
+    /// ```
+    pub fn for_parent_with_crd<K: Resource<DynamicType = ()>>(name: &str, version: &str, crd_json: &str) -> Self {
+        Self::with_crd::<K>(name, version, crate::crd::from_json::<K>(crd_json))
+    }
+
+    fn with_crd<K: Resource<DynamicType = ()>>(name: &str, version: &str, crd: serde_json::Value) -> Self {
         Manifest { name: name.into(), version: version.into(), parent: gvk_of::<K>(), children: Vec::new(), crds: vec![crd], finalizer: None }
     }
 

@@ -31,6 +31,7 @@ pub mod children;
 pub mod conditions;
 pub mod contract;
 pub mod controller;
+pub mod crd;
 pub mod log;
 pub mod object;
 pub mod outcome;
@@ -70,7 +71,7 @@ pub use serde_json::json;
 pub mod prelude {
     pub use crate::{
         Action, Children, Condition, Controller, CustomResource, CustomResourceExt, FieldError, JsonSchema, Manifest, Object,
-        ObjectRef, Outcome, ReconcileError, Resource, ResourceExt, Time, export_plugin, k8s_openapi, schemars,
+        ObjectRef, Outcome, ReconcileError, Resource, ResourceExt, Time, embedded_crd, export_plugin, k8s_openapi, schemars,
     };
     pub use serde::{Deserialize, Serialize};
 }

@@ -11,8 +11,10 @@
 //! `UPDATE_FIXTURES=1` rewrites `expected.json`; review every rewritten file:
 //! fixtures are assertions.
 
+pub mod crd;
 pub mod robustness;
 
+pub use crd::{assert_crd_file_matches, assert_crds_mean_the_same, normalised_crd};
 pub use robustness::check_robustness;
 
 use std::fs;
