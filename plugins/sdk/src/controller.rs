@@ -61,6 +61,13 @@ impl Manifest {
         if crd["spec"]["names"].get("listKind").is_none() {
             crd["spec"]["names"]["listKind"] = serde_json::Value::String(format!("{}List", K::kind(&())));
         }
+        Self::for_parent_with_crd::<K>(name, version, crd)
+    }
+
+    /// As [`for_parent`](Self::for_parent) with a CRD given as JSON, e.g. a
+    /// checked-in `crd.json` embedded with `include_str!`: the Wasm build
+    /// then links neither schemars nor the derive's CRD assembly.
+    pub fn for_parent_with_crd<K: Resource<DynamicType = ()>>(name: &str, version: &str, crd: serde_json::Value) -> Self {
         Manifest { name: name.into(), version: version.into(), parent: gvk_of::<K>(), children: Vec::new(), crds: vec![crd], finalizer: None }
     }
 
