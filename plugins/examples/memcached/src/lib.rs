@@ -115,3 +115,52 @@ pub fn nodes(memcached: &Memcached, deployments: &[Deployment], pods: &[Pod]) ->
     names.sort();
     names
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use operator_plugin_sdk::k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time as MetaTime};
+
+    fn memcached(size: i32) -> Memcached {
+        let mut m = Memcached::new("cache", MemcachedSpec { size, container_port: Some(11211) });
+        m.metadata.namespace = Some("default".into());
+        m
+    }
+
+    fn pod(name: &str, instance: &str, deleting: bool) -> Pod {
+        let mut labels = deployment::labels(instance);
+        labels.insert("pod-template-hash".into(), "5d8f7c9b6".into());
+        let deletion_timestamp = deleting.then(|| MetaTime(Default::default()));
+        Pod { metadata: ObjectMeta { name: Some(name.into()), labels: Some(labels), deletion_timestamp, ..Default::default() }, ..Default::default() }
+    }
+
+    #[test]
+    fn nodes_are_the_live_pods_its_deployment_selects_sorted() {
+        let m = memcached(3);
+        let deployments = vec![deployment::desired(&m)];
+        let pods = vec![pod("cache-b", "cache", false), pod("other-a", "other", false), pod("cache-a", "cache", false), pod("cache-c", "cache", true)];
+        assert_eq!(nodes(&m, &deployments, &pods), ["cache-a", "cache-b"]);
+        assert!(nodes(&m, &[], &pods).is_empty(), "no Deployment yet: no selector, no nodes");
+    }
+
+    #[test]
+    fn size_outside_one_to_five_is_refused_as_the_tutorial_validates() {
+        for (size, ok) in [(0, false), (1, true), (5, true), (6, false)] {
+            let errors = MemcachedController::validate(&memcached(size), None);
+            assert_eq!(errors.is_empty(), ok, "size {size}: {errors:?}");
+        }
+        let e = &MemcachedController::validate(&memcached(9), None)[0];
+        assert_eq!(e.to_string(), r#"spec.size: Invalid value: "9": must be between 1 and 5, inclusive"#);
+    }
+
+    #[test]
+    fn the_deployment_runs_size_replicas_on_the_container_port() {
+        let mut m = memcached(4);
+        m.spec.container_port = Some(11300);
+        let d = deployment::desired(&m);
+        assert_eq!(d.spec.replicas, Some(4));
+        let c = &d.spec.template.spec.as_ref().unwrap().containers[0];
+        assert_eq!((c.image.as_deref(), c.ports.as_ref().unwrap()[0].container_port), (Some(deployment::IMAGE), 11300));
+        assert_eq!(d.spec.selector.match_labels.as_ref(), d.spec.template.metadata.as_ref().unwrap().labels.as_ref());
+    }
+}
