@@ -61,7 +61,7 @@ impl Manifest {
         if crd["spec"]["names"].get("listKind").is_none() {
             crd["spec"]["names"]["listKind"] = serde_json::Value::String(format!("{}List", K::kind(&())));
         }
-        Manifest { name: name.into(), version: version.into(), parent: gvk_of::<K>(), children: Vec::new(), crds: vec![crd], finalizer: None }
+        Manifest { name: name.into(), version: version.into(), parent: gvk_of::<K>(), children: Vec::new(), related: Vec::new(), crds: vec![crd], finalizer: None }
     }
 
     /// Adds a child kind the plugin may create, change and delete.
