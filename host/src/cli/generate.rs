@@ -287,6 +287,7 @@ mod tests {
             version: "0.1.0".into(),
             parent: gvk("example.com", "v1", "Widget"),
             children,
+            related: vec![],
             crds: vec![json!({
                 "metadata": {"name": "widgets.example.com"},
                 "spec": {"group": "example.com", "names": {"kind": "Widget", "plural": "widgets"}},

@@ -38,6 +38,7 @@ impl Plugin for MyDeploymentPlugin {
                 GroupVersionKind::new("", "v1", "Pod"),
                 GroupVersionKind::new("apps", "v1", "ControllerRevision"),
             ],
+            related: vec![],
             crds: vec![crd::crd()],
             // Pods and revisions go with their owner through ownerReferences;
             // there is nothing to clean up, so no finalizer.

@@ -68,7 +68,7 @@ impl Manifest {
     /// checked-in `crd.json` embedded with `include_str!`: the Wasm build
     /// then links neither schemars nor the derive's CRD assembly.
     pub fn for_parent_with_crd<K: Resource<DynamicType = ()>>(name: &str, version: &str, crd: serde_json::Value) -> Self {
-        Manifest { name: name.into(), version: version.into(), parent: gvk_of::<K>(), children: Vec::new(), crds: vec![crd], finalizer: None }
+        Manifest { name: name.into(), version: version.into(), parent: gvk_of::<K>(), children: Vec::new(), related: Vec::new(), crds: vec![crd], finalizer: None }
     }
 
     /// Adds a child kind the plugin may create, change and delete.

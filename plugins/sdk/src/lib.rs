@@ -45,8 +45,8 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 pub use children::Children;
 pub use conditions::Condition;
 pub use contract::{
-    Action, CONTRACT_VERSION, EventType, FieldError, FieldErrorKind, GroupVersionKind, Manifest, ObjectRef, Propagation,
-    ReconcileError,
+    Action, Attachment, CONTRACT_VERSION, EventType, FieldError, FieldErrorKind, GroupVersionKind, Manifest, ObjectRef, Propagation,
+    ReconcileError, RelatedKind,
 };
 pub use controller::{Controller, gvk_of};
 pub use object::{Object, OwnerReference};

@@ -47,6 +47,14 @@ pub trait Plugin {
         Self::reconcile(&parent, &children, Time::from_unix_millis(now_ms))
     }
 
+    /// `reconcile` over the host's JSON texts including the related objects
+    /// (contract 0.2). The default ignores them.
+    #[doc(hidden)]
+    fn reconcile_related_json(parent: &str, children: &[String], related: &[String], now_ms: i64) -> Result<Vec<Action>, ReconcileError> {
+        let _ = related;
+        Self::reconcile_json(parent, children, now_ms)
+    }
+
     /// `validate` over JSON texts. Unparseable input is itself a field error.
     #[doc(hidden)]
     fn validate_json(object: &str, old: Option<&str>) -> Vec<FieldError> {
@@ -80,6 +88,12 @@ pub fn reconcile<P: Plugin>(parent: &str, children: &[String], now_ms: i64) -> R
     P::reconcile_json(parent, children, now_ms)
 }
 
+/// `reconcile` over JSON text with the related objects, exactly as the Wasm
+/// export runs it.
+pub fn reconcile_related<P: Plugin>(parent: &str, children: &[String], related: &[String], now_ms: i64) -> Result<Vec<Action>, ReconcileError> {
+    P::reconcile_related_json(parent, children, related, now_ms)
+}
+
 /// `validate` over JSON text. Unparseable input is itself a field error.
 pub fn validate<P: Plugin>(object: &str, old: Option<&str>) -> Vec<FieldError> {
     P::validate_json(object, old)
@@ -111,8 +125,8 @@ macro_rules! export_plugin {
                 fn manifest() -> __p::WitManifest {
                     __p::manifest(<$plugin as $crate::Plugin>::manifest())
                 }
-                fn reconcile(parent: String, children: Vec<String>, now: i64) -> Result<Vec<__p::WitAction>, __p::WitReconcileError> {
-                    $crate::plugin::reconcile::<$plugin>(&parent, &children, now)
+                fn reconcile(parent: String, children: Vec<String>, related: Vec<String>, now: i64) -> Result<Vec<__p::WitAction>, __p::WitReconcileError> {
+                    $crate::plugin::reconcile_related::<$plugin>(&parent, &children, &related, now)
                         .map(|actions| actions.into_iter().map(__p::action).collect())
                         .map_err(__p::error)
                 }

@@ -128,6 +128,7 @@ fn placeholder_manifest() -> Manifest {
         version: String::new(),
         parent: operator_plugin_sdk::GroupVersionKind::new("", "", ""),
         children: vec![],
+        related: vec![],
         crds: vec![],
         finalizer: None,
     }
