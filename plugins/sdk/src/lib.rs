@@ -35,6 +35,7 @@ pub mod log;
 pub mod object;
 pub mod outcome;
 pub mod plugin;
+pub mod related;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod time;
@@ -52,6 +53,7 @@ pub use controller::{Controller, gvk_of};
 pub use object::{Object, OwnerReference};
 pub use outcome::Outcome;
 pub use plugin::Plugin;
+pub use related::Related;
 pub use time::Time;
 
 pub use k8s_openapi;
@@ -70,7 +72,7 @@ pub use serde_json::json;
 pub mod prelude {
     pub use crate::{
         Action, Children, Condition, Controller, CustomResource, CustomResourceExt, FieldError, JsonSchema, Manifest, Object,
-        ObjectRef, Outcome, ReconcileError, Resource, ResourceExt, Time, export_plugin, k8s_openapi, schemars,
+        ObjectRef, Outcome, ReconcileError, Related, RelatedKind, Resource, ResourceExt, Time, export_plugin, k8s_openapi, schemars,
     };
     pub use serde::{Deserialize, Serialize};
 }

@@ -16,6 +16,11 @@ use crate::api::Memcached;
 /// environment, so it is fixed here).
 pub const IMAGE: &str = "memcached:1.6.26-alpine3.19";
 
+/// The labels every memcached Pod carries, whatever its instance.
+pub fn shared_labels() -> [(&'static str, &'static str); 2] {
+    [("app.kubernetes.io/name", "Memcached"), ("app.kubernetes.io/part-of", "memcached-operator")]
+}
+
 /// The tutorial's `labelsForMemcached`: the recommended labels, with the
 /// instance name so that each Memcached selects only its own Pods.
 pub fn labels(name: &str) -> BTreeMap<String, String> {

@@ -33,11 +33,16 @@ impl Controller for MemcachedController {
     fn manifest() -> Manifest {
         Manifest::for_parent_with_crd::<Memcached>("memcached", env!("CARGO_PKG_VERSION"), api::crd())
             .child::<Deployment>()
+            // Every memcached Pod of the namespace (the labels all instances
+            // share); `nodes` keeps those of this instance's Deployment. A
+            // Pod's change then requeues the namespace's Memcacheds, which
+            // for the tutorial's few instances costs nothing.
+            .related(RelatedKind::labeled::<Pod>(deployment::shared_labels()))
             .with_finalizer(FINALIZER)
     }
 
-    fn reconcile(memcached: &Memcached, children: &Children, now: Time) -> Result<Outcome, ReconcileError> {
-        decide(memcached, &children.of::<Deployment>()?, &[], now)
+    fn reconcile_with_related(memcached: &Memcached, children: &Children, related: &Related, now: Time) -> Result<Outcome, ReconcileError> {
+        decide(memcached, &children.of::<Deployment>()?, &related.of::<Pod>()?, now)
     }
 
     fn validate(memcached: &Memcached, _old: Option<&Memcached>) -> Vec<FieldError> {

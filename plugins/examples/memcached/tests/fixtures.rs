@@ -7,5 +7,5 @@ use memcached::MemcachedController;
 
 #[test]
 fn every_fixture_gives_its_expected_actions_deterministically() {
-    operator_plugin_sdk::testing::check_fixtures::<MemcachedController>(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures"), 4);
+    operator_plugin_sdk::testing::check_fixtures::<MemcachedController>(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures"), 5);
 }
