@@ -131,6 +131,11 @@ impl<C: Controller> Plugin for C {
         C::reconcile_with_related(&parent, &Children::from_objects(children), &Related::default(), now).map(Outcome::into_actions)
     }
 
+    fn reconcile_with_related(parent: &Object, children: &[Object], related: &[Object], now: Time) -> Result<Vec<Action>, ReconcileError> {
+        let parent = from_object::<C::Parent>(parent)?;
+        C::reconcile_with_related(&parent, &Children::from_objects(children), &Related::from_objects(related), now).map(Outcome::into_actions)
+    }
+
     fn validate(object: &Object, old: Option<&Object>) -> Vec<FieldError> {
         let parsed = from_object::<C::Parent>(object).and_then(|o| Ok((o, old.map(from_object::<C::Parent>).transpose()?)));
         match parsed {

@@ -21,6 +21,14 @@ pub trait Plugin {
     /// the host's clock.
     fn reconcile(parent: &Object, children: &[Object], now: Time) -> Result<Vec<Action>, ReconcileError>;
 
+    /// As [`reconcile`](Self::reconcile), with the objects of the manifest's
+    /// related kinds that attach to `parent` (contract 0.2). The default
+    /// ignores them.
+    fn reconcile_with_related(parent: &Object, children: &[Object], related: &[Object], now: Time) -> Result<Vec<Action>, ReconcileError> {
+        let _ = related;
+        Self::reconcile(parent, children, now)
+    }
+
     /// Field errors of an object of the parent kind; empty means valid.
     /// `old` is the stored object on update.
     fn validate(object: &Object, old: Option<&Object>) -> Vec<FieldError> {
@@ -47,12 +55,16 @@ pub trait Plugin {
         Self::reconcile(&parent, &children, Time::from_unix_millis(now_ms))
     }
 
-    /// `reconcile` over the host's JSON texts including the related objects
-    /// (contract 0.2). The default ignores them.
+    /// `reconcile_with_related` over the host's JSON texts (contract 0.2).
+    /// The default parses into [`Object`]s.
     #[doc(hidden)]
     fn reconcile_related_json(parent: &str, children: &[String], related: &[String], now_ms: i64) -> Result<Vec<Action>, ReconcileError> {
-        let _ = related;
-        Self::reconcile_json(parent, children, now_ms)
+        let parent = parse("parent", parent)?;
+        let parse_all = |what: &str, texts: &[String]| {
+            texts.iter().enumerate().map(|(i, t)| parse(&format!("{what} {i}"), t)).collect::<Result<Vec<_>, _>>()
+        };
+        let (children, related) = (parse_all("child", children)?, parse_all("related object", related)?);
+        Self::reconcile_with_related(&parent, &children, &related, Time::from_unix_millis(now_ms))
     }
 
     /// `validate` over JSON texts. Unparseable input is itself a field error.
