@@ -225,6 +225,13 @@ impl Controller {
         let queue = self.queue.clone();
         let mut handlers = self.handlers.lock().unwrap();
         let index = self.related.clone();
+        // Parents already listed (a plugin started on running caches) are not
+        // replayed to a new handler: index them now.
+        if !index.kinds().is_empty() {
+            for key in self.parent_cache().keys() {
+                index.update_parent(&key, self.parent_cache().get(&key).as_deref());
+            }
+        }
         let id = self.parent_cache().on_change(Arc::new(move |old: Option<&CachedObject>, new: Option<&CachedObject>| {
             // The related index follows every change of what a parent refers to.
             if !index.kinds().is_empty()
