@@ -37,6 +37,9 @@ const PYTHON: &[Source] = &[
     Source { name: "hello-py", dir: "plugins/examples/hello-py", entry: "app" },
     Source { name: "probe-py", dir: "tests/plugins/probe-py", entry: "app" },
 ];
+/// The JavaScript and Python plugins are built against contract 0.1, kept
+/// byte-identical beside the current one: the host runs 0.1 and 0.2 side by side.
+const V0_1_WIT: &str = "wit/v0.1";
 /// Where componentize-js is installed (package.json and package-lock.json pin it).
 const JS_TOOL_DIR: &str = "plugins/examples/hello-js";
 /// The file pinning componentize-py.
@@ -48,10 +51,10 @@ pub fn build() -> Result {
     let js = componentize_js()?;
     for source in JAVASCRIPT {
         let dir = root().join(source.dir);
-        let inputs = [dir.join(source.entry), root().join(JS_TOOL_DIR).join("package-lock.json"), root().join("wit")];
+        let inputs = [dir.join(source.entry), root().join(JS_TOOL_DIR).join("package-lock.json"), root().join(V0_1_WIT)];
         // The `build` script of hello-js's package.json runs the same command.
         let mut c = Command::new(&js);
-        c.current_dir(&dir).arg(source.entry).args(["--wit", "../../../wit", "--world-name", "plugin"]);
+        c.current_dir(&dir).arg(source.entry).args(["--wit", "../../../wit/v0.1", "--world-name", "plugin"]);
         // Without wasi:http, which the host does not link; clocks and random stay
         // (the host serves them deterministically), or `Date.now()` would be the
         // build time and `Math.random()` a constant.
@@ -61,9 +64,9 @@ pub fn build() -> Result {
     let py = componentize_py()?;
     for source in PYTHON {
         let dir = root().join(source.dir);
-        let inputs = [dir.join(format!("{}.py", source.entry)), root().join(PY_REQUIREMENTS), root().join("wit")];
+        let inputs = [dir.join(format!("{}.py", source.entry)), root().join(PY_REQUIREMENTS), root().join(V0_1_WIT)];
         let mut c = Command::new(&py);
-        c.current_dir(&dir).args(["--wit-path", "../../../wit", "--world", "plugin", "componentize", source.entry, "--output"]);
+        c.current_dir(&dir).args(["--wit-path", "../../../wit/v0.1", "--world", "plugin", "componentize", source.entry, "--output"]);
         c.arg(out.join(format!("{}.wasm", source.name)));
         componentize(source, c, &inputs, "componentize-py")?;
     }

@@ -27,7 +27,7 @@ mod languages;
 /// Plugins shipped to users, built to `target/plugins/<name>.wasm`.
 const SHIPPED: &[&str] = &["cronjob", "mydeployment"];
 /// Plugins only the tests use.
-const TEST_ONLY: &[&str] = &["hello", "hostile", "contract-v1", "versioned", "finalizing"];
+const TEST_ONLY: &[&str] = &["hello", "memcached", "hostile", "contract-v1", "versioned", "finalizing", "related"];
 /// Test-only second builds with a feature, copied to `target/plugins/<name>.wasm`
 /// (crate, feature, name): the hot-swap tests swap between two versions.
 const VARIANTS: &[(&str, &str, &str)] = &[("versioned", "v2", "versioned-v2"), ("versioned", "broken", "versioned-broken")];
@@ -202,7 +202,7 @@ fn copy_plugin(krate: &str, to: &Path) -> Result {
 /// faster than in a debug build). Test-only plugins are Wasm-only.
 fn workspace_test() -> Command {
     let mut c = cargo();
-    c.args(["test", "--release", "--no-fail-fast", "--workspace", "--exclude", "hostile", "--exclude", "contract-v1", "--exclude", "versioned"]);
+    c.args(["test", "--release", "--no-fail-fast", "--workspace", "--exclude", "hostile", "--exclude", "contract-v1", "--exclude", "versioned", "--exclude", "related"]);
     c
 }
 

@@ -10,6 +10,7 @@
 //!   OwnerReferencesPermissionEnforcement admission plugin allows only with
 //!   update on the owner's `finalizers` subresource);
 //! - children: get/list/watch/create/update/patch/delete;
+//! - related kinds (contract 0.2): get/list/watch only (read, never written);
 //! - CRDs: get/list/watch/create/patch (installed by server-side apply);
 //! - `events.k8s.io` events: create/patch (the recorder creates, then patches `series`);
 //! - configmaps: get/list/watch (`--plugin-configmap`);
@@ -234,6 +235,9 @@ pub fn rbac(manifests: &[Manifest], o: &RbacOptions) -> Result<Vec<Value>, Error
         for child in &m.children {
             grant(&mut grants, &child.group, &plural(m, child)?, CHILD_VERBS);
         }
+        for related in &m.related {
+            grant(&mut grants, &related.kind.group, &plural(m, &related.kind)?, &["get", "list", "watch"]);
+        }
     }
     grant(&mut grants, "apiextensions.k8s.io", "customresourcedefinitions", &["get", "list", "watch", "create", "patch"]);
     grant(&mut grants, "events.k8s.io", "events", &["create", "patch"]);
@@ -287,6 +291,7 @@ mod tests {
             version: "0.1.0".into(),
             parent: gvk("example.com", "v1", "Widget"),
             children,
+            related: vec![],
             crds: vec![json!({
                 "metadata": {"name": "widgets.example.com"},
                 "spec": {"group": "example.com", "names": {"kind": "Widget", "plural": "widgets"}},
@@ -317,6 +322,20 @@ mod tests {
         assert_eq!(docs[0]["rules"].as_array().unwrap().len(), 7);
         assert_eq!(docs[2]["metadata"]["namespace"], "sys");
         assert_eq!(docs[3]["subjects"], json!([{"kind": "ServiceAccount", "name": "op", "namespace": "sys"}]));
+    }
+
+    #[test]
+    fn related_kinds_are_only_read() {
+        use operator_plugin_sdk::{Attachment, RelatedKind};
+        let mut m = manifest(vec![gvk("apps", "v1", "Deployment")]);
+        m.related = vec![
+            RelatedKind { kind: gvk("", "v1", "Pod"), attach: Attachment::SelectorFrom("spec.selector".into()), cluster_scoped: false },
+            RelatedKind { kind: gvk("apps", "v1", "Deployment"), attach: Attachment::NamesFrom(vec!["spec.other".into()]), cluster_scoped: false },
+        ];
+        let docs = rbac(&[m], &options()).unwrap();
+        assert_eq!(rule(&docs, "pods").unwrap()["verbs"], json!(["get", "list", "watch"]));
+        // Also a child: the union, one rule.
+        assert_eq!(rule(&docs, "deployments").unwrap()["verbs"], json!(["get", "list", "watch", "create", "update", "patch", "delete"]));
     }
 
     #[test]

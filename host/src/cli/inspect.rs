@@ -33,6 +33,7 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
         Some(OutputFormat::Yaml) => print!("{}", serde_saphyr::to_string(&doc).expect("serializable")),
         None => {
             let children: Vec<String> = m.children.iter().map(ToString::to_string).collect();
+            let related: Vec<String> = m.related.iter().map(describe_related).collect();
             println!("Plugin:     {} {}", m.name, m.version);
             println!("File:       {} ({})", args.plugin.display(), human_size(info.size_bytes));
             println!("Digest:     sha256:{}", info.digest);
@@ -40,10 +41,11 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
                 "Contract:   operator:plugin@{} (this host: {}, accepts {})",
                 info.contract_version,
                 contract::host_version(),
-                contract::host_version().compatible_range()
+                contract::supported_ranges()
             );
             println!("Parent:     {}", m.parent);
             println!("Children:   {}", or_none(&children.join("; ")));
+            println!("Related:    {}", or_none(&related.join("; ")));
             println!("CRDs:       {}", or_none(&crd_names.join(", ")));
             println!("Finalizer:  {}", m.finalizer.as_deref().unwrap_or("<none>"));
             println!("Exports:");
@@ -53,6 +55,18 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
         }
     }
     Ok(())
+}
+
+/// `v1, Kind=Pod by the selector at spec.selector`, one related kind.
+fn describe_related(r: &operator_plugin_sdk::RelatedKind) -> String {
+    use operator_plugin_sdk::Attachment;
+    let how = match &r.attach {
+        Attachment::SelectorFrom(path) => format!("by the selector at {path}"),
+        Attachment::NamesFrom(paths) => format!("named at {}", paths.join(", ")),
+        Attachment::FixedSelector(s) => format!("matching {s}"),
+    };
+    let scope = if r.cluster_scoped { ", cluster-wide" } else { "" };
+    format!("{} {how}{scope}", r.kind)
 }
 
 fn or_none(s: &str) -> &str {

@@ -1,7 +1,8 @@
 //! `host reconcile`: one offline reconcile, printing the actions. The
 //! inputs are checked as the host would have them: the parent goes through
 //! the plugin's admission (`default`, `validate`) first, and every child must
-//! be controlled by the parent (the host passes no others).
+//! be controlled by the parent (the host passes no others), and every
+//! related object of a kind the manifest declares as related (contract 0.2).
 
 use std::path::{Path, PathBuf};
 
@@ -23,6 +24,12 @@ pub struct Args {
     /// or missing file means no children.
     #[arg(long)]
     children: Option<PathBuf>,
+    /// The related objects (contract 0.2): multi-document YAML, a JSON array
+    /// or a List, each of a kind the plugin declares as related. Passed as
+    /// given: which of them attach to the parent is the running host's
+    /// business.
+    #[arg(long)]
+    related: Option<PathBuf>,
     /// The clock reading to reconcile at (RFC 3339). Default: now.
     #[arg(long, value_parser = parse_time)]
     now: Option<Time>,
@@ -50,8 +57,14 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
     let plugin = sandbox.load_file(&args.plugin).map_err(|e| Failure::plugin(crate::error_chain(&e)))?;
     let parent = if args.no_admission { parent } else { validate::admit(&plugin, &parent, None)? };
     check_controlled(&parent, &children)?;
+    let related = match &args.related {
+        Some(path) => input::read_objects(path).map_err(Failure::bad_input)?,
+        None => Vec::new(),
+    };
+    check_related(plugin.manifest(), &related)?;
     let children: Vec<String> = children.iter().map(Value::to_string).collect();
-    match plugin.reconcile_blocking(&parent.to_string(), &children, now.unix_millis()) {
+    let related: Vec<String> = related.iter().map(Value::to_string).collect();
+    match plugin.reconcile_related_blocking(&parent.to_string(), &children, &related, now.unix_millis()) {
         Ok(actions) => {
             print(&serde_json::to_value(&actions).expect("actions serialize"), args.output);
             Ok(())
@@ -94,6 +107,33 @@ fn check_controlled(parent: &Value, children: &[Value]) -> Result<(), Failure> {
         uid.map(|u| format!(" and uid {u}")).unwrap_or_default(),
         strangers.join(", ")
     )))
+}
+
+/// Refuses related objects of a kind the plugin does not declare as
+/// related, naming each, and more than the host's default cap.
+fn check_related(manifest: &operator_plugin_sdk::Manifest, related: &[Value]) -> Result<(), Failure> {
+    let declared = |o: &Value| {
+        manifest.related.iter().any(|r| o["apiVersion"].as_str() == Some(r.kind.api_version().as_str()) && o["kind"].as_str() == Some(r.kind.kind.as_str()))
+    };
+    let strangers: Vec<String> = related
+        .iter()
+        .filter(|o| !declared(o))
+        .map(|o| format!("{} {} {}", o["apiVersion"].as_str().unwrap_or(""), o["kind"].as_str().unwrap_or(""), o["metadata"]["name"].as_str().unwrap_or("")))
+        .collect();
+    if !strangers.is_empty() {
+        let kinds: Vec<String> = manifest.related.iter().map(|r| r.kind.to_string()).collect();
+        return Err(Failure::bad_input(format!(
+            "not of a related kind of plugin {} (it declares: {}), so the host would never pass them: {}",
+            manifest.name,
+            if kinds.is_empty() { "none".to_string() } else { kinds.join("; ") },
+            strangers.join(", ")
+        )));
+    }
+    let cap = crate::controller::DEFAULT_MAX_RELATED;
+    if related.len() > cap {
+        return Err(Failure::bad_input(format!("{} related objects; the host passes at most {cap} per reconcile and would refuse this call", related.len())));
+    }
+    Ok(())
 }
 
 fn read_children(path: &Path) -> Result<Vec<Value>, Failure> {

@@ -88,6 +88,11 @@ pub struct Args {
     /// Parents reconciled at once, per plugin.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=1024))]
     concurrency: u16,
+    /// The most related objects (contract 0.2) one reconcile is given; a
+    /// parent to which more attach fails with TooManyRelated (never a
+    /// truncated list).
+    #[arg(long, default_value_t = controller::DEFAULT_MAX_RELATED as u32, value_parser = clap::value_parser!(u32).range(1..))]
+    max_related: u32,
     /// Cap of the per-object error backoff (starts at 5ms, doubles).
     #[arg(long, default_value = "6h", value_parser = parse_duration)]
     max_backoff: Duration,
@@ -329,6 +334,7 @@ async fn run_async(
         resync: args.resync,
         controller: controller::Config {
             concurrency: usize::from(args.concurrency),
+            max_related: args.max_related as usize,
             backoff: Backoff { max: args.max_backoff, ..Backoff::default() },
             tap,
             ..controller::Config::default()

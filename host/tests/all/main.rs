@@ -20,6 +20,7 @@ mod hotswap;
 mod languages;
 mod leader;
 mod ownership;
+mod related;
 mod robustness;
 mod run_cli;
 mod runtime;

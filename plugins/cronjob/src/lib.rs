@@ -31,6 +31,7 @@ impl Plugin for CronJobPlugin {
             version: env!("CARGO_PKG_VERSION").into(),
             parent: GroupVersionKind::new(api::GROUP, api::VERSION, api::KIND),
             children: vec![GroupVersionKind::new("batch", "v1", "Job")],
+            related: vec![],
             crds: vec![crd::crd()],
             finalizer: None,
         }

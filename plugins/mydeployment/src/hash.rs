@@ -55,6 +55,13 @@ pub fn pod_template_hash(template: &Value, collision_count: Option<i32>) -> Stri
     safe_encode(&hasher.0.to_string())
 }
 
+/// `value` as canonical JSON (see [`write_canonical`]).
+pub fn canonical(value: &Value) -> String {
+    let mut out = String::new();
+    write_canonical(value, &mut out);
+    out
+}
+
 /// Canonical JSON: object keys sorted, no whitespace. Written by hand so the
 /// result does not depend on whether some crate in the build turned on
 /// serde_json's `preserve_order`.

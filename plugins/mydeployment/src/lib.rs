@@ -8,6 +8,7 @@
 //! than the seed.
 
 pub mod api;
+pub mod config_hash;
 pub mod crd;
 pub mod defaults;
 pub mod fenceposts;
@@ -38,6 +39,7 @@ impl Plugin for MyDeploymentPlugin {
                 GroupVersionKind::new("", "v1", "Pod"),
                 GroupVersionKind::new("apps", "v1", "ControllerRevision"),
             ],
+            related: vec![config_hash::related_kind()],
             crds: vec![crd::crd()],
             // Pods and revisions go with their owner through ownerReferences;
             // there is nothing to clean up, so no finalizer.
@@ -51,6 +53,15 @@ impl Plugin for MyDeploymentPlugin {
         now: Time,
     ) -> Result<Vec<Action>, ReconcileError> {
         reconcile::reconcile(parent, children, now)
+    }
+
+    fn reconcile_with_related(
+        parent: &Object,
+        children: &[Object],
+        related: &[Object],
+        now: Time,
+    ) -> Result<Vec<Action>, ReconcileError> {
+        reconcile::reconcile_with_related(parent, children, related, now)
     }
 
     fn validate(object: &Object, old: Option<&Object>) -> Vec<FieldError> {

@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use operator_plugin_sdk::serde_json::{Map, Value};
 use operator_plugin_sdk::{Action, Object, ReconcileError, Time, json};
 
+use crate::config_hash;
 use crate::api::{MyDeployment, POD_TEMPLATE_HASH_LABEL, ResolvedStrategy, Status};
 use crate::fenceposts::{max_surge, max_unavailable};
 use crate::history::{self, Revision, Target};
@@ -37,12 +38,23 @@ pub fn reconcile(
     children: &[Object],
     now: Time,
 ) -> Result<Vec<Action>, ReconcileError> {
+    reconcile_with_related(parent, children, &[], now)
+}
+
+/// [`reconcile`] with the ConfigMaps the template names (related objects):
+/// their content's digest is part of the template (see `config_hash`).
+pub fn reconcile_with_related(
+    parent: &Object,
+    children: &[Object],
+    related: &[Object],
+    now: Time,
+) -> Result<Vec<Action>, ReconcileError> {
     // The garbage collector removes the Pods and revisions through their
     // ownerReferences; creating anything now would only race it.
     if parent.is_being_deleted() {
         return Ok(Vec::new());
     }
-    let spec = validate::parse_spec(parent.spec())
+    let mut spec = validate::parse_spec(parent.spec())
         .map_err(|e| ReconcileError::permanent("InvalidSpec", e.to_string()))?;
     let mut errors = Vec::new();
     validate::validate_spec(&spec, &mut errors);
@@ -72,6 +84,7 @@ pub fn reconcile(
         .collect();
     revisions.sort_by(|a, b| a.number.cmp(&b.number).then_with(|| a.name.cmp(&b.name)));
 
+    config_hash::annotate(&mut spec.template, related);
     let target = history::resolve_target(
         name,
         &spec.template,

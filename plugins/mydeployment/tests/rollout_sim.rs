@@ -33,6 +33,8 @@ struct Cluster {
     parent: Value,
     pods: Vec<Value>,
     revisions: Vec<Value>,
+    /// Related objects the host would pass (the ConfigMaps the template names).
+    related: Vec<Value>,
     now: i64,
     next_id: u64,
     /// Pods not yet Ready, with the steps left until they are (1 unless
@@ -63,6 +65,7 @@ impl Cluster {
             parent,
             pods: vec![],
             revisions: vec![],
+            related: vec![],
             now: START,
             next_id: 0,
             starting: vec![],
@@ -165,9 +168,11 @@ impl Cluster {
             pod["status"] = json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": now}]});
         }
 
-        let actions = MyDeploymentPlugin::reconcile(
+        let related: Vec<Object> = self.related.iter().cloned().map(Object::new).collect();
+        let actions = MyDeploymentPlugin::reconcile_with_related(
             &Object::new(self.parent.clone()),
             &self.children(),
+            &related,
             Time::from_unix_millis(self.now),
         )
         .unwrap_or_else(|e| panic!("reconcile failed at step {}: {e}", self.steps));
@@ -724,4 +729,56 @@ fn a_rollout_recovers_from_deleted_pods_and_a_second_template_change() {
     c.run(1, 1);
     assert_rolled_out(&c, 4, "nginx:1.10");
     assert_eq!(c.parent["status"]["revision"], 3);
+}
+
+/// The "config hash" pattern: a change of a ConfigMap the template names
+/// (here through `envFrom`) rolls the Pods like an image change, within
+/// maxSurge / maxUnavailable, and a change of its labels alone does not.
+#[test]
+fn a_changed_configmap_rolls_the_pods_and_a_relabel_does_not() {
+    let configmap = |data: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "nginx-conf", "namespace": "default", "resourceVersion": "5"}, "data": {"nginx.conf": data}})
+    };
+    let mut t = template("nginx:1.7.9");
+    t["spec"]["containers"][0]["envFrom"] = json!([{"configMapRef": {"name": "nginx-conf"}}]);
+    let mut c = Cluster::new(json!({
+        "replicas": 3,
+        "selector": {"matchLabels": {"app": "my-nginx-app"}},
+        "template": t,
+        "strategy": rolling(json!(1), json!(0)),
+    }));
+    c.related = vec![configmap("worker_processes 1;")];
+    c.run(1, 0);
+    let hash_of = |p: &Value| p["metadata"]["labels"]["pod-template-hash"].as_str().unwrap().to_string();
+    let digest_of = |p: &Value| p["metadata"]["annotations"]["apps.example.com/config-hash"].as_str().map(String::from);
+    let first: Vec<String> = c.pods.iter().map(hash_of).collect();
+    assert_eq!(first.len(), 3);
+    let first_digest = digest_of(&c.pods[0]).expect("Pods carry the config hash");
+    assert_eq!(c.revisions.len(), 1);
+
+    // Labels and resourceVersion only: nothing to roll.
+    c.related[0]["metadata"]["labels"] = json!({"touched": "yes"});
+    c.related[0]["metadata"]["resourceVersion"] = json!("6");
+    c.step();
+    assert_eq!(c.pods.iter().map(hash_of).collect::<Vec<_>>(), first);
+    assert_eq!(c.revisions.len(), 1);
+
+    // New content: a new revision, then a rolling update to it.
+    c.related = vec![configmap("worker_processes 4;")];
+    c.run(1, 0);
+    assert_eq!(c.revisions.len(), 2, "{}", c.log.join("\n"));
+    assert_eq!(c.pods.len(), 3);
+    assert!(c.pods.iter().all(|p| !first.contains(&hash_of(p))), "every Pod was replaced");
+    let second_digest = digest_of(&c.pods[0]).unwrap();
+    assert_ne!(second_digest, first_digest);
+    assert!(c.pods.iter().all(|p| digest_of(p).as_deref() == Some(second_digest.as_str())));
+    assert_rolled_out(&c, 3, "nginx:1.7.9");
+}
+
+/// A MyDeployment whose template names no ConfigMap is unaffected by the
+/// feature: its Pods carry no config hash (and every fixture stays as it was).
+#[test]
+fn a_template_without_configmaps_gets_no_config_hash() {
+    let c = settled(2, rolling(json!(1), json!(0)));
+    assert!(c.pods.iter().all(|p| p["metadata"]["annotations"].get("apps.example.com/config-hash").is_none()));
 }

@@ -15,11 +15,54 @@ use crate::object::Object;
 /// that the parent controls.
 #[derive(Clone, Debug, Default)]
 pub struct Children {
-    items: Vec<Child>,
+    items: TypedTexts,
+}
+
+impl Children {
+    /// Reads the host's JSON texts; a child that is not a JSON object is a
+    /// permanent error naming its position.
+    pub fn from_json(texts: &[String]) -> Result<Self, ReconcileError> {
+        Ok(Self { items: TypedTexts::from_json(texts, "child")? })
+    }
+
+    /// From already parsed objects (native callers of the untyped trait).
+    pub fn from_objects(objects: &[Object]) -> Self {
+        Self { items: TypedTexts::from_objects(objects) }
+    }
+
+    /// Every child of kind `K` (a k8s-openapi type such as `Job`, or a
+    /// `CustomResource`), parsed into `K`, in the host's order.
+    pub fn of<K>(&self) -> Result<Vec<K>, ReconcileError>
+    where
+        K: Resource<DynamicType = ()> + DeserializeOwned,
+    {
+        self.items.of::<K>("InvalidChild", "child")
+    }
+
+    /// Every child as an untyped [`Object`], for kinds without a Rust type.
+    pub fn untyped(&self) -> Result<Vec<Object>, ReconcileError> {
+        self.items.untyped("child")
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+}
+
+/// Objects as the host passes them: JSON text, with the two fields that say
+/// what each is read up front. Shared by [`Children`] and
+/// [`Related`](crate::Related), which differ only in what they hold.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct TypedTexts {
+    items: Vec<TypedText>,
 }
 
 #[derive(Clone, Debug)]
-struct Child {
+struct TypedText {
     api_version: String,
     kind: String,
     json: String,
@@ -34,34 +77,30 @@ struct TypeMeta {
     kind: String,
 }
 
-impl Children {
-    /// Reads the host's JSON texts; a child that is not a JSON object is a
-    /// permanent error naming its position.
-    pub fn from_json(texts: &[String]) -> Result<Self, ReconcileError> {
+impl TypedTexts {
+    /// `what` names an item in errors (`child 3 is not valid JSON`).
+    pub(crate) fn from_json(texts: &[String], what: &str) -> Result<Self, ReconcileError> {
         let items = texts
             .iter()
             .enumerate()
             .map(|(i, text)| {
                 let meta: TypeMeta = serde_json::from_str(text)
-                    .map_err(|e| ReconcileError::permanent("InvalidInput", format!("child {i} is not valid JSON: {e}")))?;
-                Ok(Child { api_version: meta.api_version, kind: meta.kind, json: text.clone() })
+                    .map_err(|e| ReconcileError::permanent("InvalidInput", format!("{what} {i} is not valid JSON: {e}")))?;
+                Ok(TypedText { api_version: meta.api_version, kind: meta.kind, json: text.clone() })
             })
             .collect::<Result<_, ReconcileError>>()?;
         Ok(Self { items })
     }
 
-    /// From already parsed objects (native callers of the untyped trait).
-    pub fn from_objects(objects: &[Object]) -> Self {
+    pub(crate) fn from_objects(objects: &[Object]) -> Self {
         let items = objects
             .iter()
-            .map(|o| Child { api_version: o.api_version().into(), kind: o.kind().into(), json: o.value().to_string() })
+            .map(|o| TypedText { api_version: o.api_version().into(), kind: o.kind().into(), json: o.value().to_string() })
             .collect();
         Self { items }
     }
 
-    /// Every child of kind `K` (a k8s-openapi type such as `Job`, or a
-    /// `CustomResource`), parsed into `K`, in the host's order.
-    pub fn of<K>(&self) -> Result<Vec<K>, ReconcileError>
+    pub(crate) fn of<K>(&self, reason: &str, what: &str) -> Result<Vec<K>, ReconcileError>
     where
         K: Resource<DynamicType = ()> + DeserializeOwned,
     {
@@ -71,24 +110,23 @@ impl Children {
             .filter(|c| c.api_version == api_version && c.kind == kind)
             .map(|c| {
                 serde_json::from_str(&c.json)
-                    .map_err(|e| ReconcileError::permanent("InvalidChild", format!("a child is not a valid {api_version} {kind}: {e}")))
+                    .map_err(|e| ReconcileError::permanent(reason, format!("a {what} is not a valid {api_version} {kind}: {e}")))
             })
             .collect()
     }
 
-    /// Every child as an untyped [`Object`], for kinds without a Rust type.
-    pub fn untyped(&self) -> Result<Vec<Object>, ReconcileError> {
+    pub(crate) fn untyped(&self, what: &str) -> Result<Vec<Object>, ReconcileError> {
         self.items
             .iter()
-            .map(|c| Object::from_json(&c.json).map_err(|e| ReconcileError::permanent("InvalidInput", format!("a child is not valid JSON: {e}"))))
+            .map(|c| Object::from_json(&c.json).map_err(|e| ReconcileError::permanent("InvalidInput", format!("a {what} is not valid JSON: {e}"))))
             .collect()
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.items.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.items.is_empty()
     }
 }

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// The package version of the WIT contract this SDK implements.
-pub const CONTRACT_VERSION: &str = "0.1.0";
+pub const CONTRACT_VERSION: &str = "0.2.0";
 
 /// A Kubernetes group, version and kind. The core group is `""`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -61,11 +61,39 @@ pub struct Manifest {
     pub parent: GroupVersionKind,
     /// The kinds it may create, change and delete.
     pub children: Vec<GroupVersionKind>,
+    /// The kinds it reads but does not control, and how they attach to a parent.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub related: Vec<RelatedKind>,
     /// CustomResourceDefinitions to install, as JSON objects.
     pub crds: Vec<Value>,
     /// A finalizer the host keeps on parents until the plugin says `Finalized`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finalizer: Option<String>,
+}
+
+/// A kind a plugin reads (never writes), and how its objects attach to a
+/// parent; see `related-kind` in `wit/plugin.wit`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RelatedKind {
+    pub kind: GroupVersionKind,
+    pub attach: Attachment,
+    /// Objects are looked up cluster-wide (a cluster-scoped kind such as `Node`).
+    #[serde(default)]
+    pub cluster_scoped: bool,
+}
+
+/// How related objects attach to a parent. Paths are dotted field paths of
+/// the parent; a list met on the way is followed item by item.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Attachment {
+    /// Picked by the `metav1.LabelSelector` at this field of the parent (e.g. `spec.selector`).
+    SelectorFrom(String),
+    /// Named by these fields of the parent (each a name or a list of names).
+    NamesFrom(Vec<String>),
+    /// Picked by this fixed `metav1.LabelSelector` (a JSON object).
+    FixedSelector(Value),
 }
 
 /// A pointer to one object. `namespace` is empty for cluster-scoped objects.

@@ -13,6 +13,7 @@ use crate::contract::{Action, FieldError, FieldErrorKind, GroupVersionKind, Mani
 use crate::object::Object;
 use crate::outcome::Outcome;
 use crate::plugin::Plugin;
+use crate::related::Related;
 use crate::time::Time;
 
 /// A controller's logic over typed objects. Implement it on a unit struct
@@ -28,8 +29,20 @@ pub trait Controller {
     fn manifest() -> Manifest;
 
     /// Decide what to do about `parent`, given the children it controls and
-    /// the host's clock.
-    fn reconcile(parent: &Self::Parent, children: &Children, now: Time) -> Result<Outcome, ReconcileError>;
+    /// the host's clock. Implement this, or [`reconcile_with_related`]
+    /// (Self::reconcile_with_related) when the manifest has related kinds.
+    fn reconcile(parent: &Self::Parent, children: &Children, now: Time) -> Result<Outcome, ReconcileError> {
+        let _ = (parent, children, now);
+        Err(ReconcileError::permanent("NotImplemented", "the plugin implements neither Controller::reconcile nor Controller::reconcile_with_related"))
+    }
+
+    /// As [`reconcile`](Self::reconcile), with the related objects the host
+    /// found for the manifest's related kinds (contract 0.2; read them with
+    /// [`Related::of`]). The default ignores them and calls `reconcile`.
+    fn reconcile_with_related(parent: &Self::Parent, children: &Children, related: &Related, now: Time) -> Result<Outcome, ReconcileError> {
+        let _ = related;
+        Self::reconcile(parent, children, now)
+    }
 
     /// Field errors of a parent; empty means valid. `old` is the stored
     /// parent on update. The host runs it as admission does, after `default`.
@@ -70,7 +83,7 @@ impl Manifest {
     }
 
     fn with_crd<K: Resource<DynamicType = ()>>(name: &str, version: &str, crd: serde_json::Value) -> Self {
-        Manifest { name: name.into(), version: version.into(), parent: gvk_of::<K>(), children: Vec::new(), crds: vec![crd], finalizer: None }
+        Manifest { name: name.into(), version: version.into(), parent: gvk_of::<K>(), children: Vec::new(), related: Vec::new(), crds: vec![crd], finalizer: None }
     }
 
     /// Adds a child kind the plugin may create, change and delete.
@@ -117,7 +130,12 @@ impl<C: Controller> Plugin for C {
 
     fn reconcile(parent: &Object, children: &[Object], now: Time) -> Result<Vec<Action>, ReconcileError> {
         let parent = from_object::<C::Parent>(parent)?;
-        C::reconcile(&parent, &Children::from_objects(children), now).map(Outcome::into_actions)
+        C::reconcile_with_related(&parent, &Children::from_objects(children), &Related::default(), now).map(Outcome::into_actions)
+    }
+
+    fn reconcile_with_related(parent: &Object, children: &[Object], related: &[Object], now: Time) -> Result<Vec<Action>, ReconcileError> {
+        let parent = from_object::<C::Parent>(parent)?;
+        C::reconcile_with_related(&parent, &Children::from_objects(children), &Related::from_objects(related), now).map(Outcome::into_actions)
     }
 
     fn validate(object: &Object, old: Option<&Object>) -> Vec<FieldError> {
@@ -135,9 +153,14 @@ impl<C: Controller> Plugin for C {
     }
 
     fn reconcile_json(parent: &str, children: &[String], now_ms: i64) -> Result<Vec<Action>, ReconcileError> {
+        Self::reconcile_related_json(parent, children, &[], now_ms)
+    }
+
+    fn reconcile_related_json(parent: &str, children: &[String], related: &[String], now_ms: i64) -> Result<Vec<Action>, ReconcileError> {
         let parent = parse_parent::<C::Parent>("parent", parent)?;
         let children = Children::from_json(children)?;
-        C::reconcile(&parent, &children, Time::from_unix_millis(now_ms)).map(Outcome::into_actions)
+        let related = Related::from_json(related)?;
+        C::reconcile_with_related(&parent, &children, &related, Time::from_unix_millis(now_ms)).map(Outcome::into_actions)
     }
 
     fn validate_json(object: &str, old: Option<&str>) -> Vec<FieldError> {

@@ -16,7 +16,7 @@ pub mod bindings {
 use bindings::exports::operator::plugin::controller as wit;
 use bindings::operator::plugin::log as wit_log;
 
-use crate::contract::{Action, EventType, FieldError, FieldErrorKind, GroupVersionKind, Manifest, ObjectRef, Propagation, ReconcileError};
+use crate::contract::{Action, Attachment, EventType, FieldError, FieldErrorKind, GroupVersionKind, Manifest, ObjectRef, Propagation, ReconcileError, RelatedKind};
 use crate::log::Level;
 
 pub(crate) fn log(level: Level, message: &str) {
@@ -44,8 +44,21 @@ pub fn manifest(m: Manifest) -> wit::PluginManifest {
         version: m.version,
         parent: gvk(m.parent),
         children: m.children.into_iter().map(gvk).collect(),
+        related: m.related.into_iter().map(related_kind).collect(),
         crds: m.crds.iter().map(|c| c.to_string()).collect(),
         finalizer: m.finalizer,
+    }
+}
+
+fn related_kind(r: RelatedKind) -> wit::RelatedKind {
+    wit::RelatedKind {
+        kind: gvk(r.kind),
+        attach: match r.attach {
+            Attachment::SelectorFrom(path) => wit::Attachment::SelectorFrom(path),
+            Attachment::NamesFrom(paths) => wit::Attachment::NamesFrom(paths),
+            Attachment::FixedSelector(selector) => wit::Attachment::FixedSelector(selector.to_string()),
+        },
+        cluster_scoped: r.cluster_scoped,
     }
 }
 

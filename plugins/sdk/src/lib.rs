@@ -36,6 +36,7 @@ pub mod log;
 pub mod object;
 pub mod outcome;
 pub mod plugin;
+pub mod related;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod time;
@@ -46,13 +47,14 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 pub use children::Children;
 pub use conditions::Condition;
 pub use contract::{
-    Action, CONTRACT_VERSION, EventType, FieldError, FieldErrorKind, GroupVersionKind, Manifest, ObjectRef, Propagation,
-    ReconcileError,
+    Action, Attachment, CONTRACT_VERSION, EventType, FieldError, FieldErrorKind, GroupVersionKind, Manifest, ObjectRef, Propagation,
+    ReconcileError, RelatedKind,
 };
 pub use controller::{Controller, gvk_of};
 pub use object::{Object, OwnerReference};
 pub use outcome::Outcome;
 pub use plugin::Plugin;
+pub use related::Related;
 pub use time::Time;
 
 pub use k8s_openapi;
@@ -71,7 +73,8 @@ pub use serde_json::json;
 pub mod prelude {
     pub use crate::{
         Action, Children, Condition, Controller, CustomResource, CustomResourceExt, FieldError, JsonSchema, Manifest, Object,
-        ObjectRef, Outcome, ReconcileError, Resource, ResourceExt, Time, embedded_crd, export_plugin, k8s_openapi, schemars,
+        ObjectRef, Outcome, ReconcileError, Related, RelatedKind, Resource, ResourceExt, Time, embedded_crd, export_plugin, k8s_openapi,
+        schemars,
     };
     pub use serde::{Deserialize, Serialize};
 }

@@ -21,6 +21,14 @@ pub trait Plugin {
     /// the host's clock.
     fn reconcile(parent: &Object, children: &[Object], now: Time) -> Result<Vec<Action>, ReconcileError>;
 
+    /// As [`reconcile`](Self::reconcile), with the objects of the manifest's
+    /// related kinds that attach to `parent` (contract 0.2). The default
+    /// ignores them.
+    fn reconcile_with_related(parent: &Object, children: &[Object], related: &[Object], now: Time) -> Result<Vec<Action>, ReconcileError> {
+        let _ = related;
+        Self::reconcile(parent, children, now)
+    }
+
     /// Field errors of an object of the parent kind; empty means valid.
     /// `old` is the stored object on update.
     fn validate(object: &Object, old: Option<&Object>) -> Vec<FieldError> {
@@ -45,6 +53,18 @@ pub trait Plugin {
             .map(|(i, c)| parse(&format!("child {i}"), c))
             .collect::<Result<Vec<_>, _>>()?;
         Self::reconcile(&parent, &children, Time::from_unix_millis(now_ms))
+    }
+
+    /// `reconcile_with_related` over the host's JSON texts (contract 0.2).
+    /// The default parses into [`Object`]s.
+    #[doc(hidden)]
+    fn reconcile_related_json(parent: &str, children: &[String], related: &[String], now_ms: i64) -> Result<Vec<Action>, ReconcileError> {
+        let parent = parse("parent", parent)?;
+        let parse_all = |what: &str, texts: &[String]| {
+            texts.iter().enumerate().map(|(i, t)| parse(&format!("{what} {i}"), t)).collect::<Result<Vec<_>, _>>()
+        };
+        let (children, related) = (parse_all("child", children)?, parse_all("related object", related)?);
+        Self::reconcile_with_related(&parent, &children, &related, Time::from_unix_millis(now_ms))
     }
 
     /// `validate` over JSON texts. Unparseable input is itself a field error.
@@ -80,6 +100,12 @@ pub fn reconcile<P: Plugin>(parent: &str, children: &[String], now_ms: i64) -> R
     P::reconcile_json(parent, children, now_ms)
 }
 
+/// `reconcile` over JSON text with the related objects, exactly as the Wasm
+/// export runs it.
+pub fn reconcile_related<P: Plugin>(parent: &str, children: &[String], related: &[String], now_ms: i64) -> Result<Vec<Action>, ReconcileError> {
+    P::reconcile_related_json(parent, children, related, now_ms)
+}
+
 /// `validate` over JSON text. Unparseable input is itself a field error.
 pub fn validate<P: Plugin>(object: &str, old: Option<&str>) -> Vec<FieldError> {
     P::validate_json(object, old)
@@ -111,8 +137,8 @@ macro_rules! export_plugin {
                 fn manifest() -> __p::WitManifest {
                     __p::manifest(<$plugin as $crate::Plugin>::manifest())
                 }
-                fn reconcile(parent: String, children: Vec<String>, now: i64) -> Result<Vec<__p::WitAction>, __p::WitReconcileError> {
-                    $crate::plugin::reconcile::<$plugin>(&parent, &children, now)
+                fn reconcile(parent: String, children: Vec<String>, related: Vec<String>, now: i64) -> Result<Vec<__p::WitAction>, __p::WitReconcileError> {
+                    $crate::plugin::reconcile_related::<$plugin>(&parent, &children, &related, now)
                         .map(|actions| actions.into_iter().map(__p::action).collect())
                         .map_err(__p::error)
                 }

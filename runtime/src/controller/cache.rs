@@ -73,6 +73,8 @@ pub struct CachedObject {
     /// `metadata.deletionTimestamp` is set.
     pub deleting: bool,
     pub controller: Option<ControllerRef>,
+    /// `metadata.labels`, for related kinds picked by a label selector.
+    pub labels: std::collections::BTreeMap<String, String>,
     /// A digest of everything but `status` and `metadata.resourceVersion`:
     /// equal fingerprints mean the object changed by a status write at most.
     pub fingerprint: Fingerprint,
@@ -109,6 +111,7 @@ impl CachedObject {
         let (key, uid, generation) = (ObjectKey::of(&obj), m.uid.clone(), m.generation);
         let finalizers = m.finalizers.clone().unwrap_or_default();
         let deleting = m.deletion_timestamp.is_some();
+        let labels = m.labels.clone().unwrap_or_default();
         // The fingerprint is taken with status and resourceVersion out, then
         // both go back for the text the plugins receive.
         let status = obj.data.as_object_mut().and_then(|d| d.remove("status"));
@@ -128,6 +131,7 @@ impl CachedObject {
             finalizers,
             deleting,
             controller,
+            labels,
             fingerprint,
             json: serde_json::to_string(&obj).expect("objects serialize").into(),
         }
@@ -299,6 +303,14 @@ impl KindCache {
     pub fn controlled_by(&self, owner_uid: &str) -> Vec<Arc<CachedObject>> {
         let inner = self.inner.read().unwrap();
         inner.by_controller.get(owner_uid).map(|keys| keys.iter().filter_map(|k| inner.objects.get(k).cloned()).collect()).unwrap_or_default()
+    }
+
+    /// The objects in `namespace` (`""`: cluster-scoped objects), by key order.
+    pub fn in_namespace(&self, namespace: &str) -> Vec<Arc<CachedObject>> {
+        let inner = self.inner.read().unwrap();
+        let mut found: Vec<_> = inner.objects.values().filter(|o| o.key.namespace == namespace).cloned().collect();
+        found.sort_by(|a, b| a.key.cmp(&b.key));
+        found
     }
 
     pub fn keys(&self) -> Vec<ObjectKey> {

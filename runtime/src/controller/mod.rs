@@ -12,6 +12,7 @@ pub mod finalizer;
 pub mod permanent;
 pub mod pipeline;
 pub mod queue;
+pub mod related;
 pub mod validity;
 
 pub use ended::Ended;
@@ -47,11 +48,23 @@ pub struct Config {
     /// What observes each plugin call (`--record`, shadow runs of a staged
     /// candidate); by default nothing, and the call is the plain call.
     pub tap: crate::record::Tap,
+    /// The most related objects one reconcile is given (default
+    /// [`DEFAULT_MAX_RELATED`]); over it the call is refused, not truncated.
+    pub max_related: usize,
 }
+
+/// See [`Config::max_related`]; documented in `wit/plugin.wit`.
+pub const DEFAULT_MAX_RELATED: usize = 1000;
 
 impl Default for Config {
     fn default() -> Self {
-        Self { concurrency: 4, expectations_timeout: Duration::from_secs(30), backoff: queue::Backoff::default(), tap: crate::record::Tap::default() }
+        Self {
+            concurrency: 4,
+            expectations_timeout: Duration::from_secs(30),
+            backoff: queue::Backoff::default(),
+            tap: crate::record::Tap::default(),
+            max_related: DEFAULT_MAX_RELATED,
+        }
     }
 }
 
@@ -65,6 +78,11 @@ pub struct Controller {
     handlers: Mutex<Vec<(Arc<KindCache>, HandlerId)>>,
     parent_gvk: GroupVersionKind,
     caches: HashMap<GroupVersionKind, Arc<KindCache>>,
+    /// The caches of the related kinds, in the manifest's order (read only:
+    /// neither the policy nor the executor sees them).
+    related_caches: Vec<Arc<KindCache>>,
+    /// Related object → the parents referring to it.
+    related: Arc<related::RelatedIndex>,
     resources: HashMap<GroupVersionKind, ApiResource>,
     queue: Arc<WorkQueue<ObjectKey>>,
     expectations: Mutex<HashMap<ObjectKey, Vec<Expectation>>>,
@@ -121,7 +139,7 @@ impl Lookup for CacheLookup<'_> {
 }
 
 impl Controller {
-    /// `caches` must hold the parent kind and every declared child kind.
+    /// `caches` must hold the parent kind and every declared child and related kind.
     pub fn new(
         plugin: LoadedPlugin,
         caches: HashMap<GroupVersionKind, Arc<KindCache>>,
@@ -137,6 +155,7 @@ impl Controller {
             let cache = caches.get(gvk).unwrap_or_else(|| panic!("no cache for {gvk:?}")).clone();
             mine.insert(gvk.clone(), cache);
         }
+        let related_caches = manifest.related.iter().map(|r| caches.get(&r.kind).unwrap_or_else(|| panic!("no cache for {:?}", r.kind)).clone()).collect();
         let resources = mine.iter().map(|(g, c)| (g.clone(), c.resource().clone())).collect();
         let queue = Arc::new(WorkQueue::new(config.backoff));
         metrics.add_queue(&name, queue.clone());
@@ -147,6 +166,8 @@ impl Controller {
             handlers: Mutex::new(Vec::new()),
             parent_gvk: manifest.parent.clone(),
             caches: mine,
+            related_caches,
+            related: Arc::new(related::RelatedIndex::new(manifest.related.clone())),
             resources,
             queue,
             expectations: Mutex::new(HashMap::new()),
@@ -203,7 +224,21 @@ impl Controller {
     fn register(self: &Arc<Self>) {
         let queue = self.queue.clone();
         let mut handlers = self.handlers.lock().unwrap();
+        let index = self.related.clone();
+        // Parents already listed (a plugin started on running caches) are not
+        // replayed to a new handler: index them now.
+        if !index.kinds().is_empty() {
+            for key in self.parent_cache().keys() {
+                index.update_parent(&key, self.parent_cache().get(&key).as_deref());
+            }
+        }
         let id = self.parent_cache().on_change(Arc::new(move |old: Option<&CachedObject>, new: Option<&CachedObject>| {
+            // The related index follows every change of what a parent refers to.
+            if !index.kinds().is_empty()
+                && let Some(o) = new.or(old)
+            {
+                index.update_parent(&o.key, new);
+            }
             if parent_changed(old, new) && let Some(o) = new.or(old) {
                 queue.add(o.key.clone());
             }
@@ -226,6 +261,20 @@ impl Controller {
             }));
             handlers.push((self.caches[gvk].clone(), id));
         }
+        // A related object's change (any: a Pod's readiness is in its status)
+        // requeues the parents that refer to it before or after the change.
+        for (i, cache) in self.related_caches.iter().enumerate() {
+            let queue = self.queue.clone();
+            let index = self.related.clone();
+            let id = cache.on_change(Arc::new(move |old: Option<&CachedObject>, new: Option<&CachedObject>| {
+                for obj in [old, new].into_iter().flatten() {
+                    for key in index.parents_of(i, obj) {
+                        queue.add(key);
+                    }
+                }
+            }));
+            handlers.push((cache.clone(), id));
+        }
     }
 
     /// Queues every parent in the cache (periodic resync).
@@ -242,7 +291,7 @@ impl Controller {
         // reconcile reads has listed once, a parent can be seen without its
         // children, and the plugin would create them again (a restarted host
         // doubled a MyDeployment's Pods this way; `tests/crash_soak.rs`).
-        for cache in self.caches.values() {
+        for cache in self.caches.values().chain(&self.related_caches) {
             cache.wait_synced().await;
         }
         let labels = crate::metrics::ControllerLabels { controller: self.name.clone() };

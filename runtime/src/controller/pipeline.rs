@@ -5,7 +5,8 @@
 //! wait for expectations → read the parent from the cache
 //!   → finalizer (wrapper: add it / Apply / Cleanup, remove it when done)
 //!     → validity gate (`validate`, remembered per generation)
-//!     → gather inputs (shared text: parent, children, now)
+//!     → gather inputs (shared text: parent, children, related, now;
+//!       more related objects than the cap: refused)
 //!     → permanent-error gate (same inputs as a refusal for good: stop)
 //!     → call plugin → check (policy) → execute (writes, expectations)
 //!   → record the verdict (Reconciled condition + status, Warning Event)
@@ -23,7 +24,7 @@ use serde_json::{Value, json};
 
 use super::cache::{CachedObject, ObjectKey};
 use super::finalizer::{Event, Reconciled};
-use super::{CacheLookup, Controller, Ended, permanent};
+use super::{CacheLookup, Controller, Ended, permanent, related};
 use crate::actions::{self, Executor, Expectation, FIELD_MANAGER, Parent, Plan, status};
 use crate::api_error::ApiErrorClass;
 use crate::clock::timestamp;
@@ -38,6 +39,8 @@ pub struct CallInput {
     pub parent: Arc<str>,
     /// The parent's controlled children of every declared kind.
     pub children: Arc<[Arc<str>]>,
+    /// The objects of the related kinds that attach to the parent (0.2).
+    pub related: Arc<[Arc<str>]>,
     pub now: DateTime<Utc>,
 }
 
@@ -110,8 +113,18 @@ impl Controller {
         {
             return Reconciled::Ended(refused);
         }
-        let input = self.gather(plugin, parent, &target.parent.uid);
-        let inputs = permanent::Inputs::of(&parent.fingerprint, &input.children, &plugin.info().digest);
+        let input = match self.gather(plugin, parent, &target.parent.uid) {
+            Ok(input) => input,
+            Err(verdict) => {
+                tracing::warn!(reason = %verdict.reason, message = %verdict.message, "related objects not passed");
+                self.metrics.plugin_call_error(&self.name, "related_refused");
+                let now = self.clock.now();
+                return Reconciled::Ended(self.record(key, parent, &target.regarding, Pass::failed(verdict), event, now).await);
+            }
+        };
+        // Related objects are inputs too: a refusal for good ends when one changes.
+        let read = [&input.children[..], &input.related[..]].concat();
+        let inputs = permanent::Inputs::of(&parent.fingerprint, &read, &plugin.info().digest);
         if self.permanent.still_refused(key, &inputs) {
             // Reported once already; only a change of the inputs can help.
             tracing::debug!("the plugin refused these inputs for good; waiting for a change");
@@ -156,16 +169,55 @@ impl Controller {
     }
 
     /// The call's inputs, read from the caches: the parent's text, its
-    /// controlled children of every declared kind, and the clock's `now`.
-    fn gather(&self, plugin: &LoadedPlugin, parent: &CachedObject, parent_uid: &str) -> CallInput {
+    /// controlled children of every declared kind, the related objects that
+    /// attach to it, and the clock's `now`. Refused (never truncated: the
+    /// plugin would take a part for the whole) over the related cap, or when
+    /// the parent's selector is malformed.
+    fn gather(&self, plugin: &LoadedPlugin, parent: &CachedObject, parent_uid: &str) -> Result<CallInput, status::Verdict> {
         let children = plugin.manifest().children.iter().flat_map(|gvk| self.caches[gvk].controlled_by(parent_uid)).map(|c| c.shared_json()).collect();
-        CallInput { parent: parent.shared_json(), children, now: self.clock.now() }
+        let related = self.gather_related(plugin, parent)?;
+        Ok(CallInput { parent: parent.shared_json(), children, related, now: self.clock.now() })
+    }
+
+    fn gather_related(&self, plugin: &LoadedPlugin, parent: &CachedObject) -> Result<Arc<[Arc<str>]>, status::Verdict> {
+        let kinds = &plugin.manifest().related;
+        if kinds.is_empty() {
+            return Ok(Arc::from([]));
+        }
+        let value: Value = serde_json::from_str(parent.json()).unwrap_or_default();
+        let references = related::references(kinds, &value, &parent.key.namespace)
+            .map_err(|e| status::Verdict::failure("InvalidRelatedSelector", format!("the parent's related-object reference is malformed: {e}")))?;
+        let mut seen = std::collections::HashSet::new();
+        let mut found: Vec<Arc<str>> = Vec::new();
+        for ((reference, kind), cache) in references.iter().zip(kinds).zip(&self.related_caches) {
+            let objects = match &reference.refs {
+                related::Refs::Names(names) => names.iter().filter_map(|n| cache.get(&ObjectKey::new(reference.scope.clone(), n.clone()))).collect(),
+                related::Refs::Selector(_) => cache.in_namespace(&reference.scope).into_iter().filter(|o| reference.covers(o)).collect(),
+                related::Refs::Nothing => Vec::new(),
+            };
+            for o in objects {
+                if seen.insert((kind.kind.clone(), o.key.clone())) {
+                    found.push(o.shared_json());
+                }
+            }
+        }
+        if found.len() > self.config.max_related {
+            return Err(status::Verdict::failure(
+                "TooManyRelated",
+                format!(
+                    "{} related objects attach to this parent; the cap per reconcile is {} (narrow the selector, or raise --max-related)",
+                    found.len(),
+                    self.config.max_related
+                ),
+            ));
+        }
+        Ok(found.into())
     }
 
     /// The plugin's `reconcile`: the one place the driver calls it, through
     /// the tap that records it and runs it on a staged candidate too.
     pub(super) async fn call_plugin(&self, plugin: &LoadedPlugin, input: &CallInput) -> Result<Vec<Action>, CallError> {
-        self.config.tap.reconcile(plugin, input.parent.clone(), input.children.clone(), input.now.timestamp_millis()).await
+        self.config.tap.reconcile(plugin, input.parent.clone(), input.children.clone(), input.related.clone(), input.now.timestamp_millis()).await
     }
 
     /// A failed call: retried with backoff, or (not retryable) reported once

@@ -197,9 +197,17 @@ pub enum Applied {
     Restarted { old: LoadedPlugin },
 }
 
+/// Whether a new version can be swapped in place: the same parent and child
+/// kinds, and the same related kinds attached the same way (the related
+/// index and caches were built for them).
 fn same_kinds(a: &Manifest, b: &Manifest) -> bool {
     let set = |m: &Manifest| m.children.iter().cloned().collect::<HashSet<_>>();
-    a.parent == b.parent && set(a) == set(b)
+    a.parent == b.parent && set(a) == set(b) && a.related == b.related
+}
+
+/// The kinds a plugin only reads.
+fn related_kinds(m: &Manifest) -> impl Iterator<Item = GroupVersionKind> + '_ {
+    m.related.iter().map(|r| r.kind.clone())
 }
 
 /// Starts the manager with `plugins` (each identified by its name); returns
@@ -249,6 +257,10 @@ pub async fn start_keyed(
     for gvk in parents.iter().chain(&children) {
         let selected = parents.contains(gvk) && !children.contains(gvk);
         running.ensure_cache(gvk, selected).await?;
+    }
+    // Related kinds are never filtered by the parents' selector.
+    for gvk in list.iter().flat_map(|p| related_kinds(p.manifest()).collect::<Vec<_>>()) {
+        running.ensure_cache(&gvk, false).await?;
     }
     for (id, p) in plugins {
         running.start_controller(id, p);
@@ -370,6 +382,12 @@ impl Running {
             }
             self.ensure_cache(gvk, !as_child && !children_elsewhere.contains(gvk)).await?;
         }
+        for gvk in related_kinds(&m) {
+            if self.inner.state.lock().unwrap().caches.get(&gvk).is_some_and(|c| c.selected) {
+                return Err(Error::SelectorConflict { kind: format!("{}/{}", gvk.api_version(), gvk.kind), plugin: m.name.clone() });
+            }
+            self.ensure_cache(&gvk, false).await?;
+        }
         let old = match current {
             Some(_) => self.stop_controller(id).await,
             None => None,
@@ -408,7 +426,8 @@ impl Running {
             .values()
             .flat_map(|s| {
                 let m = s.controller.plugin().manifest().clone();
-                std::iter::once(m.parent).chain(m.children)
+                let related: Vec<GroupVersionKind> = related_kinds(&m).collect();
+                std::iter::once(m.parent).chain(m.children).chain(related)
             })
             .collect();
         state.caches.retain(|gvk, slot| {

@@ -250,7 +250,7 @@ mod tests {
             version: "1".into(),
             digest: "sha256:00".into(),
             parent_kind: GroupVersionKind::new("g", "v1", "K"),
-            inputs: Inputs { parent: format!("{{\"n\":{n}}}"), children: vec![], now: 0 },
+            inputs: Inputs { parent: format!("{{\"n\":{n}}}"), children: vec![], related: vec![], now: 0 },
             answer: Answer::Actions(vec![]),
             redacted: true,
         }

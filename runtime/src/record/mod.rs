@@ -63,6 +63,9 @@ pub struct Inputs {
     pub parent: String,
     /// The children as JSON texts, in the order the plugin got them.
     pub children: Vec<String>,
+    /// The related objects as JSON texts (contract 0.2), in the order the plugin got them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub related: Vec<String>,
     /// The clock's `now`, ms since the epoch (UTC).
     pub now: i64,
 }

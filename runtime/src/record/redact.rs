@@ -64,12 +64,12 @@ pub fn answer(answer: &mut Answer) {
     }
 }
 
-/// Redacts a whole call: parent, children, answer.
+/// Redacts a whole call: parent, children, related objects, answer.
 pub fn call(call: &mut Call) {
     if let Some(t) = object_text(&call.inputs.parent) {
         call.inputs.parent = t;
     }
-    for c in &mut call.inputs.children {
+    for c in call.inputs.children.iter_mut().chain(call.inputs.related.iter_mut()) {
         if let Some(t) = object_text(c) {
             *c = t;
         }

@@ -45,14 +45,26 @@ impl Tap {
         self.recorder.as_ref()
     }
 
-    /// `plugin.reconcile(parent, children, now_ms)`, observed.
-    pub async fn reconcile(&self, plugin: &LoadedPlugin, parent: Arc<str>, children: Arc<[Arc<str>]>, now_ms: i64) -> Result<Vec<Action>, CallError> {
+    /// `plugin.reconcile(parent, children, related, now_ms)`, observed.
+    pub async fn reconcile(
+        &self,
+        plugin: &LoadedPlugin,
+        parent: Arc<str>,
+        children: Arc<[Arc<str>]>,
+        related: Arc<[Arc<str>]>,
+        now_ms: i64,
+    ) -> Result<Vec<Action>, CallError> {
         let shadow = self.shadows.as_ref().and_then(|s| s.for_active(plugin));
         if self.recorder.is_none() && shadow.is_none() {
-            return plugin.reconcile(parent, children, now_ms).await;
+            return plugin.reconcile_related(parent, children, related, now_ms).await;
         }
-        let inputs = Inputs { parent: parent.to_string(), children: children.iter().map(|c| c.to_string()).collect(), now: now_ms };
-        let result = plugin.reconcile(parent, children, now_ms).await;
+        let inputs = Inputs {
+            parent: parent.to_string(),
+            children: children.iter().map(|c| c.to_string()).collect(),
+            related: related.iter().map(|c| c.to_string()).collect(),
+            now: now_ms,
+        };
+        let result = plugin.reconcile_related(parent, children, related, now_ms).await;
         let answer = Answer::of(&result);
         if let Some(r) = &self.recorder {
             let keep = r.config().keep_secrets;

@@ -48,6 +48,30 @@ pub fn host_version() -> Version {
     Version::parse(CONTRACT_VERSION).expect("CONTRACT_VERSION is semver")
 }
 
+/// The contract minors this host binds side by side: a component of any of
+/// them runs, converted at the edge to one internal representation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Minor {
+    /// 0.1.x: parent and children.
+    V0_1,
+    /// 0.2.x: 0.1 plus related kinds.
+    V0_2,
+}
+
+/// Every minor, oldest first, as the version a component declares.
+pub const SUPPORTED: [(Minor, Version); 2] =
+    [(Minor::V0_1, Version { major: 0, minor: 1, patch: 0 }), (Minor::V0_2, Version { major: 0, minor: 2, patch: 0 })];
+
+/// The minor a component of version `found` is run as, if any.
+pub fn minor_of(found: Version) -> Option<Minor> {
+    SUPPORTED.iter().find(|(_, v)| v.compatible_with(found)).map(|(m, _)| *m)
+}
+
+/// What this host accepts, for an error message: `0.1.x, 0.2.x`.
+pub fn supported_ranges() -> String {
+    SUPPORTED.iter().map(|(_, v)| v.compatible_range()).collect::<Vec<_>>().join(", ")
+}
+
 /// Finds the version of the `controller` interface among a component's
 /// export names. `Ok(None)` means the component does not export it at all.
 pub fn exported_version<'a>(export_names: impl IntoIterator<Item = &'a str>) -> Result<Option<Version>, String> {
@@ -75,6 +99,20 @@ mod tests {
         assert!(v("1.2.0").compatible_with(v("1.9.1")));
         assert!(!v("1.2.0").compatible_with(v("2.0.0")));
         assert_eq!(v("0.1.0").compatible_range(), "0.1.x");
+    }
+
+    #[test]
+    fn the_host_runs_every_known_minor_and_refuses_others() {
+        let v = |s| Version::parse(s).unwrap();
+        assert_eq!(minor_of(v("0.1.0")), Some(Minor::V0_1));
+        assert_eq!(minor_of(v("0.1.3")), Some(Minor::V0_1));
+        assert_eq!(minor_of(v("0.2.0")), Some(Minor::V0_2));
+        assert_eq!(minor_of(v("0.2.9")), Some(Minor::V0_2));
+        assert_eq!(minor_of(v("0.3.0")), None);
+        assert_eq!(minor_of(v("1.0.0")), None);
+        assert_eq!(supported_ranges(), "0.1.x, 0.2.x");
+        // The newest minor is the one the SDK implements.
+        assert!(host_version().compatible_with(SUPPORTED[SUPPORTED.len() - 1].1));
     }
 
     #[test]

@@ -6,7 +6,7 @@
 
 use operator_plugin_sdk::{Action, FieldError, Plugin, ReconcileError, plugin};
 
-type Reconcile = fn(&str, &[String], i64) -> Result<Vec<Action>, ReconcileError>;
+type Reconcile = fn(&str, &[String], &[String], i64) -> Result<Vec<Action>, ReconcileError>;
 type Validate = fn(&str, Option<&str>) -> Vec<FieldError>;
 type Default = fn(&str) -> Result<String, ReconcileError>;
 
@@ -19,6 +19,6 @@ pub(super) struct NativeCalls {
 
 impl NativeCalls {
     pub(super) fn of<P: Plugin>() -> Self {
-        Self { reconcile: plugin::reconcile::<P>, validate: plugin::validate::<P>, default: plugin::default::<P> }
+        Self { reconcile: plugin::reconcile_related::<P>, validate: plugin::validate::<P>, default: plugin::default::<P> }
     }
 }

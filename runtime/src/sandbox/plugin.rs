@@ -9,9 +9,9 @@ use wasmtime::component::Component;
 use wasmtime::{Store, Trap};
 
 use super::Shared;
-use super::bindings::{self, Plugin, PluginPre};
+use super::bindings::{self, from_v0_1, from_v0_2, v0_1, v0_2};
 use super::cache::{self, CacheOutcome};
-use super::contract::{self, Version};
+use super::contract::{self, Minor};
 use super::error::{CallError, LoadError};
 use super::wasi::CallState;
 
@@ -49,9 +49,30 @@ struct Inner {
 /// `native-plugins` feature, the same plugin logic linked into the host
 /// (for benchmarks against the sandbox; no isolation, no limits).
 enum Code {
-    Wasm(PluginPre<CallState>),
+    Wasm(Pre),
     #[cfg(feature = "native-plugins")]
     Native(super::native::NativeCalls),
+}
+
+/// A component ready to instantiate, by the contract minor it speaks.
+enum Pre {
+    V0_1(v0_1::PluginPre<CallState>),
+    V0_2(v0_2::PluginPre<CallState>),
+}
+
+/// One instance of a component.
+enum Instance {
+    V0_1(v0_1::Plugin),
+    V0_2(v0_2::Plugin),
+}
+
+impl Pre {
+    fn instantiate(&self, store: &mut Store<CallState>) -> wasmtime::Result<Instance> {
+        Ok(match self {
+            Pre::V0_1(pre) => Instance::V0_1(pre.instantiate(store)?),
+            Pre::V0_2(pre) => Instance::V0_2(pre.instantiate(store)?),
+        })
+    }
 }
 
 pub(super) fn load(shared: &Arc<Shared>, label: &str, bytes: &[u8]) -> Result<LoadedPlugin, LoadError> {
@@ -79,7 +100,6 @@ pub(super) fn load(shared: &Arc<Shared>, label: &str, bytes: &[u8]) -> Result<Lo
     let ty = component.component_type();
     let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
     let imports: Vec<String> = ty.imports(engine).map(|(n, _)| n.to_string()).collect();
-    let host = contract::host_version();
     let found = match contract::exported_version(exports.iter().map(String::as_str)) {
         Ok(Some(v)) => v,
         Ok(None) => {
@@ -89,28 +109,37 @@ pub(super) fn load(shared: &Arc<Shared>, label: &str, bytes: &[u8]) -> Result<Lo
             return Err(LoadError::Manifest { plugin: label.into(), detail });
         }
     };
-    if !found.compatible_with(host) {
-        return Err(LoadError::ContractMismatch { plugin: label.into(), found: found.to_string(), supported: host.compatible_range() });
-    }
-    // Also refuse a `log` import from another major version: the linker
-    // would report it as a missing import, which reads worse.
+    let Some(minor) = contract::minor_of(found) else {
+        return Err(LoadError::ContractMismatch { plugin: label.into(), found: found.to_string(), supported: contract::supported_ranges() });
+    };
+    // Also refuse a `log` import of another version than the export's: the
+    // linker would report it as a missing import, which reads worse.
     for (name, _) in ty.imports(engine) {
-        if let Some(v) = name.strip_prefix("operator:plugin/log@").and_then(Version::parse)
-            && !v.compatible_with(host)
+        if let Some(v) = name.strip_prefix("operator:plugin/log@").and_then(contract::Version::parse)
+            && contract::minor_of(v) != Some(minor)
         {
-            return Err(LoadError::ContractMismatch { plugin: label.into(), found: v.to_string(), supported: host.compatible_range() });
+            return Err(LoadError::ContractMismatch { plugin: label.into(), found: v.to_string(), supported: found.compatible_range() });
         }
     }
 
     let instance_pre = shared.linker.instantiate_pre(&component).map_err(|e| LoadError::Link { plugin: label.into(), import: format!("{e:#}") })?;
-    let pre = PluginPre::new(instance_pre).map_err(|e| LoadError::MissingExport { plugin: label.into(), exports: format!("{e:#}") })?;
+    let missing = |e: wasmtime::Error| LoadError::MissingExport { plugin: label.into(), exports: format!("{e:#}") };
+    let pre = match minor {
+        Minor::V0_1 => Pre::V0_1(v0_1::PluginPre::new(instance_pre).map_err(missing)?),
+        Minor::V0_2 => Pre::V0_2(v0_2::PluginPre::new(instance_pre).map_err(missing)?),
+    };
     let info = PluginInfo { digest, size_bytes: bytes.len(), contract_version: found.to_string(), imports, exports, cache: outcome };
 
     let mut loading = Inner { shared: shared.clone(), name: label.into(), manifest: placeholder_manifest(), info, code: Code::Wasm(pre) };
     let manifest = loading
-        .call("manifest", 0, |store, plugin| plugin.operator_plugin_controller().call_manifest(store))
-        .map_err(|e| LoadError::ManifestCall { plugin: label.into(), source: Box::new(e) })?;
-    let manifest = bindings::manifest(manifest).map_err(|e| LoadError::Manifest { plugin: label.into(), detail: e.0 })?;
+        .call("manifest", 0, |store, instance| {
+            Ok(match instance {
+                Instance::V0_1(p) => from_v0_1::manifest(p.operator_plugin_controller().call_manifest(store)?),
+                Instance::V0_2(p) => from_v0_2::manifest(p.operator_plugin_controller().call_manifest(store)?),
+            })
+        })
+        .map_err(|e| LoadError::ManifestCall { plugin: label.into(), source: Box::new(e) })?
+        .map_err(|e| LoadError::Manifest { plugin: label.into(), detail: e.0 })?;
     validate_manifest(&manifest).map_err(|detail| LoadError::Manifest { plugin: label.into(), detail })?;
     loading.name = manifest.name.as_str().into();
     loading.manifest = manifest;
@@ -128,6 +157,7 @@ fn placeholder_manifest() -> Manifest {
         version: String::new(),
         parent: operator_plugin_sdk::GroupVersionKind::new("", "", ""),
         children: vec![],
+        related: vec![],
         crds: vec![],
         finalizer: None,
     }
@@ -153,6 +183,9 @@ fn validate_manifest(m: &Manifest) -> Result<(), String> {
         if c.kind.is_empty() || c.version.is_empty() {
             return Err(format!("child kind {c} must name a version and a kind"));
         }
+    }
+    for (i, r) in m.related.iter().enumerate() {
+        crate::controller::related::check_kind(i, r)?;
     }
     for (i, crd) in m.crds.iter().enumerate() {
         if crd["kind"] != "CustomResourceDefinition" || crd["apiVersion"] != "apiextensions.k8s.io/v1" {
@@ -209,18 +242,36 @@ impl LoadedPlugin {
     }
 
     /// Runs `reconcile` on the calling thread. Use [`Self::reconcile`] from
-    /// async code.
+    /// async code. A 0.1 component is not given `related` (it cannot declare
+    /// related kinds, so there are none).
     pub fn reconcile_blocking(&self, parent: &str, children: &[String], now_ms: i64) -> Result<Vec<Action>, CallError> {
+        self.reconcile_related_blocking(parent, children, &[], now_ms)
+    }
+
+    /// [`Self::reconcile_blocking`] with related objects (contract 0.2).
+    pub fn reconcile_related_blocking(&self, parent: &str, children: &[String], related: &[String], now_ms: i64) -> Result<Vec<Action>, CallError> {
         #[cfg(feature = "native-plugins")]
         if let Code::Native(native) = &self.inner.code {
-            return (native.reconcile)(parent, children, now_ms).map_err(|error| CallError::Plugin { plugin: self.name().into(), error });
+            return (native.reconcile)(parent, children, related, now_ms).map_err(|error| CallError::Plugin { plugin: self.name().into(), error });
         }
-        let result = self
-            .inner
-            .call("reconcile", now_ms, |store, plugin| plugin.operator_plugin_controller().call_reconcile(store, parent, children, now_ms))?;
+        let plugin = || self.name().into();
+        let result = self.inner.call("reconcile", now_ms, |store, instance| {
+            Ok(match instance {
+                Instance::V0_1(p) => match p.operator_plugin_controller().call_reconcile(store, parent, children, now_ms)? {
+                    Ok(actions) => from_v0_1::actions(actions),
+                    Err(e) => return Ok(Err(Err(from_v0_1::reconcile_error(e)))),
+                },
+                Instance::V0_2(p) => match p.operator_plugin_controller().call_reconcile(store, parent, children, related, now_ms)? {
+                    Ok(actions) => from_v0_2::actions(actions),
+                    Err(e) => return Ok(Err(Err(from_v0_2::reconcile_error(e)))),
+                },
+            }
+            .map_err(Ok))
+        })?;
         match result {
-            Ok(actions) => bindings::actions(actions).map_err(|e| self.invalid("reconcile", e)),
-            Err(e) => Err(CallError::Plugin { plugin: self.name().into(), error: bindings::reconcile_error(e) }),
+            Ok(actions) => Ok(actions),
+            Err(Ok(invalid)) => Err(self.invalid("reconcile", invalid)),
+            Err(Err(error)) => Err(CallError::Plugin { plugin: plugin(), error }),
         }
     }
 
@@ -230,8 +281,12 @@ impl LoadedPlugin {
         if let Code::Native(native) = &self.inner.code {
             return Ok((native.validate)(object, old));
         }
-        let errors = self.inner.call("validate", 0, |store, plugin| plugin.operator_plugin_controller().call_validate(store, object, old))?;
-        Ok(errors.into_iter().map(bindings::field_error).collect())
+        self.inner.call("validate", 0, |store, instance| {
+            Ok(match instance {
+                Instance::V0_1(p) => p.operator_plugin_controller().call_validate(store, object, old)?.into_iter().map(from_v0_1::field_error).collect(),
+                Instance::V0_2(p) => p.operator_plugin_controller().call_validate(store, object, old)?.into_iter().map(from_v0_2::field_error).collect(),
+            })
+        })
     }
 
     /// Runs `default` on the calling thread; the result is checked to be a
@@ -240,8 +295,12 @@ impl LoadedPlugin {
         let result = match &self.inner.code {
             Code::Wasm(_) => self
                 .inner
-                .call("default", 0, |store, plugin| plugin.operator_plugin_controller().call_default(store, object))?
-                .map_err(bindings::reconcile_error),
+                .call("default", 0, |store, instance| {
+                    Ok(match instance {
+                        Instance::V0_1(p) => p.operator_plugin_controller().call_default(store, object)?.map_err(from_v0_1::reconcile_error),
+                        Instance::V0_2(p) => p.operator_plugin_controller().call_default(store, object)?.map_err(from_v0_2::reconcile_error),
+                    })
+                })?,
             #[cfg(feature = "native-plugins")]
             Code::Native(native) => (native.default)(object),
         };
@@ -260,10 +319,16 @@ impl LoadedPlugin {
     /// shared (the controller's cache holds them); they are copied into the
     /// call's arguments on the blocking thread, not on the async executor.
     pub async fn reconcile(&self, parent: Arc<str>, children: Arc<[Arc<str>]>, now_ms: i64) -> Result<Vec<Action>, CallError> {
+        self.reconcile_related(parent, children, Arc::from([]), now_ms).await
+    }
+
+    /// [`Self::reconcile`] with related objects (contract 0.2).
+    pub async fn reconcile_related(&self, parent: Arc<str>, children: Arc<[Arc<str>]>, related: Arc<[Arc<str>]>, now_ms: i64) -> Result<Vec<Action>, CallError> {
         let this = self.clone();
         self.off_executor(move || {
             let children: Vec<String> = children.iter().map(|c| c.to_string()).collect();
-            this.reconcile_blocking(&parent, &children, now_ms)
+            let related: Vec<String> = related.iter().map(|c| c.to_string()).collect();
+            this.reconcile_related_blocking(&parent, &children, &related, now_ms)
         })
         .await
     }
@@ -292,7 +357,7 @@ impl LoadedPlugin {
 
 impl Inner {
     /// One call in a fresh Store with the limits; traps become [`CallError`]s.
-    fn call<R>(&self, op: &'static str, now_ms: i64, f: impl FnOnce(&mut Store<CallState>, &Plugin) -> wasmtime::Result<R>) -> Result<R, CallError> {
+    fn call<R>(&self, op: &'static str, now_ms: i64, f: impl FnOnce(&mut Store<CallState>, &Instance) -> wasmtime::Result<R>) -> Result<R, CallError> {
         let cfg = &self.shared.config;
         let state = CallState::new(self.name.clone(), now_ms, cfg.memory_limit, cfg.output_cap, cfg.log_cap);
         let pre = match &self.code {

@@ -11,7 +11,7 @@ use wasmtime::component::{HasSelf, Linker, ResourceTable};
 use wasmtime_wasi::clocks::{HostMonotonicClock, HostWallClock};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-use super::bindings::{Plugin, wit_log};
+use super::bindings::{v0_1, v0_2};
 use super::limits::CallLimiter;
 use super::stdio::CappedOutput;
 
@@ -70,8 +70,9 @@ impl WasiView for CallState {
     }
 }
 
-impl wit_log::Host for CallState {
-    fn log(&mut self, level: wit_log::Level, message: String) {
+impl CallState {
+    /// The contract's `log`, whichever minor the plugin speaks.
+    fn log_line(&mut self, level: tracing::Level, message: String) {
         let budget = &mut self.log;
         if message.len() > budget.remaining {
             budget.dropped += message.len() as u64;
@@ -81,14 +82,35 @@ impl wit_log::Host for CallState {
         budget.remaining -= message.len();
         let plugin = &*budget.plugin;
         match level {
-            wit_log::Level::Trace => tracing::trace!(plugin, "{message}"),
-            wit_log::Level::Debug => tracing::debug!(plugin, "{message}"),
-            wit_log::Level::Info => tracing::info!(plugin, "{message}"),
-            wit_log::Level::Warn => tracing::warn!(plugin, "{message}"),
-            wit_log::Level::Error => tracing::error!(plugin, "{message}"),
+            tracing::Level::TRACE => tracing::trace!(plugin, "{message}"),
+            tracing::Level::DEBUG => tracing::debug!(plugin, "{message}"),
+            tracing::Level::INFO => tracing::info!(plugin, "{message}"),
+            tracing::Level::WARN => tracing::warn!(plugin, "{message}"),
+            tracing::Level::ERROR => tracing::error!(plugin, "{message}"),
         }
     }
 }
+
+/// `log` of each contract minor (the same enum under another path).
+macro_rules! log_host {
+    ($minor:ident) => {
+        impl $minor::wit_log::Host for CallState {
+            fn log(&mut self, level: $minor::wit_log::Level, message: String) {
+                use $minor::wit_log::Level as L;
+                let level = match level {
+                    L::Trace => tracing::Level::TRACE,
+                    L::Debug => tracing::Level::DEBUG,
+                    L::Info => tracing::Level::INFO,
+                    L::Warn => tracing::Level::WARN,
+                    L::Error => tracing::Level::ERROR,
+                };
+                self.log_line(level, message);
+            }
+        }
+    };
+}
+log_host!(v0_1);
+log_host!(v0_2);
 
 /// Wall clock reads return the call's `now`, so a plugin that reads the
 /// clock anyway stays deterministic.
@@ -122,6 +144,8 @@ impl HostMonotonicClock for FrozenMonotonicClock {
 pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<CallState>> {
     let mut linker = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
-    Plugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)?;
+    // Each minor imports its own `log@0.x.0`, so both are linked.
+    v0_1::Plugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)?;
+    v0_2::Plugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)?;
     Ok(linker)
 }

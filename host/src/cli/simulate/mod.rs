@@ -132,7 +132,8 @@ async fn simulate(
     let mut tracked = std::collections::HashSet::new();
     for p in &plugins {
         let m = p.manifest();
-        for gvk in std::iter::once(&m.parent).chain(&m.children) {
+        // Related kinds too: their changes are what wakes a 0.2 plugin.
+        for gvk in std::iter::once(&m.parent).chain(&m.children).chain(m.related.iter().map(|r| &r.kind)) {
             tracked.insert((gvk.group.clone(), gvk.kind.clone()));
         }
     }

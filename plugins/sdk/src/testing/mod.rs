@@ -1,7 +1,8 @@
 //! The fixture harness for plugin tests (feature `testing`).
 //!
 //! A fixture is a directory `<case>/` with `parent.yaml`, an optional
-//! multi-document `children.yaml`, `now.txt` (RFC 3339) and `expected.json`:
+//! multi-document `children.yaml`, an optional multi-document `related.yaml`
+//! (related objects, contract 0.2), `now.txt` (RFC 3339) and `expected.json`:
 //! exactly what `host reconcile --output json` prints for those inputs. The
 //! harness runs each case through [`plugin::reconcile`](crate::plugin::reconcile),
 //! the same text-in/text-out path the Wasm export runs, and the host's tests
@@ -31,6 +32,8 @@ pub struct Fixture {
     pub parent: String,
     /// The children as JSON texts.
     pub children: Vec<String>,
+    /// The related objects as JSON texts (`related.yaml`, `host reconcile --related`).
+    pub related: Vec<String>,
     pub now: Time,
 }
 
@@ -51,10 +54,13 @@ impl Fixture {
         let parent_path = dir.join("parent.yaml");
         let parent = yaml_documents(&read(&parent_path), &parent_path);
         assert_eq!(parent.len(), 1, "{}: exactly one parent", parent_path.display());
-        let children_path = dir.join("children.yaml");
-        let children = if children_path.exists() { yaml_documents(&read(&children_path), &children_path) } else { Vec::new() };
+        let optional = |file: &str| {
+            let path = dir.join(file);
+            if path.exists() { yaml_documents(&read(&path), &path).iter().map(Value::to_string).collect() } else { Vec::new() }
+        };
+        let (children, related) = (optional("children.yaml"), optional("related.yaml"));
         let now = Time::parse_rfc3339(read(&dir.join("now.txt")).trim()).unwrap_or_else(|e| panic!("{}/now.txt: {e}", dir.display()));
-        Fixture { dir: dir.to_owned(), parent: parent[0].to_string(), children: children.iter().map(Value::to_string).collect(), now }
+        Fixture { dir: dir.to_owned(), parent: parent[0].to_string(), children, related, now }
     }
 
     pub fn name(&self) -> String {
@@ -63,7 +69,7 @@ impl Fixture {
 
     /// The plugin's answer in the host's JSON form: the actions, or `{"error": ...}`.
     pub fn run<P: Plugin>(&self) -> Value {
-        match crate::plugin::reconcile::<P>(&self.parent, &self.children, self.now.unix_millis()) {
+        match crate::plugin::reconcile_related::<P>(&self.parent, &self.children, &self.related, self.now.unix_millis()) {
             Ok(actions) => serde_json::to_value(&actions).expect("actions serialize"),
             Err(e) => json!({"error": e}),
         }

@@ -5,5 +5,6 @@
 
 mod cronjob;
 mod hotswap;
+mod memcached;
 mod mydeployment;
 mod readme_tour;

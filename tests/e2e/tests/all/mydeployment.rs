@@ -126,3 +126,53 @@ fn the_seeds_nine_use_cases_and_its_todos_through_kubectl() {
         host.items(&["get", "controllerrevisions", "-l", "app=my-nginx-app"]).is_empty().then_some(())
     });
 }
+
+/// The config hash (issue 20): a MyDeployment whose template takes a
+/// ConfigMap through `envFrom` rolls its Pods when the ConfigMap's content
+/// changes (`kubectl patch configmap`), and not when only its labels do.
+#[test]
+fn a_changed_configmap_rolls_the_pods() {
+    let host = Host::start(&[]);
+    host.ok(&["create", "configmap", "web-conf", "--from-literal=greeting=hello"]);
+    host.apply(
+        r#"
+apiVersion: apps.example.com/v1
+kind: MyDeployment
+metadata:
+  name: web
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+      - name: web
+        image: nginx:1.14
+        envFrom:
+        - configMapRef: {name: web-conf}
+"#,
+    );
+    let hash = |p: &Value| p["metadata"]["annotations"]["apps.example.com/config-hash"].as_str().unwrap_or_default().to_string();
+    let settled = |what: &str, ok: &dyn Fn(&[Value]) -> bool| {
+        eventually(what, || {
+            let ps: Vec<Value> = host.items(&["get", "pods", "-l", "app=web"]);
+            (ps.len() == 2 && ps.iter().all(|p| p["metadata"]["deletionTimestamp"].is_null() && ready(p)) && ok(&ps)).then_some(ps)
+        })
+    };
+    let first = settled("2 Ready Pods with a config hash", &|ps| ps.iter().all(|p| hash(p).len() == 64));
+    let first_hash = hash(&first[0]);
+
+    host.ok(&["label", "configmap", "web-conf", "touched=yes"]);
+    host.ok(&["patch", "configmap", "web-conf", "--type=merge", "-p", r#"{"data":{"greeting":"bonjour"}}"#]);
+    let second = settled("the Pods to roll to the new config hash", &|ps| ps.iter().all(|p| !hash(p).is_empty() && hash(p) != first_hash));
+    let names = |ps: &[Value]| ps.iter().map(|p| p["metadata"]["name"].as_str().unwrap_or_default().to_string()).collect::<Vec<_>>();
+    assert!(names(&second).iter().all(|n| !names(&first).contains(n)), "every Pod was replaced");
+    assert_eq!(hash(&second[0]), hash(&second[1]));
+    // Two revisions, not three: the relabel before the patch made no template of its own.
+    let revisions = host.items(&["get", "controllerrevisions", "-l", "app=web"]);
+    assert_eq!(revisions.len(), 2, "one revision per config content");
+    host.ok(&["delete", "mydeployments", "web"]);
+}

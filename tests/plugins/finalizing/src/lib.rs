@@ -23,6 +23,7 @@ impl Plugin for Finalizing {
             version: env!("CARGO_PKG_VERSION").into(),
             parent: GroupVersionKind::new(GROUP, "v1", "Tidy"),
             children: vec![GroupVersionKind::new("", "v1", "ConfigMap")],
+            related: vec![],
             crds: vec![crd()],
             finalizer: Some(FINALIZER.into()),
         }

@@ -4,7 +4,7 @@
 //! Modes that try a forbidden action ([`forbidden`]) return an allowed create
 //! first, so a test can see the whole batch is refused, not just one action.
 
-wit_bindgen::generate!({ path: "../../../wit", world: "plugin" });
+wit_bindgen::generate!({ path: "../../../wit/v0.1", world: "plugin" });
 
 use exports::operator::plugin::controller::{
     Action, Deletion, Event, EventType, FieldError, GroupVersionKind, Guest, MergePatch, ObjectRef, PluginManifest, Propagation, ReconcileError,

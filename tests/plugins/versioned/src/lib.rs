@@ -25,6 +25,7 @@ impl Plugin for Versioned {
             version: format!("{STAMP}.0.0"),
             parent: GroupVersionKind::new(GROUP, "v1", "Widget"),
             children: vec![GroupVersionKind::new("", "v1", "ConfigMap")],
+            related: vec![],
             crds: vec![crd()],
             finalizer: None,
         }
