@@ -39,15 +39,42 @@ fn inspect_shows_manifest_contract_and_interfaces() {
     let o = host(&["inspect", wasm("cronjob").to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
     let text = stdout(&o);
-    for want in ["Plugin:     cronjob", "Contract:   operator:plugin@0.1.0", "Parent:     batch.tutorial.kubebuilder.io/v1, Kind=CronJob", "batch/v1, Kind=Job", "operator:plugin/controller@0.1.0", "wasi:cli/stdout"] {
+    for want in ["Plugin:     cronjob", "Contract:   operator:plugin@0.2.0", "accepts 0.1.x, 0.2.x", "Parent:     batch.tutorial.kubebuilder.io/v1, Kind=CronJob", "batch/v1, Kind=Job", "Related:    <none>", "operator:plugin/controller@0.2.0", "wasi:cli/stdout"] {
         assert!(text.contains(want), "missing {want:?} in\n{text}");
     }
     let o = host(&["inspect", wasm("cronjob").to_str().unwrap(), "--output", "json"]);
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(doc["manifest"]["name"], "cronjob");
-    assert_eq!(doc["info"]["contractVersion"], "0.1.0");
+    assert_eq!(doc["info"]["contractVersion"], "0.2.0");
     assert!(doc["info"]["sizeBytes"].as_u64().unwrap() > 0);
     assert_eq!(doc["manifest"]["crds"][0]["kind"], "CustomResourceDefinition");
+}
+
+#[test]
+fn inspect_shows_related_kinds_and_reconcile_takes_related_objects_of_those_kinds_only() {
+    let related = wasm("related");
+    let o = host(&["inspect", related.to_str().unwrap()]);
+    let text = stdout(&o);
+    assert!(text.contains("Related:    v1, Kind=ConfigMap named at spec.configMapRef.name; v1, Kind=Pod by the selector at spec.selector"), "{text}");
+    let dir = tempfile::tempdir().unwrap();
+    let parent = write(
+        dir.path(),
+        "parent.yaml",
+        "apiVersion: related.test.operator-host.dev/v1\nkind: Watcher\nmetadata: {name: w, namespace: default, uid: u1}\nspec: {configMapRef: {name: cm}}\n",
+    );
+    let objects = write(
+        dir.path(),
+        "related.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm, namespace: default}\ndata: {v: '7'}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default}\n",
+    );
+    let o = host(&["reconcile", "--plugin", related.to_str().unwrap(), "--parent", &parent, "--related", &objects]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let actions: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(actions[0]["setStatus"]["related"], serde_json::json!(["ConfigMap/cm=7", "Pod/p"]));
+    let stranger = write(dir.path(), "secret.yaml", "apiVersion: v1\nkind: Secret\nmetadata: {name: s, namespace: default}\n");
+    let o = host(&["reconcile", "--plugin", related.to_str().unwrap(), "--parent", &parent, "--related", &stranger]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("not of a related kind of plugin related") && stderr(&o).contains("v1 Secret s"), "{}", stderr(&o));
 }
 
 #[test]
