@@ -83,6 +83,10 @@ enum Command {
         /// Call the native logic instead.
         #[arg(long)]
         native: bool,
+        /// Write a perf map (`/tmp/perf-<pid>.map`) of the guest functions
+        /// for `perf record`/`perf report`.
+        #[arg(long)]
+        perf_map: bool,
     },
     /// 6: `host simulate` throughput, simulated hours per wall second.
     Simulate,
@@ -166,8 +170,8 @@ pub struct Plugins {
 }
 
 impl Plugins {
-    fn load(paths: &Paths) -> anyhow::Result<Plugins> {
-        let sandbox = Sandbox::new(SandboxConfig { cache: PrecompiledCache::disabled(), ..SandboxConfig::default() })?;
+    fn load(paths: &Paths, perf_map: bool) -> anyhow::Result<Plugins> {
+        let sandbox = Sandbox::new(SandboxConfig { cache: PrecompiledCache::disabled(), perf_map, ..SandboxConfig::default() })?;
         let load = |name: &str| sandbox.load_file(&paths.plugin(name)).map_err(|e| anyhow::anyhow!("{}", host::error_chain(&e)));
         Ok(Plugins { cronjob: load("cronjob")?, mydeployment: load("mydeployment")?, sandbox })
     }
@@ -202,7 +206,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             .ok_or_else(|| anyhow::anyhow!("cannot tell the target dir; pass --target-dir"))?,
     };
     let paths = Paths::new(target)?;
-    let plugins = Plugins::load(&paths)?;
+    let perf_map = matches!(cli.command, Command::Loop { perf_map: true, .. });
+    let plugins = Plugins::load(&paths, perf_map)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let mut results = report::Results::start(profile);
     match cli.command {
@@ -214,7 +219,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Memory { objects } => results.memory = Some(runtime.block_on(memory::run(&profile, &paths, &objects))?),
         Command::Startup => results.startup = Some(runtime.block_on(startup::run(&profile, &paths, &plugins))?),
-        Command::Loop { plugin, children, calls, native } => {
+        Command::Loop { plugin, children, calls, native, .. } => {
             let kind = Kind::ALL.into_iter().find(|k| k.plugin() == plugin).ok_or_else(|| anyhow::anyhow!("no plugin {plugin}"))?;
             reconcile::call_loop(kind, plugins.get(kind), children, calls, native)?;
             return Ok(());
