@@ -90,6 +90,15 @@ enum Command {
     },
     /// 6: `host simulate` throughput, simulated hours per wall second.
     Simulate,
+    /// Not part of `all`: two builds of one plugin, interleaved, by number
+    /// of children (to measure a guest-side change under the same load).
+    Compare {
+        /// `cronjob` or `mydeployment`.
+        #[arg(long, default_value = "cronjob")]
+        plugin: String,
+        before: PathBuf,
+        after: PathBuf,
+    },
 }
 
 /// How long and how big: `--quick` for a smoke run, else the full run.
@@ -222,6 +231,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Loop { plugin, children, calls, native, .. } => {
             let kind = Kind::ALL.into_iter().find(|k| k.plugin() == plugin).ok_or_else(|| anyhow::anyhow!("no plugin {plugin}"))?;
             reconcile::call_loop(kind, plugins.get(kind), children, calls, native)?;
+            return Ok(());
+        }
+        Command::Compare { plugin, before, after } => {
+            let kind = Kind::ALL.into_iter().find(|k| k.plugin() == plugin).ok_or_else(|| anyhow::anyhow!("no plugin {plugin}"))?;
+            let load = |p: &PathBuf| plugins.sandbox.load_file(p).map_err(|e| anyhow::anyhow!("{}", host::error_chain(&e)));
+            reconcile::compare(&profile, kind, &load(&before)?, &load(&after)?)?;
             return Ok(());
         }
         Command::Simulate => results.simulate = Some(simulate::run(&profile, &paths)?),
