@@ -83,9 +83,22 @@ enum Command {
         /// Call the native logic instead.
         #[arg(long)]
         native: bool,
+        /// Write a perf map (`/tmp/perf-<pid>.map`) of the guest functions
+        /// for `perf record`/`perf report`.
+        #[arg(long)]
+        perf_map: bool,
     },
     /// 6: `host simulate` throughput, simulated hours per wall second.
     Simulate,
+    /// Not part of `all`: two builds of one plugin, interleaved, by number
+    /// of children (to measure a guest-side change under the same load).
+    Compare {
+        /// `cronjob` or `mydeployment`.
+        #[arg(long, default_value = "cronjob")]
+        plugin: String,
+        before: PathBuf,
+        after: PathBuf,
+    },
 }
 
 /// How long and how big: `--quick` for a smoke run, else the full run.
@@ -166,8 +179,8 @@ pub struct Plugins {
 }
 
 impl Plugins {
-    fn load(paths: &Paths) -> anyhow::Result<Plugins> {
-        let sandbox = Sandbox::new(SandboxConfig { cache: PrecompiledCache::disabled(), ..SandboxConfig::default() })?;
+    fn load(paths: &Paths, perf_map: bool) -> anyhow::Result<Plugins> {
+        let sandbox = Sandbox::new(SandboxConfig { cache: PrecompiledCache::disabled(), perf_map, ..SandboxConfig::default() })?;
         let load = |name: &str| sandbox.load_file(&paths.plugin(name)).map_err(|e| anyhow::anyhow!("{}", host::error_chain(&e)));
         Ok(Plugins { cronjob: load("cronjob")?, mydeployment: load("mydeployment")?, sandbox })
     }
@@ -202,7 +215,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             .ok_or_else(|| anyhow::anyhow!("cannot tell the target dir; pass --target-dir"))?,
     };
     let paths = Paths::new(target)?;
-    let plugins = Plugins::load(&paths)?;
+    let perf_map = matches!(cli.command, Command::Loop { perf_map: true, .. });
+    let plugins = Plugins::load(&paths, perf_map)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let mut results = report::Results::start(profile);
     match cli.command {
@@ -214,9 +228,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Memory { objects } => results.memory = Some(runtime.block_on(memory::run(&profile, &paths, &objects))?),
         Command::Startup => results.startup = Some(runtime.block_on(startup::run(&profile, &paths, &plugins))?),
-        Command::Loop { plugin, children, calls, native } => {
+        Command::Loop { plugin, children, calls, native, .. } => {
             let kind = Kind::ALL.into_iter().find(|k| k.plugin() == plugin).ok_or_else(|| anyhow::anyhow!("no plugin {plugin}"))?;
             reconcile::call_loop(kind, plugins.get(kind), children, calls, native)?;
+            return Ok(());
+        }
+        Command::Compare { plugin, before, after } => {
+            let kind = Kind::ALL.into_iter().find(|k| k.plugin() == plugin).ok_or_else(|| anyhow::anyhow!("no plugin {plugin}"))?;
+            let load = |p: &PathBuf| plugins.sandbox.load_file(p).map_err(|e| anyhow::anyhow!("{}", host::error_chain(&e)));
+            reconcile::compare(&profile, kind, &load(&before)?, &load(&after)?)?;
             return Ok(());
         }
         Command::Simulate => results.simulate = Some(simulate::run(&profile, &paths)?),

@@ -112,3 +112,42 @@ pub fn call_loop(kind: Kind, plugin: &LoadedPlugin, n: usize, calls: usize, nati
     eprintln!("bench: {calls} calls, {:.1} µs per call", start.elapsed().as_secs_f64() * 1e6 / calls as f64);
     Ok(())
 }
+
+/// `bench compare`: two builds of one plugin (e.g. before and after a guest
+/// change) interleaved call by call at each size, so a change is measured
+/// under the same load; prints medians and after/before.
+pub fn compare(profile: &Profile, kind: Kind, before: &LoadedPlugin, after: &LoadedPlugin) -> anyhow::Result<()> {
+    for n in SIZES {
+        let Input { parent, children, now_ms } = workload::input(kind, n);
+        anyhow::ensure!(
+            before.reconcile_blocking(&parent, &children, now_ms)? == after.reconcile_blocking(&parent, &children, now_ms)?,
+            "{} with {n} children: the two builds disagree",
+            kind.plugin()
+        );
+        let start = Instant::now();
+        for _ in 0..3 {
+            before.reconcile_blocking(&parent, &children, now_ms)?;
+            after.reconcile_blocking(&parent, &children, now_ms)?;
+        }
+        let iters = iterations(profile, start.elapsed() / 3);
+        let (mut a, mut b) = (Vec::with_capacity(iters), Vec::with_capacity(iters));
+        for _ in 0..iters {
+            let t = Instant::now();
+            std::hint::black_box(before.reconcile_blocking(&parent, &children, now_ms)?);
+            a.push(t.elapsed());
+            let t = Instant::now();
+            std::hint::black_box(after.reconcile_blocking(&parent, &children, now_ms)?);
+            b.push(t.elapsed());
+        }
+        let (a, b) = (Summary::micros(&a), Summary::micros(&b));
+        eprintln!(
+            "bench: compare {} {n:>4} {}: before {:.1} µs, after {:.1} µs, after/before {:.2}",
+            kind.plugin(),
+            kind.child(),
+            a.median,
+            b.median,
+            b.median / a.median
+        );
+    }
+    Ok(())
+}

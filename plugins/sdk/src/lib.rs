@@ -79,6 +79,9 @@ pub mod prelude {
     pub use serde::{Deserialize, Serialize};
 }
 
+// The bump arena is the Wasm build's allocator; its logic is unit-tested natively.
+#[cfg(any(test, all(target_arch = "wasm32", feature = "arena")))]
+mod arena;
 #[cfg(target_arch = "wasm32")]
 mod guest;
 

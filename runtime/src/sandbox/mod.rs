@@ -59,6 +59,9 @@ pub struct SandboxConfig {
     pub cache: PrecompiledCache,
     /// Granularity of the deadline. Default 5 ms.
     pub epoch_tick: Duration,
+    /// Write `/tmp/perf-<pid>.map` naming each compiled guest function, so
+    /// `perf report` attributes time inside plugins. Default off.
+    pub perf_map: bool,
 }
 
 impl Default for SandboxConfig {
@@ -72,6 +75,7 @@ impl Default for SandboxConfig {
             log_cap: 64 << 10,
             cache: PrecompiledCache::disabled(),
             epoch_tick: Duration::from_millis(5),
+            perf_map: false,
         }
     }
 }
@@ -175,6 +179,9 @@ fn engine_config(config: &SandboxConfig) -> Config {
     // residency.
     pool.pagemap_scan(Enabled::Auto).linear_memory_keep_resident(KEEP_RESIDENT).table_keep_resident(KEEP_RESIDENT);
     c.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    if config.perf_map {
+        c.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    }
     c
 }
 
