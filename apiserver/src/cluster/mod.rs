@@ -228,18 +228,16 @@ const MIN_PASS_INTERVAL: Duration = Duration::from_millis(5);
 /// skip the pass (every pass re-reads everything, so skipping loses nothing); a deadline, a
 /// retry, the resync or an expired event window always runs one.
 ///
-/// A pass runs on the blocking pool: its writes wait for admission hooks (a plugin call in the
-/// host), and waiting there holds no runtime thread that serves requests.
+/// A pass runs on the runtime thread, in order with the other tasks (`host simulate` replays
+/// the same timeline every run); its writes wait for admission hooks in place (`rest::wait`).
 async fn run(
     core: Arc<Core>,
     mut stop: tokio::sync::watch::Receiver<bool>,
     resync: Duration,
     cost_factor: u32,
     relevant: fn(&Event) -> bool,
-    pass: impl FnMut(&Core) -> Next + Send + 'static,
+    mut pass: impl FnMut(&Core) -> Next + Send,
 ) {
-    // Moved to the blocking pool for each pass and back.
-    let mut pass = Some(pass);
     let mut changes = core.store.subscribe();
     let mut last: Option<Instant> = None;
     let mut gap = MIN_PASS_INTERVAL;
@@ -271,17 +269,7 @@ async fn run(
             let started = std::time::Instant::now();
             last = Some(now);
             resync_at = now + resync;
-            let (mut p, c) = (pass.take().expect("the pass came back"), core.clone());
-            let Ok((p, next)) = tokio::task::spawn_blocking(move || {
-                let next = p(&c);
-                (p, next)
-            })
-            .await
-            else {
-                return; // the pass panicked or the runtime is shutting down
-            };
-            pass = Some(p);
-            pending = next;
+            pending = pass(&core);
             due = false;
             gap = MIN_PASS_INTERVAL.max(started.elapsed() * cost_factor);
         }

@@ -785,8 +785,8 @@ impl Core {
 }
 
 /// Runs a write from code that is not async: the bootstrap (before any admission hook is
-/// registered, so the write never waits) and the simulated controllers' passes, which run on
-/// the blocking pool so that a write waiting for an admission hook holds no runtime thread.
+/// registered, so the write never waits), the server's side-effect writes and the simulated
+/// controllers' passes. Only a hook registered for the kind written makes it wait.
 /// Unlike `futures::executor::block_on` it may nest (a write's side effects write too).
 pub(crate) fn wait<T>(write: impl std::future::Future<Output = T>) -> T {
     use std::task::{Context, Poll, Wake, Waker};
