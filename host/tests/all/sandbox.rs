@@ -133,6 +133,19 @@ fn a_call_never_sees_what_the_previous_call_left_in_memory() {
     }
 }
 
+/// The SDK's bump arena takes pages with `memory.grow`, so an SDK plugin
+/// whose input outgrows the cap fails as "memory limit", and the next call
+/// (a fresh instance) answers as usual.
+#[test]
+fn an_sdk_plugin_over_the_memory_cap_fails_cleanly_and_the_next_call_answers() {
+    let sandbox = Sandbox::new(SandboxConfig { memory_limit: 8 << 20, ..config(Duration::from_secs(5)) }).unwrap();
+    let hello = load(&sandbox, "hello");
+    let big: Vec<String> = (0..40).map(|i| format!("{{\"pad{i}\":\"{}\"}}", "x".repeat(256 << 10))).collect();
+    let r = hello.reconcile_blocking(&hello_parent(), &big, NOW);
+    assert!(matches!(r, Err(CallError::MemoryLimit { limit, .. }) if limit == 8 << 20), "{r:?}");
+    assert_hello_still_answers(&hello);
+}
+
 #[test]
 fn a_second_load_uses_the_cache_and_a_corrupt_artifact_is_rebuilt() {
     let dir = tempfile::tempdir().unwrap();
