@@ -18,7 +18,7 @@ use host::controller::{self, Controller};
 use host::metrics::Metrics;
 use host::sandbox::Sandbox;
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
 use kube::runtime::watcher::{self, Event};
 use operator_plugin_sdk::GroupVersionKind;
@@ -46,14 +46,18 @@ async fn a_lagging_pod_cache_does_not_make_the_controller_create_duplicate_pods(
     let parent = Arc::new(KindCache::new(md_ar.clone(), true));
     let pods = Arc::new(KindCache::new(ApiResource::erase::<Pod>(&()), true));
     let revisions = Arc::new(KindCache::new(ApiResource::erase::<ControllerRevision>(&()), true));
+    // MyDeployment reads the ConfigMaps its template names (related objects, for its config hash).
+    let config_maps = Arc::new(KindCache::new(ApiResource::erase::<ConfigMap>(&()), true));
     let mut caches = HashMap::new();
     caches.insert(GroupVersionKind::new("apps.example.com", "v1", "MyDeployment"), parent.clone());
     caches.insert(GroupVersionKind::new("", "v1", "Pod"), pods.clone());
     caches.insert(GroupVersionKind::new("apps", "v1", "ControllerRevision"), revisions.clone());
+    caches.insert(GroupVersionKind::new("", "v1", "ConfigMap"), config_maps.clone());
     let ctl = Controller::new(plugin, caches, client.clone(), Arc::new(SystemClock), Arc::new(Metrics::new()), controller::Config::default());
 
     let t1 = tokio::spawn(parent.clone().run(client.clone(), vec![], None));
     let t2 = tokio::spawn(revisions.clone().run(client.clone(), vec![], None));
+    let t4 = tokio::spawn(config_maps.clone().run(client.clone(), vec![], None));
     // The lagging relay: every Pod event reaches the cache LAG late.
     let relay_cache = pods.clone();
     let relay_client = client.clone();
@@ -88,6 +92,7 @@ async fn a_lagging_pod_cache_does_not_make_the_controller_create_duplicate_pods(
     tokio::time::timeout(WAIT, async {
         parent.wait_synced().await;
         revisions.wait_synced().await;
+        config_maps.wait_synced().await;
         listed_rx.await.unwrap();
     })
     .await
@@ -120,7 +125,7 @@ async fn a_lagging_pod_cache_does_not_make_the_controller_create_duplicate_pods(
     }
     ctl.queue().shut_down();
     let _ = tokio::time::timeout(WAIT, workers).await;
-    for t in [t1, t2, t3] {
+    for t in [t1, t2, t3, t4] {
         t.abort();
     }
 }
