@@ -56,6 +56,30 @@ pub trait Controller {
         let _ = parent;
         Ok(())
     }
+
+    /// Admission's validation over the object as sent, before it is read
+    /// into `Parent`. The default reads both objects and calls
+    /// [`validate`](Self::validate); a wrongly typed field then becomes one
+    /// error on the whole object. Override it to answer field by field as the
+    /// API server does (`spec.suspend: Invalid value: "yes": must be a
+    /// boolean`), keeping `reconcile` typed.
+    fn validate_raw(object: &Object, old: Option<&Object>) -> Vec<FieldError> {
+        let parsed = from_object::<Self::Parent>(object).and_then(|o| Ok((o, old.map(from_object::<Self::Parent>).transpose()?)));
+        match parsed {
+            Ok((object, old)) => Self::validate(&object, old.as_ref()),
+            Err(e) => unreadable(e),
+        }
+    }
+
+    /// Admission's defaulting over the object as sent. The default reads it
+    /// into `Parent`, calls [`default`](Self::default) and writes it back, so
+    /// fields `Parent` does not know are dropped; override it to default in
+    /// place and keep them.
+    fn default_raw(object: Object) -> Result<Object, ReconcileError> {
+        let mut parent = from_object::<Self::Parent>(&object)?;
+        Self::default(&mut parent)?;
+        Object::from_typed(&parent).map_err(|e| ReconcileError::permanent("SerializationFailed", e.to_string()))
+    }
 }
 
 impl Manifest {
@@ -139,17 +163,11 @@ impl<C: Controller> Plugin for C {
     }
 
     fn validate(object: &Object, old: Option<&Object>) -> Vec<FieldError> {
-        let parsed = from_object::<C::Parent>(object).and_then(|o| Ok((o, old.map(from_object::<C::Parent>).transpose()?)));
-        match parsed {
-            Ok((object, old)) => C::validate(&object, old.as_ref()),
-            Err(e) => unreadable(e),
-        }
+        C::validate_raw(object, old)
     }
 
     fn default(object: Object) -> Result<Object, ReconcileError> {
-        let mut parent = from_object::<C::Parent>(&object)?;
-        C::default(&mut parent)?;
-        Object::from_typed(&parent).map_err(|e| ReconcileError::permanent("SerializationFailed", e.to_string()))
+        C::default_raw(object)
     }
 
     fn reconcile_json(parent: &str, children: &[String], now_ms: i64) -> Result<Vec<Action>, ReconcileError> {
@@ -163,18 +181,7 @@ impl<C: Controller> Plugin for C {
         C::reconcile_with_related(&parent, &children, &related, Time::from_unix_millis(now_ms)).map(Outcome::into_actions)
     }
 
-    fn validate_json(object: &str, old: Option<&str>) -> Vec<FieldError> {
-        let parsed = parse_parent::<C::Parent>("object", object)
-            .and_then(|o| Ok((o, old.map(|old| parse_parent::<C::Parent>("old object", old)).transpose()?)));
-        match parsed {
-            Ok((object, old)) => C::validate(&object, old.as_ref()),
-            Err(e) => unreadable(e),
-        }
-    }
-
-    fn default_json(object: &str) -> Result<String, ReconcileError> {
-        let mut parent = parse_parent::<C::Parent>("object", object)?;
-        C::default(&mut parent)?;
-        serde_json::to_string(&parent).map_err(|e| ReconcileError::permanent("SerializationFailed", e.to_string()))
-    }
+    // Admission goes through `validate_raw`/`default_raw`, which a controller
+    // may override to read the object as sent; the Plugin trait's defaults
+    // for the text entry points parse into `Object` and call them.
 }
