@@ -42,7 +42,7 @@ pub fn id(key: &str) -> String {
     Origin::ConfigMap { namespace: NS.into(), name: SOURCE.into(), uid: String::new(), key: key.into() }.id()
 }
 
-fn widgets_resource() -> ApiResource {
+pub fn widgets_resource() -> ApiResource {
     ApiResource {
         group: "swap.test.operator-host.dev".into(),
         version: "v1".into(),

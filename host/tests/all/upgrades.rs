@@ -4,6 +4,7 @@
 //! (promoted after N agreeing reconciles, never when it differs or traps).
 
 use crate::common;
+use crate::hotswap::{id, widgets_resource};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -24,7 +25,7 @@ use host::controller;
 use host::events::Recorder;
 use host::hotswap::configmap::{self, Selection};
 use host::hotswap::shadow::{PROMOTE_ANNOTATION, ShadowConfig, Shadows};
-use host::hotswap::{Origin, Reloader};
+use host::hotswap::Reloader;
 use host::manager::{self, Options, Running};
 use host::metrics::Metrics;
 use host::record::Tap;
@@ -61,20 +62,6 @@ fn rebuilt(mut bytes: Vec<u8>) -> Vec<u8> {
     bytes.extend_from_slice(name);
     bytes.extend_from_slice(payload);
     bytes
-}
-
-fn id(key: &str) -> String {
-    Origin::ConfigMap { namespace: NS.into(), name: SOURCE.into(), uid: String::new(), key: key.into() }.id()
-}
-
-fn widgets_resource() -> ApiResource {
-    ApiResource {
-        group: "swap.test.operator-host.dev".into(),
-        version: "v1".into(),
-        api_version: "swap.test.operator-host.dev/v1".into(),
-        kind: "Widget".into(),
-        plural: "widgets".into(),
-    }
 }
 
 /// A manager with no plugins, fed by a watch of ConfigMap default/plugins,
