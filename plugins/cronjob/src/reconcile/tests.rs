@@ -2,11 +2,17 @@
 //! natively. Times are UTC unless a zone is named.
 
 use chrono::{DateTime, Utc};
-use operator_plugin_sdk::{Action, EventType, Object, Time, json};
+use operator_plugin_sdk::{Action, EventType, Object, Plugin, ReconcileError, Time, json};
 use serde_json::Value;
 
-use super::reconcile;
+use crate::CronJobPlugin;
 use crate::jobs::job_name;
+
+/// Through the SDK, as the host calls it: the parent read into `CronJob`,
+/// the children into `Job`s.
+fn reconcile(parent: &Object, children: &[Object], now: Time) -> Result<Vec<Action>, ReconcileError> {
+    <CronJobPlugin as Plugin>::reconcile(parent, children, now)
+}
 
 const CREATED: &str = "2024-05-01T09:00:30Z";
 
