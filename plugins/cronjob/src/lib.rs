@@ -16,10 +16,10 @@ pub mod runs;
 pub mod schedule;
 pub mod validate;
 
-use operator_plugin_sdk::k8s_openapi::api::batch::v1::Job;
 use operator_plugin_sdk::prelude::*;
 
 pub use api::{CronJob, CronJobSpec, CronJobStatus};
+use jobs::Job;
 
 /// The plugin.
 pub struct CronJobPlugin;

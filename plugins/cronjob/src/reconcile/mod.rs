@@ -25,11 +25,10 @@ use std::time::Duration as StdDuration;
 
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use chrono_tz::Tz;
-use operator_plugin_sdk::k8s_openapi::api::batch::v1::Job;
 use operator_plugin_sdk::{Condition, FieldError, Outcome, ReconcileError, Time, conditions};
 
 use crate::api::{ConcurrencyPolicy, CronJob, CronJobStatus, JobReference, VALID_CONDITION};
-use crate::jobs::{self, ChildJob, Finished};
+use crate::jobs::{self, ChildJob, Finished, Job};
 use crate::runs::{self, Missed};
 use crate::schedule::{self, Schedule};
 use crate::validate;
