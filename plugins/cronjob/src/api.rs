@@ -1,9 +1,19 @@
-//! The CronJob API (`batch.tutorial.kubebuilder.io/v1`): the tutorial's spec
-//! plus upstream's `timeZone`, and a status with upstream's
-//! `lastSuccessfulTime` and conditions.
+//! The CronJob API (`batch.tutorial.kubebuilder.io/v1`): the tutorial's types
+//! with upstream's `timeZone` and `lastSuccessfulTime`, as controller-gen
+//! would read them. `#[derive(CustomResource, JsonSchema)]` makes them both
+//! the typed parent reconcile reads and the CRD (see `crd`); the markers are
+//! `#[kube]` and `#[schemars]` attributes (validation, status subresource,
+//! printer columns).
+//!
+//! The plugin reads what is stored, which admission may not have checked, so
+//! the Rust types are wider than the schema where that keeps a stored object
+//! readable: a missing `schedule` or `jobTemplate`, an unknown
+//! `concurrencyPolicy` or a history limit beyond `int32` reaches `validate`
+//! and is reported through the `Valid` condition instead of failing the read.
+//! `#[schemars(with = ...)]` keeps the schema what the tutorial's markers say.
 
-use operator_plugin_sdk::{Condition, ReconcileError, conditions};
-use serde::{Deserialize, Serialize};
+use operator_plugin_sdk::prelude::*;
+use operator_plugin_sdk::conditions;
 use serde_json::Value;
 
 pub const GROUP: &str = "batch.tutorial.kubebuilder.io";
@@ -14,8 +24,7 @@ pub const PLURAL: &str = "cronjobs";
 /// The tutorial's record of a Job's scheduled time (RFC 3339, UTC).
 pub const SCHEDULED_AT_ANNOTATION: &str = "batch.tutorial.kubebuilder.io/scheduled-at";
 /// Upstream's record of the same (RFC 3339 in the CronJob's time zone).
-pub const UPSTREAM_SCHEDULED_TIMESTAMP_ANNOTATION: &str =
-    "batch.kubernetes.io/cronjob-scheduled-timestamp";
+pub const UPSTREAM_SCHEDULED_TIMESTAMP_ANNOTATION: &str = "batch.kubernetes.io/cronjob-scheduled-timestamp";
 
 /// The plugin's own status condition: whether the spec can be scheduled.
 pub const VALID_CONDITION: &str = "Valid";
@@ -24,52 +33,115 @@ pub const VALID_CONDITION: &str = "Valid";
 /// most 63 characters and the suffix takes 11, hence 52.
 pub const MAX_NAME_LENGTH: usize = 52;
 
-/// The CronJob as the plugin reads it. Fields are lenient (`Option`, wide
-/// integers): the CRD schema checks types, `validate` checks values, and a
-/// parent that still does not fit is reported, not trusted.
-#[derive(Clone, Debug, Default, Deserialize)]
-pub struct CronJob {
-    #[serde(default)]
-    pub spec: CronJobSpec,
-    #[serde(default)]
-    pub status: CronJobStatus,
-}
-
-#[derive(Clone, Debug, Default, Deserialize)]
+/// CronJobSpec defines the desired state of CronJob.
+#[derive(CustomResource, JsonSchema, Serialize, Deserialize, Clone, Debug, Default)]
+#[kube(
+    group = "batch.tutorial.kubebuilder.io",
+    version = "v1",
+    kind = "CronJob",
+    plural = "cronjobs",
+    namespaced,
+    status = "CronJobStatus",
+    doc = "CronJob is the Schema for the cronjobs API."
+)]
+#[kube(printcolumn = r#"{"name":"Schedule","type":"string","jsonPath":".spec.schedule"}"#)]
+#[kube(printcolumn = r#"{"name":"Time Zone","type":"string","jsonPath":".spec.timeZone","priority":1}"#)]
+#[kube(printcolumn = r#"{"name":"Suspend","type":"boolean","jsonPath":".spec.suspend"}"#)]
+#[kube(printcolumn = r#"{"name":"Active","type":"string","jsonPath":".status.active[*].name","description":"The active Job (the first one, when several run)."}"#)]
+#[kube(printcolumn = r#"{"name":"Last Schedule","type":"date","jsonPath":".status.lastScheduleTime"}"#)]
+#[kube(printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#)]
+#[kube(crates(
+    kube_core = "::operator_plugin_sdk::kube_core",
+    k8s_openapi = "::operator_plugin_sdk::k8s_openapi",
+    schemars = "::operator_plugin_sdk::schemars",
+    serde_json = "::operator_plugin_sdk::serde_json"
+))]
 #[serde(rename_all = "camelCase")]
 pub struct CronJobSpec {
-    #[serde(default)]
+    /// The schedule in Cron format, see https://en.wikipedia.org/wiki/Cron.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(required, with = "String", length(min = 0))]
     pub schedule: Option<String>,
-    #[serde(default)]
+    /// The IANA time zone name for the schedule, e.g. America/New_York. Unset means UTC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_zone: Option<String>,
-    #[serde(default)]
+    /// Optional deadline in seconds for starting the job if it misses scheduled time for any reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub starting_deadline_seconds: Option<i64>,
-    #[serde(default)]
+    /// How to treat concurrent executions of a Job: Allow (default), Forbid or Replace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<ConcurrencyPolicy>")]
     pub concurrency_policy: Option<String>,
-    #[serde(default)]
+    /// Suspend subsequent executions; does not apply to already started executions. Defaults to false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suspend: Option<bool>,
-    #[serde(default)]
+    /// Specifies the job that will be created when executing a CronJob.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(required, schema_with = "crate::crd::job_template")]
     pub job_template: Option<Value>,
-    #[serde(default)]
+    /// The number of successful finished jobs to retain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<i32>", range(min = 0))]
     pub successful_jobs_history_limit: Option<i64>,
-    #[serde(default)]
+    /// The number of failed finished jobs to retain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<i32>", range(min = 0))]
     pub failed_jobs_history_limit: Option<i64>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+/// `spec.concurrencyPolicy`: how runs may overlap.
+// Variants carry no doc comments: schemars would turn the enum into a `oneOf`.
+#[derive(JsonSchema, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConcurrencyPolicy {
+    // Runs may overlap (the default).
+    Allow,
+    // A run is skipped while an earlier one is still active.
+    Forbid,
+    // Active runs are deleted before a new one starts.
+    Replace,
+}
+
+impl ConcurrencyPolicy {
+    pub const NAMES: [&str; 3] = ["Allow", "Forbid", "Replace"];
+
+    /// Unset and empty mean Allow, as the defaulting webhook would have made it.
+    pub fn parse(value: Option<&str>) -> Option<Self> {
+        match value.unwrap_or("") {
+            "" | "Allow" => Some(Self::Allow),
+            "Forbid" => Some(Self::Forbid),
+            "Replace" => Some(Self::Replace),
+            _ => None,
+        }
+    }
+}
+
+impl CronJobSpec {
+    /// The policy; `None` for a value `validate` refuses.
+    pub fn concurrency_policy(&self) -> Option<ConcurrencyPolicy> {
+        ConcurrencyPolicy::parse(self.concurrency_policy.as_deref())
+    }
+}
+
+/// CronJobStatus defines the observed state of CronJob.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct CronJobStatus {
-    /// Pointers to the Jobs still running.
+    /// A list of pointers to currently running jobs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "crate::crd::active_jobs")]
     pub active: Vec<JobReference>,
-    /// When a Job was last scheduled (its scheduled time, not its start).
+    /// Information when was the last time the job was successfully scheduled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::crd::date_time")]
     pub last_schedule_time: Option<String>,
-    /// When a Job last completed successfully.
+    /// Information when was the last time the job successfully completed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::crd::date_time")]
     pub last_successful_time: Option<String>,
-    /// Conditions written by others may lack fields ours need: read leniently.
+    // Conditions written by others may lack fields ours need: read leniently.
     #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "conditions::lenient")]
+    #[schemars(schema_with = "crate::crd::conditions")]
     pub conditions: Vec<Condition>,
 }
 
@@ -89,41 +161,24 @@ pub struct JobReference {
     pub uid: String,
 }
 
-/// `spec.concurrencyPolicy`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ConcurrencyPolicy {
-    /// Runs may overlap (the default).
-    Allow,
-    /// A run is skipped while an earlier one is still active.
-    Forbid,
-    /// Active runs are deleted before a new one starts.
-    Replace,
-}
-
-impl ConcurrencyPolicy {
-    pub const NAMES: [&str; 3] = ["Allow", "Forbid", "Replace"];
-
-    /// Unset and empty mean Allow, as the defaulting webhook would have made it.
-    pub fn parse(value: Option<&str>) -> Option<Self> {
-        match value.unwrap_or("") {
-            "" | "Allow" => Some(Self::Allow),
-            "Forbid" => Some(Self::Forbid),
-            "Replace" => Some(Self::Replace),
-            _ => None,
-        }
-    }
-}
-
 impl CronJob {
-    /// Reads the parent; a parent whose fields have the wrong JSON types is a
-    /// permanent error (only an edit can fix it).
-    pub fn from_object(parent: &operator_plugin_sdk::Object) -> Result<Self, ReconcileError> {
-        // Deserialized from the parent in place: no copy of the whole object.
-        CronJob::deserialize(parent.value()).map_err(|e| {
-            ReconcileError::permanent(
-                "InvalidSpec",
-                format!("cannot read CronJob {}: {e}", parent.name()),
-            )
-        })
+    /// `metadata.name`, or "" (which `validate` refuses).
+    pub fn name(&self) -> &str {
+        self.metadata.name.as_deref().unwrap_or_default()
+    }
+
+    pub fn namespace(&self) -> &str {
+        self.metadata.namespace.as_deref().unwrap_or_default()
+    }
+
+    pub fn generation(&self) -> i64 {
+        self.metadata.generation.unwrap_or(0)
+    }
+
+    /// The status as stored, or an empty one.
+    pub fn stored_status(&self) -> &CronJobStatus {
+        static EMPTY: CronJobStatus =
+            CronJobStatus { active: Vec::new(), last_schedule_time: None, last_successful_time: None, conditions: Vec::new() };
+        self.status.as_ref().unwrap_or(&EMPTY)
     }
 }

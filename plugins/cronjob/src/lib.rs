@@ -16,40 +16,39 @@ pub mod runs;
 pub mod schedule;
 pub mod validate;
 
-use operator_plugin_sdk::{
-    Action, FieldError, GroupVersionKind, Manifest, Object, Plugin, ReconcileError, Time,
-    export_plugin,
-};
+use operator_plugin_sdk::prelude::*;
+
+pub use api::{CronJob, CronJobSpec, CronJobStatus};
+use jobs::Job;
 
 /// The plugin.
 pub struct CronJobPlugin;
 
-impl Plugin for CronJobPlugin {
+impl Controller for CronJobPlugin {
+    type Parent = CronJob;
+
     fn manifest() -> Manifest {
-        Manifest {
-            name: "cronjob".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            parent: GroupVersionKind::new(api::GROUP, api::VERSION, api::KIND),
-            children: vec![GroupVersionKind::new("batch", "v1", "Job")],
-            related: vec![],
-            crds: vec![crd::crd()],
-            finalizer: None,
-        }
+        Manifest::for_parent_with_crd::<CronJob>("cronjob", env!("CARGO_PKG_VERSION"), embedded_crd!()).child::<Job>()
     }
 
-    fn reconcile(
-        parent: &Object,
-        children: &[Object],
-        now: Time,
-    ) -> Result<Vec<Action>, ReconcileError> {
-        reconcile::reconcile(parent, children, now)
+    fn reconcile(cron_job: &CronJob, children: &Children, now: Time) -> Result<Outcome, ReconcileError> {
+        reconcile::reconcile(cron_job, &children.of::<Job>()?, now)
     }
 
-    fn validate(object: &Object, _old: Option<&Object>) -> Vec<FieldError> {
-        validate::validate(object)
+    /// A stored CronJob the type cannot read (a field of the wrong JSON
+    /// type, which the CRD schema prevents) cannot be scheduled until edited.
+    fn unreadable_parent(name: &str, error: &str) -> ReconcileError {
+        ReconcileError::permanent("InvalidSpec", format!("cannot read CronJob {name}: {error}"))
     }
 
-    fn default(object: Object) -> Result<Object, ReconcileError> {
+    /// Over the object as sent, so that each wrongly typed field is named
+    /// as the API server names it.
+    fn validate_raw(object: &Object, _old: Option<&Object>) -> Vec<FieldError> {
+        validate::validate_object(object)
+    }
+
+    /// In place, keeping fields the type does not know.
+    fn default_raw(object: Object) -> Result<Object, ReconcileError> {
         defaults::default(object)
     }
 }

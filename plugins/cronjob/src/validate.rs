@@ -2,34 +2,68 @@
 //! leaves room for the Job suffix) plus upstream's API validation (no TZ in
 //! the schedule, a known time zone, non-negative numbers, a runnable Job
 //! template). Field paths and wording follow the API server's.
+//!
+//! Two entry points share the value checks: [`validate_object`] for
+//! admission, over the object as sent (a wrongly typed field is an error on
+//! that field), and [`validate`] for reconcile, over the typed CronJob.
 
 use operator_plugin_sdk::{FieldError, FieldErrorKind, Object};
 use serde_json::Value;
 
-use crate::api::{ConcurrencyPolicy, MAX_NAME_LENGTH};
+use crate::api::{ConcurrencyPolicy, CronJob, MAX_NAME_LENGTH};
 use crate::schedule;
 
-/// Every problem with the object; empty when it is valid.
-pub fn validate(object: &Object) -> Vec<FieldError> {
+/// Every problem with a CronJob read into its type; empty when it is valid.
+/// Reconcile runs it on what is stored, which admission may not have seen.
+pub fn validate(cron_job: &CronJob) -> Vec<FieldError> {
     let mut errors = Vec::new();
-    let name = object.name();
-    if name.len() > MAX_NAME_LENGTH {
-        errors.push(FieldError::invalid(
-            "metadata.name",
-            name,
-            format!("must be no more than {MAX_NAME_LENGTH} characters"),
-        ));
+    validate_name(cron_job.name(), &mut errors);
+    let spec = &cron_job.spec;
+    validate_schedule(spec.schedule.as_deref(), &mut errors);
+    if let Some(zone) = &spec.time_zone {
+        validate_time_zone(zone, &mut errors);
     }
+    if let Some(policy) = &spec.concurrency_policy {
+        validate_concurrency_policy(policy, &mut errors);
+    }
+    for (field, value) in [
+        ("startingDeadlineSeconds", spec.starting_deadline_seconds),
+        ("successfulJobsHistoryLimit", spec.successful_jobs_history_limit),
+        ("failedJobsHistoryLimit", spec.failed_jobs_history_limit),
+    ] {
+        if let Some(n) = value {
+            validate_non_negative(field, n, &mut errors);
+        }
+    }
+    validate_job_template(spec.job_template.as_ref(), &mut errors);
+    errors
+}
+
+/// Admission's checks over the object as sent: a field of the wrong JSON
+/// type is reported on that field, as the API server reports it ("must be a
+/// boolean"), and the values of the others are checked as [`validate`] does,
+/// in the same order.
+pub fn validate_object(object: &Object) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    validate_name(object.name(), &mut errors);
     let spec = object.spec();
     if !spec.is_object() {
         errors.push(FieldError::required("spec", ""));
         return errors;
     }
-    validate_schedule(spec, &mut errors);
-    validate_time_zone(spec, &mut errors);
+    match spec.get("schedule") {
+        None | Some(Value::Null) => validate_schedule(None, &mut errors),
+        Some(Value::String(s)) => validate_schedule(Some(s), &mut errors),
+        Some(other) => errors.push(FieldError::invalid("spec.schedule", text(other), "must be a string")),
+    }
+    match spec.get("timeZone") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(zone)) => validate_time_zone(zone, &mut errors),
+        Some(other) => errors.push(FieldError::invalid("spec.timeZone", text(other), "must be a string")),
+    }
     match spec.get("concurrencyPolicy") {
         None | Some(Value::Null) => {}
-        Some(Value::String(p)) if ConcurrencyPolicy::parse(Some(p)).is_some() => {}
+        Some(Value::String(policy)) => validate_concurrency_policy(policy, &mut errors),
         Some(other) => errors.push(FieldError::not_supported(
             "spec.concurrencyPolicy",
             text(other),
@@ -53,14 +87,12 @@ pub fn validate(object: &Object) -> Vec<FieldError> {
     ] {
         match spec.get(field) {
             None | Some(Value::Null) => {}
-            Some(v) if v.as_i64().is_some_and(|n| n >= 0) => {}
-            Some(v) if v.is_i64() || v.is_u64() => {
-                errors.push(FieldError::invalid(
-                    format!("spec.{field}"),
-                    text(v),
-                    "must be greater than or equal to 0",
-                ));
-            }
+            Some(v) if v.is_i64() => validate_non_negative(field, v.as_i64().unwrap_or_default(), &mut errors),
+            Some(v) if v.is_u64() => errors.push(FieldError::invalid(
+                format!("spec.{field}"),
+                text(v),
+                "must be greater than or equal to 0",
+            )),
             Some(v) => errors.push(FieldError::invalid(
                 format!("spec.{field}"),
                 text(v),
@@ -68,7 +100,7 @@ pub fn validate(object: &Object) -> Vec<FieldError> {
             )),
         }
     }
-    validate_job_template(spec.get("jobTemplate"), &mut errors);
+    validate_job_template(spec.get("jobTemplate").filter(|t| !t.is_null()), &mut errors);
     errors
 }
 
@@ -79,17 +111,20 @@ fn text(value: &Value) -> String {
     }
 }
 
-fn validate_schedule(spec: &Value, errors: &mut Vec<FieldError>) {
+fn validate_name(name: &str, errors: &mut Vec<FieldError>) {
+    if name.len() > MAX_NAME_LENGTH {
+        errors.push(FieldError::invalid(
+            "metadata.name",
+            name,
+            format!("must be no more than {MAX_NAME_LENGTH} characters"),
+        ));
+    }
+}
+
+fn validate_schedule(schedule: Option<&str>, errors: &mut Vec<FieldError>) {
     const FIELD: &str = "spec.schedule";
-    let schedule = match spec.get("schedule") {
-        None | Some(Value::Null) => return errors.push(FieldError::required(FIELD, "")),
-        Some(Value::String(s)) if s.is_empty() => {
-            return errors.push(FieldError::required(FIELD, ""));
-        }
-        Some(Value::String(s)) => s,
-        Some(other) => {
-            return errors.push(FieldError::invalid(FIELD, text(other), "must be a string"));
-        }
+    let Some(schedule) = schedule.filter(|s| !s.is_empty()) else {
+        return errors.push(FieldError::required(FIELD, ""));
     };
     if let Err(e) = schedule::parse(schedule, chrono_tz::UTC) {
         errors.push(FieldError::invalid(FIELD, schedule, e.0));
@@ -104,16 +139,29 @@ fn validate_schedule(spec: &Value, errors: &mut Vec<FieldError>) {
     }
 }
 
+fn validate_concurrency_policy(policy: &str, errors: &mut Vec<FieldError>) {
+    if ConcurrencyPolicy::parse(Some(policy)).is_none() {
+        errors.push(FieldError::not_supported(
+            "spec.concurrencyPolicy",
+            policy,
+            &ConcurrencyPolicy::NAMES,
+        ));
+    }
+}
+
+fn validate_non_negative(field: &str, value: i64, errors: &mut Vec<FieldError>) {
+    if value < 0 {
+        errors.push(FieldError::invalid(
+            format!("spec.{field}"),
+            value.to_string(),
+            "must be greater than or equal to 0",
+        ));
+    }
+}
+
 /// Upstream's `validateTimeZone`.
-fn validate_time_zone(spec: &Value, errors: &mut Vec<FieldError>) {
+fn validate_time_zone(zone: &str, errors: &mut Vec<FieldError>) {
     const FIELD: &str = "spec.timeZone";
-    let zone = match spec.get("timeZone") {
-        None | Some(Value::Null) => return,
-        Some(Value::String(z)) => z,
-        Some(other) => {
-            return errors.push(FieldError::invalid(FIELD, text(other), "must be a string"));
-        }
-    };
     if zone.is_empty() {
         return errors.push(FieldError::invalid(
             FIELD,
@@ -151,7 +199,7 @@ fn validate_time_zone(spec: &Value, errors: &mut Vec<FieldError>) {
 /// The parts of upstream's Job validation that decide whether a Job can be
 /// created at all; the API server checks the rest when the Job is created.
 fn validate_job_template(template: Option<&Value>, errors: &mut Vec<FieldError>) {
-    let Some(template) = template.filter(|t| !t.is_null()) else {
+    let Some(template) = template else {
         return errors.push(FieldError::required("spec.jobTemplate", ""));
     };
     let pod_spec = template.pointer("/spec/template/spec");
@@ -208,12 +256,14 @@ mod tests {
         )
     }
 
-    /// The errors as the API server would print them.
+    /// The errors as the API server would print them. Reconcile's check of
+    /// the typed CronJob finds exactly what admission's finds.
     fn errors(name: &str, spec_patch: Value) -> Vec<String> {
-        validate(&cron_job(name, spec_patch))
-            .iter()
-            .map(ToString::to_string)
-            .collect()
+        let object = cron_job(name, spec_patch);
+        let found = validate_object(&object);
+        let typed: CronJob = object.parse().expect("a CronJob");
+        assert_eq!(validate(&typed), found, "typed and raw checks differ on {}", object.value());
+        found.iter().map(ToString::to_string).collect()
     }
 
     #[test]
@@ -281,6 +331,32 @@ mod tests {
                 "{what}"
             );
         }
+    }
+
+    /// Admission sees the object before it is read into the type: each
+    /// wrongly typed field is an error of its own, as the API server words it.
+    #[test]
+    fn wrongly_typed_fields_are_named_one_by_one_at_admission() {
+        let object = cron_job(
+            "c",
+            json!({"schedule": 5, "timeZone": true, "concurrencyPolicy": 1, "suspend": "yes",
+                   "startingDeadlineSeconds": "60", "failedJobsHistoryLimit": 1.5, "successfulJobsHistoryLimit": 9223372036854775808u64}),
+        );
+        let found: Vec<String> = validate_object(&object).iter().map(ToString::to_string).collect();
+        assert_eq!(
+            found,
+            [
+                r#"spec.schedule: Invalid value: "5": must be a string"#,
+                r#"spec.timeZone: Invalid value: "true": must be a string"#,
+                r#"spec.concurrencyPolicy: Unsupported value: "1": supported values: "Allow", "Forbid", "Replace""#,
+                r#"spec.suspend: Invalid value: "yes": must be a boolean"#,
+                r#"spec.startingDeadlineSeconds: Invalid value: "60": must be an integer"#,
+                r#"spec.successfulJobsHistoryLimit: Invalid value: "9223372036854775808": must be greater than or equal to 0"#,
+                r#"spec.failedJobsHistoryLimit: Invalid value: "1.5": must be an integer"#,
+            ]
+        );
+        let no_spec = Object::new(json!({"metadata": {"name": "c"}, "spec": []}));
+        assert_eq!(validate_object(&no_spec), vec![FieldError::required("spec", "")]);
     }
 
     #[test]

@@ -57,6 +57,19 @@ pub trait Controller {
         Ok(())
     }
 
+    /// What reconcile answers for a parent that does not read into `Parent`
+    /// (a field of a type the CRD schema would refuse, in an object no
+    /// admission checked). `name` is its `metadata.name` ("" when it has
+    /// none) and `error` serde's message without its position in the text,
+    /// so the Wasm export and a native call word it alike. The default is a
+    /// permanent `InvalidInput` naming the kind; override it to keep a
+    /// plugin's own wording.
+    fn unreadable_parent(name: &str, error: &str) -> ReconcileError {
+        let parent = if name.is_empty() { "the parent".to_string() } else { format!("parent {name}") };
+        let (api_version, kind) = (<Self::Parent as Resource>::api_version(&()), <Self::Parent as Resource>::kind(&()));
+        ReconcileError::permanent("InvalidInput", format!("{parent} is not a valid {api_version} {kind}: {error}"))
+    }
+
     /// Admission's validation over the object as sent, before it is read
     /// into `Parent`. The default reads both objects and calls
     /// [`validate`](Self::validate); a wrongly typed field then becomes one
@@ -131,14 +144,86 @@ pub fn gvk_of<K: Resource<DynamicType = ()>>() -> GroupVersionKind {
     GroupVersionKind::new(&K::group(&()), &K::version(&()), &K::kind(&()))
 }
 
-fn parse_parent<K: DeserializeOwned + Resource<DynamicType = ()>>(what: &str, text: &str) -> Result<K, ReconcileError> {
-    serde_json::from_str(text)
-        .map_err(|e| ReconcileError::permanent("InvalidInput", format!("{what} is not a valid {} {}: {e}", K::api_version(&()), K::kind(&()))))
-}
-
 fn from_object<K: DeserializeOwned + Resource<DynamicType = ()>>(object: &Object) -> Result<K, ReconcileError> {
     K::deserialize(object.value())
         .map_err(|e| ReconcileError::permanent("InvalidInput", format!("not a valid {} {}: {e}", K::api_version(&()), K::kind(&()))))
+}
+
+/// The parent for reconcile, from the host's text; see [`Controller::unreadable_parent`].
+fn read_parent<C: Controller>(text: &str) -> Result<C::Parent, ReconcileError> {
+    serde_json::from_str(text).map_err(|e| {
+        // Only on failure: the name, from whatever of the text still parses.
+        let value: Option<serde_json::Value> = serde_json::from_str(text).ok();
+        let name = value.as_ref().and_then(|v| v.get("metadata")?.get("name")?.as_str()).unwrap_or_default();
+        C::unreadable_parent(name, &without_position(&e))
+    })
+}
+
+/// The parent for reconcile, from an already parsed object (native callers).
+fn parent_of<C: Controller>(object: &Object) -> Result<C::Parent, ReconcileError> {
+    <C::Parent as serde::Deserialize>::deserialize(object.value()).map_err(|e| C::unreadable_parent(object.name(), &without_position(&e)))
+}
+
+/// serde_json's message without the ` at line L column C` it appends when
+/// reading text (a position in one-line JSON the user never saw).
+fn without_position(e: &serde_json::Error) -> String {
+    let message = e.to_string();
+    let position = format!(" at line {} column {}", e.line(), e.column());
+    match message.strip_suffix(&position) {
+        Some(bare) if e.line() != 0 => bare.to_string(),
+        _ => message,
+    }
+}
+
+#[cfg(test)]
+mod unreadable_parent_tests {
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    use super::*;
+
+    /// A controller of ConfigMaps that words unreadable parents its own way.
+    struct Strict;
+
+    impl Controller for Strict {
+        type Parent = ConfigMap;
+        fn manifest() -> Manifest {
+            Manifest::for_parent_with_crd::<ConfigMap>("strict", "0.1.0", r#"{"spec": {"group": "", "names": {"kind": "ConfigMap"}}}"#)
+        }
+        fn reconcile(_: &ConfigMap, _: &Children, _: Time) -> Result<Outcome, ReconcileError> {
+            Ok(Outcome::new())
+        }
+        fn unreadable_parent(name: &str, error: &str) -> ReconcileError {
+            ReconcileError::permanent("InvalidSpec", format!("cannot read ConfigMap {name}: {error}"))
+        }
+    }
+
+    /// As `Strict`, with the SDK's wording.
+    struct Plain;
+
+    impl Controller for Plain {
+        type Parent = ConfigMap;
+        fn manifest() -> Manifest {
+            <Strict as Controller>::manifest()
+        }
+    }
+
+    const MALFORMED: &str = r#"{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}, "data": 5}"#;
+
+    #[test]
+    fn an_unreadable_parent_is_worded_by_the_controller_alike_from_text_and_objects() {
+        let from_text = crate::plugin::reconcile::<Strict>(MALFORMED, &[], 0).unwrap_err();
+        assert_eq!(from_text, ReconcileError::permanent("InvalidSpec", "cannot read ConfigMap cm: invalid type: integer `5`, expected a map"));
+        let object = Object::from_json(MALFORMED).unwrap();
+        assert_eq!(<Strict as Plugin>::reconcile(&object, &[], Time::from_unix_millis(0)).unwrap_err(), from_text);
+    }
+
+    #[test]
+    fn by_default_an_unreadable_parent_is_invalid_input_naming_the_kind() {
+        let err = crate::plugin::reconcile::<Plain>(MALFORMED, &[], 0).unwrap_err();
+        assert_eq!(err, ReconcileError::permanent("InvalidInput", "parent cm is not a valid v1 ConfigMap: invalid type: integer `5`, expected a map"));
+        let nameless = crate::plugin::reconcile::<Plain>("[]", &[], 0).unwrap_err();
+        assert!(nameless.message.starts_with("the parent is not a valid v1 ConfigMap: invalid type: sequence"), "{nameless}");
+    }
 }
 
 fn unreadable(e: ReconcileError) -> Vec<FieldError> {
@@ -153,12 +238,12 @@ impl<C: Controller> Plugin for C {
     }
 
     fn reconcile(parent: &Object, children: &[Object], now: Time) -> Result<Vec<Action>, ReconcileError> {
-        let parent = from_object::<C::Parent>(parent)?;
+        let parent = parent_of::<C>(parent)?;
         C::reconcile_with_related(&parent, &Children::from_objects(children), &Related::default(), now).map(Outcome::into_actions)
     }
 
     fn reconcile_with_related(parent: &Object, children: &[Object], related: &[Object], now: Time) -> Result<Vec<Action>, ReconcileError> {
-        let parent = from_object::<C::Parent>(parent)?;
+        let parent = parent_of::<C>(parent)?;
         C::reconcile_with_related(&parent, &Children::from_objects(children), &Related::from_objects(related), now).map(Outcome::into_actions)
     }
 
@@ -175,7 +260,7 @@ impl<C: Controller> Plugin for C {
     }
 
     fn reconcile_related_json(parent: &str, children: &[String], related: &[String], now_ms: i64) -> Result<Vec<Action>, ReconcileError> {
-        let parent = parse_parent::<C::Parent>("parent", parent)?;
+        let parent = read_parent::<C>(parent)?;
         let children = Children::from_json(children)?;
         let related = Related::from_json(related)?;
         C::reconcile_with_related(&parent, &children, &related, Time::from_unix_millis(now_ms)).map(Outcome::into_actions)

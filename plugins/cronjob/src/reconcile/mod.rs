@@ -21,14 +21,14 @@
 //! what was observed, deletions, the new Job, then the status (so a failed
 //! create records no `lastScheduleTime`), then the requeue.
 
+use std::time::Duration as StdDuration;
+
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use chrono_tz::Tz;
-use operator_plugin_sdk::{
-    Action, Condition, FieldError, Object, ReconcileError, Time, conditions,
-};
+use operator_plugin_sdk::{Condition, FieldError, Outcome, ReconcileError, Time, conditions};
 
 use crate::api::{ConcurrencyPolicy, CronJob, CronJobStatus, JobReference, VALID_CONDITION};
-use crate::jobs::{self, ChildJob, Finished};
+use crate::jobs::{self, ChildJob, Finished, Job};
 use crate::runs::{self, Missed};
 use crate::schedule::{self, Schedule};
 use crate::validate;
@@ -37,59 +37,39 @@ use crate::validate;
 /// controller just before the scheduled time.
 const NEXT_SCHEDULE_DELTA_MS: i64 = 100;
 
-pub fn reconcile(
-    parent: &Object,
-    children: &[Object],
-    now: Time,
-) -> Result<Vec<Action>, ReconcileError> {
-    let cron_job = CronJob::from_object(parent)?;
+/// One reconcile of `cron_job` over its child Jobs.
+pub fn reconcile(cron_job: &CronJob, children: &[Job], now: Time) -> Result<Outcome, ReconcileError> {
     let now = now.0;
-    let mut jobs: Vec<ChildJob<'_>> = children
-        .iter()
-        .filter(|c| c.kind() == "Job")
-        .map(ChildJob::new)
-        .collect();
+    let mut jobs: Vec<ChildJob<'_>> = children.iter().map(ChildJob::new).collect();
     jobs.sort_by(|a, b| a.name().cmp(b.name()));
 
     let mut r = Reconciler {
-        parent,
-        cron_job: &cron_job,
+        cron_job,
         jobs: &jobs,
         now,
-        actions: Vec::new(),
+        out: Outcome::new(),
     };
     r.observe();
     let mut status = r.rebuild_status();
     r.delete_old_jobs();
-    let requeue = r.schedule(&mut status);
-    r.actions
-        .push(Action::SetStatus(serde_json::to_value(&status).map_err(
-            |e| {
-                ReconcileError::permanent(
-                    "InternalError",
-                    format!(
-                        "cannot serialise the status of CronJob {}: {e}",
-                        parent.name()
-                    ),
-                )
-            },
-        )?));
-    if let Some(at) = requeue {
-        let ms = (at - now).num_milliseconds().max(0) + NEXT_SCHEDULE_DELTA_MS;
-        r.actions.push(Action::RequeueAfterMs(
-            u64::try_from(ms).unwrap_or(u64::MAX),
-        ));
-    }
-    Ok(r.actions)
+    let requeue = r.schedule(&mut status)?;
+    let mut out = r.out;
+    out.status(&status)?;
+    Ok(match requeue {
+        Some(at) => {
+            let ms = (at - now).num_milliseconds().max(0) + NEXT_SCHEDULE_DELTA_MS;
+            out.requeue_after(StdDuration::from_millis(u64::try_from(ms).unwrap_or(u64::MAX)))
+        }
+        None => out,
+    })
 }
 
 struct Reconciler<'a> {
-    parent: &'a Object,
     cron_job: &'a CronJob,
     /// Sorted by name, so every list the plugin emits is in a stable order.
     jobs: &'a [ChildJob<'a>],
     now: DateTime<Utc>,
-    actions: Vec<Action>,
+    out: Outcome,
 }
 
 fn rfc3339(t: DateTime<Utc>) -> String {
@@ -106,7 +86,7 @@ fn reference(job: &ChildJob<'_>) -> JobReference {
     JobReference {
         api_version: "batch/v1".into(),
         kind: "Job".into(),
-        namespace: job.object.namespace().into(),
+        namespace: job.namespace().into(),
         name: job.name().into(),
         uid: job.uid().into(),
     }
@@ -114,7 +94,7 @@ fn reference(job: &ChildJob<'_>) -> JobReference {
 
 impl Reconciler<'_> {
     fn stored(&self) -> &CronJobStatus {
-        &self.cron_job.status
+        self.cron_job.stored_status()
     }
 
     /// A stored active reference matches a child by UID, or by name when it has none.
@@ -131,22 +111,24 @@ impl Reconciler<'_> {
         for job in self.jobs {
             let was_active = self.stored().active.iter().any(|r| Self::refers_to(r, job));
             match job.finished {
-                Some(how) if was_active => self.actions.push(Action::normal(
-                    "SawCompletedJob",
-                    format!(
-                        "Saw completed job: {}, condition: {}",
-                        job.name(),
-                        how.as_str()
-                    ),
-                )),
-                None if !was_active && !job.is_ours(self.parent.name()) => {
-                    self.actions.push(Action::warning(
+                Some(how) if was_active => {
+                    self.out.event_normal(
+                        "SawCompletedJob",
+                        format!(
+                            "Saw completed job: {}, condition: {}",
+                            job.name(),
+                            how.as_str()
+                        ),
+                    );
+                }
+                None if !was_active && !job.is_ours(self.cron_job.name()) => {
+                    self.out.event_warning(
                         "UnexpectedJob",
                         format!(
                             "Saw a job that the controller did not create or forgot: {}",
                             job.name()
                         ),
-                    ))
+                    );
                 }
                 _ => {}
             }
@@ -160,10 +142,7 @@ impl Reconciler<'_> {
             .collect();
         missing.sort();
         for name in missing {
-            self.actions.push(Action::normal(
-                "MissingJob",
-                format!("Active job went missing: {name}"),
-            ));
+            self.out.event_normal("MissingJob", format!("Active job went missing: {name}"));
         }
     }
 
@@ -224,11 +203,8 @@ impl Reconciler<'_> {
     }
 
     fn delete(&mut self, job: &ChildJob<'_>) {
-        self.actions.push(Action::delete(job.object.object_ref()));
-        self.actions.push(Action::normal(
-            "SuccessfulDelete",
-            format!("Deleted job {}", job.name()),
-        ));
+        self.out.delete(job.object_ref());
+        self.out.event_normal("SuccessfulDelete", format!("Deleted job {}", job.name()));
     }
 
     /// Sets the plugin's `Valid` condition; returns whether its status or
@@ -242,38 +218,45 @@ impl Reconciler<'_> {
     ) -> bool {
         let before = conditions::find(&status.conditions, VALID_CONDITION).cloned();
         let condition = Condition::new(VALID_CONDITION, valid, reason, message)
-            .observed(self.parent.generation());
+            .observed(self.cron_job.generation());
         conditions::set(&mut status.conditions, condition, Time(self.now));
         let after = conditions::find(&status.conditions, VALID_CONDITION);
         before.as_ref().map(|c| (&c.status, &c.reason, &c.message))
             != after.map(|c| (&c.status, &c.reason, &c.message))
     }
 
-    /// Steps 4-7. Returns when to reconcile again, if at all.
-    fn schedule(&mut self, status: &mut CronJobStatus) -> Option<DateTime<Utc>> {
-        let errors = validate::validate(self.parent);
+    /// Steps 4-7: refuse an invalid spec, else schedule. Returns when to
+    /// reconcile again, if at all.
+    fn schedule(&mut self, status: &mut CronJobStatus) -> Result<Option<DateTime<Utc>>, ReconcileError> {
+        let errors = validate::validate(self.cron_job);
         if !errors.is_empty() {
             self.refuse(status, &errors);
-            return None;
+            return Ok(None);
         }
-        let spec = &self.cron_job.spec;
-        let schedule_text = spec.schedule.clone().unwrap_or_default();
+        self.run(status)
+    }
+
+    /// Step 4's stops for a deleted or suspended CronJob, then steps 5-7.
+    fn run(&mut self, status: &mut CronJobStatus) -> Result<Option<DateTime<Utc>>, ReconcileError> {
+        let cron_job = self.cron_job;
+        let spec = &cron_job.spec;
+        let schedule_text = spec.schedule.as_deref().unwrap_or_default();
         // validate() has checked both, so neither fails here; stay defensive anyway.
         let zone: Tz =
             schedule::zone::load(spec.time_zone.as_deref().unwrap_or("")).unwrap_or(chrono_tz::UTC);
-        let Ok(schedule) = schedule::parse(&schedule_text, zone) else {
-            return None;
+        let Ok(schedule) = schedule::parse(schedule_text, zone) else {
+            return Ok(None);
         };
         self.set_valid(status, true, "Valid", "the spec can be scheduled".into());
 
-        if self.parent.is_being_deleted() || spec.suspend == Some(true) {
-            return None;
+        if cron_job.metadata.deletion_timestamp.is_some() || spec.suspend == Some(true) {
+            return Ok(None);
         }
 
         let last = parse_time(status.last_schedule_time.as_deref());
         // Upstream: with no run recorded, count from the CronJob's creation.
         let earliest = last
-            .or_else(|| self.parent.creation_timestamp().map(|t| t.0))
+            .or_else(|| cron_job.metadata.creation_timestamp.as_ref().and_then(jobs::utc))
             .unwrap_or(self.now);
         // A deadline too large to subtract from now (up to i64::MAX is
         // valid, as upstream) is no limit at all.
@@ -286,41 +269,41 @@ impl Reconciler<'_> {
         let due = match runs::most_recent(&schedule, earliest_in_deadline, self.now) {
             Ok(due) => due,
             Err(e) => {
-                self.actions.push(Action::warning(
+                self.out.event_warning(
                     "InvalidSchedule",
                     format!("invalid schedule: {schedule_text} : {}", e.0),
-                ));
-                return None;
+                );
+                return Ok(None);
             }
         };
         let next = runs::next_run(&schedule, earliest, self.now);
         let Some(scheduled) = due.most_recent else {
             self.report_missed_deadline(&schedule, earliest, earliest_in_deadline);
-            return next;
+            return Ok(next);
         };
         if due.missed == Missed::Many {
-            self.actions.push(Action::warning(
+            self.out.event_warning(
                 "TooManyMissedTimes",
                 "too many missed start times. Set or decrease .spec.startingDeadlineSeconds or check clock skew",
-            ));
+            );
         }
         if deadline_start.is_some_and(|start| scheduled < start) {
             self.push_miss_schedule(scheduled);
-            return next;
+            return Ok(next);
         }
-        let name = jobs::job_name(self.parent.name(), scheduled);
+        let name = jobs::job_name(cron_job.name(), scheduled);
         if self.jobs.iter().any(|j| j.name() == name) {
             // Already run (its annotation may have been edited away): nothing to do until the next run.
-            return next;
+            return Ok(next);
         }
         let active: Vec<&ChildJob<'_>> = self.jobs.iter().filter(|j| j.is_active()).collect();
-        match ConcurrencyPolicy::parse(spec.concurrency_policy.as_deref()) {
+        match spec.concurrency_policy() {
             Some(ConcurrencyPolicy::Forbid) if !active.is_empty() => {
-                self.actions.push(Action::normal(
+                self.out.event_normal(
                     "JobAlreadyActive",
                     "Not starting job because prior execution is running and concurrency policy is Forbid",
-                ));
-                return next;
+                );
+                return Ok(next);
             }
             Some(ConcurrencyPolicy::Replace) => {
                 for job in active.iter().filter(|j| !j.is_being_deleted()) {
@@ -330,19 +313,11 @@ impl Reconciler<'_> {
             }
             _ => {}
         }
-        let template = spec.job_template.clone().unwrap_or_default();
-        self.actions.push(Action::Create(jobs::job_from_template(
-            self.parent,
-            &template,
-            scheduled,
-            zone,
-        )));
-        self.actions.push(Action::normal(
-            "SuccessfulCreate",
-            format!("Created job {name}"),
-        ));
+        let template = spec.job_template.as_ref().unwrap_or(&serde_json::Value::Null);
+        self.out.create(&jobs::job_from_template(cron_job, template, scheduled, zone))?;
+        self.out.event_normal("SuccessfulCreate", format!("Created job {name}"));
         status.last_schedule_time = Some(rfc3339(scheduled));
-        runs::next_run(&schedule, scheduled, self.now)
+        Ok(runs::next_run(&schedule, scheduled, self.now))
     }
 
     /// Upstream's MissSchedule check can never fire (its search already starts
@@ -366,13 +341,13 @@ impl Reconciler<'_> {
     }
 
     fn push_miss_schedule(&mut self, scheduled: DateTime<Utc>) {
-        self.actions.push(Action::warning(
+        self.out.event_warning(
             "MissSchedule",
             format!(
                 "Missed scheduled time to start a job: {}",
                 scheduled.format("%a, %d %b %Y %H:%M:%S %z")
             ),
-        ));
+        );
     }
 
     /// An invalid CronJob already stored (admission is not guaranteed): say
@@ -413,7 +388,7 @@ impl Reconciler<'_> {
             _ => ("InvalidSpec", message.clone()),
         };
         if self.set_valid(status, false, reason, message) {
-            self.actions.push(Action::warning(reason, event));
+            self.out.event_warning(reason, event);
         }
     }
 }

@@ -2,11 +2,17 @@
 //! natively. Times are UTC unless a zone is named.
 
 use chrono::{DateTime, Utc};
-use operator_plugin_sdk::{Action, EventType, Object, Time, json};
+use operator_plugin_sdk::{Action, EventType, Object, Plugin, ReconcileError, Time, json};
 use serde_json::Value;
 
-use super::reconcile;
+use crate::CronJobPlugin;
 use crate::jobs::job_name;
+
+/// Through the SDK, as the host calls it: the parent read into `CronJob`,
+/// the children into `Job`s.
+fn reconcile(parent: &Object, children: &[Object], now: Time) -> Result<Vec<Action>, ReconcileError> {
+    <CronJobPlugin as Plugin>::reconcile(parent, children, now)
+}
 
 const CREATED: &str = "2024-05-01T09:00:30Z";
 
@@ -767,6 +773,35 @@ fn a_malformed_parent_is_a_permanent_error() {
     let err = reconcile(&parent, &[], Time(t("2024-05-01T09:03:00Z"))).unwrap_err();
     assert_eq!(err.reason, "InvalidSpec");
     assert!(!err.retryable);
+}
+
+/// The types are wider than the CRD schema: what admission would have
+/// refused is still read, and reported through the `Valid` condition.
+#[test]
+fn a_stored_cronjob_the_schema_would_refuse_is_read_and_reported() {
+    let mut parent = cron_job(
+        json!({"concurrencyPolicy": "Sometimes", "successfulJobsHistoryLimit": 3_000_000_000i64}),
+        json!({}),
+    );
+    let spec = parent.value_mut()["spec"].as_object_mut().unwrap();
+    spec.remove("schedule");
+    spec.remove("jobTemplate");
+    let out = run(&parent, &[], "2024-05-01T09:05:10Z");
+    assert_eq!(out.reasons(), ["UnparseableSchedule"]);
+    assert_eq!(out.created_names(), Vec::<&str>::new());
+    let condition = &out.status()["conditions"][0];
+    assert_eq!(
+        condition["message"],
+        r#"spec.schedule: Required value; spec.concurrencyPolicy: Unsupported value: "Sometimes": supported values: "Allow", "Forbid", "Replace"; spec.jobTemplate: Required value"#
+    );
+}
+
+#[test]
+fn a_parent_without_spec_cannot_be_read() {
+    let mut parent = cron_job(json!({}), json!({}));
+    parent.value_mut().as_object_mut().unwrap().remove("spec");
+    let err = reconcile(&parent, &[], Time(t("2024-05-01T09:03:00Z"))).unwrap_err();
+    assert_eq!(err, ReconcileError::permanent("InvalidSpec", "cannot read CronJob hello: missing field `spec`"));
 }
 
 /// A daily 02:30 in America/New_York around both DST changes of 2024.
