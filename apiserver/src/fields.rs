@@ -319,7 +319,12 @@ impl Writer<'_> {
     }
 
     fn leaves(&self, obj: &Value) -> FieldSet {
-        let mut set = leaves_with(obj, self.lists());
+        self.own(leaves_with(obj, self.lists()))
+    }
+
+    /// The paths of `set` this writer may own: a writer of the main resource
+    /// owns no `status` when status is a subresource, and a status writer owns only `status`.
+    fn own(&self, mut set: FieldSet) -> FieldSet {
         if self.status_subresource {
             let status = PathElem::Field("status".into());
             if self.subresource.is_empty() {
@@ -419,8 +424,8 @@ pub fn apply(
 /// Record a non-apply write: `manager` now owns every leaf it changed; others lose those.
 pub fn record_update(old: Option<&Value>, new: &mut Value, w: &Writer<'_>) {
     let mut entries = old.map(read_entries).unwrap_or_default();
-    let new_leaves = w.leaves(new);
     let all_leaves = leaves_with(new, w.lists());
+    let new_leaves = w.own(all_leaves.clone());
     let changed: FieldSet = match old {
         None => new_leaves.clone(),
         Some(o) => new_leaves.iter().filter(|p| value_at(o, p) != value_at(new, p)).cloned().collect(),

@@ -97,17 +97,14 @@ impl Lists<'_> {
         if path.first().map(String::as_str) == Some("metadata") {
             return list_strategy(path, field);
         }
-        let child = |s: &'_ Value, name: &str| -> Option<Value> {
-            s.pointer(&format!("/properties/{}", name.replace('~', "~0").replace('/', "~1")))
-                .or_else(|| s.get("additionalProperties").filter(|a| a.is_object()))
-                .cloned()
-        };
-        let mut s = root.clone();
+        // Walked by reference: this runs for every list of every write
+        // (managed fields, merge patches), and a CRD schema is a large tree.
+        let mut s = root;
         for name in path {
-            let Some(next) = child(&s, name) else { return ListStrategy::Replace };
-            s = if next.get("type").and_then(Value::as_str) == Some("array") { next.get("items").cloned().unwrap_or(next) } else { next };
+            let Some(next) = schema_child(s, name) else { return ListStrategy::Replace };
+            s = if next.get("type").and_then(Value::as_str) == Some("array") { next.get("items").unwrap_or(next) } else { next };
         }
-        let Some(s) = child(&s, field) else { return ListStrategy::Replace };
+        let Some(s) = schema_child(s, field) else { return ListStrategy::Replace };
         match s.get("x-kubernetes-list-type").and_then(Value::as_str) {
             Some("map") => s
                 .pointer("/x-kubernetes-list-map-keys/0")
@@ -118,6 +115,11 @@ impl Lists<'_> {
             _ => ListStrategy::Replace,
         }
     }
+}
+
+/// The schema of field `name` of an object schema: its property, else `additionalProperties`.
+fn schema_child<'s>(schema: &'s Value, name: &str) -> Option<&'s Value> {
+    schema.get("properties").and_then(|p| p.get(name)).or_else(|| schema.get("additionalProperties").filter(|a| a.is_object()))
 }
 
 fn builtin_list_strategy(path: &[String], field: &str) -> Option<ListStrategy> {

@@ -155,27 +155,62 @@ async fn create_parents(client: &kube::Client, kind: Kind, count: usize) -> anyh
 /// exist; Pods: Ready), read from the server's store in-process: a list
 /// through the API every poll (1,000s of objects copied, converted and
 /// serialized 50 times a second) took a share of the two cores from the
-/// host under test.
-fn progress(core: &apiserver::rest::Core, kind: Kind) -> (usize, usize) {
-    let (group, resource) = match kind {
-        Kind::CronJob => ("batch", "jobs"),
-        Kind::MyDeployment => ("", "pods"),
-    };
-    let gr = apiserver::resources::GroupResource { group: group.into(), resource: resource.into() };
-    let objects = core.store.list_shared(&gr, Some("default")).0;
-    match kind {
-        Kind::CronJob => (objects.len(), objects.len()),
-        Kind::MyDeployment => {
-            let live: Vec<&Value> = objects.iter().map(|o| &**o).filter(|p| p.pointer("/metadata/deletionTimestamp").is_none()).collect();
-            let ready = live
-                .iter()
-                .filter(|p| {
-                    p.pointer("/status/conditions")
-                        .and_then(Value::as_array)
-                        .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
-                })
-                .count();
-            (live.len(), ready)
+/// host under test. Jobs are counted from the store's change log since the
+/// last poll: a scan of 10,000 keys every 20 ms was ~4% of the CPU in a
+/// profile of 10,000 CronJobs.
+struct Progress {
+    kind: Kind,
+    gr: apiserver::resources::GroupResource,
+    /// Jobs in `default` as of store resourceVersion `rv`.
+    jobs: usize,
+    rv: u64,
+}
+
+impl Progress {
+    fn new(kind: Kind) -> Self {
+        let (group, resource) = match kind {
+            Kind::CronJob => ("batch", "jobs"),
+            Kind::MyDeployment => ("", "pods"),
+        };
+        let gr = apiserver::resources::GroupResource { group: group.into(), resource: resource.into() };
+        Self { kind, gr, jobs: 0, rv: 0 }
+    }
+
+    fn read(&mut self, core: &apiserver::rest::Core) -> (usize, usize) {
+        match self.kind {
+            Kind::CronJob => {
+                match core.store.events_since(&self.gr, self.rv) {
+                    Ok((events, rv)) => {
+                        for e in events.iter().filter(|e| e.key.namespace == "default") {
+                            match e.kind {
+                                apiserver::store::EventType::Added => self.jobs += 1,
+                                apiserver::store::EventType::Deleted => self.jobs = self.jobs.saturating_sub(1),
+                                apiserver::store::EventType::Modified => {}
+                            }
+                        }
+                        self.rv = rv;
+                    }
+                    // Older than the change log keeps: count them all once.
+                    Err(_) => {
+                        let (objects, rv) = core.store.list_shared(&self.gr, Some("default"));
+                        (self.jobs, self.rv) = (objects.len(), rv);
+                    }
+                }
+                (self.jobs, self.jobs)
+            }
+            Kind::MyDeployment => {
+                let objects = core.store.list_shared(&self.gr, Some("default")).0;
+                let live: Vec<&Value> = objects.iter().map(|o| &**o).filter(|p| p.pointer("/metadata/deletionTimestamp").is_none()).collect();
+                let ready = live
+                    .iter()
+                    .filter(|p| {
+                        p.pointer("/status/conditions")
+                            .and_then(Value::as_array)
+                            .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+                    })
+                    .count();
+                (live.len(), ready)
+            }
         }
     }
 }
@@ -219,6 +254,7 @@ pub async fn run_once(plugins: &Plugins, kind: Kind, variant: Variant, count: us
     };
     // Progress is read in-process, off the host's HTTP connection.
     let observer = server.core().clone();
+    let mut progress = Progress::new(kind);
 
     let start = Instant::now();
     let running =
@@ -230,7 +266,7 @@ pub async fn run_once(plugins: &Plugins, kind: Kind, variant: Variant, count: us
     let mut last_report = Instant::now();
     let mut created_at = None;
     loop {
-        let (created, done) = progress(&observer, kind);
+        let (created, done) = progress.read(&observer);
         if created >= goal && created_at.is_none() {
             created_at = Some(start.elapsed());
         }
