@@ -4,8 +4,9 @@
 //! "1" in the default build, "2" with `--features v2`. Extras are left in
 //! place on purpose: a test counts them. `--features broken` is a bad
 //! release (3.0.0, same kinds) that panics on every reconcile, for rollback.
-//! `--features sprocket` is another controller altogether (name `sprocket`,
-//! parent kind `Sprocket`): `bench memory` needs ten distinct controllers.
+//! `--features sprocket` and `--features gizmo` are other controllers
+//! altogether (names `sprocket` and `gizmo`, parent kinds `Sprocket` and
+//! `Gizmo`): `bench memory` needs ten controllers of distinct kinds.
 
 use operator_plugin_sdk::{Action, GroupVersionKind, Manifest, Object, Plugin, ReconcileError, Time, export_plugin, json};
 
@@ -20,10 +21,13 @@ const STAMP: &str = "2";
 #[cfg(feature = "broken")]
 const STAMP: &str = "3";
 
-#[cfg(not(feature = "sprocket"))]
+/// (plugin name, parent kind, singular).
+#[cfg(not(any(feature = "sprocket", feature = "gizmo")))]
 const NAMES: (&str, &str, &str) = ("versioned", "Widget", "widget");
 #[cfg(feature = "sprocket")]
 const NAMES: (&str, &str, &str) = ("sprocket", "Sprocket", "sprocket");
+#[cfg(feature = "gizmo")]
+const NAMES: (&str, &str, &str) = ("gizmo", "Gizmo", "gizmo");
 
 impl Plugin for Versioned {
     fn manifest() -> Manifest {
