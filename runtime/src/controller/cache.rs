@@ -127,9 +127,10 @@ impl CachedObject {
     /// The compact form of `obj` (serialized here, once).
     pub fn new(mut obj: DynamicObject) -> Self {
         let m = &obj.metadata;
-        let controller = m.owner_references.as_ref().and_then(|rs| rs.iter().find(|r| r.controller == Some(true))).map(|r| {
-            Box::new(ControllerRef { api_version: r.api_version.clone(), kind: r.kind.clone(), name: r.name.clone(), uid: r.uid.clone() })
-        });
+        let controller =
+            m.owner_references.as_ref().and_then(|rs| rs.iter().find(|r| r.controller == Some(true))).map(|r| {
+                Box::new(ControllerRef { api_version: r.api_version.clone(), kind: r.kind.clone(), name: r.name.clone(), uid: r.uid.clone() })
+            });
         let (key, uid, generation) = (ObjectKey::of(&obj), m.uid.clone(), m.generation);
         let finalizers = m.finalizers.clone().unwrap_or_default();
         let deleting = m.deletion_timestamp.is_some();
