@@ -13,6 +13,7 @@ mod report;
 mod simulate;
 mod startup;
 mod stats;
+mod ten_controllers;
 mod workload;
 
 use std::path::PathBuf;
@@ -67,6 +68,9 @@ enum Command {
         /// Only these numbers of cached objects (default: the profile's), no per-plugin steps.
         #[arg(long, value_delimiter = ',')]
         objects: Vec<usize>,
+        /// Only the row "ten controllers: one host vs ten hosts".
+        #[arg(long, conflicts_with = "objects")]
+        ten_controllers: bool,
     },
     /// 5: hot-swap latency and cold start.
     Startup,
@@ -131,6 +135,10 @@ impl Profile {
     }
     pub fn memory_objects(&self) -> Vec<usize> {
         if self.quick { vec![0, 1000] } else { vec![0, 10_000, 100_000] }
+    }
+    /// Pods, Jobs and ConfigMaps each, seeded for the ten-controllers row.
+    pub fn ten_controllers_objects_per_kind(&self) -> usize {
+        if self.quick { 100 } else { 1000 }
     }
     pub fn swaps(&self) -> usize {
         if self.quick { 2 } else { 20 }
@@ -228,7 +236,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let kinds: Vec<Kind> = kind.map_or(Kind::ALL.to_vec(), |k| vec![k]);
             results.e2e = runtime.block_on(e2e::run(&profile, &plugins, &kinds, count))?
         }
-        Command::Memory { objects } => results.memory = Some(runtime.block_on(memory::run(&profile, &paths, &objects))?),
+        Command::Memory { ten_controllers: true, .. } => results.memory = Some(runtime.block_on(memory::ten_controllers_only(&profile, &paths))?),
+        Command::Memory { objects, .. } => results.memory = Some(runtime.block_on(memory::run(&profile, &paths, &objects))?),
         Command::Startup => results.startup = Some(runtime.block_on(startup::run(&profile, &paths, &plugins))?),
         Command::Loop { plugin, children, calls, native, .. } => {
             let kind = Kind::ALL.into_iter().find(|k| k.plugin() == plugin).ok_or_else(|| anyhow::anyhow!("no plugin {plugin}"))?;

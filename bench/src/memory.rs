@@ -22,6 +22,8 @@ pub struct Report {
     pub per_plugin: Vec<(String, f64)>,
     /// Sizes left out because seeding them would not fit [`SEED_BUDGET`].
     pub skipped: Vec<usize>,
+    /// Ten controllers as one host vs ten hosts (not with `--objects`).
+    pub ten: Option<crate::ten_controllers::Report>,
 }
 
 /// The longest the seeding of one size may be expected to take.
@@ -29,7 +31,7 @@ const SEED_BUDGET: Duration = Duration::from_secs(150);
 
 /// Half Pods, half Jobs (kinds the two plugins watch), owned by no parent,
 /// shaped like the fixtures', created in-process.
-async fn seed(cluster: &Cluster, objects: usize) -> anyhow::Result<()> {
+pub(crate) async fn seed(cluster: &Cluster, objects: usize) -> anyhow::Result<()> {
     let client = cluster.server.kube_client();
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let jobs: Api<Job> = Api::namespaced(client, "default");
@@ -75,7 +77,20 @@ async fn idle_rss(paths: &Paths, cluster: &Cluster, plugins: &[std::path::PathBu
         readings.push(host.rss_kib()? as f64 / 1024.0);
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    // `BENCH_MEMORY_HOLD=<seconds>` keeps the idle host alive after the
+    // readings, for a look with a profiler (gdb, /proc/<pid>/smaps).
+    if let Some(secs) = std::env::var("BENCH_MEMORY_HOLD").ok().and_then(|s| s.parse().ok()) {
+        eprintln!("bench: memory: holding host pid {} for {secs} s", host.pid());
+        tokio::time::sleep(Duration::from_secs(secs)).await;
+    }
     Ok(crate::stats::Summary::of(&readings).median)
+}
+
+/// Only the ten-controllers row.
+pub async fn ten_controllers_only(profile: &Profile, paths: &Paths) -> anyhow::Result<Report> {
+    let cache = tempfile::tempdir()?;
+    let ten = crate::ten_controllers::run(paths, cache.path(), profile.ten_controllers_objects_per_kind()).await?;
+    Ok(Report { idle: vec![], per_plugin: vec![], skipped: vec![], ten: Some(ten) })
 }
 
 /// With `only` (numbers of cached objects) just those sizes, without the per-plugin steps.
@@ -118,7 +133,7 @@ pub async fn run(profile: &Profile, paths: &Paths, only: &[usize]) -> anyhow::Re
     }
     let mut per_plugin = Vec::new();
     if !only.is_empty() {
-        return Ok(Report { idle, per_plugin, skipped });
+        return Ok(Report { idle, per_plugin, skipped, ten: None });
     }
     let steps = [
         ("hello", vec![paths.hello()]),
@@ -132,5 +147,6 @@ pub async fn run(profile: &Profile, paths: &Paths, only: &[usize]) -> anyhow::Re
         per_plugin.push((label.to_string(), mib));
         cluster.stop().await;
     }
-    Ok(Report { idle, per_plugin, skipped })
+    let ten = crate::ten_controllers::run(paths, cache.path(), profile.ten_controllers_objects_per_kind()).await?;
+    Ok(Report { idle, per_plugin, skipped, ten: Some(ten) })
 }

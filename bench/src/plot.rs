@@ -283,10 +283,23 @@ pub fn all(r: &Results, dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
                 unit: "MiB".into(),
                 groups,
                 series: vec![("VmRSS".into(), bars)],
-                goal: Some((60.0, "goal < 60 MiB with 10k objects".into())),
+                goal: Some((150.0, "goal < 150 MiB with 100k objects".into())),
                 log: false,
             },
         ));
+        if let Some(t) = &m.ten {
+            charts.push((
+                "ten-controllers.png",
+                Chart {
+                    title: "Ten controllers: one host with ten plugins vs ten hosts with one each (idle RSS)".into(),
+                    unit: "MiB".into(),
+                    groups: vec!["one host, ten plugins".into(), "ten hosts, one plugin each (sum)".into()],
+                    series: vec![("VmRSS".into(), vec![t.one_host.into(), t.ten_hosts_total().into()])],
+                    goal: Some((0.2 * t.ten_hosts_total(), "goal: one host ≤ 20% of the ten".into())),
+                    log: false,
+                },
+            ));
+        }
     }
     if let Some(s) = &r.startup {
         charts.push((

@@ -102,6 +102,15 @@ pub fn summary(r: &Results) -> String {
         for (label, mib) in &m.per_plugin {
             let _ = writeln!(out, "memory    plugins {label}: {mib:.1} MiB");
         }
+        if let Some(t) = &m.ten {
+            let _ = writeln!(
+                out,
+                "memory    ten controllers: one host {:.1} MiB, ten hosts {:.1} MiB ({:.0}%)",
+                t.one_host,
+                t.ten_hosts_total(),
+                100.0 * t.share()
+            );
+        }
     }
     if let Some(s) = &r.startup {
         let _ = writeln!(out, "hot swap  {}", spread(&s.hot_swap, "ms"));
@@ -162,6 +171,27 @@ fn goals(r: &Results) -> Vec<Goal> {
                 goal: "idle RSS with 10k cached objects < 60 MiB",
                 measured: format!("{mib:.1} MiB with {n} objects"),
                 met: Some(*mib < 60.0),
+            });
+        }
+        if let Some((n, mib)) = m.idle.iter().find(|(n, _)| *n >= 100_000) {
+            g.push(Goal {
+                goal: "idle RSS with 100,000 cached objects < 150 MiB",
+                measured: format!("{mib:.1} MiB with {n} objects"),
+                met: Some(*mib < 150.0),
+            });
+        }
+        if let Some(t) = &m.ten {
+            g.push(Goal {
+                goal: "10 controllers: one host ≤ 20% of ten hosts",
+                measured: format!(
+                    "{:.1} MiB vs {:.1} MiB = {:.0}% (−{:.0}%), {} cached objects",
+                    t.one_host,
+                    t.ten_hosts_total(),
+                    100.0 * t.share(),
+                    100.0 * (1.0 - t.share()),
+                    t.objects
+                ),
+                met: Some(t.share() <= 0.2),
             });
         }
         if m.per_plugin.len() >= 2 {
@@ -291,6 +321,10 @@ pub fn markdown(r: &Results, plots: &Path, images: &[(String, String)]) -> Strin
         }
         o.push('\n');
         o.push_str(&img("memory.png"));
+        if let Some(t) = &mem.ten {
+            o.push_str(&ten_controllers(t));
+            o.push_str(&img("ten-controllers.png"));
+        }
     }
     if let Some(s) = &r.startup {
         o.push_str("## 5. Hot swap and cold start\n\n| Measurement | Milliseconds |\n|---|---|\n");
@@ -311,6 +345,27 @@ pub fn markdown(r: &Results, plots: &Path, images: &[(String, String)]) -> Strin
         o.push('\n');
     }
     o.push_str(include_str!("report_outro.md"));
+    o
+}
+
+/// The ten-controllers table: each single-plugin host, their sum, the one host.
+fn ten_controllers(t: &crate::ten_controllers::Report) -> String {
+    let mut o = format!(
+        "\n**Ten controllers: one host vs ten hosts.** The ten plugins of distinct parent kinds that the repository builds, \
+         run side by side against the same API server holding {} objects (Pods, Jobs, ConfigMaps): one `host run` with all ten, \
+         and ten `host run`s with one each. Every process watches what its plugins declare and is measured idle once its caches are synced.\n\n",
+        t.objects
+    );
+    o.push_str("| Process | RSS MiB |\n|---|---:|\n");
+    for (plugin, mib) in &t.ten_hosts {
+        o.push_str(&row(&[format!("host with {plugin} alone"), format!("{mib:.1}")]));
+    }
+    o.push_str(&row(&["**ten hosts, sum**".into(), format!("{:.1}", t.ten_hosts_total())]));
+    o.push_str(&row(&[
+        "**one host with all ten**".into(),
+        format!("{:.1} ({:.0}% of the ten, −{:.0}%)", t.one_host, 100.0 * t.share(), 100.0 * (1.0 - t.share())),
+    ]));
+    o.push('\n');
     o
 }
 

@@ -23,6 +23,7 @@ pub mod actions;
 pub mod api_error;
 pub mod controller;
 pub mod events;
+pub mod heap;
 pub mod hotswap;
 pub mod leader;
 pub mod manager;

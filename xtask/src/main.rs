@@ -30,7 +30,14 @@ const SHIPPED: &[&str] = &["cronjob", "mydeployment"];
 const TEST_ONLY: &[&str] = &["hello", "memcached", "hostile", "contract-v1", "versioned", "finalizing", "related"];
 /// Test-only second builds with a feature, copied to `target/plugins/<name>.wasm`
 /// (crate, feature, name): the hot-swap tests swap between two versions.
-const VARIANTS: &[(&str, &str, &str)] = &[("versioned", "v2", "versioned-v2"), ("versioned", "broken", "versioned-broken")];
+/// `sprocket` and `gizmo` are distinct controllers (kinds Sprocket, Gizmo) for
+/// `bench memory`'s ten controllers.
+const VARIANTS: &[(&str, &str, &str)] = &[
+    ("versioned", "v2", "versioned-v2"),
+    ("versioned", "broken", "versioned-broken"),
+    ("versioned", "sprocket", "sprocket"),
+    ("versioned", "gizmo", "gizmo"),
+];
 /// Built with cargo-component as well (by `test` only), so tests cover wasip1 + adapter.
 const COMPONENT_BUILT: &[&str] = &["hello"];
 const CARGO_COMPONENT_VERSION: &str = "0.21.1";

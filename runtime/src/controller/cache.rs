@@ -72,13 +72,38 @@ pub struct CachedObject {
     pub finalizers: Vec<String>,
     /// `metadata.deletionTimestamp` is set.
     pub deleting: bool,
-    pub controller: Option<ControllerRef>,
+    /// Boxed: most cached objects have none, and four strings inline would
+    /// cost each of them 96 bytes.
+    pub controller: Option<Box<ControllerRef>>,
     /// `metadata.labels`, for related kinds picked by a label selector.
-    pub labels: std::collections::BTreeMap<String, String>,
+    pub labels: Labels,
     /// A digest of everything but `status` and `metadata.resourceVersion`:
     /// equal fingerprints mean the object changed by a status write at most.
     pub fingerprint: Fingerprint,
     json: Arc<str>,
+}
+
+/// `metadata.labels` sorted by key, as one boxed slice: a `BTreeMap` node
+/// costs about half a KiB per object however few labels it holds, which
+/// at 100,000 cached objects was a quarter of the cache.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Labels(Box<[(Box<str>, Box<str>)]>);
+
+impl Labels {
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0.binary_search_by(|(k, _)| (**k).cmp(key)).ok().map(|i| &*self.0[i].1)
+    }
+
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+}
+
+impl From<std::collections::BTreeMap<String, String>> for Labels {
+    /// The map's order is the key order the lookups rely on.
+    fn from(map: std::collections::BTreeMap<String, String>) -> Self {
+        Self(map.into_iter().map(|(k, v)| (k.into_boxed_str(), v.into_boxed_str())).collect())
+    }
 }
 
 /// See [`CachedObject::fingerprint`].
@@ -102,16 +127,14 @@ impl CachedObject {
     /// The compact form of `obj` (serialized here, once).
     pub fn new(mut obj: DynamicObject) -> Self {
         let m = &obj.metadata;
-        let controller = m.owner_references.as_ref().and_then(|rs| rs.iter().find(|r| r.controller == Some(true))).map(|r| ControllerRef {
-            api_version: r.api_version.clone(),
-            kind: r.kind.clone(),
-            name: r.name.clone(),
-            uid: r.uid.clone(),
-        });
+        let controller =
+            m.owner_references.as_ref().and_then(|rs| rs.iter().find(|r| r.controller == Some(true))).map(|r| {
+                Box::new(ControllerRef { api_version: r.api_version.clone(), kind: r.kind.clone(), name: r.name.clone(), uid: r.uid.clone() })
+            });
         let (key, uid, generation) = (ObjectKey::of(&obj), m.uid.clone(), m.generation);
         let finalizers = m.finalizers.clone().unwrap_or_default();
         let deleting = m.deletion_timestamp.is_some();
-        let labels = m.labels.clone().unwrap_or_default();
+        let labels = Labels::from(m.labels.clone().unwrap_or_default());
         // The fingerprint is taken with status and resourceVersion out, then
         // both go back for the text the plugins receive.
         let status = obj.data.as_object_mut().and_then(|d| d.remove("status"));
@@ -525,6 +548,15 @@ mod tests {
         assert!(c.controlled_by("p1").is_empty());
         assert!(c.has_seen_uid("1"), "a deleted uid is remembered for expectations");
         assert!(!c.has_seen_uid("never"));
+    }
+
+    #[test]
+    fn labels_are_found_by_key() {
+        let map: std::collections::BTreeMap<String, String> = [("tier", "web"), ("app", "a"), ("zone", "")].map(|(k, v)| (k.into(), v.into())).into();
+        let labels = Labels::from(map);
+        assert_eq!((labels.get("app"), labels.get("tier"), labels.get("zone")), (Some("a"), Some("web"), Some("")));
+        assert!(!labels.contains_key("ap") && !labels.contains_key("zzz"));
+        assert_eq!(Labels::default().get("app"), None);
     }
 
     #[test]

@@ -14,7 +14,7 @@ use std::sync::Mutex;
 use operator_plugin_sdk::{Attachment, RelatedKind};
 use serde_json::Value;
 
-use super::cache::{CachedObject, ObjectKey};
+use super::cache::{CachedObject, Labels, ObjectKey};
 
 /// A `metav1.LabelSelector`, as the API server reads one.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -62,8 +62,8 @@ impl LabelSelector {
 
     /// Whether an object with these labels is selected. An empty selector
     /// selects everything, as `metav1.LabelSelectorAsSelector` makes it.
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        self.match_labels.iter().all(|(k, v)| labels.get(k) == Some(v))
+    pub fn matches(&self, labels: &Labels) -> bool {
+        self.match_labels.iter().all(|(k, v)| labels.get(k) == Some(v.as_str()))
             && self.match_expressions.iter().all(|r| match r.operator {
                 Operator::In => labels.get(&r.key).is_some_and(|v| r.values.contains(v)),
                 Operator::NotIn => labels.get(&r.key).is_none_or(|v| !r.values.contains(v)),
@@ -328,7 +328,7 @@ mod tests {
         let s = LabelSelector::parse(&json!({"matchLabels": {"app": "a"}, "matchExpressions": [
             {"key": "tier", "operator": "In", "values": ["web", "db"]}, {"key": "canary", "operator": "DoesNotExist"}]}))
         .unwrap();
-        let labels = |v: Value| serde_json::from_value::<BTreeMap<String, String>>(v).unwrap();
+        let labels = |v: Value| Labels::from(serde_json::from_value::<BTreeMap<String, String>>(v).unwrap());
         assert!(s.matches(&labels(json!({"app": "a", "tier": "web"}))));
         assert!(!s.matches(&labels(json!({"app": "a", "tier": "cache"}))));
         assert!(!s.matches(&labels(json!({"app": "a", "tier": "web", "canary": "1"}))));

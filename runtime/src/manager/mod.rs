@@ -285,6 +285,9 @@ pub async fn start_keyed(
         for c in &synced {
             c.wait_synced().await;
         }
+        // Start-up's garbage (compilation, the initial lists) stays free but
+        // resident otherwise.
+        crate::heap::release_free_pages();
         metrics.set_ready(true);
         tracing::info!("caches synced; ready");
     });

@@ -3,20 +3,29 @@
 //! A plugin is compiled once per content digest and engine configuration;
 //! later loads deserialize the artifact (about 0.1 ms instead of tens of ms).
 //! Files are written to a temporary name and renamed into place, so
-//! concurrent hosts sharing the directory never see a half-written file.
+//! concurrent hosts sharing the directory never see a half-written file
+//! (and a file is never changed in place, which matters: see below).
 //! Each file carries a SHA-256 of its payload, so a corrupted or truncated
 //! artifact is detected, discarded and rebuilt instead of being loaded.
+//!
+//! A cached artifact is mapped from its file, not read into memory: the
+//! payload comes first and the check after it, so wasmtime can map the file
+//! as it is. Only the pages of code and data a plugin touches become
+//! resident, and they are the page cache's, shared by every host on the
+//! machine; a copy in anonymous memory cost each process the artifact's
+//! whole size (a few MiB per plugin).
 
 use std::hash::{Hash, Hasher};
-use std::io::Write;
+use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
-const MAGIC: &[u8; 8] = b"OPHCWASM";
-const HEADER_LEN: usize = MAGIC.len() + 32;
+/// The check that ends every artifact: this magic, then SHA-256 of the payload.
+const MAGIC: &[u8; 8] = b"OPHCWAS2";
+const TRAILER_LEN: usize = MAGIC.len() + 32;
 
 /// How a component was obtained.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,26 +94,26 @@ impl PrecompiledCache {
             return Ok((compile()?, CacheOutcome::Compiled));
         };
         let mut outcome = CacheOutcome::Compiled;
-        match std::fs::read(&path) {
-            Ok(file) => match verified_payload(&file) {
-                Some(payload) => {
-                    // SAFETY: the payload was produced by `Component::serialize`
-                    // of this engine configuration (the file name carries the
-                    // engine's compatibility hash) and its SHA-256 matches, so it
-                    // is the artifact we wrote, not arbitrary bytes.
-                    match unsafe { Component::deserialize(engine, payload) } {
-                        Ok(component) => return Ok((component, CacheOutcome::Hit)),
-                        Err(e) => {
-                            tracing::warn!(path = %path.display(), error = %e, "cached plugin artifact rejected; recompiling");
-                            outcome = CacheOutcome::Rebuilt;
-                        }
+        match verify_file(&path) {
+            Ok(true) => {
+                // SAFETY: the file holds what `Component::serialize` of this
+                // engine configuration wrote (its name carries the engine's
+                // compatibility hash, its payload matches its SHA-256), so it
+                // is the artifact we wrote, not arbitrary bytes; and artifacts
+                // are only ever replaced by rename, never changed in place,
+                // so the mapping stays what was checked.
+                match unsafe { Component::deserialize_file(engine, &path) } {
+                    Ok(component) => return Ok((component, CacheOutcome::Hit)),
+                    Err(e) => {
+                        tracing::warn!(path = %path.display(), error = %e, "cached plugin artifact rejected; recompiling");
+                        outcome = CacheOutcome::Rebuilt;
                     }
                 }
-                None => {
-                    tracing::warn!(path = %path.display(), "cached plugin artifact is corrupt; recompiling");
-                    outcome = CacheOutcome::Rebuilt;
-                }
-            },
+            }
+            Ok(false) => {
+                tracing::warn!(path = %path.display(), "cached plugin artifact is corrupt; recompiling");
+                outcome = CacheOutcome::Rebuilt;
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => tracing::warn!(path = %path.display(), error = %e, "cannot read cached plugin artifact; recompiling"),
         }
@@ -117,21 +126,46 @@ impl PrecompiledCache {
     }
 }
 
-fn verified_payload(file: &[u8]) -> Option<&[u8]> {
-    if file.len() < HEADER_LEN || &file[..MAGIC.len()] != MAGIC {
-        return None;
+/// Whether the file's trailer matches its payload, hashed as it is read in
+/// small pieces (the artifact is mapped afterwards, never held in memory).
+fn verify_file(path: &Path) -> std::io::Result<bool> {
+    let mut file = std::fs::File::open(path)?;
+    let len = file.metadata()?.len();
+    let Some(payload_len) = len.checked_sub(TRAILER_LEN as u64) else {
+        return Ok(false);
+    };
+    let mut hash = Sha256::new();
+    std::io::copy(&mut (&mut file).take(payload_len), &mut HashWriter(&mut hash))?;
+    let mut trailer = [0u8; TRAILER_LEN];
+    file.seek(std::io::SeekFrom::Start(payload_len))?;
+    file.read_exact(&mut trailer)?;
+    Ok(trailer_matches(&trailer, &hash.finalize()))
+}
+
+fn trailer_matches(trailer: &[u8; TRAILER_LEN], payload_digest: &[u8]) -> bool {
+    &trailer[..MAGIC.len()] == MAGIC && &trailer[MAGIC.len()..] == payload_digest
+}
+
+/// Feeds written bytes into SHA-256.
+struct HashWriter<'a>(&'a mut Sha256);
+
+impl Write for HashWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
     }
-    let (digest, payload) = file[MAGIC.len()..].split_at(32);
-    (Sha256::digest(payload).as_slice() == digest).then_some(payload)
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 fn write_atomically(path: &Path, payload: &[u8]) -> Result<(), CacheError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let write = || -> std::io::Result<()> {
         let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+        tmp.write_all(payload)?;
         tmp.write_all(MAGIC)?;
         tmp.write_all(&Sha256::digest(payload))?;
-        tmp.write_all(payload)?;
         tmp.as_file().sync_all()?;
         tmp.persist(path).map_err(|e| e.error)?;
         Ok(())
@@ -183,14 +217,16 @@ mod tests {
 
     #[test]
     fn a_payload_with_a_wrong_digest_is_refused() {
-        let payload = b"artifact";
-        let mut file = MAGIC.to_vec();
-        file.extend_from_slice(&Sha256::digest(payload));
-        file.extend_from_slice(payload);
-        assert_eq!(verified_payload(&file), Some(&payload[..]));
-        let last = file.len() - 1;
-        file[last] ^= 1;
-        assert_eq!(verified_payload(&file), None);
-        assert_eq!(verified_payload(&file[..10]), None);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.cwasm");
+        write_atomically(&path, b"artifact").unwrap();
+        assert!(verify_file(&path).unwrap());
+        let mut file = std::fs::read(&path).unwrap();
+        assert!(file.starts_with(b"artifact"), "the payload comes first, so the file can be mapped as it is");
+        file[0] ^= 1;
+        std::fs::write(&path, &file).unwrap();
+        assert!(!verify_file(&path).unwrap());
+        std::fs::write(&path, &file[..10]).unwrap();
+        assert!(!verify_file(&path).unwrap());
     }
 }

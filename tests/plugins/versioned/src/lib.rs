@@ -4,6 +4,9 @@
 //! "1" in the default build, "2" with `--features v2`. Extras are left in
 //! place on purpose: a test counts them. `--features broken` is a bad
 //! release (3.0.0, same kinds) that panics on every reconcile, for rollback.
+//! `--features sprocket` and `--features gizmo` are other controllers
+//! altogether (names `sprocket` and `gizmo`, parent kinds `Sprocket` and
+//! `Gizmo`): `bench memory` needs ten controllers of distinct kinds.
 
 use operator_plugin_sdk::{Action, GroupVersionKind, Manifest, Object, Plugin, ReconcileError, Time, export_plugin, json};
 
@@ -18,12 +21,20 @@ const STAMP: &str = "2";
 #[cfg(feature = "broken")]
 const STAMP: &str = "3";
 
+/// (plugin name, parent kind, singular).
+#[cfg(not(any(feature = "sprocket", feature = "gizmo")))]
+const NAMES: (&str, &str, &str) = ("versioned", "Widget", "widget");
+#[cfg(feature = "sprocket")]
+const NAMES: (&str, &str, &str) = ("sprocket", "Sprocket", "sprocket");
+#[cfg(feature = "gizmo")]
+const NAMES: (&str, &str, &str) = ("gizmo", "Gizmo", "gizmo");
+
 impl Plugin for Versioned {
     fn manifest() -> Manifest {
         Manifest {
-            name: "versioned".into(),
+            name: NAMES.0.into(),
             version: format!("{STAMP}.0.0"),
-            parent: GroupVersionKind::new(GROUP, "v1", "Widget"),
+            parent: GroupVersionKind::new(GROUP, "v1", NAMES.1),
             children: vec![GroupVersionKind::new("", "v1", "ConfigMap")],
             related: vec![],
             crds: vec![crd()],
@@ -59,10 +70,10 @@ fn crd() -> operator_plugin_sdk::serde_json::Value {
     json!({
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": format!("widgets.{GROUP}")},
+        "metadata": {"name": format!("{}s.{GROUP}", NAMES.2)},
         "spec": {
             "group": GROUP,
-            "names": {"kind": "Widget", "plural": "widgets", "singular": "widget", "listKind": "WidgetList"},
+            "names": {"kind": NAMES.1, "plural": format!("{}s", NAMES.2), "singular": NAMES.2, "listKind": format!("{}List", NAMES.1)},
             "scope": "Namespaced",
             "versions": [{
                 "name": "v1", "served": true, "storage": true,
