@@ -7,8 +7,9 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
-use operator_plugin_sdk::serde_json::Value;
-use operator_plugin_sdk::{Object, Time};
+use operator_plugin_sdk::k8s_openapi::api::core::v1::Pod;
+use operator_plugin_sdk::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time as MetaTime;
+use operator_plugin_sdk::{ObjectRef, Time};
 
 use crate::api::POD_TEMPLATE_HASH_LABEL;
 
@@ -32,71 +33,59 @@ pub struct PodView {
     pub deletion_cost: i32,
     pub terminating: bool,
     pub labels: BTreeMap<String, String>,
-    pub object: Object,
+    /// What a delete names.
+    pub reference: ObjectRef,
+}
+
+fn time(t: &MetaTime) -> Time {
+    Time::from_unix_millis(t.0.as_millisecond())
 }
 
 impl PodView {
-    pub fn from_object(object: &Object) -> Self {
-        let ready_condition = object
-            .pointer("/status/conditions")
-            .and_then(Value::as_array)
-            .and_then(|cs| {
-                cs.iter()
-                    .find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"))
-            });
-        let ready = ready_condition
-            .and_then(|c| c.get("status"))
-            .and_then(Value::as_str)
-            == Some("True");
+    pub fn from_pod(pod: Pod) -> Self {
+        let reference = ObjectRef::of(&pod);
+        let meta = pod.metadata;
+        let status = pod.status.unwrap_or_default();
+        let ready_condition = status
+            .conditions
+            .as_deref()
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"));
+        let ready = ready_condition.is_some_and(|c| c.status == "True");
         let ready_since = ready_condition
             .filter(|_| ready)
-            .and_then(|c| c.get("lastTransitionTime"))
-            .and_then(Value::as_str)
-            .and_then(|s| Time::parse_rfc3339(s).ok());
-        let restarts = object
-            .pointer("/status/containerStatuses")
-            .and_then(Value::as_array)
-            .map(|cs| {
-                cs.iter()
-                    .filter_map(|c| c.get("restartCount").and_then(Value::as_i64))
-                    .max()
-                    .unwrap_or(0)
-            })
+            .and_then(|c| c.last_transition_time.as_ref())
+            .map(time);
+        let restarts = status
+            .container_statuses
+            .as_deref()
+            .and_then(|cs| cs.iter().map(|c| i64::from(c.restart_count)).max())
             .unwrap_or(0);
+        let labels = meta.labels.unwrap_or_default();
         // Invalid or missing cost counts as 0, as `GetDeletionCostFromPodAnnotations` callers treat it.
-        let deletion_cost = object
-            .annotation(POD_DELETION_COST_ANNOTATION)
+        let deletion_cost = meta
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(POD_DELETION_COST_ANNOTATION))
             .and_then(|v| v.parse::<i32>().ok())
             .unwrap_or(0);
         PodView {
-            name: object.name().to_string(),
-            uid: object.uid().to_string(),
-            hash: object
-                .label(POD_TEMPLATE_HASH_LABEL)
-                .unwrap_or_default()
-                .to_string(),
-            node_name: object
-                .pointer("/spec/nodeName")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string(),
-            phase: object
-                .pointer("/status/phase")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string(),
-            created: object.creation_timestamp(),
+            name: meta.name.unwrap_or_default(),
+            uid: meta.uid.unwrap_or_default(),
+            hash: labels.get(POD_TEMPLATE_HASH_LABEL).cloned().unwrap_or_default(),
+            node_name: pod.spec.and_then(|s| s.node_name).unwrap_or_default(),
+            phase: status.phase.unwrap_or_default(),
+            created: meta.creation_timestamp.as_ref().map(time),
             ready_since,
             ready,
             restarts,
             deletion_cost,
-            terminating: object.is_being_deleted(),
-            labels: object.labels(),
-            object: object.clone(),
+            terminating: meta.deletion_timestamp.is_some(),
+            labels,
+            reference,
         }
     }
 
-    /// `controller.IsPodActive`: not finished and not being deleted. Only
+/// `controller.IsPodActive`: not finished and not being deleted. Only
     /// active Pods count as replicas, exactly as the ReplicaSet controller
     /// counts them.
     pub fn is_active(&self) -> bool {
@@ -305,6 +294,10 @@ mod tests {
     }
 
     fn pod(p: P) -> PodView {
+        PodView::from_pod(pod_json(p))
+    }
+
+    fn pod_json(p: P) -> Pod {
         let mut obj = json!({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": p.name, "uid": format!("uid-{}", p.name), "creationTimestamp": p.created, "labels": {"pod-template-hash": "h1"}},
@@ -323,7 +316,7 @@ mod tests {
         if let Some(cost) = p.cost {
             obj["metadata"]["annotations"] = json!({POD_DELETION_COST_ANNOTATION: cost});
         }
-        PodView::from_object(&Object::new(obj))
+        operator_plugin_sdk::serde_json::from_value(obj).expect("a Pod")
     }
 
     fn first_victim(a: PodView, b: PodView) -> String {
@@ -515,9 +508,9 @@ mod tests {
 
     #[test]
     fn terminating_and_finished_pods_are_not_active() {
-        let mut obj = pod(P::default()).object;
-        obj.value_mut()["metadata"]["deletionTimestamp"] = json!("2026-03-01T11:00:00Z");
-        assert!(!PodView::from_object(&obj).is_active());
+        let mut terminating = pod_json(P::default());
+        terminating.metadata.deletion_timestamp = Some(MetaTime("2026-03-01T11:00:00Z".parse().unwrap()));
+        assert!(!PodView::from_pod(terminating).is_active());
         assert!(
             !pod(P {
                 phase: "Failed",

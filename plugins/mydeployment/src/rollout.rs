@@ -482,7 +482,7 @@ mod tests {
         if state == "terminating" {
             obj["metadata"]["deletionTimestamp"] = json!(ago(5));
         }
-        PodView::from_object(&Object::new(obj))
+        PodView::from_pod(operator_plugin_sdk::serde_json::from_value(obj).expect("a Pod"))
     }
 
     fn pods(spec: &[(&str, usize, &str)]) -> Vec<PodView> {
