@@ -61,9 +61,10 @@ pub struct MyDeploymentSpec {
     pub replicas: Option<i32>,
     #[schemars(required, schema_with = "selector_schema")]
     pub selector: Option<LabelSelector>,
-    /// A `PodTemplateSpec` (`metadata` + `spec`), kept raw: it is hashed,
-    /// stored in ControllerRevisions and copied into Pods exactly as the
-    /// user wrote it, so no field a typed model does not know can be lost.
+    // A `PodTemplateSpec` (`metadata` + `spec`), kept raw: it is hashed,
+    // stored in ControllerRevisions and copied into Pods exactly as the user
+    // wrote it, so no field a typed model does not know can be lost. (Plain
+    // comments here and below: doc comments would become descriptions.)
     #[schemars(required, schema_with = "template_schema")]
     pub template: Option<Value>,
     #[serde(default)]
@@ -81,7 +82,7 @@ pub struct MyDeploymentSpec {
     /// Stops rollouts of template changes; scaling continues.
     pub paused: Option<bool>,
     /// TerminationStarted (default): a terminating Pod is replaced at once and does not count against maxSurge. TerminationComplete: replacements wait until it is gone, and it counts against maxSurge.
-    /// Text, so an unknown value is a field error on `spec.podReplacementPolicy`.
+    // Text, so an unknown value is a field error on `spec.podReplacementPolicy`.
     #[schemars(with = "Option<PodReplacementPolicy>")]
     pub pod_replacement_policy: Option<String>,
     /// While set, Pods run the template stored in this revision instead of spec.template. Clear it to follow spec.template again.
@@ -97,9 +98,9 @@ pub enum PodReplacementPolicy {
 
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 pub struct RollbackTo {
-    /// A revision number as shown by the ControllerRevisions' `revision`
-    /// (or an earlier number of a reused revision). Must be >= 1; missing
-    /// reads as 0, which validation refuses.
+    // A revision number as shown by the ControllerRevisions' `revision` (or
+    // an earlier number of a reused revision). Must be >= 1; missing reads
+    // as 0, which validation refuses.
     #[schemars(required, range(min = 1))]
     pub revision: Option<i64>,
 }
@@ -110,8 +111,9 @@ impl RollbackTo {
     }
 }
 
-/// `status` as stored. Reconcile reads it as the previous status and writes
-/// [`crate::api::Status`], which fills in every count.
+// `status` as stored. Reconcile reads it as the previous status and writes
+// `crate::api::Status`, which fills in every count. (No doc comment: it
+// would become the schema's description.)
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct MyDeploymentStatus {
@@ -139,9 +141,10 @@ pub struct MyDeploymentStatus {
     pub conditions: Option<Vec<DeploymentCondition>>,
 }
 
-/// A value that reads as `T::default()` when it is not a valid `T`: a
-/// status the types cannot read is the plugin's to rebuild, not a reason to
-/// refuse the whole object. The schema is `T`'s.
+// A value that reads as `T::default()` when it is not a valid `T`: a status
+// the types cannot read is the plugin's to rebuild, not a reason to refuse
+// the whole object. The schema is `T`'s. (No doc comment: it would become
+// the schema's description.)
 #[derive(JsonSchema, Serialize, Clone, Debug, Default, PartialEq)]
 #[serde(transparent)]
 pub struct Lenient<T>(pub T);

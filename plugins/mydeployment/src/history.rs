@@ -63,9 +63,9 @@ impl Revision {
         Revision {
             name,
             hash,
-            number: revision.revision,
+            number: revision.revision.unwrap_or(0),
             earlier_numbers,
-            template: revision.data.map(|d| d.0).unwrap_or(Value::Null),
+            template: revision.data.0,
             reference,
         }
     }

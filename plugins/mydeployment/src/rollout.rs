@@ -456,7 +456,7 @@ fn proportional<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use operator_plugin_sdk::{Object, json};
+    use operator_plugin_sdk::json;
 
     const NOW: i64 = 1_772_366_400_000; // 2026-03-01T12:00:00Z
 
