@@ -641,6 +641,20 @@ mod tests {
     }
 
     #[test]
+    fn a_spec_missing_what_the_schema_requires_still_reads_and_gets_validations_errors() {
+        let p = Object::new(json!({
+            "apiVersion": "apps.example.com/v1", "kind": "MyDeployment",
+            "metadata": {"name": "web", "namespace": "default", "uid": "u-web"},
+            "spec": {"replicas": 1, "rollbackTo": {}}
+        }));
+        let err = reconcile(&p, &[], now()).unwrap_err();
+        assert_eq!(err.reason, "InvalidSpec", "{err}");
+        for field in ["spec.selector: Required value", "spec.template: Required value", "spec.rollbackTo.revision: Invalid value"] {
+            assert!(err.message.contains(field), "{field} in {err}");
+        }
+    }
+
+    #[test]
     fn an_unreadable_status_is_rebuilt_from_scratch() {
         let actions = reconcile(&parent("v1", 1, json!("garbage")), &[], now()).unwrap();
         assert_eq!(status_of(&actions).observed_generation, Some(1));
