@@ -22,7 +22,6 @@ pub mod status;
 pub mod validate;
 
 use operator_plugin_sdk::k8s_openapi::api::apps::v1::ControllerRevision;
-use operator_plugin_sdk::k8s_openapi::api::core::v1::Pod;
 use operator_plugin_sdk::prelude::*;
 
 pub use crd::{MyDeployment, MyDeploymentSpec, MyDeploymentStatus};
@@ -37,7 +36,7 @@ impl Controller for MyDeploymentPlugin {
         // Pods and revisions go with their owner through ownerReferences;
         // there is nothing to clean up, so no finalizer.
         Manifest::for_parent_with_crd::<MyDeployment>("mydeployment", env!("CARGO_PKG_VERSION"), embedded_crd!())
-            .child::<Pod>()
+            .child::<pods::Pod>()
             .child::<ControllerRevision>()
             .related(config_hash::related_kind())
     }

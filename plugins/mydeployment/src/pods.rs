@@ -7,14 +7,80 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
-use operator_plugin_sdk::k8s_openapi::api::core::v1::Pod;
-use operator_plugin_sdk::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time as MetaTime;
+use operator_plugin_sdk::k8s_openapi::api::core::v1::PodCondition;
+use operator_plugin_sdk::k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time as MetaTime};
+use operator_plugin_sdk::k8s_openapi::{self, NamespaceResourceScope};
 use operator_plugin_sdk::{ObjectRef, Time};
+use serde::Deserialize;
 
 use crate::api::POD_TEMPLATE_HASH_LABEL;
 
 /// The annotation users set to steer which Pods go first on scale down.
 pub const POD_DELETION_COST_ANNOTATION: &str = "controller.kubernetes.io/pod-deletion-cost";
+
+/// A child `v1` Pod as the controller reads it: metadata, `spec.nodeName`,
+/// and the status fields below; everything else is skipped unparsed.
+/// Reading children as k8s-openapi's whole `Pod` links PodSpec's
+/// deserializer into the plugin (mydeployment.wasm 0.64 MB -> 1.39 MB) and
+/// parses every Pod's containers on every reconcile.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct Pod {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: Option<PodSpec>,
+    #[serde(default)]
+    pub status: Option<PodStatus>,
+}
+
+/// The part of a PodSpec the controller reads.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodSpec {
+    #[serde(default)]
+    pub node_name: Option<String>,
+}
+
+/// The part of a PodStatus the controller reads.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodStatus {
+    #[serde(default)]
+    pub phase: Option<String>,
+    #[serde(default)]
+    pub conditions: Option<Vec<PodCondition>>,
+    #[serde(default)]
+    pub container_statuses: Option<Vec<ContainerStatus>>,
+}
+
+/// The part of a ContainerStatus the controller reads.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerStatus {
+    #[serde(default)]
+    pub restart_count: i32,
+}
+
+impl k8s_openapi::Resource for Pod {
+    const API_VERSION: &'static str = "v1";
+    const GROUP: &'static str = "";
+    const KIND: &'static str = "Pod";
+    const VERSION: &'static str = "v1";
+    const URL_PATH_SEGMENT: &'static str = "pods";
+    type Scope = NamespaceResourceScope;
+}
+
+impl k8s_openapi::Metadata for Pod {
+    type Ty = ObjectMeta;
+
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
 
 /// The facts about one Pod the controller decides on.
 #[derive(Clone, Debug, PartialEq)]

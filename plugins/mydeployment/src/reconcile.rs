@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use operator_plugin_sdk::k8s_openapi::api::apps::v1::ControllerRevision;
-use operator_plugin_sdk::k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use operator_plugin_sdk::k8s_openapi::api::core::v1::ConfigMap;
 use operator_plugin_sdk::serde_json::{Map, Value};
 use operator_plugin_sdk::{Action, Children, Outcome, ReconcileError, Related, Time, json};
 
@@ -20,7 +20,7 @@ use crate::config_hash;
 use crate::crd::{MyDeployment, MyDeploymentSpec};
 use crate::fenceposts::{max_surge, max_unavailable};
 use crate::history::{self, Revision, Target};
-use crate::pods::PodView;
+use crate::pods::{Pod, PodView};
 use crate::rollout::{self, Plan, Step, World};
 use crate::status::{self, Observed};
 use crate::validate;
