@@ -1,14 +1,14 @@
-//! The `MyDeployment` API (`apps.example.com/v1`): spec and status as serde
-//! types, shaped after `apps/v1` Deployment.
-//!
-//! The Pod template stays a raw JSON value: it is hashed, stored in
-//! ControllerRevisions and copied into Pods exactly as the user wrote it, so
-//! no field the typed model does not know about can be lost on the way.
+//! The `MyDeployment` API (`apps.example.com/v1`), shaped after `apps/v1`
+//! Deployment: its constants and defaults, the parts of the spec it shares
+//! with upstream (label selector, strategy), and the status reconcile
+//! writes. The typed object itself is [`crate::crd::MyDeployment`].
 
 use std::collections::BTreeMap;
 
 use operator_plugin_sdk::serde_json::Value;
 use serde::{Deserialize, Serialize};
+
+use crate::crd::{MyDeploymentSpec, MyDeploymentStatus};
 
 /// API group. Seed 003 used `cloud.alipay.com`, a domain that is not ours to
 /// claim; `example.com` is reserved for exactly this kind of use.
@@ -32,39 +32,14 @@ pub const DEFAULT_PROGRESS_DEADLINE_SECONDS: i32 = 600;
 pub const DEFAULT_MAX_SURGE: &str = "25%";
 pub const DEFAULT_MAX_UNAVAILABLE: &str = "25%";
 
-/// `spec` of a MyDeployment. Missing fields take the `apps/v1` defaults, so
-/// an object the defaulting webhook never saw reconciles the same way.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Spec {
-    #[serde(default)]
-    pub replicas: Option<i32>,
-    #[serde(default)]
-    pub selector: Option<LabelSelector>,
-    /// A `PodTemplateSpec` (`metadata` + `spec`), kept raw.
-    #[serde(default)]
-    pub template: Value,
-    #[serde(default)]
-    pub strategy: Option<Strategy>,
-    #[serde(default)]
-    pub min_ready_seconds: Option<i32>,
-    #[serde(default)]
-    pub revision_history_limit: Option<i32>,
-    #[serde(default)]
-    pub progress_deadline_seconds: Option<i32>,
-    #[serde(default)]
-    pub paused: Option<bool>,
-    /// Level-based rollback: while set, the desired Pod template is the one
-    /// stored in this revision, not `template`.
-    #[serde(default)]
-    pub rollback_to: Option<RollbackTo>,
-    /// Upstream's `podReplacementPolicy` (KEP-3973, 1.33+): whether Pods
-    /// still terminating hold back new ones. Unset means `TerminationStarted`.
-    #[serde(default)]
-    pub pod_replacement_policy: Option<String>,
-}
+/// The `apps/v1` defaults of missing fields, so an object the defaulting
+/// webhook never saw reconciles the same way.
+impl MyDeploymentSpec {
+    /// `template`, or null when it is missing (validation's Required value).
+    pub fn template(&self) -> &Value {
+        self.template.as_ref().unwrap_or(&Value::Null)
+    }
 
-impl Spec {
     pub fn replicas(&self) -> i32 {
         self.replicas.unwrap_or(DEFAULT_REPLICAS)
     }
@@ -191,14 +166,6 @@ pub enum ResolvedStrategy {
     Recreate,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RollbackTo {
-    /// A revision number as shown by the ControllerRevisions' `revision`
-    /// (or an earlier number of a reused revision). Must be >= 1.
-    #[serde(default)]
-    pub revision: i64,
-}
-
 /// `status` of a MyDeployment: `apps/v1` DeploymentStatus plus what the
 /// scale subresource and a Pod-owning controller need.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -258,11 +225,24 @@ pub struct DeploymentCondition {
     pub message: String,
 }
 
-/// A MyDeployment as the plugin reads it.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct MyDeployment {
-    #[serde(default)]
-    pub spec: Spec,
-    #[serde(default)]
-    pub status: Status,
+impl From<&MyDeploymentStatus> for Status {
+    /// The stored status as the previous one; a missing count is 0.
+    fn from(s: &MyDeploymentStatus) -> Self {
+        let count = |n: Option<i32>| n.unwrap_or(0);
+        Status {
+            observed_generation: s.observed_generation,
+            replicas: count(s.replicas),
+            updated_replicas: count(s.updated_replicas),
+            ready_replicas: count(s.ready_replicas),
+            available_replicas: count(s.available_replicas),
+            unavailable_replicas: count(s.unavailable_replicas),
+            terminating_replicas: count(s.terminating_replicas),
+            selector: s.selector.clone().unwrap_or_default(),
+            current_revision: s.current_revision.clone().unwrap_or_default(),
+            update_revision: s.update_revision.clone().unwrap_or_default(),
+            revision: s.revision,
+            collision_count: s.collision_count,
+            conditions: s.conditions.clone().unwrap_or_default(),
+        }
+    }
 }

@@ -7,8 +7,9 @@
 //! usual `maxSurge` / `maxUnavailable`. A template naming no ConfigMap, or
 //! whose ConfigMaps do not exist yet, is left exactly as written.
 
+use operator_plugin_sdk::k8s_openapi::api::core::v1::ConfigMap;
 use operator_plugin_sdk::serde_json::{Map, Value};
-use operator_plugin_sdk::{Attachment, GroupVersionKind, Object, RelatedKind, json};
+use operator_plugin_sdk::{RelatedKind, json};
 use sha2::{Digest, Sha256};
 
 use crate::hash::canonical;
@@ -30,32 +31,29 @@ pub const CONFIGMAP_PATHS: [&str; 6] = [
 
 /// The manifest's related kind: ConfigMaps named by the template.
 pub fn related_kind() -> RelatedKind {
-    RelatedKind {
-        kind: GroupVersionKind::new("", "v1", "ConfigMap"),
-        attach: Attachment::NamesFrom(CONFIGMAP_PATHS.iter().map(|p| p.to_string()).collect()),
-        cluster_scoped: false,
-    }
+    RelatedKind::names_at::<ConfigMap>(&CONFIGMAP_PATHS)
 }
 
 /// SHA-256 (hex) over the name, `data` and `binaryData` of every ConfigMap
-/// in `related`, in name order; `None` when there is none. Labels,
-/// annotations and `resourceVersion` do not count: only content rolls Pods.
-pub fn digest(related: &[Object]) -> Option<String> {
-    let mut configmaps: Vec<&Object> = related.iter().filter(|o| o.api_version() == "v1" && o.kind() == "ConfigMap").collect();
+/// in `configmaps` (those the host found for the template's names), in
+/// name order; `None` when there is none. Labels, annotations and
+/// `resourceVersion` do not count: only content rolls Pods.
+pub fn digest(configmaps: &[ConfigMap]) -> Option<String> {
     if configmaps.is_empty() {
         return None;
     }
-    configmaps.sort_by(|a, b| a.name().cmp(b.name()));
+    let mut configmaps: Vec<&ConfigMap> = configmaps.iter().collect();
+    configmaps.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     let content: Vec<Value> = configmaps
         .iter()
-        .map(|c| json!({"name": c.name(), "data": c.value().get("data"), "binaryData": c.value().get("binaryData")}))
+        .map(|c| json!({"name": c.metadata.name.as_deref().unwrap_or_default(), "data": c.data, "binaryData": c.binary_data}))
         .collect();
     Some(hex::encode(Sha256::digest(canonical(&Value::Array(content)).as_bytes())))
 }
 
-/// `template` with the digest of `related` in its annotations.
-pub fn annotate(template: &mut Value, related: &[Object]) {
-    let Some(digest) = digest(related) else { return };
+/// `template` with the digest of `configmaps` in its annotations.
+pub fn annotate(template: &mut Value, configmaps: &[ConfigMap]) {
+    let Some(digest) = digest(configmaps) else { return };
     let Some(template) = template.as_object_mut() else { return };
     let metadata = template.entry("metadata").or_insert_with(|| Value::Object(Map::new()));
     if !metadata.is_object() {
@@ -71,16 +69,16 @@ pub fn annotate(template: &mut Value, related: &[Object]) {
 mod tests {
     use super::*;
 
-    fn configmap(name: &str, data: Value) -> Object {
-        Object::new(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "resourceVersion": "7"}, "data": data}))
+    fn configmap(name: &str, data: Value) -> ConfigMap {
+        operator_plugin_sdk::serde_json::from_value(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "resourceVersion": "7"}, "data": data})).expect("a ConfigMap")
     }
 
     #[test]
     fn only_content_changes_the_digest() {
         let a = digest(&[configmap("conf", json!({"k": "v"}))]).unwrap();
         let mut relabeled = configmap("conf", json!({"k": "v"}));
-        relabeled.value_mut()["metadata"]["labels"] = json!({"x": "y"});
-        relabeled.value_mut()["metadata"]["resourceVersion"] = json!("8");
+        relabeled.metadata.labels = Some([("x".to_string(), "y".to_string())].into());
+        relabeled.metadata.resource_version = Some("8".into());
         assert_eq!(digest(&[relabeled]).unwrap(), a);
         assert_ne!(digest(&[configmap("conf", json!({"k": "w"}))]).unwrap(), a);
         assert_eq!(a.len(), 64);

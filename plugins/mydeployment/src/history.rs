@@ -12,8 +12,9 @@
 
 use std::collections::BTreeSet;
 
+use operator_plugin_sdk::k8s_openapi::api::apps::v1::ControllerRevision;
 use operator_plugin_sdk::serde_json::{Map, Value};
-use operator_plugin_sdk::{Object, ReconcileError, json};
+use operator_plugin_sdk::{ObjectRef, ReconcileError, json};
 
 use crate::api::{POD_TEMPLATE_HASH_LABEL, REVISION_HISTORY_ANNOTATION};
 use crate::hash::pod_template_hash;
@@ -31,22 +32,28 @@ pub struct Revision {
     /// Numbers this revision had before it was reused.
     pub earlier_numbers: Vec<i64>,
     pub template: Value,
-    pub object: Object,
+    /// What a patch or delete names.
+    pub reference: ObjectRef,
 }
 
 impl Revision {
-    pub fn from_object(object: &Object, parent_name: &str) -> Self {
-        let name = object.name().to_string();
-        let hash = object
-            .label(POD_TEMPLATE_HASH_LABEL)
-            .map(String::from)
+    /// Reads a stored revision; its template moves out of `data` uncopied.
+    pub fn from_revision(revision: ControllerRevision, parent_name: &str) -> Self {
+        let reference = ObjectRef::of(&revision);
+        let meta = revision.metadata;
+        let name = meta.name.unwrap_or_default();
+        let hash = meta
+            .labels
+            .and_then(|mut labels| labels.remove(POD_TEMPLATE_HASH_LABEL))
             .or_else(|| {
                 name.strip_prefix(&format!("{parent_name}-"))
                     .map(String::from)
             })
             .unwrap_or_default();
-        let earlier_numbers = object
-            .annotation(REVISION_HISTORY_ANNOTATION)
+        let earlier_numbers = meta
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(REVISION_HISTORY_ANNOTATION))
             .map(|list| {
                 list.split(',')
                     .filter_map(|n| n.trim().parse().ok())
@@ -56,10 +63,10 @@ impl Revision {
         Revision {
             name,
             hash,
-            number: object.get("revision").and_then(Value::as_i64).unwrap_or(0),
+            number: revision.revision.unwrap_or(0),
             earlier_numbers,
-            template: object.get("data").cloned().unwrap_or(Value::Null),
-            object: object.clone(),
+            template: revision.data.0,
+            reference,
         }
     }
 
@@ -232,7 +239,7 @@ mod tests {
         if let Some(e) = earlier {
             obj["metadata"]["annotations"] = json!({REVISION_HISTORY_ANNOTATION: e});
         }
-        Revision::from_object(&Object::new(obj), "web")
+        Revision::from_revision(operator_plugin_sdk::serde_json::from_value(obj).expect("a ControllerRevision"), "web")
     }
 
     #[test]

@@ -21,54 +21,38 @@ pub mod selector;
 pub mod status;
 pub mod validate;
 
-use operator_plugin_sdk::{
-    Action, FieldError, GroupVersionKind, Manifest, Object, Plugin, ReconcileError, Time,
-    export_plugin,
-};
+use operator_plugin_sdk::k8s_openapi::api::apps::v1::ControllerRevision;
+use operator_plugin_sdk::prelude::*;
+
+pub use crd::{MyDeployment, MyDeploymentSpec, MyDeploymentStatus};
 
 /// The plugin.
 pub struct MyDeploymentPlugin;
 
-impl Plugin for MyDeploymentPlugin {
+impl Controller for MyDeploymentPlugin {
+    type Parent = MyDeployment;
+
     fn manifest() -> Manifest {
-        Manifest {
-            name: "mydeployment".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            parent: GroupVersionKind::new(api::GROUP, api::VERSION, api::KIND),
-            children: vec![
-                GroupVersionKind::new("", "v1", "Pod"),
-                GroupVersionKind::new("apps", "v1", "ControllerRevision"),
-            ],
-            related: vec![config_hash::related_kind()],
-            crds: vec![crd::crd()],
-            // Pods and revisions go with their owner through ownerReferences;
-            // there is nothing to clean up, so no finalizer.
-            finalizer: None,
-        }
+        // Pods and revisions go with their owner through ownerReferences;
+        // there is nothing to clean up, so no finalizer.
+        Manifest::for_parent_with_crd::<MyDeployment>("mydeployment", env!("CARGO_PKG_VERSION"), embedded_crd!())
+            .child::<pods::Pod>()
+            .child::<ControllerRevision>()
+            .related(config_hash::related_kind())
     }
 
-    fn reconcile(
-        parent: &Object,
-        children: &[Object],
-        now: Time,
-    ) -> Result<Vec<Action>, ReconcileError> {
-        reconcile::reconcile(parent, children, now)
+    fn reconcile_with_related(parent: &MyDeployment, children: &Children, related: &Related, now: Time) -> Result<Outcome, ReconcileError> {
+        reconcile::reconcile(parent, children, related, now)
     }
 
-    fn reconcile_with_related(
-        parent: &Object,
-        children: &[Object],
-        related: &[Object],
-        now: Time,
-    ) -> Result<Vec<Action>, ReconcileError> {
-        reconcile::reconcile_with_related(parent, children, related, now)
-    }
-
-    fn validate(object: &Object, old: Option<&Object>) -> Vec<FieldError> {
+    /// Over the object as sent: worded and pathed as the API server's
+    /// `ValidateDeployment`, a spec the types cannot hold included.
+    fn validate_raw(object: &Object, old: Option<&Object>) -> Vec<FieldError> {
         validate::validate(object, old)
     }
 
-    fn default(object: Object) -> Result<Object, ReconcileError> {
+    /// In place, so fields the types do not know are kept.
+    fn default_raw(object: Object) -> Result<Object, ReconcileError> {
         Ok(defaults::apply(object))
     }
 }

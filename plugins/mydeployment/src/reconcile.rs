@@ -8,15 +8,19 @@
 //! requeue.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
+use operator_plugin_sdk::k8s_openapi::api::apps::v1::ControllerRevision;
+use operator_plugin_sdk::k8s_openapi::api::core::v1::ConfigMap;
 use operator_plugin_sdk::serde_json::{Map, Value};
-use operator_plugin_sdk::{Action, Object, ReconcileError, Time, json};
+use operator_plugin_sdk::{Action, Children, Outcome, ReconcileError, Related, Time, json};
 
+use crate::api::{POD_TEMPLATE_HASH_LABEL, ResolvedStrategy, Status};
 use crate::config_hash;
-use crate::api::{MyDeployment, POD_TEMPLATE_HASH_LABEL, ResolvedStrategy, Status};
+use crate::crd::{MyDeployment, MyDeploymentSpec};
 use crate::fenceposts::{max_surge, max_unavailable};
 use crate::history::{self, Revision, Target};
-use crate::pods::PodView;
+use crate::pods::{Pod, PodView};
 use crate::rollout::{self, Plan, Step, World};
 use crate::status::{self, Observed};
 use crate::validate;
@@ -33,70 +37,68 @@ pub const BURST_REPLICAS: i32 = 500;
 /// Victims named in one scale-down Event before the rest are only counted.
 const NAMED_VICTIMS: usize = 10;
 
+/// One reconcile of `parent`, given its Pods and ControllerRevisions
+/// (children) and the ConfigMaps its template names (related: their
+/// content's digest is part of the template, see `config_hash`).
 pub fn reconcile(
-    parent: &Object,
-    children: &[Object],
+    parent: &MyDeployment,
+    children: &Children,
+    related: &Related,
     now: Time,
-) -> Result<Vec<Action>, ReconcileError> {
-    reconcile_with_related(parent, children, &[], now)
-}
-
-/// [`reconcile`] with the ConfigMaps the template names (related objects):
-/// their content's digest is part of the template (see `config_hash`).
-pub fn reconcile_with_related(
-    parent: &Object,
-    children: &[Object],
-    related: &[Object],
-    now: Time,
-) -> Result<Vec<Action>, ReconcileError> {
+) -> Result<Outcome, ReconcileError> {
     // The garbage collector removes the Pods and revisions through their
     // ownerReferences; creating anything now would only race it.
-    if parent.is_being_deleted() {
-        return Ok(Vec::new());
+    if parent.metadata.deletion_timestamp.is_some() {
+        return Ok(Outcome::new());
     }
-    let mut spec = validate::parse_spec(parent.spec())
-        .map_err(|e| ReconcileError::permanent("InvalidSpec", e.to_string()))?;
+    let spec = &parent.spec;
     let mut errors = Vec::new();
-    validate::validate_spec(&spec, &mut errors);
+    validate::validate_spec(spec, &mut errors);
     if !errors.is_empty() {
         return Err(ReconcileError::permanent(
             "InvalidSpec",
             validate::summary(&errors),
         ));
     }
-    // A status the types cannot read is treated as empty: it is ours to rebuild.
+    // A status the types cannot read was read as empty (`crd::Lenient`): it
+    // is ours to rebuild.
     let previous: Status = parent
-        .parse::<MyDeployment>()
-        .map(|d| d.status)
+        .status
+        .as_ref()
+        .map(|s| Status::from(&s.0))
         .unwrap_or_default();
-    let name = parent.name();
+    let name = parent.metadata.name.as_deref().unwrap_or_default();
 
     let mut pods: Vec<PodView> = children
-        .iter()
-        .filter(|c| c.kind() == "Pod")
-        .map(PodView::from_object)
+        .of::<Pod>()?
+        .into_iter()
+        .map(PodView::from_pod)
         .collect();
     pods.sort_by(|a, b| a.name.cmp(&b.name));
     let mut revisions: Vec<Revision> = children
-        .iter()
-        .filter(|c| c.kind() == "ControllerRevision")
-        .map(|c| Revision::from_object(c, name))
+        .of::<ControllerRevision>()?
+        .into_iter()
+        .map(|r| Revision::from_revision(r, name))
         .collect();
     revisions.sort_by(|a, b| a.number.cmp(&b.number).then_with(|| a.name.cmp(&b.name)));
 
-    config_hash::annotate(&mut spec.template, related);
+    let mut template = spec.template().clone();
+    config_hash::annotate(&mut template, &related.of::<ConfigMap>()?);
     let target = history::resolve_target(
         name,
-        &spec.template,
-        spec.rollback_to.as_ref().map(|r| r.revision),
+        &template,
+        spec.rollback_to.as_ref().map(|r| r.revision()),
         &revisions,
         previous.collision_count,
     )?;
     let paused = spec.paused();
 
+    let mut out = Outcome::new();
     let (revision_action, target_number) = record_revision(&target, &revisions, paused);
     let new_revision_created = matches!(revision_action, Some(Action::Create(_)));
-    let mut actions: Vec<Action> = revision_action.into_iter().collect();
+    if let Some(action) = revision_action {
+        out.push(action);
+    }
 
     let number_of = |hash: &str| -> Option<i64> {
         if hash == target.hash {
@@ -143,6 +145,8 @@ pub fn reconcile_with_related(
         }
     };
 
+    // Events follow every change, as the contract's action list has always
+    // listed them.
     let mut events = Vec::new();
     apply_plan(
         name,
@@ -150,10 +154,10 @@ pub fn reconcile_with_related(
         &target,
         &revisions,
         &number_of,
-        &mut actions,
+        &mut out,
         &mut events,
-    );
-    prune(&spec, &previous, &target, &revisions, &pods, &mut actions);
+    )?;
+    prune(spec, &previous, &target, &revisions, &pods, &mut out);
 
     // A paused deployment has not started rolling out an unrecorded
     // template: it still reports the revision it runs, as upstream keeps the
@@ -167,10 +171,10 @@ pub fn reconcile_with_related(
     let observed = observe(&world, &pods);
     let current_revision =
         current_revision(&previous, &target, &revisions, &world, replicas, observed);
-    let out = status::compute(&status::Input {
+    let computed = status::compute(&status::Input {
         name,
-        generation: parent.generation(),
-        spec: &spec,
+        generation: parent.metadata.generation.unwrap_or(0),
+        spec,
         previous: &previous,
         observed,
         max_unavailable: unavailable,
@@ -187,17 +191,15 @@ pub fn reconcile_with_related(
         new_revision_created,
         now,
     });
-    actions.extend(events);
-    actions.extend(out.events);
-    let status = operator_plugin_sdk::serde_json::to_value(&out.status).map_err(|e| {
-        ReconcileError::permanent("InternalError", format!("status cannot be serialised: {e}"))
-    })?;
-    actions.push(Action::SetStatus(status));
-
-    if let Some(ms) = next_look(&pods, min_ready, now, out.requeue_after_ms) {
-        actions.push(Action::RequeueAfterMs(ms));
+    for event in events.into_iter().chain(computed.events) {
+        out.push(event);
     }
-    Ok(actions)
+    out.status(&computed.status)?;
+
+    Ok(match next_look(&pods, min_ready, now, computed.requeue_after_ms) {
+        Some(ms) => out.requeue_after(Duration::from_millis(ms)),
+        None => out,
+    })
 }
 
 /// The desired template's ControllerRevision: created with the next number
@@ -224,7 +226,7 @@ fn record_revision(
             let patch = history::renumber_patch(r, newest + 1);
             (
                 Some(Action::Patch {
-                    target: r.object.object_ref(),
+                    target: r.reference.clone(),
                     patch,
                 }),
                 Some(newest + 1),
@@ -266,9 +268,9 @@ fn apply_plan(
     target: &Target,
     revisions: &[Revision],
     number_of: &dyn Fn(&str) -> Option<i64>,
-    actions: &mut Vec<Action>,
+    out: &mut Outcome,
     events: &mut Vec<Action>,
-) {
+) -> Result<(), ReconcileError> {
     let (mut create_budget, mut delete_budget) = (BURST_REPLICAS, BURST_REPLICAS);
     for step in &plan.steps {
         match step {
@@ -296,10 +298,9 @@ fn apply_plan(
                 }
                 create_budget -= n;
                 let pod = pod_from_template(parent, hash, template);
-                actions.extend(std::iter::repeat_n(
-                    Action::Create(pod),
-                    usize::try_from(n).unwrap_or(0),
-                ));
+                for _ in 0..n {
+                    out.create(&pod)?;
+                }
                 events.push(Action::normal(
                     SCALING,
                     format!(
@@ -324,7 +325,7 @@ fn apply_plan(
                 delete_budget -= i32::try_from(n).unwrap_or(i32::MAX);
                 let victims = &victims[..n];
                 for pod in victims {
-                    actions.push(Action::delete(pod.object.object_ref()));
+                    out.delete(pod.reference.clone());
                 }
                 let mut names = victims
                     .iter()
@@ -346,6 +347,7 @@ fn apply_plan(
             }
         }
     }
+    Ok(())
 }
 
 /// A Pod for `template` (`controller.GetPodFromTemplate`): the template's
@@ -385,12 +387,12 @@ pub fn pod_from_template(parent: &str, hash: &str, template: &Value) -> Value {
 /// finished Pods of its template (upstream's garbage collector would take
 /// them with their ReplicaSet).
 fn prune(
-    spec: &crate::api::Spec,
+    spec: &MyDeploymentSpec,
     previous: &Status,
     target: &Target,
     revisions: &[Revision],
     pods: &[PodView],
-    actions: &mut Vec<Action>,
+    out: &mut Outcome,
 ) {
     let live: BTreeSet<String> = pods
         .iter()
@@ -405,9 +407,9 @@ fn prune(
         spec.revision_history_limit(),
     ) {
         for pod in pods.iter().filter(|p| p.hash == r.hash && !p.terminating) {
-            actions.push(Action::delete(pod.object.object_ref()));
+            out.delete(pod.reference.clone());
         }
-        actions.push(Action::delete(r.object.object_ref()));
+        out.delete(r.reference.clone());
     }
 }
 
@@ -463,6 +465,13 @@ fn current_revision(
 mod tests {
     use super::*;
     use crate::hash::pod_template_hash;
+    use operator_plugin_sdk::Object;
+
+    /// The plugin as the host calls it: JSON text in, the action list out.
+    fn reconcile(parent: &Object, children: &[Object], now: Time) -> Result<Vec<Action>, ReconcileError> {
+        let children: Vec<String> = children.iter().map(|c| c.value().to_string()).collect();
+        operator_plugin_sdk::plugin::reconcile::<crate::MyDeploymentPlugin>(&parent.value().to_string(), &children, now.unix_millis())
+    }
 
     const NOW: &str = "2026-03-01T12:00:00Z";
 
@@ -629,6 +638,20 @@ mod tests {
             .map(|c| c.type_.clone())
             .collect();
         assert_eq!(types, ["Available", "Progressing", "Reconciled"]);
+    }
+
+    #[test]
+    fn a_spec_missing_what_the_schema_requires_still_reads_and_gets_validations_errors() {
+        let p = Object::new(json!({
+            "apiVersion": "apps.example.com/v1", "kind": "MyDeployment",
+            "metadata": {"name": "web", "namespace": "default", "uid": "u-web"},
+            "spec": {"replicas": 1, "rollbackTo": {}}
+        }));
+        let err = reconcile(&p, &[], now()).unwrap_err();
+        assert_eq!(err.reason, "InvalidSpec", "{err}");
+        for field in ["spec.selector: Required value", "spec.template: Required value", "spec.rollbackTo.revision: Invalid value"] {
+            assert!(err.message.contains(field), "{field} in {err}");
+        }
     }
 
     #[test]

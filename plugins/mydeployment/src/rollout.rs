@@ -456,7 +456,7 @@ fn proportional<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use operator_plugin_sdk::{Object, json};
+    use operator_plugin_sdk::json;
 
     const NOW: i64 = 1_772_366_400_000; // 2026-03-01T12:00:00Z
 
@@ -482,7 +482,7 @@ mod tests {
         if state == "terminating" {
             obj["metadata"]["deletionTimestamp"] = json!(ago(5));
         }
-        PodView::from_object(&Object::new(obj))
+        PodView::from_pod(operator_plugin_sdk::serde_json::from_value(obj).expect("a Pod"))
     }
 
     fn pods(spec: &[(&str, usize, &str)]) -> Vec<PodView> {

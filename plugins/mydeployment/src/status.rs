@@ -9,7 +9,8 @@
 
 use operator_plugin_sdk::{Action, Time};
 
-use crate::api::{DeploymentCondition, Spec, Status};
+use crate::api::{DeploymentCondition, Status};
+use crate::crd::MyDeploymentSpec;
 use crate::history::Rollback;
 
 pub const AVAILABLE: &str = "Available";
@@ -47,7 +48,7 @@ pub struct Observed {
 pub struct Input<'a> {
     pub name: &'a str,
     pub generation: i64,
-    pub spec: &'a Spec,
+    pub spec: &'a MyDeploymentSpec,
     pub previous: &'a Status,
     pub observed: Observed,
     pub max_unavailable: i32,
@@ -461,7 +462,7 @@ mod tests {
         Time::parse_rfc3339(s).unwrap()
     }
 
-    fn input<'a>(spec: &'a Spec, previous: &'a Status, observed: Observed, now: &str) -> Input<'a> {
+    fn input<'a>(spec: &'a MyDeploymentSpec, previous: &'a Status, observed: Observed, now: &str) -> Input<'a> {
         Input {
             name: "web",
             generation: 2,
@@ -484,10 +485,10 @@ mod tests {
         find(&s.conditions, t).unwrap_or_else(|| panic!("no {t} condition in {s:?}"))
     }
 
-    fn spec(replicas: i32) -> Spec {
-        Spec {
+    fn spec(replicas: i32) -> MyDeploymentSpec {
+        MyDeploymentSpec {
             replicas: Some(replicas),
-            ..Spec::default()
+            ..MyDeploymentSpec::default()
         }
     }
 
@@ -548,7 +549,7 @@ mod tests {
 
     #[test]
     fn no_progress_past_the_deadline_times_out_with_a_warning() {
-        let sp = Spec {
+        let sp = MyDeploymentSpec {
             progress_deadline_seconds: Some(60),
             ..spec(3)
         };
@@ -582,7 +583,7 @@ mod tests {
 
     #[test]
     fn before_the_deadline_it_requeues_for_when_the_deadline_passes() {
-        let sp = Spec {
+        let sp = MyDeploymentSpec {
             progress_deadline_seconds: Some(600),
             ..spec(3)
         };
@@ -644,7 +645,7 @@ mod tests {
 
     #[test]
     fn pausing_and_resuming_set_unknown_progressing() {
-        let sp = Spec {
+        let sp = MyDeploymentSpec {
             paused: Some(true),
             ..spec(3)
         };
@@ -734,7 +735,7 @@ mod tests {
 
     #[test]
     fn a_max_int32_deadline_means_no_progressing_condition() {
-        let sp = Spec {
+        let sp = MyDeploymentSpec {
             progress_deadline_seconds: Some(i32::MAX),
             ..spec(3)
         };

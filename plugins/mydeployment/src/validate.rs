@@ -3,20 +3,25 @@
 
 use std::collections::BTreeMap;
 
+use operator_plugin_sdk::serde::Deserialize;
 use operator_plugin_sdk::serde_json::{self, Value};
 use operator_plugin_sdk::{FieldError, FieldErrorKind, Object};
 
 use crate::api::{
-    IntOrPercent, LabelSelector, RECREATE, ROLLING_UPDATE, Spec, Strategy, TERMINATION_COMPLETE,
+    IntOrPercent, LabelSelector, RECREATE, ROLLING_UPDATE, Strategy, TERMINATION_COMPLETE,
     TERMINATION_STARTED,
 };
+use crate::crd::MyDeploymentSpec;
 use crate::fenceposts::parse_percent;
 use crate::selector::{OPERATORS, key_errors, value_errors};
 
 const NON_NEGATIVE: &str = "must be greater than or equal to 0";
 const PERCENT_FORMAT: &str = "a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')";
 
-/// Field errors of `object`; `old` is the stored object on update.
+/// Field errors of `object` as sent; `old` is the stored object on update.
+/// It reads the raw object rather than the typed MyDeployment so that a
+/// spec the types cannot hold is one error on `spec`, worded as before, and
+/// a malformed `metadata` or `status` does not hide the spec's errors.
 pub fn validate(object: &Object, old: Option<&Object>) -> Vec<FieldError> {
     let spec = match parse_spec(object.spec()) {
         Ok(spec) => spec,
@@ -41,11 +46,11 @@ pub fn validate(object: &Object, old: Option<&Object>) -> Vec<FieldError> {
 }
 
 /// Parses the spec; a shape the types cannot hold is an error on `spec`.
-pub fn parse_spec(spec: &Value) -> Result<Spec, FieldError> {
+pub fn parse_spec(spec: &Value) -> Result<MyDeploymentSpec, FieldError> {
     if spec.is_null() {
         return Err(FieldError::required("spec", ""));
     }
-    serde_json::from_value(spec.clone())
+    MyDeploymentSpec::deserialize(spec)
         .map_err(|e| FieldError::invalid("spec", "", format!("cannot be read: {e}")))
 }
 
@@ -55,7 +60,7 @@ fn non_negative(field: &str, value: Option<i32>, errors: &mut Vec<FieldError>) {
     }
 }
 
-pub fn validate_spec(spec: &Spec, errors: &mut Vec<FieldError>) {
+pub fn validate_spec(spec: &MyDeploymentSpec, errors: &mut Vec<FieldError>) {
     non_negative("spec.replicas", spec.replicas, errors);
     non_negative("spec.minReadySeconds", spec.min_ready_seconds, errors);
     non_negative(
@@ -84,7 +89,7 @@ pub fn validate_spec(spec: &Spec, errors: &mut Vec<FieldError>) {
         }
         Some(sel) => validate_selector(sel, errors),
     }
-    validate_template(&spec.template, spec.selector.as_ref(), errors);
+    validate_template(spec.template(), spec.selector.as_ref(), errors);
     if let Some(strategy) = &spec.strategy {
         validate_strategy(strategy, errors);
     }
@@ -99,13 +104,13 @@ pub fn validate_spec(spec: &Spec, errors: &mut Vec<FieldError>) {
         ));
     }
     if let Some(rb) = &spec.rollback_to
-        && rb.revision < 1
+        && rb.revision() < 1
     {
         // Upstream's RollbackConfig allowed 0 for "the previous revision";
         // a level-based pin needs a number that stays put, so 0 is refused.
         errors.push(FieldError::invalid(
             "spec.rollbackTo.revision",
-            rb.revision.to_string(),
+            rb.revision().to_string(),
             "must be greater than or equal to 1",
         ));
     }

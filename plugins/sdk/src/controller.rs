@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::children::Children;
-use crate::contract::{Action, FieldError, FieldErrorKind, GroupVersionKind, Manifest, ReconcileError};
+use crate::contract::{Action, FieldError, FieldErrorKind, GroupVersionKind, Manifest, ObjectRef, ReconcileError};
 use crate::object::Object;
 use crate::outcome::Outcome;
 use crate::plugin::Plugin;
@@ -144,6 +144,20 @@ pub fn gvk_of<K: Resource<DynamicType = ()>>() -> GroupVersionKind {
     GroupVersionKind::new(&K::group(&()), &K::version(&()), &K::kind(&()))
 }
 
+impl ObjectRef {
+    /// A reference to a typed object (a child read with
+    /// [`Children::of`]), for [`Outcome::patch`] and [`Outcome::delete`].
+    pub fn of<K: Resource<DynamicType = ()>>(object: &K) -> Self {
+        let meta = object.meta();
+        ObjectRef {
+            api_version: K::api_version(&()).into_owned(),
+            kind: K::kind(&()).into_owned(),
+            namespace: meta.namespace.clone().unwrap_or_default(),
+            name: meta.name.clone().unwrap_or_default(),
+        }
+    }
+}
+
 fn from_object<K: DeserializeOwned + Resource<DynamicType = ()>>(object: &Object) -> Result<K, ReconcileError> {
     K::deserialize(object.value())
         .map_err(|e| ReconcileError::permanent("InvalidInput", format!("not a valid {} {}: {e}", K::api_version(&()), K::kind(&()))))
@@ -269,4 +283,22 @@ impl<C: Controller> Plugin for C {
     // Admission goes through `validate_raw`/`default_raw`, which a controller
     // may override to read the object as sent; the Plugin trait's defaults
     // for the text entry points parse into `Object` and call them.
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::apps::v1::ControllerRevision;
+    use k8s_openapi::api::core::v1::Pod;
+
+    #[test]
+    fn object_ref_of_names_a_typed_object_by_its_type_and_metadata() {
+        let mut pod = Pod::default();
+        pod.metadata.name = Some("web-0".into());
+        pod.metadata.namespace = Some("default".into());
+        let r = ObjectRef::of(&pod);
+        assert_eq!((r.api_version.as_str(), r.kind.as_str(), r.namespace.as_str(), r.name.as_str()), ("v1", "Pod", "default", "web-0"));
+        let r = ObjectRef::of(&ControllerRevision::default());
+        assert_eq!((r.api_version.as_str(), r.kind.as_str(), r.name.as_str()), ("apps/v1", "ControllerRevision", ""));
+    }
 }
