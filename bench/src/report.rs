@@ -138,23 +138,27 @@ struct Goal {
 
 fn goals(r: &Results) -> Vec<Goal> {
     let mut g = Vec::new();
-    for row in r.reconcile.iter().filter(|row| row.children == 10) {
+    // The call-cost goals of the speed issue: the fixed cost (0 children),
+    // a typical call (10) and large ones (100, 1,000).
+    for row in &r.reconcile {
+        let (goal, limit) = match row.children {
+            0 => ("Wasm/native ≤ 1.5× at 0 children (fixed cost)", 1.5),
+            10 => ("Wasm/native ≤ 1.3× at 10 children", 1.3),
+            100 => ("Wasm/native ≤ 1.2× at 100 children", 1.2),
+            1000 => ("Wasm/native ≤ 1.2× at 1,000 children", 1.2),
+            _ => continue,
+        };
         g.push(Goal {
-            goal: "Wasm/native ≤ 1.5× at 10 children",
+            goal,
             measured: format!("{}: {:.2}× ({:.1} µs vs {:.1} µs)", row.kind.plugin(), row.ratio(), row.wasm.median, row.native.median),
-            met: Some(row.ratio() <= 1.5),
+            met: Some(row.ratio() <= limit),
         });
     }
     for row in r.hook.iter().filter(|row| row.children == 10) {
         g.push(Goal {
-            goal: "Wasm call faster than the loopback HTTP hook (stretch 2×)",
-            measured: format!(
-                "{}: hook time / Wasm time = {:.2}× ({})",
-                row.kind.plugin(),
-                row.speedup(),
-                if row.speedup() > 1.0 { "Wasm faster" } else { "Wasm slower" }
-            ),
-            met: Some(row.speedup() > 1.0),
+            goal: "HTTP hook time / Wasm time ≥ 1.5× at 10 children (Wasm clearly faster)",
+            measured: format!("{}: {:.2}×", row.kind.plugin(), row.speedup()),
+            met: Some(row.speedup() >= 1.5),
         });
     }
     for row in r.e2e.iter().filter(|row| row.kind == crate::workload::Kind::CronJob) {
