@@ -9,7 +9,7 @@ use chrono_tz::Tz;
 use operator_plugin_sdk::ObjectRef;
 use operator_plugin_sdk::k8s_openapi::api::batch::v1::JobStatus;
 use operator_plugin_sdk::k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time as MetaTime};
-use operator_plugin_sdk::k8s_openapi::{self, NamespaceResourceScope};
+use operator_plugin_sdk::k8s_openapi;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -28,26 +28,7 @@ pub struct Job {
     pub status: Option<JobStatus>,
 }
 
-impl k8s_openapi::Resource for Job {
-    const API_VERSION: &'static str = "batch/v1";
-    const GROUP: &'static str = "batch";
-    const KIND: &'static str = "Job";
-    const VERSION: &'static str = "v1";
-    const URL_PATH_SEGMENT: &'static str = "jobs";
-    type Scope = NamespaceResourceScope;
-}
-
-impl k8s_openapi::Metadata for Job {
-    type Ty = ObjectMeta;
-
-    fn metadata(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn metadata_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+operator_plugin_sdk::view_of!(Job, k8s_openapi::api::batch::v1::Job);
 
 /// How a Job finished.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use operator_plugin_sdk::k8s_openapi::api::core::v1::PodCondition;
 use operator_plugin_sdk::k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time as MetaTime};
-use operator_plugin_sdk::k8s_openapi::{self, NamespaceResourceScope};
+use operator_plugin_sdk::k8s_openapi;
 use operator_plugin_sdk::{ObjectRef, Time};
 use serde::Deserialize;
 
@@ -61,26 +61,7 @@ pub struct ContainerStatus {
     pub restart_count: i32,
 }
 
-impl k8s_openapi::Resource for Pod {
-    const API_VERSION: &'static str = "v1";
-    const GROUP: &'static str = "";
-    const KIND: &'static str = "Pod";
-    const VERSION: &'static str = "v1";
-    const URL_PATH_SEGMENT: &'static str = "pods";
-    type Scope = NamespaceResourceScope;
-}
-
-impl k8s_openapi::Metadata for Pod {
-    type Ty = ObjectMeta;
-
-    fn metadata(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn metadata_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+operator_plugin_sdk::view_of!(Pod, k8s_openapi::api::core::v1::Pod);
 
 /// The facts about one Pod the controller decides on.
 #[derive(Clone, Debug, PartialEq)]

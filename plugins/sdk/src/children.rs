@@ -131,6 +131,45 @@ impl TypedTexts {
     }
 }
 
+/// Makes a struct with a `metadata: ObjectMeta` field a typed view of the
+/// k8s-openapi kind `$of`: the same group, version, kind and scope, so
+/// [`Children::of`] and [`Manifest::child`](crate::Manifest::child) take it.
+///
+/// A view reads only the fields a controller uses. Reading children as
+/// k8s-openapi's whole `Pod` or `Job` links PodSpec's deserializer (about
+/// 450 kB of Wasm) and parses every child's pod template on every call.
+///
+/// ```ignore
+/// #[derive(serde::Deserialize)]
+/// pub struct Job { #[serde(default)] pub metadata: ObjectMeta, #[serde(default)] pub status: Option<JobStatus> }
+/// operator_plugin_sdk::view_of!(Job, k8s_openapi::api::batch::v1::Job);
+/// ```
+#[macro_export]
+macro_rules! view_of {
+    ($view:ty, $of:ty) => {
+        impl $crate::k8s_openapi::Resource for $view {
+            const API_VERSION: &'static str = <$of as $crate::k8s_openapi::Resource>::API_VERSION;
+            const GROUP: &'static str = <$of as $crate::k8s_openapi::Resource>::GROUP;
+            const KIND: &'static str = <$of as $crate::k8s_openapi::Resource>::KIND;
+            const VERSION: &'static str = <$of as $crate::k8s_openapi::Resource>::VERSION;
+            const URL_PATH_SEGMENT: &'static str = <$of as $crate::k8s_openapi::Resource>::URL_PATH_SEGMENT;
+            type Scope = <$of as $crate::k8s_openapi::Resource>::Scope;
+        }
+
+        impl $crate::k8s_openapi::Metadata for $view {
+            type Ty = $crate::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+            fn metadata(&self) -> &Self::Ty {
+                &self.metadata
+            }
+
+            fn metadata_mut(&mut self) -> &mut Self::Ty {
+                &mut self.metadata
+            }
+        }
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -159,5 +198,24 @@ mod tests {
         assert!(!err.retryable);
         assert!(err.message.contains("v1 ConfigMap"), "{err}");
         assert!(Children::from_json(&["[".to_string()]).is_err());
+    }
+
+    /// A view of Job: metadata only, the rest of each child skipped.
+    #[derive(serde::Deserialize)]
+    struct JobView {
+        #[serde(default)]
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    }
+    crate::view_of!(JobView, Job);
+
+    #[test]
+    fn a_view_of_a_kind_reads_the_children_of_that_kind() {
+        assert_eq!((JobView::api_version(&()), JobView::kind(&()), JobView::plural(&())), ("batch/v1".into(), "Job".into(), "jobs".into()));
+        let texts = vec![
+            json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "a"}, "spec": {"template": {"spec": {"containers": 5}}}}).to_string(),
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "b"}}).to_string(),
+        ];
+        let views = Children::from_json(&texts).unwrap().of::<JobView>().unwrap();
+        assert_eq!(views.iter().map(|v| v.metadata.name.as_deref()).collect::<Vec<_>>(), [Some("a")], "the unread spec is not checked");
     }
 }
