@@ -59,16 +59,21 @@ pub(crate) async fn seed(cluster: &Cluster, objects: usize) -> anyhow::Result<()
         .await
 }
 
-/// Starts the host with `plugins`, waits until ready and idle, and returns
-/// the median of a few RSS readings in MiB.
-async fn idle_rss(paths: &Paths, cluster: &Cluster, plugins: &[std::path::PathBuf], cache: &std::path::Path) -> anyhow::Result<f64> {
+/// `host run` arguments loading `plugins` from the warm precompiled `cache`.
+pub(crate) fn host_args<P: AsRef<std::path::Path>>(cache: &std::path::Path, plugins: &[P]) -> Vec<String> {
     let mut args = vec!["--plugin-cache-dir".to_string(), cache.display().to_string()];
     for p in plugins {
         args.push("--plugin".into());
-        args.push(p.display().to_string());
+        args.push(p.as_ref().display().to_string());
     }
+    args
+}
+
+/// Starts the host with `plugins`, waits until ready and idle, and returns
+/// the median of a few RSS readings in MiB.
+async fn idle_rss(paths: &Paths, cluster: &Cluster, plugins: &[std::path::PathBuf], cache: &std::path::Path) -> anyhow::Result<f64> {
     let log = paths.work.join("memory-host.log");
-    let mut host = HostProcess::spawn(&paths.host, cluster, &args, &log)?;
+    let mut host = HostProcess::spawn(&paths.host, cluster, &host_args(cache, plugins), &log)?;
     host.wait_ready(Duration::from_secs(300)).await?;
     // Let the initial reconciles and allocator settle.
     tokio::time::sleep(Duration::from_secs(2)).await;

@@ -112,11 +112,7 @@ pub async fn run(paths: &Paths, cache: &std::path::Path, per_kind: usize) -> any
     install_crds(&cluster).await?;
     seed(&cluster, per_kind).await?;
     let start = |label: &str, plugins: &[&PathBuf]| {
-        let mut args = vec!["--plugin-cache-dir".to_string(), cache.display().to_string()];
-        for p in plugins {
-            args.push("--plugin".into());
-            args.push(p.display().to_string());
-        }
+        let args = crate::memory::host_args(cache, plugins);
         HostProcess::spawn(&paths.host, &cluster, &args, &paths.work.join(format!("ten-controllers-{label}.log")))
     };
     // A first start compiles every plugin into the cache and is stopped:

@@ -99,8 +99,14 @@ impl Labels {
     }
 }
 
+impl Labels {
+    /// Copies the map's labels; its order is the key order lookups rely on.
+    pub fn of(map: &std::collections::BTreeMap<String, String>) -> Self {
+        Self(map.iter().map(|(k, v)| (Box::from(k.as_str()), Box::from(v.as_str()))).collect())
+    }
+}
+
 impl From<std::collections::BTreeMap<String, String>> for Labels {
-    /// The map's order is the key order the lookups rely on.
     fn from(map: std::collections::BTreeMap<String, String>) -> Self {
         Self(map.into_iter().map(|(k, v)| (k.into_boxed_str(), v.into_boxed_str())).collect())
     }
@@ -134,7 +140,7 @@ impl CachedObject {
         let (key, uid, generation) = (ObjectKey::of(&obj), m.uid.clone(), m.generation);
         let finalizers = m.finalizers.clone().unwrap_or_default();
         let deleting = m.deletion_timestamp.is_some();
-        let labels = Labels::from(m.labels.clone().unwrap_or_default());
+        let labels = m.labels.as_ref().map(Labels::of).unwrap_or_default();
         // The fingerprint is taken with status and resourceVersion out, then
         // both go back for the text the plugins receive.
         let status = obj.data.as_object_mut().and_then(|d| d.remove("status"));

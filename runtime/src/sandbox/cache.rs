@@ -135,7 +135,8 @@ fn verify_file(path: &Path) -> std::io::Result<bool> {
         return Ok(false);
     };
     let mut hash = Sha256::new();
-    std::io::copy(&mut (&mut file).take(payload_len), &mut HashWriter(&mut hash))?;
+    // Sha256 is an io::Write: the payload streams through it.
+    std::io::copy(&mut (&mut file).take(payload_len), &mut hash)?;
     let mut trailer = [0u8; TRAILER_LEN];
     file.seek(std::io::SeekFrom::Start(payload_len))?;
     file.read_exact(&mut trailer)?;
@@ -144,19 +145,6 @@ fn verify_file(path: &Path) -> std::io::Result<bool> {
 
 fn trailer_matches(trailer: &[u8; TRAILER_LEN], payload_digest: &[u8]) -> bool {
     &trailer[..MAGIC.len()] == MAGIC && &trailer[MAGIC.len()..] == payload_digest
-}
-
-/// Feeds written bytes into SHA-256.
-struct HashWriter<'a>(&'a mut Sha256);
-
-impl Write for HashWriter<'_> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.update(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 fn write_atomically(path: &Path, payload: &[u8]) -> Result<(), CacheError> {
