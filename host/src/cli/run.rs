@@ -207,6 +207,11 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
     let recorder = args.record.open()?;
     let sandbox = sandbox.sandbox().map_err(|e| Failure::bad_input(format!("{e:#}")))?;
     let trust = Policy::load(&args.plugin_trust_keys, &args.plugin_digests).map_err(|e| Failure::bad_input(crate::error_chain(&e)))?;
+    // Stamped before the files are read: a change made from here on is reloaded.
+    let file_watch = args.watch.then(|| {
+        // Each file and the candidate that may be staged beside it.
+        hotswap::files::FileWatch::new(args.plugins.iter().flat_map(|p| [p.clone(), hotswap::shadow::candidate_path(p)]).collect())
+    });
     let mut plugins: Vec<(String, LoadedPlugin)> = Vec::new();
     for path in &args.plugins {
         let admitted = trust.admit_file(path).map_err(|e| match e {
@@ -221,7 +226,7 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
     manager::check_parents(&list).map_err(|e| Failure { code: e.exit_code(), message: e.to_string() })?;
     let runtime = if args.clock_speed == 1.0 { tokio::runtime::Builder::new_multi_thread().enable_all().build() } else { paused_runtime() };
     let runtime = runtime.map_err(|e| Failure::plugin(format!("tokio: {e}")))?;
-    let result = runtime.block_on(run_async(args, sandbox, trust, plugins, metrics_addr, election, recorder.clone()));
+    let result = runtime.block_on(run_async(args, sandbox, trust, plugins, file_watch, metrics_addr, election, recorder.clone()));
     if let Some(r) = recorder {
         r.flush();
     }
@@ -261,6 +266,7 @@ async fn run_async(
     sandbox: Sandbox,
     trust: Policy,
     plugins: Vec<(String, LoadedPlugin)>,
+    file_watch: Option<hotswap::files::FileWatch>,
     metrics_addr: Option<SocketAddr>,
     election: Option<crate::leader::Config>,
     recorder: Option<Arc<crate::record::Recorder>>,
@@ -360,16 +366,14 @@ async fn run_async(
     if let (Some(selector), Some(namespace)) = (&args.plugin_configmap_selector, &args.plugin_configmap_namespace) {
         selections.push(Selection::Labelled { namespace: namespace.clone(), selector: selector.clone() });
     }
-    if args.watch || !selections.is_empty() {
+    if file_watch.is_some() || !selections.is_empty() {
         let (tx, rx) = tokio::sync::mpsc::channel(16);
         for selection in selections {
             println!("plugins from {selection}");
             sources.push(tokio::spawn(hotswap::configmap::watch(client.clone(), selection, tx.clone())));
         }
-        if args.watch {
-            // Each file and the candidate that may be staged beside it.
-            let paths = args.plugins.iter().flat_map(|p| [p.clone(), hotswap::shadow::candidate_path(p)]).collect();
-            sources.push(tokio::spawn(hotswap::files::watch(paths, args.watch_interval, tx.clone())));
+        if let Some(watch) = file_watch {
+            sources.push(tokio::spawn(watch.run(args.watch_interval, tx.clone())));
         }
         #[cfg(feature = "embedded")]
         let on_applied: Option<hotswap::OnApplied> = embedded.as_ref().map(|e| {

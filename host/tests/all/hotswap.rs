@@ -73,6 +73,8 @@ impl Env {
         let metrics = Arc::new(Metrics::new());
         let clock: host::clock::SharedClock = Arc::new(SystemClock);
         let options = Options { resync: Duration::from_secs(3600), ..Options::default() };
+        // Stamped now, as `host run` does before it reads the files.
+        let file_watch = (!files.is_empty()).then(|| files::FileWatch::new(files));
         let manager = manager::start_keyed(client.clone(), vec![], options, clock.clone(), metrics.clone(), Registry::default()).await.unwrap();
         let sandbox = Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
         let (tx, rx) = tokio::sync::mpsc::channel(16);
@@ -88,8 +90,8 @@ impl Env {
             shadows: None,
         };
         let mut tasks = vec![tokio::spawn(configmap::watch(client.clone(), selection, tx.clone())), tokio::spawn(reloader.run(rx))];
-        if !files.is_empty() {
-            tasks.push(tokio::spawn(files::watch(files, Duration::from_millis(50), tx)));
+        if let Some(watch) = file_watch {
+            tasks.push(tokio::spawn(watch.run(Duration::from_millis(50), tx)));
         }
         Env { client, manager, tasks, _server: server }
     }

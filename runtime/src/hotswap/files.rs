@@ -57,30 +57,44 @@ impl Watched {
     }
 }
 
-/// Polls `paths` (already loaded at their current contents) until the
-/// receiver is dropped.
-pub async fn watch(paths: Vec<PathBuf>, interval: Duration, tx: mpsc::Sender<Update>) {
-    // Plugins were loaded at start; a candidate beside one is sent once it holds still.
-    let sent = |p: &std::path::Path| if super::shadow::active_id(&p.display().to_string()).is_some() { None } else { stamp(p) };
-    let mut files: Vec<Watched> = paths.into_iter().map(|path| Watched { sent: sent(&path), path, pending: None }).collect();
-    let mut tick = tokio::time::interval(interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        for f in &mut files {
-            if !f.poll(stamp(&f.path)) {
-                continue;
-            }
-            match tokio::fs::read(&f.path).await {
-                Ok(bytes) => {
-                    tracing::info!(path = %f.path.display(), "plugin file changed; reloading");
-                    let signature = tokio::fs::read(super::trust::signature_path(&f.path)).await.ok();
-                    if tx.send(Update { origin: Origin::File(f.path.clone()), bytes: Some(bytes), signature }).await.is_err() {
-                        return;
-                    }
+/// The watched files, stamped when the watch is made. Make it before the
+/// files are first read, so a change made while they load (or before the
+/// polling task first runs) is seen as a change, not taken as the loaded
+/// version.
+pub struct FileWatch {
+    files: Vec<Watched>,
+}
+
+impl FileWatch {
+    /// Stamps `paths` now: each is sent again only once it differs from now.
+    /// A candidate staged beside a plugin (`super::shadow`) is not loaded at
+    /// start, so it is sent at the first poll that finds it holding still.
+    pub fn new(paths: Vec<PathBuf>) -> FileWatch {
+        let sent = |p: &std::path::Path| if super::shadow::active_id(&p.display().to_string()).is_some() { None } else { stamp(p) };
+        FileWatch { files: paths.into_iter().map(|path| Watched { sent: sent(&path), path, pending: None }).collect() }
+    }
+
+    /// Polls every `interval` until the receiver is dropped.
+    pub async fn run(mut self, interval: Duration, tx: mpsc::Sender<Update>) {
+        let mut tick = tokio::time::interval(interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            for f in &mut self.files {
+                if !f.poll(stamp(&f.path)) {
+                    continue;
                 }
-                Err(e) => {
-                    tracing::warn!(path = %f.path.display(), error = %e, "cannot read changed plugin file; keeping the running version")
+                match tokio::fs::read(&f.path).await {
+                    Ok(bytes) => {
+                        tracing::info!(path = %f.path.display(), "plugin file changed; reloading");
+                        let signature = tokio::fs::read(super::trust::signature_path(&f.path)).await.ok();
+                        if tx.send(Update { origin: Origin::File(f.path.clone()), bytes: Some(bytes), signature }).await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(path = %f.path.display(), error = %e, "cannot read changed plugin file; keeping the running version")
+                    }
                 }
             }
         }
@@ -105,5 +119,18 @@ mod tests {
         assert!(!w.poll(s(9)), "read once");
         assert!(!w.poll(None), "gone: keep the running version");
         assert!(!w.poll(s(9)), "back as it was: nothing to do");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_file_written_after_the_watch_is_made_is_sent_even_before_the_first_poll() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("plugin.wasm");
+        let watch = FileWatch::new(vec![path.clone()]);
+        // Written before the polling task has run once: still a change.
+        std::fs::write(&path, b"v1").unwrap();
+        let (tx, mut rx) = mpsc::channel(1);
+        tokio::spawn(watch.run(Duration::from_millis(10), tx));
+        let update = tokio::time::timeout(Duration::from_secs(5), rx.recv()).await.expect("sent within a few polls").expect("the file is sent");
+        assert_eq!(update.bytes.as_deref(), Some(&b"v1"[..]));
     }
 }
