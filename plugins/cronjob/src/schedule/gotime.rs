@@ -40,7 +40,7 @@ pub fn wall(unix: i64, zone: Tz) -> Wall {
 }
 
 /// The zone's offset from UTC, in seconds, at an instant.
-fn offset_at(unix: i64, zone: Tz) -> i64 {
+pub fn offset_at(unix: i64, zone: Tz) -> i64 {
     let utc = Utc
         .timestamp_opt(unix, 0)
         .single()

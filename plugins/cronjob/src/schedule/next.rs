@@ -110,7 +110,22 @@ pub fn next(spec: &SpecSchedule, after: i64) -> Option<i64> {
             }
         }
 
-        // Standard schedules match second 0 only.
+        // Standard schedules match second 0 only. robfig steps one second
+        // at a time; when the zone's offset is the same at the next whole
+        // wall minute as now, no transition lies between (the tz database
+        // has no two within a minute), so the wall clock runs with the
+        // instant and the stepping would land exactly there: jump.
+        if w.second != 0 {
+            if !added {
+                added = true;
+                t = gotime::truncate(t, 1);
+            }
+            let to_minute = i64::from(60 - w.second);
+            if gotime::offset_at(t, zone) == gotime::offset_at(t + to_minute, zone) {
+                t += to_minute;
+                continue 'wrap;
+            }
+        }
         while w.second != 0 {
             if !added {
                 added = true;

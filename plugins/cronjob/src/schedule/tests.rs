@@ -148,3 +148,27 @@ fn malformed_schedules_are_refused_with_robfigs_reasons() {
         );
     }
 }
+
+/// The first instant after `after` at wall second 0 in `zone`, found one
+/// second at a time: what robfig's stepping gives for `* * * * *`.
+fn next_wall_minute(after: DateTime<Utc>, zone: Tz) -> DateTime<Utc> {
+    let mut at = after + chrono::Duration::seconds(1);
+    while chrono::Timelike::second(&at.with_timezone(&zone)) != 0 {
+        at += chrono::Duration::seconds(1);
+    }
+    at
+}
+
+#[test]
+fn every_minute_lands_on_wall_second_zero_even_where_the_offset_has_seconds() {
+    // Monrovia kept -0:44:30 until 1972-01-07 00:00 local (00:44:30 UTC), then GMT:
+    // wall minutes start at :30 UTC before and :00 after; `next` jumps to the
+    // next whole minute, and must land where stepping a second at a time does.
+    let schedule = parse("* * * * *", zone("Africa/Monrovia")).unwrap();
+    assert_eq!(schedule.next(t("1971-06-01T10:00:00Z")), Some(t("1971-06-01T10:00:30Z")));
+    let change = t("1972-01-07T00:44:30Z");
+    for s in (-300..300).step_by(7) {
+        let after = change + chrono::Duration::seconds(s);
+        assert_eq!(schedule.next(after), Some(next_wall_minute(after, zone("Africa/Monrovia"))), "after {after}");
+    }
+}
