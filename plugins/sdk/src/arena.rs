@@ -23,11 +23,30 @@ pub(crate) struct Bump {
 }
 
 pub(crate) const PAGE: usize = 64 << 10;
+/// Bytes the arena serves before it first grows memory: a reconcile of a few
+/// dozen children fits, so it needs no `memory.grow`, which the host turns
+/// into an `mprotect` (and another to reset the slot after the call). Part
+/// of the plugin's initial memory (4 MiB with `cargo xtask build`).
+#[cfg_attr(not(all(target_arch = "wasm32", feature = "arena")), allow(dead_code))]
+const FIRST_CHUNK: usize = 2 << 20;
 /// Pages asked for at least per growth, so small allocations do not call
 /// `memory.grow` one page at a time.
 const MIN_GROWTH_PAGES: usize = 32;
 
 impl Bump {
+    /// Serves allocations from `[start, start + len)` until it is used up,
+    /// then from grown pages.
+    #[cfg_attr(not(all(target_arch = "wasm32", feature = "arena")), allow(dead_code))]
+    pub(crate) fn start_with(&mut self, start: usize, len: usize) {
+        self.top = start;
+        self.end = start + len;
+    }
+
+    #[cfg_attr(not(all(target_arch = "wasm32", feature = "arena")), allow(dead_code))]
+    pub(crate) fn is_unstarted(&self) -> bool {
+        self.end == 0
+    }
+
     pub(crate) fn alloc(&mut self, layout: Layout, grow: &mut impl FnMut(usize) -> Option<usize>) -> *mut u8 {
         let size = layout.size().max(1);
         let start = self.top.next_multiple_of(layout.align());
@@ -96,9 +115,31 @@ mod global {
     use core::alloc::{GlobalAlloc, Layout};
     use core::cell::UnsafeCell;
 
-    use super::{Bump, PAGE};
+    use super::{Bump, FIRST_CHUNK, PAGE};
 
     struct Arena(UnsafeCell<Bump>);
+
+    /// The first chunk, in `.bss`: zeroed memory every instance starts with,
+    /// so it adds no bytes to the component and nothing to copy at
+    /// instantiation, and pages a call never touches cost nothing.
+    #[repr(align(16))]
+    struct FirstChunk(UnsafeCell<[u8; FIRST_CHUNK]>);
+
+    // SAFETY: as `Arena`, single-threaded; only its address is taken.
+    unsafe impl Sync for FirstChunk {}
+
+    static FIRST: FirstChunk = FirstChunk(UnsafeCell::new([0; FIRST_CHUNK]));
+
+    /// The arena, started on the first chunk at its first use.
+    #[allow(clippy::mut_from_ref, reason = "single-threaded; each use of the reference ends before the next call")]
+    fn bump(arena: &Arena) -> &mut Bump {
+        // SAFETY: single-threaded, and no call re-enters the allocator.
+        let bump = unsafe { &mut *arena.0.get() };
+        if bump.is_unstarted() {
+            bump.start_with(FIRST.0.get() as usize, FIRST_CHUNK);
+        }
+        bump
+    }
 
     // SAFETY: plugin instances are single-threaded (no wasm threads), so the
     // cell is never touched from two threads.
@@ -114,16 +155,15 @@ mod global {
 
     unsafe impl GlobalAlloc for Arena {
         unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-            // SAFETY: single-threaded, and no call re-enters the allocator.
-            unsafe { (*self.0.get()).alloc(layout, &mut grow) }
+            bump(self).alloc(layout, &mut grow)
         }
 
         unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-            unsafe { (*self.0.get()).dealloc(ptr, layout) }
+            bump(self).dealloc(ptr, layout)
         }
 
         unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-            unsafe { (*self.0.get()).realloc(ptr, layout, new_size, &mut grow) }
+            bump(self).realloc(ptr, layout, new_size, &mut grow)
         }
         // alloc_zeroed: the default (alloc + write zeroes) is right, since
         // a block freed and reused at the top may hold old bytes.
@@ -209,6 +249,19 @@ mod tests {
         let big = bump.alloc(layout(3 * (1 << 20), 8), &mut mem.grow()) as usize;
         assert_eq!(big, (1 << 20) + MIN_GROWTH_PAGES * PAGE + PAGE, "starts at the new pages, past the gap");
         assert!(big + 3 * (1 << 20) <= mem.next);
+    }
+
+    #[test]
+    fn a_first_chunk_serves_until_used_up_then_memory_grows() {
+        let mut mem = Memory { next: 8 << 20, limit: 64 << 20, gap: 0 };
+        let mut bump = Bump::default();
+        assert!(bump.is_unstarted());
+        bump.start_with(1 << 20, 4096);
+        let a = bump.alloc(layout(4000, 8), &mut mem.grow()) as usize;
+        assert_eq!(a, 1 << 20, "served from the first chunk");
+        assert_eq!(mem.next, 8 << 20, "without growing memory");
+        let b = bump.alloc(layout(200, 8), &mut mem.grow()) as usize;
+        assert_eq!(b, 8 << 20, "past the chunk's end, from new pages");
     }
 
     #[test]
