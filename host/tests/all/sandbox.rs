@@ -133,7 +133,8 @@ fn a_call_never_sees_what_the_previous_call_left_in_memory() {
     }
 }
 
-/// The SDK's bump arena takes pages with `memory.grow`, so an SDK plugin
+/// Past its first chunk (2 MiB of the initial memory) the SDK's bump arena
+/// takes pages with `memory.grow`, so an SDK plugin
 /// whose input outgrows the cap fails as "memory limit", and the next call
 /// (a fresh instance) answers as usual.
 #[test]
