@@ -15,6 +15,12 @@ use crate::stats::Summary;
 use crate::{Paths, Plugins, Profile};
 
 const POLL: Duration = Duration::from_millis(2);
+/// Pause between swaps. `host run` serves a newly compiled version from
+/// Winch at once and compiles it with Cranelift in the background (a few
+/// hundred ms); swaps closer than that would time each swap against the
+/// previous one's background compile, which a user publishing versions
+/// does not see.
+const BETWEEN_SWAPS: Duration = Duration::from_millis(1500);
 const GIVE_UP: Duration = Duration::from_secs(120);
 
 #[derive(Clone, Debug, serde::Serialize)]
@@ -83,6 +89,7 @@ async fn hot_swap(profile: &Profile, paths: &Paths) -> anyhow::Result<Summary> {
     until("version 1 to reconcile", async || Ok(widget_version(&api).await.as_deref() == Some("1"))).await?;
     let mut samples = Vec::new();
     for i in 0..profile.swaps() {
+        tokio::time::sleep(BETWEEN_SWAPS).await;
         let (bytes, want) = if i % 2 == 0 { (&v2, "2") } else { (&v1, "1") };
         let start = Instant::now();
         publish(&client, bytes).await?;
@@ -96,8 +103,10 @@ async fn hot_swap(profile: &Profile, paths: &Paths) -> anyhow::Result<Summary> {
 }
 
 /// One cold start: a MyDeployment exists; the host starts with both shipped
-/// plugins; done when the first Pod exists.
-async fn cold_start_once(paths: &Paths, plugins: &Plugins, cache: Option<&std::path::Path>) -> anyhow::Result<Duration> {
+/// plugins; done when the first Pod exists. `fill` keeps the host running
+/// until the cache holds both plugins (a host that has to compile serves
+/// from Winch and writes Cranelift's build to the cache in the background).
+async fn cold_start_once(paths: &Paths, plugins: &Plugins, cache: Option<&std::path::Path>, fill: bool) -> anyhow::Result<Duration> {
     let cluster = Cluster::start().await?;
     let client = cluster.http_client().await?;
     crate::e2e::install_crds(&client, plugins.get(crate::workload::Kind::MyDeployment)).await?;
@@ -115,6 +124,10 @@ async fn cold_start_once(paths: &Paths, plugins: &Plugins, cache: Option<&std::p
     let pods: Api<Pod> = Api::namespaced(cluster.server.kube_client(), "default");
     let at = until("the first Pod", async || Ok(!pods.list_metadata(&ListParams::default()).await?.items.is_empty())).await?;
     let took = at - host.started;
+    if let (Some(dir), true) = (cache, fill) {
+        let artifacts = || std::fs::read_dir(dir).map(|d| d.filter_map(Result::ok).filter(|e| e.path().extension().is_some_and(|x| x == "cwasm")).count());
+        until("the plugin cache to be filled", async || Ok(artifacts()? >= 2)).await?;
+    }
     drop(host);
     cluster.stop().await;
     Ok(took)
@@ -122,11 +135,11 @@ async fn cold_start_once(paths: &Paths, plugins: &Plugins, cache: Option<&std::p
 
 async fn cold_start(profile: &Profile, paths: &Paths, plugins: &Plugins) -> anyhow::Result<(Summary, Summary)> {
     let cache = tempfile::tempdir()?;
-    cold_start_once(paths, plugins, Some(cache.path())).await?; // fills the cache
+    cold_start_once(paths, plugins, Some(cache.path()), true).await?;
     let (mut cached, mut uncached) = (Vec::new(), Vec::new());
     for _ in 0..profile.cold_starts() {
-        let c = cold_start_once(paths, plugins, Some(cache.path())).await?;
-        let u = cold_start_once(paths, plugins, None).await?;
+        let c = cold_start_once(paths, plugins, Some(cache.path()), false).await?;
+        let u = cold_start_once(paths, plugins, None, false).await?;
         eprintln!("bench: cold start: cached {:.0} ms, uncached {:.0} ms", c.as_secs_f64() * 1e3, u.as_secs_f64() * 1e3);
         cached.push(c);
         uncached.push(u);

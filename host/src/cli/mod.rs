@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 
-use crate::sandbox::{PrecompiledCache, Sandbox, SandboxConfig};
+use crate::sandbox::{PrecompiledCache, Sandbox, SandboxConfig, Tiering};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -87,10 +87,22 @@ pub struct SandboxArgs {
     /// Compile plugins on every load instead of caching the artifact.
     #[arg(long, global = true)]
     pub no_plugin_cache: bool,
+    /// `run`: compile a plugin that is not cached with Cranelift before it
+    /// runs. By default `run` serves it at once from a Winch build (compiled
+    /// several times faster, slower code) and switches to Cranelift's build
+    /// when the background compile is done.
+    #[arg(long, global = true)]
+    pub no_plugin_baseline: bool,
 }
 
 impl SandboxArgs {
     pub fn sandbox(&self) -> anyhow::Result<Sandbox> {
+        self.sandbox_tiered(Tiering::Off)
+    }
+
+    /// [`Self::sandbox`] serving uncached plugins by `tiering` (unless
+    /// `--no-plugin-baseline`).
+    pub fn sandbox_tiered(&self, tiering: Tiering) -> anyhow::Result<Sandbox> {
         let cache = if self.no_plugin_cache {
             PrecompiledCache::disabled()
         } else {
@@ -100,6 +112,7 @@ impl SandboxArgs {
             deadline: self.plugin_deadline,
             memory_limit: usize::try_from(self.plugin_memory_mib << 20)?,
             cache,
+            tiering: if self.no_plugin_baseline { Tiering::Off } else { tiering },
             ..SandboxConfig::default()
         })
     }

@@ -21,7 +21,7 @@ use crate::hotswap::{self, Reloader, rollback};
 use crate::manager::{self, Options};
 use crate::metrics::Metrics;
 use crate::registry::Registry;
-use crate::sandbox::{LoadedPlugin, Sandbox};
+use crate::sandbox::{LoadedPlugin, Sandbox, Tiering};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -205,7 +205,9 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
     };
     let election = args.leader_election.config().map_err(|e| Failure::bad_input(e.to_string()))?;
     let recorder = args.record.open()?;
-    let sandbox = sandbox.sandbox().map_err(|e| Failure::bad_input(format!("{e:#}")))?;
+    // A long-running host: a plugin that must be compiled (a new version
+    // swapped in, an uncached start) runs from Winch until Cranelift is done.
+    let sandbox = sandbox.sandbox_tiered(Tiering::BaselineFirst).map_err(|e| Failure::bad_input(format!("{e:#}")))?;
     let trust = Policy::load(&args.plugin_trust_keys, &args.plugin_digests).map_err(|e| Failure::bad_input(crate::error_chain(&e)))?;
     // Stamped before the files are read: a change made from here on is reloaded.
     let file_watch = args.watch.then(|| {

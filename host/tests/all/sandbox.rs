@@ -7,7 +7,7 @@ use crate::common;
 use std::time::{Duration, Instant};
 
 use common::{config, load, wasm, wasm_for};
-use host::sandbox::{CacheOutcome, CallError, LoadError, LoadedPlugin, PrecompiledCache, Sandbox, SandboxConfig};
+use host::sandbox::{CacheOutcome, CallError, LoadError, LoadedPlugin, PrecompiledCache, Sandbox, SandboxConfig, Tier, Tiering};
 use operator_plugin_sdk::{Action, json};
 
 const DEADLINE: Duration = Duration::from_millis(300);
@@ -45,9 +45,50 @@ fn probe_report(actions: &[Action]) -> String {
 
 #[test]
 fn each_hostile_plugin_is_contained_and_the_good_plugin_keeps_answering() {
-    let sandbox = Sandbox::new(config(DEADLINE)).unwrap();
+    assert_hostile_plugins_contained(&Sandbox::new(config(DEADLINE)).unwrap(), Tier::Optimized);
+}
+
+/// `host run` serves a plugin it has to compile from Winch until Cranelift
+/// is done: the deadline, the memory cap, the empty WASI and a fresh memory
+/// per call hold for Winch's code too.
+#[test]
+fn hostile_plugins_are_contained_in_winch_code_too() {
+    let sandbox = Sandbox::new(SandboxConfig { tiering: Tiering::BaselineOnly, ..config(DEADLINE) }).unwrap();
+    assert_hostile_plugins_contained(&sandbox, Tier::Baseline);
     let hostile = load(&sandbox, "hostile");
+    for call in 0..5 {
+        let actions = hostile.reconcile_blocking(&hostile_parent("remember"), &[], NOW).unwrap();
+        assert_eq!(probe_report(&actions), "image=7 zeroed=0", "call {call}");
+    }
+    assert_eq!(hostile.tier(), Tier::Baseline, "BaselineOnly never tiers up");
+}
+
+/// With tiering, a plugin that is not cached answers from Winch at once;
+/// Cranelift's build then takes over, fills the cache, and answers the same.
+#[test]
+fn a_tiered_plugin_switches_to_cranelift_and_caches_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let tiered = || SandboxConfig { tiering: Tiering::BaselineFirst, cache: PrecompiledCache::at(dir.path()).unwrap(), ..config(DEADLINE) };
+    let sandbox = Sandbox::new(tiered()).unwrap();
     let hello = load(&sandbox, "hello");
+    assert_eq!(hello.info().cache, CacheOutcome::Compiled);
+    let first = hello.reconcile_blocking(&hello_parent(), &[], NOW).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while hello.tier() != Tier::Optimized {
+        assert!(Instant::now() < deadline, "Cranelift's build never took over");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(hello.reconcile_blocking(&hello_parent(), &[], NOW).unwrap(), first, "both builds answer alike");
+    assert_eq!(sandbox.compilations(), 1, "one Cranelift compile");
+    let again = Sandbox::new(tiered()).unwrap();
+    let cached = load(&again, "hello");
+    assert_eq!((cached.info().cache, cached.tier(), again.compilations()), (CacheOutcome::Hit, Tier::Optimized, 0), "the background compile was cached");
+}
+
+fn assert_hostile_plugins_contained(sandbox: &Sandbox, tier: Tier) {
+    let hostile = load(sandbox, "hostile");
+    let hello = load(sandbox, "hello");
+    assert_eq!((hostile.tier(), hello.tier()), (tier, tier));
 
     type Check = fn(Result<Vec<Action>, CallError>);
     let cases: &[(&str, Check)] = &[

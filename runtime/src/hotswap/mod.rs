@@ -177,7 +177,9 @@ impl Reloader {
         }
         let sandbox = self.sandbox.clone();
         let label = id.clone();
+        let started = std::time::Instant::now();
         let loaded = tokio::task::spawn_blocking(move || sandbox.load(&label, &bytes)).await;
+        let load_ms = started.elapsed().as_secs_f64() * 1e3;
         let plugin = match loaded {
             Ok(Ok(p)) => p,
             Ok(Err(e)) => {
@@ -207,7 +209,9 @@ impl Reloader {
                         ("restarted", "PluginSwapped", format!("plugin {} → {} (kinds changed: watches restarted)", describe(old), describe(&plugin)))
                     }
                 };
-                tracing::info!(plugin = %id, "{message}");
+                // How long loading (mostly compiling) and the whole swap took.
+                let total_ms = started.elapsed().as_secs_f64() * 1e3;
+                tracing::info!(plugin = %id, load_ms = format!("{load_ms:.1}"), swap_ms = format!("{total_ms:.1}"), "{message}");
                 self.metrics.plugin_swap(&id, result);
                 self.event(&update.origin, "Normal", reason, &message).await;
                 if let Some(promoted) = self.shadows.as_ref().and_then(|s| s.went_live(&id, &plugin)) {

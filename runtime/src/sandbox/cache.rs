@@ -90,10 +90,22 @@ impl PrecompiledCache {
         digest: &str,
         compile: impl FnOnce() -> wasmtime::Result<Component>,
     ) -> wasmtime::Result<(Component, CacheOutcome)> {
-        let Some(path) = self.path_for(engine, digest) else {
-            return Ok((compile()?, CacheOutcome::Compiled));
+        let outcome = match self.lookup(engine, digest) {
+            Lookup::Hit(component) => return Ok((component, CacheOutcome::Hit)),
+            Lookup::Miss(outcome) => outcome,
         };
-        let mut outcome = CacheOutcome::Compiled;
+        let component = compile()?;
+        self.store(engine, digest, &component);
+        Ok((component, outcome))
+    }
+
+    /// The cached component for `digest`, or what compiling it will be
+    /// ([`CacheOutcome::Compiled`], or [`CacheOutcome::Rebuilt`] when a
+    /// cached artifact was found corrupt).
+    pub fn lookup(&self, engine: &Engine, digest: &str) -> Lookup {
+        let Some(path) = self.path_for(engine, digest) else {
+            return Lookup::Miss(CacheOutcome::Compiled);
+        };
         match verify_file(&path) {
             Ok(true) => {
                 // SAFETY: the file holds what `Component::serialize` of this
@@ -103,27 +115,44 @@ impl PrecompiledCache {
                 // are only ever replaced by rename, never changed in place,
                 // so the mapping stays what was checked.
                 match unsafe { Component::deserialize_file(engine, &path) } {
-                    Ok(component) => return Ok((component, CacheOutcome::Hit)),
+                    Ok(component) => Lookup::Hit(component),
                     Err(e) => {
                         tracing::warn!(path = %path.display(), error = %e, "cached plugin artifact rejected; recompiling");
-                        outcome = CacheOutcome::Rebuilt;
+                        Lookup::Miss(CacheOutcome::Rebuilt)
                     }
                 }
             }
             Ok(false) => {
                 tracing::warn!(path = %path.display(), "cached plugin artifact is corrupt; recompiling");
-                outcome = CacheOutcome::Rebuilt;
+                Lookup::Miss(CacheOutcome::Rebuilt)
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => tracing::warn!(path = %path.display(), error = %e, "cannot read cached plugin artifact; recompiling"),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Lookup::Miss(CacheOutcome::Compiled),
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "cannot read cached plugin artifact; recompiling");
+                Lookup::Miss(CacheOutcome::Compiled)
+            }
         }
-        let component = compile()?;
-        if let Err(e) = write_atomically(&path, &component.serialize()?) {
-            // A cache that cannot be written costs speed, not correctness.
+    }
+
+    /// Writes the artifact of a component compiled for `digest` (if the
+    /// cache is enabled). A cache that cannot be written costs speed, not
+    /// correctness: failures are logged.
+    pub fn store(&self, engine: &Engine, digest: &str, component: &Component) {
+        let Some(path) = self.path_for(engine, digest) else {
+            return;
+        };
+        let written = component.serialize().map_err(|e| e.to_string()).and_then(|bytes| write_atomically(&path, &bytes).map_err(|e| crate::error_chain(&e)));
+        if let Err(e) = written {
             tracing::warn!(error = %e, "plugin artifact not cached");
         }
-        Ok((component, outcome))
     }
+}
+
+/// What [`PrecompiledCache::lookup`] found.
+pub enum Lookup {
+    Hit(Component),
+    /// Not cached; the outcome a compile will have.
+    Miss(CacheOutcome),
 }
 
 /// Whether the file's trailer matches its payload, hashed as it is read in

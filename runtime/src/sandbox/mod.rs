@@ -4,7 +4,8 @@
 //!    allocator, epoch interruption) and a ticker thread that advances the
 //!    epoch, so every call has a wall-clock deadline.
 //! 2. [`Sandbox::load`] compiles a plugin once (or loads the precompiled
-//!    artifact from the [cache](cache)), checks the contract version, links
+//!    artifact from the [cache](cache); or, with [`Tiering::BaselineFirst`],
+//!    serves a quick Winch build until Cranelift's is ready), checks the contract version, links
 //!    it against the only imports a plugin gets (a capped `log`, and WASI
 //!    with nothing in it: no files, no env, no sockets, a clock that reads
 //!    the call's `now`, seeded randomness) and reads its manifest.
@@ -28,12 +29,12 @@ mod wasi;
 use std::sync::Arc;
 use std::time::Duration;
 
-use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Strategy};
 
 pub use bindings::InvalidOutput;
-pub use cache::{CacheOutcome, PrecompiledCache};
+pub use cache::{CacheOutcome, Lookup, PrecompiledCache};
 pub use error::{CallError, LoadError};
-pub use plugin::{LoadedPlugin, PluginInfo};
+pub use plugin::{LoadedPlugin, PluginInfo, Tier};
 
 /// Limits and resources of the sandbox. Every default is chosen to deny or
 /// bound; see each field.
@@ -62,6 +63,28 @@ pub struct SandboxConfig {
     /// Write `/tmp/perf-<pid>.map` naming each compiled guest function, so
     /// `perf report` attributes time inside plugins. Default off.
     pub perf_map: bool,
+    /// How a plugin that must be compiled (no cached artifact) is served.
+    /// Default [`Tiering::Off`].
+    pub tiering: Tiering,
+}
+
+/// Whether a plugin that must be compiled is first served from Winch,
+/// wasmtime's baseline compiler: it compiles several times faster than
+/// Cranelift, into slower code. The sandbox's limits are the same for both:
+/// the epoch deadline, the memory cap and a fresh instance per call belong
+/// to the engine and the Store, not to the compiler.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Tiering {
+    /// Compile with Cranelift before the plugin is used: the fastest code
+    /// from the first call on (what benchmarks of calls need).
+    #[default]
+    Off,
+    /// Serve the Winch build at once; Cranelift compiles on a background
+    /// thread (and fills the precompiled cache) and takes over calls when it
+    /// is done. A hot swap or an uncached start waits for Winch only.
+    BaselineFirst,
+    /// Winch only, never replaced (tests of the limits on Winch code).
+    BaselineOnly,
 }
 
 impl Default for SandboxConfig {
@@ -76,6 +99,7 @@ impl Default for SandboxConfig {
             cache: PrecompiledCache::disabled(),
             epoch_tick: Duration::from_millis(5),
             perf_map: false,
+            tiering: Tiering::Off,
         }
     }
 }
@@ -87,6 +111,16 @@ pub(crate) struct Shared {
     pub(crate) linker: wasmtime::component::Linker<wasi::CallState>,
     pub(crate) calls: tokio::sync::Semaphore,
     compiles: std::sync::atomic::AtomicU64,
+    /// The Winch engine, made on first use when tiering is on; `None`
+    /// inside if it could not be made (plugins are then compiled by
+    /// Cranelift, as without tiering).
+    baseline: std::sync::OnceLock<Option<Baseline>>,
+}
+
+/// Winch's engine (an engine has one compiler) and its linker.
+pub(crate) struct Baseline {
+    pub(crate) engine: Engine,
+    pub(crate) linker: wasmtime::component::Linker<wasi::CallState>,
 }
 
 impl Shared {
@@ -94,6 +128,19 @@ impl Shared {
         let tick = self.config.epoch_tick.as_nanos().max(1);
         // +1: the current tick may be about to end.
         u64::try_from(self.config.deadline.as_nanos().div_ceil(tick)).unwrap_or(u64::MAX).saturating_add(1)
+    }
+
+    /// The Winch engine, if tiering is on.
+    pub(crate) fn baseline(&self) -> Option<&Baseline> {
+        if self.config.tiering == Tiering::Off {
+            return None;
+        }
+        self.baseline
+            .get_or_init(|| {
+                let made = Engine::new(&engine_config(&self.config, Strategy::Winch)).and_then(|engine| Ok(Baseline { linker: wasi::linker(&engine)?, engine }));
+                made.inspect_err(|e| tracing::warn!(error = %format!("{e:#}"), "no Winch engine; plugins are compiled by Cranelift before use")).ok()
+            })
+            .as_ref()
     }
 }
 
@@ -105,7 +152,7 @@ pub struct Sandbox {
 
 impl Sandbox {
     pub fn new(config: SandboxConfig) -> anyhow::Result<Self> {
-        let engine = Engine::new(&engine_config(&config))?;
+        let engine = Engine::new(&engine_config(&config, Strategy::Cranelift))?;
         let linker = wasi::linker(&engine)?;
         let shared = Arc::new(Shared {
             calls: tokio::sync::Semaphore::new(config.max_concurrent_calls.max(1)),
@@ -113,6 +160,7 @@ impl Sandbox {
             config,
             linker,
             compiles: Default::default(),
+            baseline: Default::default(),
         });
         spawn_epoch_ticker(Arc::downgrade(&shared));
         Ok(Self { shared })
@@ -154,8 +202,9 @@ impl Sandbox {
 /// this bounds the RSS that idle slots keep.
 const KEEP_RESIDENT: usize = 2 << 20;
 
-fn engine_config(config: &SandboxConfig) -> Config {
+fn engine_config(config: &SandboxConfig, compiler: Strategy) -> Config {
     let mut c = Config::new();
+    c.strategy(compiler);
     c.wasm_component_model(true);
     c.epoch_interruption(true);
     // Slots for the instances and memories of all concurrent calls, plus
@@ -193,6 +242,9 @@ fn spawn_epoch_ticker(shared: std::sync::Weak<Shared>) {
             while let Some(s) = shared.upgrade() {
                 let tick = s.config.epoch_tick;
                 s.engine.increment_epoch();
+                if let Some(Some(b)) = s.baseline.get() {
+                    b.engine.increment_epoch();
+                }
                 drop(s);
                 std::thread::sleep(tick);
             }

@@ -1,16 +1,16 @@
 //! A loaded plugin: its compiled component, its `InstancePre`, its manifest,
 //! and the calls into it, each in a fresh Store.
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock, RwLock};
 
 use operator_plugin_sdk::{Action, FieldError, Manifest};
 use wasmtime::component::Component;
 use wasmtime::{Store, Trap};
 
-use super::Shared;
 use super::bindings::{self, from_v0_1, from_v0_2, v0_1, v0_2};
-use super::cache::{self, CacheOutcome};
+use super::cache::{self, CacheOutcome, Lookup};
+use super::{Baseline, Shared, Tiering};
 use super::contract::{self, Minor};
 use super::error::{CallError, LoadError};
 use super::wasi::CallState;
@@ -49,9 +49,62 @@ struct Inner {
 /// `native-plugins` feature, the same plugin logic linked into the host
 /// (for benchmarks against the sandbox; no isolation, no limits).
 enum Code {
-    Wasm(Pre),
+    Wasm(Tiered),
     #[cfg(feature = "native-plugins")]
     Native(super::native::NativeCalls),
+}
+
+/// The build calls instantiate: Cranelift's, or, after a load that had to
+/// compile with tiering on, Winch's until Cranelift's is ready
+/// ([`Tiering`]).
+struct Tiered {
+    optimized: OnceLock<Pre>,
+    /// Served while `optimized` is unset; dropped once it is set (calls in
+    /// flight keep their `Arc`).
+    baseline: RwLock<Option<Arc<Pre>>>,
+}
+
+/// Which compiler built the code a plugin's calls run now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Tier {
+    /// Winch, wasmtime's baseline compiler (quick to compile, slower code).
+    Baseline,
+    /// Cranelift, the optimizing compiler.
+    Optimized,
+}
+
+impl Tiered {
+    fn optimized(pre: Pre) -> Self {
+        Self { optimized: OnceLock::from(pre), baseline: RwLock::new(None) }
+    }
+
+    fn baseline(pre: Pre) -> Self {
+        Self { optimized: OnceLock::new(), baseline: RwLock::new(Some(Arc::new(pre))) }
+    }
+
+    /// Runs `f` on the best build there is now.
+    fn with<R>(&self, f: impl FnOnce(&Pre) -> R) -> R {
+        if let Some(pre) = self.optimized.get() {
+            return f(pre);
+        }
+        let baseline = self.baseline.read().unwrap().clone();
+        match &baseline {
+            Some(pre) => f(pre),
+            // `optimized` is set before the baseline is dropped.
+            None => f(self.optimized.get().expect("the optimized build replaced the baseline")),
+        }
+    }
+
+    fn tier_up(&self, pre: Pre) {
+        if self.optimized.set(pre).is_ok() {
+            self.baseline.write().unwrap().take();
+        }
+    }
+
+    fn tier(&self) -> Tier {
+        if self.optimized.get().is_some() { Tier::Optimized } else { Tier::Baseline }
+    }
 }
 
 /// A component ready to instantiate, by the contract minor it speaks.
@@ -67,6 +120,23 @@ enum Instance {
 }
 
 impl Pre {
+    /// Links `component` (compiled by `linker`'s engine) for calls.
+    fn new(linker: &wasmtime::component::Linker<CallState>, component: &Component, minor: Minor, label: &str) -> Result<Pre, LoadError> {
+        let instance_pre = linker.instantiate_pre(component).map_err(|e| LoadError::Link { plugin: label.into(), import: format!("{e:#}") })?;
+        let missing = |e: wasmtime::Error| LoadError::MissingExport { plugin: label.into(), exports: format!("{e:#}") };
+        Ok(match minor {
+            Minor::V0_1 => Pre::V0_1(v0_1::PluginPre::new(instance_pre).map_err(missing)?),
+            Minor::V0_2 => Pre::V0_2(v0_2::PluginPre::new(instance_pre).map_err(missing)?),
+        })
+    }
+
+    fn engine(&self) -> &wasmtime::Engine {
+        match self {
+            Pre::V0_1(pre) => pre.engine(),
+            Pre::V0_2(pre) => pre.engine(),
+        }
+    }
+
     fn instantiate(&self, store: &mut Store<CallState>) -> wasmtime::Result<Instance> {
         Ok(match self {
             Pre::V0_1(pre) => Instance::V0_1(pre.instantiate(store)?),
@@ -76,7 +146,6 @@ impl Pre {
 }
 
 pub(super) fn load(shared: &Arc<Shared>, label: &str, bytes: &[u8]) -> Result<LoadedPlugin, LoadError> {
-    let engine = &shared.engine;
     if !wasmparser_is_component(bytes) {
         return Err(LoadError::NotAComponent {
             plugin: label.into(),
@@ -88,14 +157,11 @@ pub(super) fn load(shared: &Arc<Shared>, label: &str, bytes: &[u8]) -> Result<Lo
         });
     }
     let digest = cache::digest(bytes);
-    let (component, outcome) = shared
-        .config
-        .cache
-        .load_or_compile(engine, &digest, || {
-            shared.compiles.fetch_add(1, Ordering::Relaxed);
-            Component::from_binary(engine, bytes)
-        })
-        .map_err(|e| LoadError::Compile { plugin: label.into(), detail: format!("{e:#}") })?;
+    let (component, outcome, baseline) = compile(shared, label, bytes, &digest)?;
+    let (engine, linker) = match baseline {
+        Some(b) => (&b.engine, &b.linker),
+        None => (&shared.engine, &shared.linker),
+    };
 
     let ty = component.component_type();
     let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
@@ -122,15 +188,11 @@ pub(super) fn load(shared: &Arc<Shared>, label: &str, bytes: &[u8]) -> Result<Lo
         }
     }
 
-    let instance_pre = shared.linker.instantiate_pre(&component).map_err(|e| LoadError::Link { plugin: label.into(), import: format!("{e:#}") })?;
-    let missing = |e: wasmtime::Error| LoadError::MissingExport { plugin: label.into(), exports: format!("{e:#}") };
-    let pre = match minor {
-        Minor::V0_1 => Pre::V0_1(v0_1::PluginPre::new(instance_pre).map_err(missing)?),
-        Minor::V0_2 => Pre::V0_2(v0_2::PluginPre::new(instance_pre).map_err(missing)?),
-    };
+    let pre = Pre::new(linker, &component, minor, label)?;
+    let code = if baseline.is_some() { Tiered::baseline(pre) } else { Tiered::optimized(pre) };
     let info = PluginInfo { digest, size_bytes: bytes.len(), contract_version: found.to_string(), imports, exports, cache: outcome };
 
-    let mut loading = Inner { shared: shared.clone(), name: label.into(), manifest: placeholder_manifest(), info, code: Code::Wasm(pre) };
+    let mut loading = Inner { shared: shared.clone(), name: label.into(), manifest: placeholder_manifest(), info, code: Code::Wasm(code) };
     let manifest = loading
         .call("manifest", 0, |store, instance| {
             Ok(match instance {
@@ -143,7 +205,91 @@ pub(super) fn load(shared: &Arc<Shared>, label: &str, bytes: &[u8]) -> Result<Lo
     validate_manifest(&manifest).map_err(|detail| LoadError::Manifest { plugin: label.into(), detail })?;
     loading.name = manifest.name.as_str().into();
     loading.manifest = manifest;
-    Ok(LoadedPlugin { inner: Arc::new(loading) })
+    let plugin = LoadedPlugin { inner: Arc::new(loading) };
+    if baseline.is_some() && shared.config.tiering == Tiering::BaselineFirst {
+        tier_up(&plugin, bytes.to_vec(), minor);
+    }
+    Ok(plugin)
+}
+
+/// The compiled component, what the cache did, and Winch's engine if Winch
+/// compiled it. With tiering, a plugin that is not cached is compiled by
+/// Winch; should Winch refuse it, Cranelift compiles it as without tiering.
+fn compile<'s>(shared: &'s Shared, label: &str, bytes: &[u8], digest: &str) -> Result<(Component, CacheOutcome, Option<&'s Baseline>), LoadError> {
+    if shared.config.tiering != Tiering::Off {
+        let outcome = match shared.config.cache.lookup(&shared.engine, digest) {
+            Lookup::Hit(component) => return Ok((component, CacheOutcome::Hit, None)),
+            Lookup::Miss(outcome) => outcome,
+        };
+        // The Winch engine is made on the first miss only.
+        if let Some(baseline) = shared.baseline() {
+            match Component::from_binary(&baseline.engine, bytes) {
+                Ok(component) => return Ok((component, outcome, Some(baseline))),
+                Err(e) => tracing::warn!(plugin = label, error = %format!("{e:#}"), "Winch cannot compile this plugin; compiling it with Cranelift before use"),
+            }
+        }
+    }
+    let compiled = shared.config.cache.load_or_compile(&shared.engine, digest, || {
+        shared.compiles.fetch_add(1, Ordering::Relaxed);
+        Component::from_binary(&shared.engine, bytes)
+    });
+    let (component, outcome) = compiled.map_err(|e| LoadError::Compile { plugin: label.into(), detail: format!("{e:#}") })?;
+    Ok((component, outcome, None))
+}
+
+/// Compiles `plugin` with Cranelift on a background thread (filling the
+/// precompiled cache), then switches its calls to that build. If the plugin
+/// is dropped meanwhile, the build is discarded; if it fails, the Winch
+/// build keeps serving.
+fn tier_up(plugin: &LoadedPlugin, bytes: Vec<u8>, minor: Minor) {
+    let plugin_ref = Arc::downgrade(&plugin.inner);
+    let shared = plugin.inner.shared.clone();
+    let (name, digest) = (plugin.name().to_string(), plugin.info().digest.clone());
+    let compile = move || {
+        let started = std::time::Instant::now();
+        shared.compiles.fetch_add(1, Ordering::Relaxed);
+        let built = Component::from_binary(&shared.engine, &bytes).map_err(|e| format!("{e:#}")).and_then(|component| {
+            shared.config.cache.store(&shared.engine, &digest, &component);
+            Pre::new(&shared.linker, &component, minor, &name).map_err(|e| crate::error_chain(&e))
+        });
+        match (built, plugin_ref.upgrade()) {
+            (Ok(pre), Some(inner)) => {
+                if let Code::Wasm(code) = &inner.code {
+                    code.tier_up(pre);
+                }
+                tracing::info!(plugin = name, compile_ms = started.elapsed().as_millis() as u64, "Cranelift build took over from the Winch build");
+            }
+            (Ok(_), None) => {}
+            (Err(e), _) => tracing::warn!(plugin = name, error = e, "Cranelift cannot compile this plugin; its Winch build keeps serving"),
+        }
+    };
+    match background_compiles() {
+        Some(pool) => pool.spawn(compile),
+        None => tracing::warn!(plugin = plugin.name(), "no threads for the Cranelift compile; the Winch build keeps serving"),
+    }
+}
+
+/// Threads for background compiles at the lowest CPU priority (nice 19):
+/// wasmtime compiles in parallel on the rayon pool it is called from, so a
+/// tier-up uses what the foreground (the next plugin's Winch compile,
+/// reconciles, watches) leaves of the cores instead of competing with it.
+fn background_compiles() -> Option<&'static rayon::ThreadPool> {
+    static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
+    POOL.get_or_init(|| {
+        let pool = rayon::ThreadPoolBuilder::new().thread_name(|i| format!("wasm-tier-up-{i}")).start_handler(|_| lowest_priority()).build();
+        pool.inspect_err(|e| tracing::warn!(error = %e, "cannot start the background compile threads")).ok()
+    })
+    .as_ref()
+}
+
+fn lowest_priority() {
+    // On Linux, nice values are per thread: PRIO_PROCESS with a thread id
+    // lowers this thread only.
+    #[cfg(target_os = "linux")]
+    // SAFETY: setpriority only reads its integer arguments.
+    unsafe {
+        libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 19);
+    }
 }
 
 fn wasmparser_is_component(bytes: &[u8]) -> bool {
@@ -239,6 +385,16 @@ impl LoadedPlugin {
 
     pub fn info(&self) -> &PluginInfo {
         &self.inner.info
+    }
+
+    /// Which compiler built the code calls run now (native plugins:
+    /// [`Tier::Optimized`]).
+    pub fn tier(&self) -> Tier {
+        match &self.inner.code {
+            Code::Wasm(code) => code.tier(),
+            #[cfg(feature = "native-plugins")]
+            Code::Native(_) => Tier::Optimized,
+        }
     }
 
     /// Runs `reconcile` on the calling thread. Use [`Self::reconcile`] from
@@ -360,20 +516,23 @@ impl Inner {
     fn call<R>(&self, op: &'static str, now_ms: i64, f: impl FnOnce(&mut Store<CallState>, &Instance) -> wasmtime::Result<R>) -> Result<R, CallError> {
         let cfg = &self.shared.config;
         let state = CallState::new(self.name.clone(), now_ms, cfg.memory_limit, cfg.output_cap, cfg.log_cap);
-        let pre = match &self.code {
-            Code::Wasm(pre) => pre,
+        let code = match &self.code {
+            Code::Wasm(code) => code,
             #[cfg(feature = "native-plugins")]
             Code::Native(_) => unreachable!("native plugins are called directly, never through a Store"),
         };
-        let mut store = Store::new(&self.shared.engine, state);
-        store.limiter(|s| &mut s.limiter);
-        store.set_epoch_deadline(self.shared.deadline_ticks());
-        store.epoch_deadline_trap();
-        let result = pre.instantiate(&mut store).map_err(|e| (e, true)).and_then(|plugin| f(&mut store, &plugin).map_err(|e| (e, false)));
-        let (stdout, stdout_dropped) = store.data().stdout.take();
-        let (stderr, stderr_dropped) = store.data().stderr.take();
-        self.forward_output(&stdout, &stderr, stdout_dropped + stderr_dropped + store.data().log_dropped());
-        result.map_err(|(e, instantiating)| self.classify(op, e, instantiating, &stderr, store.data()))
+        code.with(|pre| {
+            // The Store belongs to the engine that compiled this build.
+            let mut store = Store::new(pre.engine(), state);
+            store.limiter(|s| &mut s.limiter);
+            store.set_epoch_deadline(self.shared.deadline_ticks());
+            store.epoch_deadline_trap();
+            let result = pre.instantiate(&mut store).map_err(|e| (e, true)).and_then(|plugin| f(&mut store, &plugin).map_err(|e| (e, false)));
+            let (stdout, stdout_dropped) = store.data().stdout.take();
+            let (stderr, stderr_dropped) = store.data().stderr.take();
+            self.forward_output(&stdout, &stderr, stdout_dropped + stderr_dropped + store.data().log_dropped());
+            result.map_err(|(e, instantiating)| self.classify(op, e, instantiating, &stderr, store.data()))
+        })
     }
 
     fn forward_output(&self, stdout: &str, stderr: &str, dropped: u64) {
