@@ -214,6 +214,11 @@ mod tests {
         );
         let ev = json!({"type": "ADDED", "object": {"metadata": {}, "kind": "ConfigMap", "data": {}, "apiVersion": "v1"}});
         assert_eq!(text(&ev), "{\"type\":\"ADDED\",\"object\":{\"kind\":\"ConfigMap\",\"apiVersion\":\"v1\",\"metadata\":{},\"data\":{}}}\n");
+        // A watch line written from the object alone is the same bytes as the event built around it.
+        for object in [ev["object"].clone(), json!({"kind": "CronTab", "apiVersion": "x/v1", "spec": {"b": 1, "a": [1, {"d": 2, "c": 3}]}})] {
+            let built = String::from_utf8(to_vec(&json!({"type": "MODIFIED", "object": object.clone()}))).unwrap();
+            assert_eq!(String::from_utf8(watch_event("MODIFIED", &object)).unwrap(), built);
+        }
     }
 
     #[test]
