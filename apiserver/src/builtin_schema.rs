@@ -91,7 +91,9 @@ fn resolve(mut s: &'static Value) -> &'static Value {
     s
 }
 
-fn prune_at(s: &'static Value, v: &mut Value, path: &str, out: &mut Vec<String>) {
+/// `path` is a buffer (the dotted path of `v`), restored on return: the walk formats no
+/// path and copies no key unless a field is dropped.
+fn prune_at(s: &'static Value, v: &mut Value, path: &mut String, out: &mut Vec<String>) {
     let s = resolve(s);
     if s.get("x-kubernetes-preserve-unknown-fields").and_then(Value::as_bool) == Some(true)
         || s.get("x-kubernetes-int-or-string").and_then(Value::as_bool) == Some(true)
@@ -105,22 +107,33 @@ fn prune_at(s: &'static Value, v: &mut Value, path: &str, out: &mut Vec<String>)
             if props.is_none() && additional.is_none() {
                 return; // free-form (RawExtension, FieldsV1, JSON)
             }
-            let keys: Vec<String> = m.keys().cloned().collect();
-            for k in keys {
-                let child = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
-                match props.and_then(|p| p.get(&k)).or(additional) {
-                    Some(cs) => prune_at(cs, m.get_mut(&k).expect("key"), &child, out),
+            let mut unknown = Vec::new();
+            for (k, child) in m.iter_mut() {
+                let len = path.len();
+                if !path.is_empty() {
+                    path.push('.');
+                }
+                path.push_str(k);
+                match props.and_then(|p| p.get(k)).or(additional) {
+                    Some(cs) => prune_at(cs, child, path, out),
                     None => {
-                        m.remove(&k);
-                        out.push(child);
+                        unknown.push(k.clone());
+                        out.push(path.clone());
                     }
                 }
+                path.truncate(len);
+            }
+            for k in unknown {
+                m.remove(&k);
             }
         }
         Value::Array(items) => {
             if let Some(is) = s.get("items") {
                 for (i, item) in items.iter_mut().enumerate() {
-                    prune_at(is, item, &format!("{path}[{i}]"), out);
+                    let len = path.len();
+                    path.push_str(&format!("[{i}]"));
+                    prune_at(is, item, path, out);
+                    path.truncate(len);
                 }
             }
         }
@@ -133,7 +146,7 @@ fn prune_at(s: &'static Value, v: &mut Value, path: &str, out: &mut Vec<String>)
 pub fn prune(group: &str, version: &str, kind: &str, obj: &mut Value) -> Vec<String> {
     let mut out = vec![];
     if let Some(root) = schemas().roots.get(&key(group, version, kind)) {
-        prune_at(root, obj, "", &mut out);
+        prune_at(root, obj, &mut String::new(), &mut out);
     }
     out
 }

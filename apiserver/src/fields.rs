@@ -322,18 +322,26 @@ impl Writer<'_> {
         self.own(leaves_with(obj, self.lists()))
     }
 
-    /// The paths of `set` this writer may own: a writer of the main resource
-    /// owns no `status` when status is a subresource, and a status writer owns only `status`.
+    /// The paths of `set` this writer may own (see [`owns`](Self::owns)).
     fn own(&self, mut set: FieldSet) -> FieldSet {
-        if self.status_subresource {
-            let status = PathElem::Field("status".into());
-            if self.subresource.is_empty() {
-                set.retain(|p| p.first() != Some(&status));
-            } else if self.subresource == "status" {
-                set.retain(|p| p.first() == Some(&status));
-            }
-        }
+        set.retain(|p| self.owns(p));
         set
+    }
+
+    /// Whether this writer may own `path`: a writer of the main resource owns no `status`
+    /// when status is a subresource, and a status writer owns only `status`.
+    fn owns(&self, path: &FieldPath) -> bool {
+        if !self.status_subresource {
+            return true;
+        }
+        let in_status = matches!(path.first(), Some(PathElem::Field(f)) if f == "status");
+        if self.subresource.is_empty() {
+            !in_status
+        } else if self.subresource == "status" {
+            in_status
+        } else {
+            true
+        }
     }
 }
 
@@ -425,14 +433,17 @@ pub fn apply(
 pub fn record_update(old: Option<&Value>, new: &mut Value, w: &Writer<'_>) {
     let mut entries = old.map(read_entries).unwrap_or_default();
     let all_leaves = leaves_with(new, w.lists());
-    let new_leaves = w.own(all_leaves.clone());
+    // On create every leaf the writer may own is changed, and there are no entries to trim.
     let changed: FieldSet = match old {
-        None => new_leaves.clone(),
-        Some(o) => new_leaves.iter().filter(|p| value_at(o, p) != value_at(new, p)).cloned().collect(),
+        None => w.own(all_leaves),
+        Some(o) => {
+            let changed: FieldSet = all_leaves.iter().filter(|p| w.owns(p) && value_at(o, p) != value_at(new, p)).cloned().collect();
+            for e in entries.iter_mut() {
+                e.fields.retain(|p| all_leaves.contains(p) && !changed.contains(p));
+            }
+            changed
+        }
     };
-    for e in entries.iter_mut() {
-        e.fields.retain(|p| all_leaves.contains(p) && !changed.contains(p));
-    }
     if !changed.is_empty() {
         match entries.iter_mut().find(|e| e.manager == w.manager && e.operation == "Update" && e.subresource == w.subresource) {
             Some(e) => {

@@ -69,12 +69,28 @@ pub fn data_causes(group: &str, kind: &str, obj: &Value) -> Vec<Cause> {
     }
 }
 
+/// The length of `obj` as compact JSON, counted as it is written (not buffered).
+fn json_len(obj: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    serde_json::to_writer(&mut count, obj).map_or(0, |()| count.0)
+}
+
 /// Estimated bytes of etcd's put request for `obj` under `key`: the key plus the object as
 /// JSON (how custom resources are stored), with base64 payloads counted decoded (built-ins are
 /// stored as protobuf, which keeps bytes raw). For other built-ins JSON is somewhat larger than
 /// protobuf, so near the limit this refuses a little earlier than upstream, never later.
 pub fn stored_size(key: &str, obj: &Value) -> usize {
-    let json = serde_json::to_vec(obj).map_or(0, |v| v.len());
+    let json = json_len(obj);
     let base64_overhead = |field: &str| sum_strings(obj.get(field), |s| s.len().saturating_sub(decoded_len(s)));
     let kind = obj.get("kind").and_then(Value::as_str).unwrap_or_default();
     let overhead = match kind {

@@ -37,42 +37,55 @@ fn flag(schema: &Value, key: &str) -> bool {
 /// Returns the paths pruned (for `fieldValidation=Strict`).
 pub fn prune(schema: &Value, value: &mut Value, root: bool) -> Vec<String> {
     let mut pruned = vec![];
-    prune_at(schema, value, root, "", &mut pruned);
+    prune_at(schema, value, root, &mut String::new(), &mut pruned);
     pruned
 }
 
-fn prune_at(schema: &Value, value: &mut Value, keep_meta: bool, path: &str, pruned: &mut Vec<String>) {
+/// `path` is a buffer (the dotted path of `value`), restored on return: the walk formats no
+/// path and copies no key unless a field is dropped.
+fn prune_at(schema: &Value, value: &mut Value, keep_meta: bool, path: &mut String, pruned: &mut Vec<String>) {
     let preserve = flag(schema, "x-kubernetes-preserve-unknown-fields");
     let embedded = keep_meta || flag(schema, "x-kubernetes-embedded-resource");
     match value {
         Value::Object(m) => {
             let props = schema.get("properties").and_then(Value::as_object);
             let additional = schema.get("additionalProperties");
-            let keys: Vec<String> = m.keys().cloned().collect();
-            for k in keys {
-                let child_path = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+            let mut unknown = Vec::new();
+            for (k, child) in m.iter_mut() {
                 let meta_key = matches!(k.as_str(), "apiVersion" | "kind" | "metadata");
                 // At the root, ObjectMeta is the API server's, never pruned by
                 // the CRD schema (kubebuilder emits `metadata: {type: object}`).
-                if meta_key && (keep_meta || (embedded && props.is_none_or(|p| !p.contains_key(&k)))) {
+                if meta_key && (keep_meta || (embedded && props.is_none_or(|p| !p.contains_key(k)))) {
                     continue;
                 }
-                if let Some(s) = props.and_then(|p| p.get(&k)) {
-                    prune_at(s, m.get_mut(&k).expect("key"), false, &child_path, pruned);
+                let len = path.len();
+                if !path.is_empty() {
+                    path.push('.');
+                }
+                path.push_str(k);
+                if let Some(s) = props.and_then(|p| p.get(k)) {
+                    prune_at(s, child, false, path, pruned);
                 } else if let Some(s @ Value::Object(_)) = additional {
-                    prune_at(s, m.get_mut(&k).expect("key"), false, &child_path, pruned);
+                    prune_at(s, child, false, path, pruned);
                 } else if additional == Some(&Value::Bool(true)) || preserve {
                     // kept as is
                 } else {
-                    m.remove(&k);
-                    pruned.push(child_path);
+                    unknown.push(k.clone());
+                    pruned.push(path.clone());
                 }
+                path.truncate(len);
+            }
+            for k in unknown {
+                m.remove(&k);
             }
         }
         Value::Array(items) => {
             if let Some(s) = schema.get("items") {
                 for (i, item) in items.iter_mut().enumerate() {
-                    prune_at(s, item, false, &format!("{path}[{i}]"), pruned);
+                    let len = path.len();
+                    path.push_str(&format!("[{i}]"));
+                    prune_at(s, item, false, path, pruned);
+                    path.truncate(len);
                 }
             }
         }

@@ -46,7 +46,7 @@ impl WatchParams {
 }
 
 fn line(kind: &str, object: &Value) -> Bytes {
-    Bytes::from(crate::wire::to_vec(&json!({"type": kind, "object": object})))
+    Bytes::from(crate::wire::watch_event(kind, object))
 }
 
 struct State {

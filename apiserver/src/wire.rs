@@ -116,21 +116,43 @@ fn child(role: Role, key: &str) -> Role {
     }
 }
 
+/// One watch event line, `{"type":..,"object":..}` and a newline, as [`to_vec`] writes it
+/// for that object, without first building the event as a `Value` (a deep copy of the
+/// object per event and watcher).
+pub fn watch_event(kind: &str, object: &Value) -> Vec<u8> {
+    let mut out = Vec::with_capacity(512);
+    out.extend_from_slice(b"{\"type\":");
+    serde_json::to_writer(&mut out, kind).expect("a string serializes");
+    out.extend_from_slice(b",\"object\":");
+    write(&mut out, object, child(Role::Event, "object"));
+    out.extend_from_slice(b"}\n");
+    out
+}
+
 fn write(out: &mut Vec<u8>, v: &Value, role: Role) {
     match v {
         Value::Object(map) => {
             let role = resolve(map, role);
             let first = first_members(map, role);
-            let mut keys: Vec<&str> = first.iter().copied().filter(|k| map.contains_key(*k)).collect();
-            keys.extend(map.keys().map(String::as_str).filter(|k| !first.contains(k)));
-            out.push(b'{');
-            for (i, key) in keys.into_iter().enumerate() {
-                if i > 0 {
+            let mut written = 0;
+            let mut member = |out: &mut Vec<u8>, key: &str, value: &Value| {
+                if written > 0 {
                     out.push(b',');
                 }
+                written += 1;
                 serde_json::to_writer(&mut *out, key).expect("a string serializes");
                 out.push(b':');
-                write(out, &map[key], child(role, key));
+                write(out, value, child(role, key));
+            };
+            out.push(b'{');
+            for key in &first {
+                if let Some(value) = map.get(*key) {
+                    member(out, key, value);
+                }
+            }
+            // The rest in the map's own (sorted) order.
+            for (key, value) in map.iter().filter(|(k, _)| !first.contains(&k.as_str())) {
+                member(out, key, value);
             }
             out.push(b'}');
         }
@@ -192,6 +214,11 @@ mod tests {
         );
         let ev = json!({"type": "ADDED", "object": {"metadata": {}, "kind": "ConfigMap", "data": {}, "apiVersion": "v1"}});
         assert_eq!(text(&ev), "{\"type\":\"ADDED\",\"object\":{\"kind\":\"ConfigMap\",\"apiVersion\":\"v1\",\"metadata\":{},\"data\":{}}}\n");
+        // A watch line written from the object alone is the same bytes as the event built around it.
+        for object in [ev["object"].clone(), json!({"kind": "CronTab", "apiVersion": "x/v1", "spec": {"b": 1, "a": [1, {"d": 2, "c": 3}]}})] {
+            let built = String::from_utf8(to_vec(&json!({"type": "MODIFIED", "object": object.clone()}))).unwrap();
+            assert_eq!(String::from_utf8(watch_event("MODIFIED", &object)).unwrap(), built);
+        }
     }
 
     #[test]

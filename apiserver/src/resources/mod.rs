@@ -167,6 +167,13 @@ impl Registry {
         first.or_else(|| matching.next().cloned())
     }
 
+    /// The first resource (built-ins first) that `matches`, cloning only that one: the
+    /// POST of every `events.k8s.io` Event looked its storage up through [`all`](Self::all),
+    /// which cloned every resource (~3% of the CPU of 10,000 CronJobs end to end).
+    pub fn find_first(&self, matches: impl Fn(&Resource) -> bool) -> Option<Resource> {
+        self.resources.read().unwrap().iter().find(|r| matches(r)).cloned()
+    }
+
     /// Every resource, built-ins first.
     pub fn all(&self) -> Vec<Resource> {
         self.resources.read().unwrap().clone()

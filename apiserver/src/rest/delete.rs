@@ -109,7 +109,7 @@ impl Core {
                     }
                     m.insert("finalizers".into(), json!(fins));
                 }
-                if without_volatile_meta(&new) == without_volatile_meta(&old) {
+                if equal_but_volatile_meta(&new, &old) {
                     return Ok(Deleted::Pending(self.present(res, old)));
                 }
                 match self.store.commit(&key, Some(object_rv(&old)), Write::Put(new)) {
@@ -179,7 +179,7 @@ impl Core {
             }
         };
         for k in self.store.keys_in_namespace(&name) {
-            if let Some(r) = self.registry.all().into_iter().find(|r| r.group_resource() == k.gr && r.namespaced && r.alias_of.is_none()) {
+            if let Some(r) = self.registry.find_first(|r| r.group_resource() == k.gr && r.namespaced && r.alias_of.is_none()) {
                 let _ = self.delete(&r, &name, &k.name, &DeleteOptions::default());
             }
         }
@@ -206,7 +206,7 @@ impl Core {
 
     pub(crate) fn namespace_terminating(&self, ns: &str) -> bool {
         let nsr = self.registry.find("", "v1", "namespaces").expect("namespaces");
-        self.store.get(&self.key(&nsr, "", ns)).is_some_and(|o| o.pointer("/metadata/deletionTimestamp").is_some())
+        self.store.get_shared(&self.key(&nsr, "", ns)).is_some_and(|o| o.pointer("/metadata/deletionTimestamp").is_some())
     }
 
     pub(super) fn after_delete(&self, res: &Resource, obj: &Value) {
@@ -220,7 +220,7 @@ impl Core {
         if res.group == "apiextensions.k8s.io" && res.kind == "CustomResourceDefinition" {
             let group = obj.pointer("/spec/group").and_then(Value::as_str).unwrap_or_default().to_string();
             let plural = obj.pointer("/spec/names/plural").and_then(Value::as_str).unwrap_or_default().to_string();
-            if let Some(r) = self.registry.all().into_iter().find(|r| r.custom && r.group == group && r.plural == plural) {
+            if let Some(r) = self.registry.find_first(|r| r.custom && r.group == group && r.plural == plural) {
                 let (items, _) = self.store.list(&r.group_resource(), None);
                 for item in items {
                     let key = self.key(&r, &meta_str(&item, "namespace"), &meta_str(&item, "name"));

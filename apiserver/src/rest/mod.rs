@@ -147,7 +147,8 @@ struct Snapshot {
     rv: u64,
     /// What was listed: a token only continues the list it came from.
     scope: (crate::resources::GroupResource, Option<String>),
-    items: Vec<Value>,
+    /// The store's own objects (shared, not copied): each page copies only its own items.
+    items: Arc<[Arc<Value>]>,
 }
 
 /// The cluster state behind every endpoint.
@@ -239,24 +240,32 @@ fn valid_label(name: &str) -> bool {
     valid_subdomain(name) && !name.contains('.') && name.len() <= 63
 }
 
-fn strip_for_compare(obj: &Value, status: bool) -> Value {
-    let mut o = obj.clone();
-    if let Some(m) = o.as_object_mut() {
-        m.remove("metadata");
-        if status {
-            m.remove("status");
+/// Whether `a` and `b` are equal but for the members named in `skip` (compared in place: the
+/// copies this took were a share of every update's cost).
+fn equal_except(a: &Value, b: &Value, skip: &[&str]) -> bool {
+    match (a.as_object(), b.as_object()) {
+        (Some(a), Some(b)) => {
+            let kept = |(k, _): &(&String, &Value)| !skip.contains(&k.as_str());
+            a.iter().filter(kept).eq(b.iter().filter(kept))
         }
+        _ => a == b,
     }
-    o
 }
 
-fn without_volatile_meta(obj: &Value) -> Value {
-    let mut o = obj.clone();
-    if let Some(m) = o.get_mut("metadata").and_then(Value::as_object_mut) {
-        m.remove("managedFields");
-        m.remove("resourceVersion");
+/// Whether an update changes anything but metadata (and status, when `status` is a subresource).
+fn spec_changed(old: &Value, new: &Value, status: bool) -> bool {
+    !equal_except(old, new, if status { &["metadata", "status"] } else { &["metadata"] })
+}
+
+/// Whether `a` and `b` are equal but for `metadata.managedFields` and `metadata.resourceVersion`.
+fn equal_but_volatile_meta(a: &Value, b: &Value) -> bool {
+    if !equal_except(a, b, &["metadata"]) {
+        return false;
     }
-    o
+    match (a.get("metadata"), b.get("metadata")) {
+        (Some(ma @ Value::Object(_)), Some(mb @ Value::Object(_))) => equal_except(ma, mb, &["managedFields", "resourceVersion"]),
+        (ma, mb) => ma == mb,
+    }
 }
 
 impl Core {
@@ -348,7 +357,7 @@ impl Core {
 
     fn namespace_exists(&self, ns: &str) -> bool {
         let nsr = self.registry.find("", "v1", "namespaces").expect("namespaces");
-        self.store.get(&self.key(&nsr, "", ns)).is_some()
+        self.store.get_shared(&self.key(&nsr, "", ns)).is_some()
     }
 
     /// GET.
@@ -374,15 +383,16 @@ impl Core {
                 (snap.items.clone(), snap.rv, offset, Some(id))
             }
             _ => {
-                let (items, rv) = self.store.list(&res.group_resource(), ns.filter(|_| res.namespaced));
-                let items: Vec<Value> =
-                    items.into_iter().filter(|o| opts.labels.matches(o) && opts.fields.matches(o)).collect();
+                // Shared, not deep-copied: a paged list of 10,000 objects copied all of them
+                // for its first page and again for every continuation (the snapshot's clone).
+                let (items, rv) = self.store.list_shared(&res.group_resource(), ns.filter(|_| res.namespaced));
+                let items: Arc<[Arc<Value>]> = items.into_iter().filter(|o| opts.labels.matches(o) && opts.fields.matches(o)).collect();
                 (items, rv, 0, None)
             }
         };
         let total = items.len();
         let end = if opts.limit > 0 { (offset + opts.limit).min(total) } else { total };
-        let page: Vec<Value> = items[offset.min(total)..end].iter().map(|o| self.present(res, o.clone())).collect();
+        let page: Vec<Value> = items[offset.min(total)..end].iter().map(|o| self.present(res, Value::clone(o))).collect();
         let mut list_meta = json!({"resourceVersion": rv.to_string()});
         if end < total {
             let id = match snap_id {
@@ -561,7 +571,9 @@ impl Core {
                 return Ok(obj);
             }
             crate::limits::check_storable(&etcd_key(res, ns, &name), &obj)?;
-            match self.store.commit(&key, None, Write::Put(obj.clone())) {
+            // Copied only when a clash may need another try with a new generated name.
+            let write = if !generate.is_empty() && attempt < 7 { obj.clone() } else { std::mem::take(&mut obj) };
+            match self.store.commit(&key, None, Write::Put(write)) {
                 Ok(ev) => {
                     let created = (*ev.object).clone();
                     self.after_write(res, &created);
@@ -676,7 +688,7 @@ impl Core {
             )));
         }
         {
-            let old_meta = old.get("metadata").cloned().unwrap_or_default();
+            let old_meta = old.get("metadata").unwrap_or(&Value::Null);
             let m = meta(&mut new);
             for f in ["name", "namespace", "uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation", "managedFields", "generateName"] {
                 match old_meta.get(f) {
@@ -720,7 +732,7 @@ impl Core {
         if is_service(res) && sub == Sub::Main {
             self.allocate_service(res, &mut new, Some(old))?;
         }
-        if res.generation && strip_for_compare(old, res.status) != strip_for_compare(&new, res.status) {
+        if res.generation && spec_changed(old, &new, res.status) {
             let g = old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0);
             meta(&mut new).insert("generation".into(), json!(g + 1));
         }
@@ -728,7 +740,7 @@ impl Core {
             let status = crd::accepted_status(&new, &self.now());
             new["status"] = status;
         }
-        if without_volatile_meta(old) == without_volatile_meta(&new) {
+        if equal_but_volatile_meta(old, &new) {
             return Ok(None);
         }
         if self.config.managed_fields && !opts.field_manager.is_empty() {

@@ -22,16 +22,17 @@ impl Core {
             return self.apply(res, ns, name, patch, sub, opts).await;
         }
         for _ in 0..16 {
-            let old = self.store.get(&self.key(res, ns, name)).ok_or_else(|| ApiError::not_found(&res.group, &res.plural, name))?;
-            let current = self.present(res, old.clone());
+            // Shared with the store: only `current` is a copy, and the patch applies to it.
+            let old = self.store.get_shared(&self.key(res, ns, name)).ok_or_else(|| ApiError::not_found(&res.group, &res.plural, name))?;
+            let current = self.present(res, Value::clone(&old));
             let patched = match ptype {
                 PatchType::Merge => {
-                    let mut v = current.clone();
+                    let mut v = current;
                     patch::merge_patch(&mut v, &patch)?;
                     v
                 }
                 PatchType::Json => {
-                    let mut v = current.clone();
+                    let mut v = current;
                     patch::json_patch(&mut v, &patch)?;
                     v
                 }
@@ -113,7 +114,7 @@ impl Core {
     /// The resource whose storage `res` shares, if it is a view (events.k8s.io Events).
     pub fn storage_of(&self, res: &Resource) -> Option<Resource> {
         let gr = res.alias_of.as_ref()?;
-        self.registry.all().into_iter().find(|r| r.alias_of.is_none() && r.group == gr.group && r.plural == gr.resource)
+        self.registry.find_first(|r| r.alias_of.is_none() && r.group == gr.group && r.plural == gr.resource)
     }
 
     /// PATCH through a view sharing another resource's storage: the patch applies to the view's
