@@ -86,7 +86,7 @@ impl Controller {
     /// Writes `metadata.finalizers`, guarded by the resourceVersion read (a
     /// newer parent answers 409 and the key comes back at once).
     async fn patch_finalizers(&self, key: &ObjectKey, parent: &CachedObject, list: Vec<String>) -> Ended {
-        let patch = json!({"metadata": {"finalizers": list, "resourceVersion": parent.resource_version}});
+        let patch = json!({"metadata": {"finalizers": list, "resourceVersion": parent.resource_version()}});
         let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
         match self.parent_api(key).patch(&key.name, &params, &Patch::Merge(&patch)).await {
             Ok(new) => {
