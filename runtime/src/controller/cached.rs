@@ -4,12 +4,14 @@
 //! and the reconcile driver read without parsing the text again.
 //!
 //! The strings among those fields (namespace, name, uid, resourceVersion,
-//! labels, the controller ownerReference) are not separate allocations but
-//! ranges of the text, which already holds each of them: at 100,000 cached
-//! objects a dozen small `String`s per object were a third of the cache. A
-//! value the text holds only escaped (a quote, a backslash, a control
-//! character) is kept in a small side string instead.
+//! the controller ownerReference, and labels and finalizers as their JSON
+//! text, parsed when read) are not separate allocations but ranges of the
+//! text, which already holds each of them: at 100,000 cached objects a dozen
+//! small `String`s per object were a third of the cache. A value the text
+//! holds only escaped (a quote, a backslash, a control character) is kept in
+//! a small side string instead. The entry itself is 144 bytes of heap.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use kube::api::DynamicObject;
@@ -23,6 +25,11 @@ use super::cache::ObjectKey;
 struct Span {
     start: u32,
     len: u32,
+}
+
+impl Span {
+    /// A field the object does not have.
+    const ABSENT: Span = Span { start: u32::MAX, len: 0 };
 }
 
 /// Where the strings of an entry are found while it is built.
@@ -51,6 +58,10 @@ impl Placer<'_> {
     }
 }
 
+fn json_text<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_string(value).expect("maps and lists of strings serialize")
+}
+
 /// The controller ownerReference of an object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ControllerRef<'a> {
@@ -60,16 +71,14 @@ pub struct ControllerRef<'a> {
     pub uid: &'a str,
 }
 
-/// `metadata.labels`, sorted by key (the order a `BTreeMap` gave them).
-#[derive(Clone, Copy, Debug)]
-pub struct Labels<'a> {
-    obj: &'a CachedObject,
-}
+/// `metadata.labels`, parsed from the entry's text (only label selectors of
+/// related kinds read them).
+#[derive(Clone, Debug, Default)]
+pub struct Labels(BTreeMap<String, String>);
 
-impl<'a> Labels<'a> {
-    pub fn get(&self, key: &str) -> Option<&'a str> {
-        let labels = &self.obj.labels;
-        labels.binary_search_by(|(k, _)| self.obj.span(*k).cmp(key)).ok().map(|i| self.obj.span(labels[i].1))
+impl Labels {
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).map(String::as_str)
     }
 
     pub fn contains_key(&self, key: &str) -> bool {
@@ -77,10 +86,11 @@ impl<'a> Labels<'a> {
     }
 }
 
-/// A digest of everything but `status` and `metadata.resourceVersion`:
-/// equal fingerprints mean the object changed by a status write at most.
+/// A digest of everything but `status` and `metadata.resourceVersion` (the
+/// first 128 bits of its SHA-256, plenty to tell two versions of one object
+/// apart): equal fingerprints mean the object changed by a status write at most.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Fingerprint(pub [u8; 32]);
+pub struct Fingerprint(pub [u8; 16]);
 
 /// Feeds serialized bytes into a hash without building the text.
 struct HashWriter<'a>(&'a mut Sha256);
@@ -106,22 +116,25 @@ pub struct CachedObject {
     extra: Box<str>,
     namespace: Span,
     name: Span,
-    uid: Option<Span>,
-    resource_version: Option<Span>,
-    /// (key, value), sorted by key.
-    labels: Box<[(Span, Span)]>,
+    uid: Span,
+    resource_version: Span,
+    /// `metadata.labels` as a JSON object.
+    labels: Span,
+    /// `metadata.finalizers` as a JSON array.
+    finalizers: Span,
     /// apiVersion, kind, name and uid of the controller ownerReference.
     /// Boxed: most cached objects have none.
     controller: Option<Box<[Span; 4]>>,
-    /// `metadata.generation` (objects without a spec have none).
-    pub generation: Option<i64>,
-    /// `metadata.finalizers`, in order.
-    pub finalizers: Box<[String]>,
+    /// `metadata.generation`, [`NO_GENERATION`] when absent.
+    generation: i64,
     /// `metadata.deletionTimestamp` is set.
     pub deleting: bool,
     /// See [`Fingerprint`].
     pub fingerprint: Fingerprint,
 }
+
+/// Stands for an object without `metadata.generation` (objects without a spec).
+const NO_GENERATION: i64 = i64::MIN;
 
 impl CachedObject {
     /// The compact form of `obj` (serialized here, once).
@@ -132,7 +145,8 @@ impl CachedObject {
         let resource_version = obj.metadata.resource_version.take();
         let mut hash = Sha256::new();
         serde_json::to_writer(HashWriter(&mut hash), &obj).expect("objects serialize");
-        let fingerprint = Fingerprint(hash.finalize().into());
+        let digest: [u8; 32] = hash.finalize().into();
+        let fingerprint = Fingerprint(digest[..16].try_into().expect("16 of 32 bytes"));
         if let (Some(status), Some(data)) = (status, obj.data.as_object_mut()) {
             data.insert("status".into(), status);
         }
@@ -143,9 +157,12 @@ impl CachedObject {
         let mut at = Placer { text: &json, extra: String::new() };
         let namespace = at.place(m.namespace.as_deref().unwrap_or_default());
         let name = at.place(m.name.as_deref().unwrap_or_default());
-        let uid = m.uid.as_deref().map(|u| at.place(u));
-        let resource_version = m.resource_version.as_deref().map(|rv| at.place(rv));
-        let labels = m.labels.iter().flatten().map(|(k, v)| (at.place(k), at.place(v))).collect();
+        let mut maybe = |value: Option<&str>| value.map_or(Span::ABSENT, |v| at.place(v));
+        let uid = maybe(m.uid.as_deref());
+        let resource_version = maybe(m.resource_version.as_deref());
+        // Serialized as the whole text was, so found in it as they are.
+        let labels = maybe(m.labels.as_ref().filter(|l| !l.is_empty()).map(json_text).as_deref());
+        let finalizers = maybe(m.finalizers.as_ref().filter(|f| !f.is_empty()).map(json_text).as_deref());
         let controller = m.owner_references.iter().flatten().find(|r| r.controller == Some(true)).map(|r| {
             Box::new([at.place(&r.api_version), at.place(&r.kind), at.place(&r.name), at.place(&r.uid)])
         });
@@ -156,9 +173,9 @@ impl CachedObject {
             uid,
             resource_version,
             labels,
+            finalizers,
             controller,
-            generation: m.generation,
-            finalizers: m.finalizers.clone().unwrap_or_default().into(),
+            generation: m.generation.unwrap_or(NO_GENERATION),
             deleting: m.deletion_timestamp.is_some(),
             fingerprint,
             extra,
@@ -193,17 +210,31 @@ impl CachedObject {
         self.name() == key.name && self.namespace() == key.namespace
     }
 
+    fn present(&self, s: Span) -> Option<&str> {
+        (s != Span::ABSENT).then(|| self.span(s))
+    }
+
     pub fn uid(&self) -> Option<&str> {
-        self.uid.map(|s| self.span(s))
+        self.present(self.uid)
     }
 
     pub fn resource_version(&self) -> Option<&str> {
-        self.resource_version.map(|s| self.span(s))
+        self.present(self.resource_version)
+    }
+
+    /// `metadata.generation` (objects without a spec have none).
+    pub fn generation(&self) -> Option<i64> {
+        (self.generation != NO_GENERATION).then_some(self.generation)
     }
 
     /// `metadata.labels`, for related kinds picked by a label selector.
-    pub fn labels(&self) -> Labels<'_> {
-        Labels { obj: self }
+    pub fn labels(&self) -> Labels {
+        Labels(self.present(self.labels).map(|text| serde_json::from_str(text).expect("labels the cache serialized")).unwrap_or_default())
+    }
+
+    /// `metadata.finalizers`, in order.
+    pub fn finalizers(&self) -> Vec<String> {
+        self.present(self.finalizers).map(|text| serde_json::from_str(text).expect("finalizers the cache serialized")).unwrap_or_default()
     }
 
     /// The controller ownerReference, if any.
@@ -262,8 +293,8 @@ mod tests {
                 {"apiVersion": "apps.example.com/v1", "kind": "MyDeployment", "name": "web", "uid": "u-p", "controller": true}]}}));
         assert_eq!((o.namespace(), o.name(), o.uid(), o.resource_version()), ("shop", "web-1", Some("u-1"), Some("42")));
         assert!(o.is(&ObjectKey::new("shop", "web-1")) && !o.is(&ObjectKey::new("shop", "web")));
-        assert_eq!(o.generation, Some(3));
-        assert_eq!(&*o.finalizers, ["a/b", "c"]);
+        assert_eq!(o.generation(), Some(3));
+        assert_eq!(o.finalizers(), ["a/b", "c"]);
         let labels = o.labels();
         assert_eq!((labels.get("app"), labels.get("tier"), labels.get("zone")), (Some("shop"), Some("web"), Some("")));
         assert!(!labels.contains_key("ap") && !labels.contains_key("zzz"));
@@ -281,6 +312,13 @@ mod tests {
         assert_eq!((o.controller().unwrap().kind, o.controller().unwrap().name), ("K\t", "é\""));
         assert_eq!((o.namespace(), o.name(), o.uid(), o.resource_version()), ("", "n", None, None));
         assert_eq!(o.labels().get("none"), None);
+        assert_eq!((o.generation(), o.finalizers()), (None, vec![]));
+    }
+
+    #[test]
+    fn an_entry_fits_in_144_bytes_of_heap() {
+        // 120 bytes, plus the Arc's two counts, plus malloc's header, in 16-byte steps.
+        assert!(std::mem::size_of::<CachedObject>() <= 120, "{}", std::mem::size_of::<CachedObject>());
     }
 
     #[test]

@@ -322,7 +322,7 @@ impl Controller {
         let current = parent.status();
         let base = plugin_status.unwrap_or_else(|| current.clone());
         let pruned = self.conditions_pruned.load(std::sync::atomic::Ordering::Relaxed);
-        let desired = if pruned { base } else { status::with_verdict(base, &current, verdict, parent.generation, &timestamp(now)) };
+        let desired = if pruned { base } else { status::with_verdict(base, &current, verdict, parent.generation(), &timestamp(now)) };
         let Some(diff) = status::merge_diff(&current, &desired) else {
             return Ok(());
         };

@@ -62,7 +62,7 @@ impl LabelSelector {
 
     /// Whether an object with these labels is selected. An empty selector
     /// selects everything, as `metav1.LabelSelectorAsSelector` makes it.
-    pub fn matches(&self, labels: &Labels<'_>) -> bool {
+    pub fn matches(&self, labels: &Labels) -> bool {
         self.match_labels.iter().all(|(k, v)| labels.get(k) == Some(v.as_str()))
             && self.match_expressions.iter().all(|r| match r.operator {
                 Operator::In => labels.get(&r.key).is_some_and(|v| r.values.contains(v)),
