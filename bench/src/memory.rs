@@ -74,7 +74,8 @@ pub(crate) fn host_args<P: AsRef<std::path::Path>>(cache: &std::path::Path, plug
 async fn idle_rss(paths: &Paths, cluster: &Cluster, plugins: &[std::path::PathBuf], cache: &std::path::Path) -> anyhow::Result<f64> {
     let log = paths.work.join("memory-host.log");
     let mut host = HostProcess::spawn(&paths.host, cluster, &host_args(cache, plugins), &log)?;
-    host.wait_ready(Duration::from_secs(300)).await?;
+    // Listing 100,000 objects took over 300 s on the shared 2-core machine at load 10.
+    host.wait_ready(Duration::from_secs(600)).await?;
     // Let the initial reconciles and allocator settle.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let mut readings = Vec::new();

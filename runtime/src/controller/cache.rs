@@ -14,15 +14,19 @@
 //! driver read (so neither parses the text again per event or per call). A parsed `DynamicObject` costs
 //! several times its text in heap (every map and string its own allocation),
 //! and the text was serialized again for every child on every reconcile.
+//! The indexes hold the entries themselves, looked up by the strings the
+//! entry keeps, rather than copies of keys and uids.
 
-use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::hash::BuildHasher;
 use std::sync::{Arc, RwLock};
+
+use hashbrown::HashTable;
 
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, TypeMeta};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
-use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
 /// `namespace/name` (namespace empty for cluster-scoped objects).
@@ -48,151 +52,7 @@ impl std::fmt::Display for ObjectKey {
     }
 }
 
-/// The controller ownerReference of an object.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ControllerRef {
-    pub api_version: String,
-    pub kind: String,
-    pub name: String,
-    pub uid: String,
-}
-
-/// One object as the cache keeps it: its JSON text (type fields filled in,
-/// managedFields dropped), shared with every plugin call that reads it, and
-/// the fields the indexes, the queue mappers and the reconcile driver read
-/// without parsing it.
-#[derive(Debug)]
-pub struct CachedObject {
-    pub key: ObjectKey,
-    pub uid: Option<String>,
-    pub resource_version: Option<String>,
-    /// `metadata.generation` (objects without a spec have none).
-    pub generation: Option<i64>,
-    /// `metadata.finalizers`, in order.
-    pub finalizers: Vec<String>,
-    /// `metadata.deletionTimestamp` is set.
-    pub deleting: bool,
-    /// Boxed: most cached objects have none, and four strings inline would
-    /// cost each of them 96 bytes.
-    pub controller: Option<Box<ControllerRef>>,
-    /// `metadata.labels`, for related kinds picked by a label selector.
-    pub labels: Labels,
-    /// A digest of everything but `status` and `metadata.resourceVersion`:
-    /// equal fingerprints mean the object changed by a status write at most.
-    pub fingerprint: Fingerprint,
-    json: Arc<str>,
-}
-
-/// `metadata.labels` sorted by key, as one boxed slice: a `BTreeMap` node
-/// costs about half a KiB per object however few labels it holds, which
-/// at 100,000 cached objects was a quarter of the cache.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Labels(Box<[(Box<str>, Box<str>)]>);
-
-impl Labels {
-    pub fn get(&self, key: &str) -> Option<&str> {
-        self.0.binary_search_by(|(k, _)| (**k).cmp(key)).ok().map(|i| &*self.0[i].1)
-    }
-
-    pub fn contains_key(&self, key: &str) -> bool {
-        self.get(key).is_some()
-    }
-}
-
-impl Labels {
-    /// Copies the map's labels; its order is the key order lookups rely on.
-    pub fn of(map: &std::collections::BTreeMap<String, String>) -> Self {
-        Self(map.iter().map(|(k, v)| (Box::from(k.as_str()), Box::from(v.as_str()))).collect())
-    }
-}
-
-impl From<std::collections::BTreeMap<String, String>> for Labels {
-    fn from(map: std::collections::BTreeMap<String, String>) -> Self {
-        Self(map.into_iter().map(|(k, v)| (k.into_boxed_str(), v.into_boxed_str())).collect())
-    }
-}
-
-/// See [`CachedObject::fingerprint`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Fingerprint(pub [u8; 32]);
-
-/// Feeds serialized bytes into a hash without building the text.
-struct HashWriter<'a>(&'a mut Sha256);
-
-impl std::io::Write for HashWriter<'_> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.update(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl CachedObject {
-    /// The compact form of `obj` (serialized here, once).
-    pub fn new(mut obj: DynamicObject) -> Self {
-        let m = &obj.metadata;
-        let controller =
-            m.owner_references.as_ref().and_then(|rs| rs.iter().find(|r| r.controller == Some(true))).map(|r| {
-                Box::new(ControllerRef { api_version: r.api_version.clone(), kind: r.kind.clone(), name: r.name.clone(), uid: r.uid.clone() })
-            });
-        let (key, uid, generation) = (ObjectKey::of(&obj), m.uid.clone(), m.generation);
-        let finalizers = m.finalizers.clone().unwrap_or_default();
-        let deleting = m.deletion_timestamp.is_some();
-        let labels = m.labels.as_ref().map(Labels::of).unwrap_or_default();
-        // The fingerprint is taken with status and resourceVersion out, then
-        // both go back for the text the plugins receive.
-        let status = obj.data.as_object_mut().and_then(|d| d.remove("status"));
-        let resource_version = obj.metadata.resource_version.take();
-        let mut hash = Sha256::new();
-        serde_json::to_writer(HashWriter(&mut hash), &obj).expect("objects serialize");
-        let fingerprint = Fingerprint(hash.finalize().into());
-        if let (Some(status), Some(data)) = (status, obj.data.as_object_mut()) {
-            data.insert("status".into(), status);
-        }
-        obj.metadata.resource_version = resource_version.clone();
-        Self {
-            key,
-            uid,
-            resource_version,
-            generation,
-            finalizers,
-            deleting,
-            controller,
-            labels,
-            fingerprint,
-            json: serde_json::to_string(&obj).expect("objects serialize").into(),
-        }
-    }
-
-    /// The object as JSON text, as plugins receive it.
-    pub fn json(&self) -> &str {
-        &self.json
-    }
-
-    /// The same text, shared (a plugin call takes it without a copy).
-    pub fn shared_json(&self) -> Arc<str> {
-        self.json.clone()
-    }
-
-    /// The object parsed again (for the few readers that need all of it).
-    pub fn object(&self) -> DynamicObject {
-        serde_json::from_str(&self.json).expect("the cache holds objects it serialized itself")
-    }
-
-    /// Only `status` parsed out of the text (`{}` when absent or not an
-    /// object): the driver's status write needs it, and nothing else.
-    pub fn status(&self) -> serde_json::Value {
-        #[derive(serde::Deserialize)]
-        struct StatusOnly {
-            #[serde(default)]
-            status: serde_json::Value,
-        }
-        let parsed: StatusOnly = serde_json::from_str(&self.json).expect("the cache holds objects it serialized itself");
-        if parsed.status.is_object() { parsed.status } else { serde_json::json!({}) }
-    }
-}
+pub use super::cached::{CachedObject, ControllerRef, Fingerprint, Labels};
 
 /// Called with (old, new) on every change the cache applies; `new` is `None`
 /// on deletion.
@@ -202,11 +62,17 @@ pub type Handler = Arc<dyn Fn(Option<&CachedObject>, Option<&CachedObject>) + Se
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HandlerId(u64);
 
+type Entry = Arc<CachedObject>;
+
 #[derive(Default)]
 struct Inner {
-    objects: HashMap<ObjectKey, Arc<CachedObject>>,
-    by_uid: HashMap<String, ObjectKey>,
-    by_controller: HashMap<String, BTreeSet<ObjectKey>>,
+    hasher: std::hash::RandomState,
+    /// By namespace and name.
+    objects: HashTable<Entry>,
+    /// By uid.
+    by_uid: HashTable<Entry>,
+    /// Controller-owner uid → the objects it controls, by key order.
+    by_controller: HashMap<Box<str>, Vec<Entry>>,
     /// Uids of recently deleted objects, so an expectation "the cache has
     /// seen my create" holds even if the object was deleted before the
     /// reconcile looked.
@@ -217,13 +83,34 @@ struct Inner {
 /// How many deleted uids the cache remembers.
 const TOMBSTONES: usize = 4096;
 
+/// The order `controlled_by` and `in_namespace` list objects in.
+fn by_key(a: &CachedObject, b: &CachedObject) -> std::cmp::Ordering {
+    (a.namespace(), a.name()).cmp(&(b.namespace(), b.name()))
+}
+
 impl Inner {
-    fn bury(&mut self, uid: Option<&String>) {
-        let Some(uid) = uid.cloned() else {
+    fn key_hash(&self, namespace: &str, name: &str) -> u64 {
+        self.hasher.hash_one((namespace, name))
+    }
+
+    fn uid_hash(&self, uid: &str) -> u64 {
+        self.hasher.hash_one(uid)
+    }
+
+    fn get(&self, key: &ObjectKey) -> Option<&Entry> {
+        self.objects.find(self.key_hash(&key.namespace, &key.name), |o| o.is(key))
+    }
+
+    fn get_by_uid(&self, uid: &str) -> Option<&Entry> {
+        self.by_uid.find(self.uid_hash(uid), |o| o.uid() == Some(uid))
+    }
+
+    fn bury(&mut self, uid: Option<&str>) {
+        let Some(uid) = uid else {
             return;
         };
-        if self.tombstones.insert(uid.clone()) {
-            self.tomb_order.push_back(uid);
+        if self.tombstones.insert(uid.to_string()) {
+            self.tomb_order.push_back(uid.to_string());
             if self.tomb_order.len() > TOMBSTONES
                 && let Some(oldest) = self.tomb_order.pop_front()
             {
@@ -232,32 +119,44 @@ impl Inner {
         }
     }
 
-    fn insert(&mut self, obj: Arc<CachedObject>) -> Option<Arc<CachedObject>> {
-        let key = obj.key.clone();
-        let old = self.remove(&key);
-        if let Some(uid) = &obj.uid {
-            self.by_uid.insert(uid.clone(), key.clone());
+    fn insert(&mut self, obj: Entry) -> Option<Entry> {
+        let old = self.remove(&obj.key());
+        let hasher = self.hasher.clone();
+        if let Some(uid) = obj.uid() {
+            let hash = self.uid_hash(uid);
+            match self.by_uid.entry(hash, |o| o.uid() == Some(uid), |o| hasher.hash_one(o.uid().unwrap_or_default())) {
+                hashbrown::hash_table::Entry::Occupied(mut e) => *e.get_mut() = obj.clone(),
+                hashbrown::hash_table::Entry::Vacant(e) => {
+                    e.insert(obj.clone());
+                }
+            }
         }
-        if let Some(owner) = &obj.controller {
-            self.by_controller.entry(owner.uid.clone()).or_default().insert(key.clone());
+        if let Some(owner) = obj.controller() {
+            let children = self.by_controller.entry(owner.uid.into()).or_default();
+            let at = children.binary_search_by(|c| by_key(c, &obj)).unwrap_or_else(|at| at);
+            children.insert(at, obj.clone());
         }
-        self.objects.insert(key, obj);
+        let hash = self.key_hash(obj.namespace(), obj.name());
+        self.objects.insert_unique(hash, obj, |o| hasher.hash_one((o.namespace(), o.name())));
         old
     }
 
-    fn remove(&mut self, key: &ObjectKey) -> Option<Arc<CachedObject>> {
-        let old = self.objects.remove(key)?;
-        if let Some(uid) = &old.uid
-            && self.by_uid.get(uid) == Some(key)
+    fn remove(&mut self, key: &ObjectKey) -> Option<Entry> {
+        let hash = self.key_hash(&key.namespace, &key.name);
+        let old = self.objects.find_entry(hash, |o| o.is(key)).ok()?.remove().0;
+        // Another object may have taken the uid since (the index follows the newest).
+        let uid_hash = old.uid().map(|uid| self.uid_hash(uid));
+        if let Some(hash) = uid_hash
+            && let Ok(e) = self.by_uid.find_entry(hash, |o| Arc::ptr_eq(o, &old))
         {
-            self.by_uid.remove(uid);
+            e.remove();
         }
-        if let Some(owner) = &old.controller
-            && let Some(set) = self.by_controller.get_mut(&owner.uid)
+        if let Some(owner) = old.controller()
+            && let Some(children) = self.by_controller.get_mut(owner.uid)
         {
-            set.remove(key);
-            if set.is_empty() {
-                self.by_controller.remove(&owner.uid);
+            children.retain(|c| !Arc::ptr_eq(c, &old));
+            if children.is_empty() {
+                self.by_controller.remove(owner.uid);
             }
         }
         Some(old)
@@ -320,30 +219,28 @@ impl KindCache {
     }
 
     pub fn get(&self, key: &ObjectKey) -> Option<Arc<CachedObject>> {
-        self.inner.read().unwrap().objects.get(key).cloned()
+        self.inner.read().unwrap().get(key).cloned()
     }
 
     pub fn get_by_uid(&self, uid: &str) -> Option<Arc<CachedObject>> {
-        let inner = self.inner.read().unwrap();
-        inner.by_uid.get(uid).and_then(|k| inner.objects.get(k)).cloned()
+        self.inner.read().unwrap().get_by_uid(uid).cloned()
     }
 
     /// Objects whose controller ownerReference has this uid, by key order.
     pub fn controlled_by(&self, owner_uid: &str) -> Vec<Arc<CachedObject>> {
-        let inner = self.inner.read().unwrap();
-        inner.by_controller.get(owner_uid).map(|keys| keys.iter().filter_map(|k| inner.objects.get(k).cloned()).collect()).unwrap_or_default()
+        self.inner.read().unwrap().by_controller.get(owner_uid).cloned().unwrap_or_default()
     }
 
     /// The objects in `namespace` (`""`: cluster-scoped objects), by key order.
     pub fn in_namespace(&self, namespace: &str) -> Vec<Arc<CachedObject>> {
         let inner = self.inner.read().unwrap();
-        let mut found: Vec<_> = inner.objects.values().filter(|o| o.key.namespace == namespace).cloned().collect();
-        found.sort_by(|a, b| a.key.cmp(&b.key));
+        let mut found: Vec<_> = inner.objects.iter().filter(|o| o.namespace() == namespace).cloned().collect();
+        found.sort_by(|a, b| by_key(a, b));
         found
     }
 
     pub fn keys(&self) -> Vec<ObjectKey> {
-        self.inner.read().unwrap().objects.keys().cloned().collect()
+        self.inner.read().unwrap().objects.iter().map(|o| o.key()).collect()
     }
 
     pub fn len(&self) -> usize {
@@ -373,7 +270,7 @@ impl KindCache {
     /// deleted since).
     pub fn has_seen_uid(&self, uid: &str) -> bool {
         let inner = self.inner.read().unwrap();
-        inner.by_uid.contains_key(uid) || inner.tombstones.contains(uid)
+        inner.get_by_uid(uid).is_some() || inner.tombstones.contains(uid)
     }
 
     /// Adds the type fields when a list left them out, and drops
@@ -411,7 +308,7 @@ impl KindCache {
         let key = ObjectKey::of(&obj);
         let old = {
             let mut inner = self.inner.write().unwrap();
-            inner.bury(obj.metadata.uid.as_ref());
+            inner.bury(obj.metadata.uid.as_deref());
             inner.remove(&key)
         };
         self.bump();
@@ -439,18 +336,22 @@ impl KindCache {
         let mut changes = Vec::new();
         {
             let mut inner = self.inner.write().unwrap();
-            let in_scope: Vec<ObjectKey> = inner.objects.keys().filter(|k| scope.is_none_or(|ns| k.namespace == ns)).cloned().collect();
-            let fresh_keys: HashSet<&ObjectKey> = fresh.iter().map(|o| &o.key).collect();
-            let gone: Vec<ObjectKey> = in_scope.into_iter().filter(|k| !fresh_keys.contains(k)).collect();
+            let fresh_keys: HashSet<(&str, &str)> = fresh.iter().map(|o| (o.namespace(), o.name())).collect();
+            let gone: Vec<ObjectKey> = inner
+                .objects
+                .iter()
+                .filter(|o| scope.is_none_or(|ns| o.namespace() == ns) && !fresh_keys.contains(&(o.namespace(), o.name())))
+                .map(|o| o.key())
+                .collect();
             for key in gone {
                 if let Some(old) = inner.remove(&key) {
-                    inner.bury(old.uid.as_ref());
+                    inner.bury(old.uid());
                     changes.push((Some(old), None));
                 }
             }
             for obj in fresh {
                 let old = inner.insert(obj.clone());
-                let unchanged = old.as_ref().is_some_and(|o| o.resource_version == obj.resource_version);
+                let unchanged = old.as_ref().is_some_and(|o| o.resource_version() == obj.resource_version());
                 if !unchanged {
                     changes.push((old, Some(obj)));
                 }
@@ -537,11 +438,11 @@ mod tests {
         c.apply(obj("b", "2", Some("p1"), "2"));
         c.apply(obj("c", "3", Some("p2"), "3"));
         c.apply(obj("d", "4", None, "4"));
-        let names: Vec<_> = c.controlled_by("p1").iter().map(|o| o.key.name.clone()).collect();
+        let names: Vec<_> = c.controlled_by("p1").iter().map(|o| o.name().to_string()).collect();
         assert_eq!(names, ["a", "b"]);
         c.apply(obj("b", "2", None, "5"));
         assert_eq!(c.controlled_by("p1").len(), 1, "an orphaned child leaves the owner's index");
-        assert_eq!(c.get_by_uid("2").unwrap().resource_version.as_deref(), Some("5"));
+        assert_eq!(c.get_by_uid("2").unwrap().resource_version(), Some("5"));
     }
 
     #[test]
@@ -554,15 +455,6 @@ mod tests {
         assert!(c.controlled_by("p1").is_empty());
         assert!(c.has_seen_uid("1"), "a deleted uid is remembered for expectations");
         assert!(!c.has_seen_uid("never"));
-    }
-
-    #[test]
-    fn labels_are_found_by_key() {
-        let map: std::collections::BTreeMap<String, String> = [("tier", "web"), ("app", "a"), ("zone", "")].map(|(k, v)| (k.into(), v.into())).into();
-        let labels = Labels::from(map);
-        assert_eq!((labels.get("app"), labels.get("tier"), labels.get("zone")), (Some("a"), Some("web"), Some("")));
-        assert!(!labels.contains_key("ap") && !labels.contains_key("zzz"));
-        assert_eq!(Labels::default().get("app"), None);
     }
 
     #[test]
@@ -580,7 +472,7 @@ mod tests {
         let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
         let s = seen.clone();
         c.on_change(Arc::new(move |old, new| {
-            let name = new.or(old).unwrap().key.name.clone();
+            let name = new.or(old).unwrap().name().to_string();
             s.lock().unwrap().push((name, new.is_some()));
         }));
         c.replace(None, vec![obj("a", "1", None, "1"), obj("b", "2", None, "2")]);

@@ -41,7 +41,8 @@ pub enum Reconciled {
 /// Which [`Event`] a parent calls for, or the end of the pass when there is
 /// nothing for the reconcile to do (`Err`: add the finalizer, or nothing).
 fn event(parent: &CachedObject, finalizer: Option<&str>) -> Result<Event, Step> {
-    let has = |f: &str| parent.finalizers.iter().any(|x| x == f);
+    let finalizers = parent.finalizers();
+    let has = |f: &str| finalizers.iter().any(|x| x == f);
     match (finalizer, parent.deleting) {
         (Some(f), false) if !has(f) => Err(Step::Add),
         (_, false) => Ok(Event::Apply),
@@ -69,14 +70,14 @@ impl Controller {
             Ok(event) => event,
             Err(Step::Nothing) => return Ended::Done,
             Err(Step::Add) => {
-                let list = parent.finalizers.iter().cloned().chain(finalizer.map(String::from)).collect();
+                let list = parent.finalizers().into_iter().chain(finalizer.map(String::from)).collect();
                 return self.patch_finalizers(key, parent, list).await;
             }
         };
         match (reconcile(event).await, finalizer) {
             (Reconciled::Ended(ended), _) => ended,
             (Reconciled::CleanedUp, Some(f)) => {
-                let list = parent.finalizers.iter().filter(|x| *x != f).cloned().collect();
+                let list = parent.finalizers().into_iter().filter(|x| x != f).collect();
                 self.patch_finalizers(key, parent, list).await
             }
             (Reconciled::CleanedUp, None) => Ended::Done,
@@ -86,7 +87,7 @@ impl Controller {
     /// Writes `metadata.finalizers`, guarded by the resourceVersion read (a
     /// newer parent answers 409 and the key comes back at once).
     async fn patch_finalizers(&self, key: &ObjectKey, parent: &CachedObject, list: Vec<String>) -> Ended {
-        let patch = json!({"metadata": {"finalizers": list, "resourceVersion": parent.resource_version}});
+        let patch = json!({"metadata": {"finalizers": list, "resourceVersion": parent.resource_version()}});
         let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
         match self.parent_api(key).patch(&key.name, &params, &Patch::Merge(&patch)).await {
             Ok(new) => {

@@ -7,6 +7,9 @@
 //! its inputs change ([`permanent`]).
 
 pub mod cache;
+pub mod cached;
+#[cfg(test)]
+mod footprint;
 mod ended;
 pub mod finalizer;
 pub mod permanent;
@@ -115,7 +118,7 @@ impl QueueProbe for WorkQueue<ObjectKey> {
 /// deletion timestamp change it. Creation and deletion always count.
 pub fn parent_changed(old: Option<&CachedObject>, new: Option<&CachedObject>) -> bool {
     match (old, new) {
-        (Some(o), Some(n)) => o.uid != n.uid || o.fingerprint != n.fingerprint,
+        (Some(o), Some(n)) => o.uid() != n.uid() || o.fingerprint != n.fingerprint,
         _ => true,
     }
 }
@@ -127,9 +130,9 @@ impl Lookup for CacheLookup<'_> {
     fn find(&self, gvk: &GroupVersionKind, namespace: &str, name: &str) -> Option<Existing> {
         let obj = self.0.get(gvk)?.get(&ObjectKey::new(namespace, name))?;
         Some(Existing {
-            uid: obj.uid.clone().unwrap_or_default(),
-            resource_version: obj.resource_version.clone().unwrap_or_default(),
-            controller_uid: obj.controller.as_ref().map(|c| c.uid.clone()),
+            uid: obj.uid().unwrap_or_default().to_string(),
+            resource_version: obj.resource_version().unwrap_or_default().to_string(),
+            controller_uid: obj.controller().map(|c| c.uid.to_string()),
         })
     }
 
@@ -237,10 +240,10 @@ impl Controller {
             if !index.kinds().is_empty()
                 && let Some(o) = new.or(old)
             {
-                index.update_parent(&o.key, new);
+                index.update_parent(&o.key(), new);
             }
             if parent_changed(old, new) && let Some(o) = new.or(old) {
-                queue.add(o.key.clone());
+                queue.add(o.key());
             }
         }));
         handlers.push((self.parent_cache().clone(), id));
@@ -337,7 +340,7 @@ impl Controller {
         let seen = cache.get_by_uid(uid);
         match e {
             Expectation::Created { .. } => seen.is_some() || cache.has_seen_uid(uid),
-            Expectation::Updated { from, .. } => seen.is_none_or(|o| o.resource_version.as_deref() != Some(from.as_str())),
+            Expectation::Updated { from, .. } => seen.is_none_or(|o| o.resource_version() != Some(from.as_str())),
             Expectation::Deleted { .. } => seen.is_none_or(|o| o.deleting),
         }
     }
@@ -373,9 +376,9 @@ impl Controller {
 /// The parent key named by `obj`'s controller ownerReference, if that
 /// controller is of the `parent` kind (any version of its group).
 pub fn controller_key(obj: &CachedObject, parent: &GroupVersionKind) -> Option<ObjectKey> {
-    let r = obj.controller.as_ref()?;
-    let (group, _) = actions::policy::split_api_version(&r.api_version);
-    if group == parent.group && r.kind == parent.kind { Some(ObjectKey::new(obj.key.namespace.clone(), r.name.clone())) } else { None }
+    let r = obj.controller()?;
+    let (group, _) = actions::policy::split_api_version(r.api_version);
+    if group == parent.group && r.kind == parent.kind { Some(ObjectKey::new(obj.namespace(), r.name)) } else { None }
 }
 
 #[cfg(test)]

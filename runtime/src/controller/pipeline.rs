@@ -77,7 +77,7 @@ impl Target {
             kind: controller.parent_gvk.kind.clone(),
             namespace: key.namespace.clone(),
             name: key.name.clone(),
-            uid: cached.uid.clone().unwrap_or_default(),
+            uid: cached.uid().unwrap_or_default().to_string(),
         };
         let regarding = Regarding {
             api_version: parent.api_version.clone(),
@@ -185,7 +185,7 @@ impl Controller {
             return Ok(Arc::from([]));
         }
         let value: Value = serde_json::from_str(parent.json()).unwrap_or_default();
-        let references = related::references(kinds, &value, &parent.key.namespace)
+        let references = related::references(kinds, &value, parent.namespace())
             .map_err(|e| status::Verdict::failure("InvalidRelatedSelector", format!("the parent's related-object reference is malformed: {e}")))?;
         let mut seen = std::collections::HashSet::new();
         let mut found: Vec<Arc<str>> = Vec::new();
@@ -196,7 +196,7 @@ impl Controller {
                 related::Refs::Nothing => Vec::new(),
             };
             for o in objects {
-                if seen.insert((kind.kind.clone(), o.key.clone())) {
+                if seen.insert((kind.kind.clone(), o.key())) {
                     found.push(o.shared_json());
                 }
             }
@@ -322,7 +322,7 @@ impl Controller {
         let current = parent.status();
         let base = plugin_status.unwrap_or_else(|| current.clone());
         let pruned = self.conditions_pruned.load(std::sync::atomic::Ordering::Relaxed);
-        let desired = if pruned { base } else { status::with_verdict(base, &current, verdict, parent.generation, &timestamp(now)) };
+        let desired = if pruned { base } else { status::with_verdict(base, &current, verdict, parent.generation(), &timestamp(now)) };
         let Some(diff) = status::merge_diff(&current, &desired) else {
             return Ok(());
         };
@@ -352,9 +352,9 @@ impl Controller {
     /// After a write of the parent: the next pass waits until the cache
     /// shows a resourceVersion newer than the one this pass read.
     pub(super) fn expect_parent_update(&self, key: &ObjectKey, old: &CachedObject, new: &DynamicObject) {
-        let from = old.resource_version.clone().unwrap_or_default();
+        let from = old.resource_version().unwrap_or_default().to_string();
         if new.metadata.resource_version.as_deref() != Some(from.as_str()) {
-            let uid = old.uid.clone().unwrap_or_default();
+            let uid = old.uid().unwrap_or_default().to_string();
             self.expect(key, vec![Expectation::Updated { gvk: self.parent_gvk.clone(), uid, from }]);
         }
     }

@@ -156,10 +156,10 @@ pub enum Refs {
 impl Reference {
     /// Whether `obj` (of this kind) is referred to.
     pub fn covers(&self, obj: &CachedObject) -> bool {
-        obj.key.namespace == self.scope
+        obj.namespace() == self.scope
             && match &self.refs {
-                Refs::Selector(s) => s.matches(&obj.labels),
-                Refs::Names(names) => names.contains(&obj.key.name),
+                Refs::Selector(s) => s.matches(&obj.labels()),
+                Refs::Names(names) => names.contains(obj.name()),
                 Refs::Nothing => false,
             }
     }
@@ -277,8 +277,8 @@ impl RelatedIndex {
     /// The parents that refer to `obj`, an object of related kind `kind`.
     pub fn parents_of(&self, kind: usize, obj: &CachedObject) -> BTreeSet<ObjectKey> {
         let inner = self.inner.lock().unwrap();
-        let scope = obj.key.namespace.clone();
-        let mut parents: BTreeSet<ObjectKey> = inner.by_name.get(&(kind, scope.clone(), obj.key.name.clone())).cloned().unwrap_or_default();
+        let scope = obj.namespace().to_string();
+        let mut parents: BTreeSet<ObjectKey> = inner.by_name.get(&(kind, scope.clone(), obj.name().to_string())).cloned().unwrap_or_default();
         if let Some(selecting) = inner.by_scope.get(&(kind, scope)) {
             parents.extend(selecting.iter().filter(|p| inner.by_parent.get(*p).is_some_and(|refs| refs[kind].covers(obj))).cloned());
         }
@@ -328,11 +328,11 @@ mod tests {
         let s = LabelSelector::parse(&json!({"matchLabels": {"app": "a"}, "matchExpressions": [
             {"key": "tier", "operator": "In", "values": ["web", "db"]}, {"key": "canary", "operator": "DoesNotExist"}]}))
         .unwrap();
-        let labels = |v: Value| Labels::from(serde_json::from_value::<BTreeMap<String, String>>(v).unwrap());
-        assert!(s.matches(&labels(json!({"app": "a", "tier": "web"}))));
-        assert!(!s.matches(&labels(json!({"app": "a", "tier": "cache"}))));
-        assert!(!s.matches(&labels(json!({"app": "a", "tier": "web", "canary": "1"}))));
-        assert!(LabelSelector::parse(&json!({})).unwrap().matches(&labels(json!({}))), "an empty selector selects everything");
+        let matches = |s: &LabelSelector, labels: Value| s.matches(&pod("ns", "p", labels).labels());
+        assert!(matches(&s, json!({"app": "a", "tier": "web"})));
+        assert!(!matches(&s, json!({"app": "a", "tier": "cache"})));
+        assert!(!matches(&s, json!({"app": "a", "tier": "web", "canary": "1"})));
+        assert!(matches(&LabelSelector::parse(&json!({})).unwrap(), json!({})), "an empty selector selects everything");
         let bad = LabelSelector::parse(&json!({"matchExpressions": [{"key": "a", "operator": "In"}]})).unwrap_err();
         assert!(bad.contains("values set can't be empty"), "{bad}");
         assert!(LabelSelector::parse(&json!({"matchExpressions": [{"key": "a", "operator": "Near"}]})).is_err());
@@ -355,7 +355,7 @@ mod tests {
         let b = parent("ns", "b", json!({"selector": {"matchLabels": {"app": "b"}}, "configMapRef": {"name": "shared"}, "extra": {"name": "own"}}));
         let c = parent("other", "c", json!({"selector": {"matchLabels": {"app": "a"}}, "configMapRef": {"name": "shared"}}));
         for p in [&a, &b, &c] {
-            index.update_parent(&p.key, Some(p));
+            index.update_parent(&p.key(), Some(p));
         }
         assert_eq!(index.parents_of(0, &pod("ns", "p1", json!({"app": "a"}))), set(&[("ns", "a")]));
         assert_eq!(index.parents_of(0, &pod("ns", "p2", json!({"app": "b", "x": "y"}))), set(&[("ns", "b")]));
@@ -370,15 +370,15 @@ mod tests {
     fn a_reference_change_moves_the_mapping() {
         let index = RelatedIndex::new(kinds());
         let a = parent("ns", "a", json!({"selector": {"matchLabels": {"app": "a"}}, "configMapRef": {"name": "one"}}));
-        index.update_parent(&a.key, Some(&a));
+        index.update_parent(&a.key(), Some(&a));
         assert_eq!(index.parents_of(1, &cm("ns", "one")), set(&[("ns", "a")]));
         let moved = parent("ns", "a", json!({"selector": {"matchLabels": {"app": "z"}}, "configMapRef": {"name": "two"}}));
-        index.update_parent(&moved.key, Some(&moved));
+        index.update_parent(&moved.key(), Some(&moved));
         assert_eq!(index.parents_of(1, &cm("ns", "one")), set(&[]), "the old name no longer maps");
         assert_eq!(index.parents_of(1, &cm("ns", "two")), set(&[("ns", "a")]));
         assert_eq!(index.parents_of(0, &pod("ns", "p", json!({"app": "a"}))), set(&[]));
         assert_eq!(index.parents_of(0, &pod("ns", "p", json!({"app": "z"}))), set(&[("ns", "a")]));
-        index.update_parent(&moved.key, None);
+        index.update_parent(&moved.key(), None);
         assert_eq!(index.parents_of(1, &cm("ns", "two")), set(&[]), "a deleted parent refers to nothing");
         assert!(index.inner.lock().unwrap().by_name.is_empty());
     }
@@ -395,7 +395,7 @@ mod tests {
         ];
         let index = RelatedIndex::new(kinds);
         let a = parent("ns", "a", json!({"node": "n1"}));
-        index.update_parent(&a.key, Some(&a));
+        index.update_parent(&a.key(), Some(&a));
         let secret = |ns: &str, shop: &str| obj(json!({"metadata": {"name": "s", "namespace": ns, "labels": {"shop": shop}}}));
         assert_eq!(index.parents_of(0, &secret("ns", "yes")), set(&[("ns", "a")]));
         assert_eq!(index.parents_of(0, &secret("ns", "no")), set(&[]));

@@ -83,7 +83,7 @@ impl super::Controller {
         parent: &CachedObject,
         regarding: &Regarding,
     ) -> Option<Ended> {
-        let stamp = Stamp { uid: parent.uid.clone().unwrap_or_default(), generation: parent.generation, digest: plugin.info().digest.clone() };
+        let stamp = Stamp { uid: parent.uid().unwrap_or_default().to_string(), generation: parent.generation(), digest: plugin.info().digest.clone() };
         let verdict = match self.validity.check(key, stamp, || plugin.validate(parent.json().to_string(), None)).await {
             Ok(errors) if errors.is_empty() => return None,
             Ok(errors) => {
