@@ -3,8 +3,10 @@
 //! BENCHMARK FIXTURE, not part of the product: the same native plugin logic
 //! behind an HTTP JSON endpoint on loopback (hyper 1 server), called by a
 //! hyper client that keeps the connection alive, the hook's best case. The
-//! request carries the parent and children as JSON objects and the answer is
-//! the actions as JSON, as a sync hook does; both sides parse what they get.
+//! request carries the parent and children as JSON text (one object per
+//! line, so each is parsed once, straight into the plugin's types, as the
+//! Wasm call parses them) and the answer is the actions as JSON, as a sync
+//! hook does; both sides parse what they get.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -15,9 +17,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::{Request, Response};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use operator_plugin_sdk::{Action, Object, Plugin, Time};
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use operator_plugin_sdk::{Action, Plugin};
 
 use crate::Profile;
 use crate::stats::Summary;
@@ -25,13 +25,6 @@ use crate::workload::{self, Kind};
 
 /// The sizes the hook is compared at.
 pub const SIZES: [usize; 2] = [10, 100];
-
-#[derive(Serialize, Deserialize)]
-struct HookRequest {
-    parent: Value,
-    children: Vec<Value>,
-    now_ms: i64,
-}
 
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Row {
@@ -49,13 +42,22 @@ impl Row {
     }
 }
 
+/// The hook's side: the body is newline-delimited JSON (the call's `now` in
+/// Unix milliseconds, the parent, then one child per line), so the hook
+/// parses each object's text straight into the plugin's types, as the Wasm
+/// guest and the native comparator do. A hook that first parsed the whole
+/// body into `Value` trees would do more work than they and flatter Wasm.
 fn answer<P: Plugin>(body: &[u8]) -> (u16, Vec<u8>) {
-    let req: HookRequest = match serde_json::from_slice(body) {
-        Ok(r) => r,
-        Err(e) => return (400, format!("bad request: {e}").into_bytes()),
+    let bad = |why: String| (400, format!("bad request: {why}").into_bytes());
+    let Ok(text) = std::str::from_utf8(body) else { return bad("not UTF-8".into()) };
+    let mut lines = text.split('\n');
+    let now_ms = match lines.next().map(str::parse::<i64>) {
+        Some(Ok(ms)) => ms,
+        _ => return bad("the first line is not `now` in Unix milliseconds".into()),
     };
-    let children: Vec<Object> = req.children.into_iter().map(Object::new).collect();
-    match P::reconcile(&Object::new(req.parent), &children, Time::from_unix_millis(req.now_ms)) {
+    let Some(parent) = lines.next() else { return bad("no parent line".into()) };
+    let children: Vec<String> = lines.map(str::to_owned).collect();
+    match operator_plugin_sdk::plugin::reconcile::<P>(parent, &children, now_ms) {
         Ok(actions) => (200, serde_json::to_vec(&actions).expect("actions serialize")),
         Err(e) => (422, serde_json::to_vec(&e).expect("error serializes")),
     }
@@ -90,18 +92,15 @@ type HttpClient = Client<hyper_util::client::legacy::connect::HttpConnector, Ful
 /// One hook call as a controller would make it: the objects it holds as
 /// JSON text go into one request body; the answer is parsed into actions.
 async fn call(client: &HttpClient, url: &str, input: &workload::Input) -> anyhow::Result<Vec<Action>> {
-    let mut body = String::with_capacity(input.parent.len() + input.children.iter().map(|c| c.len() + 1).sum::<usize>() + 64);
-    body.push_str("{\"parent\":");
-    body.push_str(&input.parent);
-    body.push_str(",\"children\":[");
-    for (i, c) in input.children.iter().enumerate() {
-        if i > 0 {
-            body.push(',');
-        }
-        body.push_str(c);
+    let mut body = String::with_capacity(input.parent.len() + input.children.iter().map(|c| c.len() + 1).sum::<usize>() + 24);
+    body.push_str(&input.now_ms.to_string());
+    for object in std::iter::once(&input.parent).chain(&input.children) {
+        // Compact JSON text has no raw newline (one inside a string is escaped).
+        anyhow::ensure!(!object.contains('\n'), "an object's JSON text spans lines");
+        body.push('\n');
+        body.push_str(object);
     }
-    body.push_str(&format!("],\"now_ms\":{}}}", input.now_ms));
-    let req = Request::post(url).header("content-type", "application/json").body(Full::new(Bytes::from(body)))?;
+    let req = Request::post(url).header("content-type", "application/x-ndjson").body(Full::new(Bytes::from(body)))?;
     let resp = client.request(req).await?;
     let status = resp.status();
     let bytes = resp.into_body().collect().await?.to_bytes();

@@ -254,6 +254,8 @@ fn tier_up(plugin: &LoadedPlugin, bytes: Vec<u8>, minor: Minor) {
         });
         match (built, plugin_ref.upgrade()) {
             (Ok(pre), Some(inner)) => {
+                // Irrefutable unless the native-plugins feature adds `Code::Native`.
+                #[allow(irrefutable_let_patterns)]
                 if let Code::Wasm(code) = &inner.code {
                     code.tier_up(pre);
                 }
