@@ -69,11 +69,22 @@ pub(crate) fn host_args<P: AsRef<std::path::Path>>(cache: &std::path::Path, plug
     args
 }
 
+/// [`host_args`] for the start that fills the precompiled cache: Cranelift
+/// compiles before the host is ready (`--no-plugin-baseline`), so the cache
+/// holds every plugin once it is; with Winch first, Cranelift's build is
+/// written in the background and a warm-up stopped at ready may leave the
+/// cache empty, and every measured host would compile again.
+pub(crate) fn warm_up_args<P: AsRef<std::path::Path>>(cache: &std::path::Path, plugins: &[P]) -> Vec<String> {
+    let mut args = host_args(cache, plugins);
+    args.push("--no-plugin-baseline".into());
+    args
+}
+
 /// Starts the host with `plugins`, waits until ready and idle, and returns
 /// the median of a few RSS readings in MiB.
-async fn idle_rss(paths: &Paths, cluster: &Cluster, plugins: &[std::path::PathBuf], cache: &std::path::Path) -> anyhow::Result<f64> {
+async fn idle_rss(paths: &Paths, cluster: &Cluster, args: &[String]) -> anyhow::Result<f64> {
     let log = paths.work.join("memory-host.log");
-    let mut host = HostProcess::spawn(&paths.host, cluster, &host_args(cache, plugins), &log)?;
+    let mut host = HostProcess::spawn(&paths.host, cluster, args, &log)?;
     // Listing 100,000 objects took over 300 s on the shared 2-core machine at load 10.
     host.wait_ready(Duration::from_secs(600)).await?;
     // Let the initial reconciles and allocator settle.
@@ -108,7 +119,7 @@ pub async fn run(profile: &Profile, paths: &Paths, only: &[usize]) -> anyhow::Re
         let cluster = Cluster::start().await?;
         let mut with_hello = shipped.to_vec();
         with_hello.push(paths.hello());
-        idle_rss(paths, &cluster, &with_hello, cache.path()).await?;
+        idle_rss(paths, &cluster, &warm_up_args(cache.path(), &with_hello)).await?;
         cluster.stop().await;
     }
     let mut idle = Vec::new();
@@ -132,7 +143,7 @@ pub async fn run(profile: &Profile, paths: &Paths, only: &[usize]) -> anyhow::Re
             rate = Some(objects as f64 / t.elapsed().as_secs_f64());
             eprintln!("bench: memory: seeded {objects} objects in {:.1} s", t.elapsed().as_secs_f64());
         }
-        let mib = idle_rss(paths, &cluster, &shipped, cache.path()).await?;
+        let mib = idle_rss(paths, &cluster, &host_args(cache.path(), &shipped)).await?;
         eprintln!("bench: memory idle with {objects} cached objects: {mib:.1} MiB");
         idle.push((objects, mib));
         cluster.stop().await;
@@ -148,7 +159,7 @@ pub async fn run(profile: &Profile, paths: &Paths, only: &[usize]) -> anyhow::Re
     ];
     for (label, plugins) in steps {
         let cluster = Cluster::start().await?;
-        let mib = idle_rss(paths, &cluster, &plugins, cache.path()).await?;
+        let mib = idle_rss(paths, &cluster, &host_args(cache.path(), &plugins)).await?;
         eprintln!("bench: memory idle, empty cluster, plugins {label}: {mib:.1} MiB");
         per_plugin.push((label.to_string(), mib));
         cluster.stop().await;

@@ -111,15 +111,13 @@ pub async fn run(paths: &Paths, cache: &std::path::Path, per_kind: usize) -> any
     let cluster = Cluster::start().await?;
     install_crds(&cluster).await?;
     seed(&cluster, per_kind).await?;
-    let start = |label: &str, plugins: &[&PathBuf]| {
-        let args = crate::memory::host_args(cache, plugins);
-        HostProcess::spawn(&paths.host, &cluster, &args, &paths.work.join(format!("ten-controllers-{label}.log")))
-    };
+    let spawn = |label: &str, args: Vec<String>| HostProcess::spawn(&paths.host, &cluster, &args, &paths.work.join(format!("ten-controllers-{label}.log")));
+    let start = |label: &str, plugins: &[&PathBuf]| spawn(label, crate::memory::host_args(cache, plugins));
     // A first start compiles every plugin into the cache and is stopped:
     // all eleven measured processes load precompiled code, as on any restart
     // (a compiling process keeps Cranelift's heap, hundreds of MiB).
     let all: Vec<&PathBuf> = plugins.iter().map(|(_, p)| p).collect();
-    start("compile", &all)?.wait_ready(Duration::from_secs(300)).await?;
+    spawn("compile", crate::memory::warm_up_args(cache, &all))?.wait_ready(Duration::from_secs(300)).await?;
     let mut one = start("one", &all)?;
     let mut ten = Vec::new();
     for (name, path) in &plugins {
