@@ -92,19 +92,6 @@ impl Labels {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Fingerprint(pub [u8; 16]);
 
-/// Feeds serialized bytes into a hash without building the text.
-struct HashWriter<'a>(&'a mut Sha256);
-
-impl std::io::Write for HashWriter<'_> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.update(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// One object as the cache keeps it: its JSON text (type fields filled in,
 /// managedFields dropped), shared with every plugin call that reads it, and
 /// the fields the indexes, the queue mappers and the reconcile driver read
@@ -144,7 +131,8 @@ impl CachedObject {
         let status = obj.data.as_object_mut().and_then(|d| d.remove("status"));
         let resource_version = obj.metadata.resource_version.take();
         let mut hash = Sha256::new();
-        serde_json::to_writer(HashWriter(&mut hash), &obj).expect("objects serialize");
+        // Sha256 is an io::Write: the bytes stream into it without building the text.
+        serde_json::to_writer(&mut hash, &obj).expect("objects serialize");
         let digest: [u8; 32] = hash.finalize().into();
         let fingerprint = Fingerprint(digest[..16].try_into().expect("16 of 32 bytes"));
         if let (Some(status), Some(data)) = (status, obj.data.as_object_mut()) {
