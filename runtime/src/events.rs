@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{ApiResource, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use crate::api_error::ApiErrorClass;
@@ -52,6 +52,8 @@ pub struct Recorder {
     instance: String,
     clock: SharedClock,
     seen: Mutex<SeenCache>,
+    /// `events.k8s.io/v1` Events.
+    resource: ApiResource,
 }
 
 /// (use counter, key → (last use, what was written)).
@@ -72,6 +74,7 @@ impl Recorder {
             instance: format!("operator-host/{plugin}-{host}"),
             clock,
             seen: Mutex::new((0, HashMap::new())),
+            resource: ApiResource::erase::<Event>(&()),
         }
     }
 
@@ -95,10 +98,9 @@ impl Recorder {
         let now = micro_timestamp(self.clock.now());
         let previous = self.seen.lock().unwrap().1.get(&key).map(|(_, s)| s.clone());
         if let Some(seen) = previous {
-            let api: Api<Event> = Api::namespaced(self.client.clone(), &seen.namespace);
             let count = seen.count + 1;
             let patch = json!({"series": {"count": count, "lastObservedTime": now}});
-            match api.patch(&seen.name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            match self.target(&seen.namespace).patch(&seen.name, None, &PatchParams::default(), &Patch::Merge(&patch)).await {
                 Ok(_) => {
                     self.remember(key, Seen { count, ..seen });
                     return Ok(());
@@ -109,11 +111,11 @@ impl Recorder {
         }
         let namespace = if regarding.namespace.is_empty() { "default".to_string() } else { regarding.namespace.clone() };
         let mut nanos = self.clock.now().timestamp_nanos_opt().unwrap_or_default();
-        let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
         let mut attempts = 0;
         loop {
             let name = format!("{}.{:x}", regarding.name, nanos);
-            match api.create(&PostParams::default(), &self.event(&name, &namespace, &now, regarding, event_type, reason, &note)).await {
+            let event = self.event(&name, &namespace, &now, regarding, event_type, reason, &note);
+            match self.target(&namespace).create(&PostParams::default(), &event).await {
                 Ok(_) => {
                     self.remember(key, Seen { name, namespace, count: 1 });
                     return Ok(());
@@ -127,6 +129,12 @@ impl Recorder {
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    /// Where this recorder's Events in `namespace` are written (the
+    /// answers are read for nothing but success: [`crate::api_answer`]).
+    fn target<'a>(&'a self, namespace: &'a str) -> crate::api_answer::Target<'a> {
+        crate::api_answer::Target { client: &self.client, resource: &self.resource, namespace }
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -16,10 +16,12 @@
 //! - [`record`]: the on-disk log of reconcile calls, and the comparison of two answers (replay, shadow).
 //! - [`webhook`]: plugin admission as HTTPS webhooks for real clusters.
 //! - [`api_error`]: the classes of API errors the runtime acts on.
+//! - [`api_answer`]: writes whose answer is read for identity and conditions only.
 
 pub use operator_clock as clock;
 
 pub mod actions;
+pub mod api_answer;
 pub mod api_error;
 pub mod controller;
 pub mod events;

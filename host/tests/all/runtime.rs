@@ -634,3 +634,54 @@ async fn a_create_whose_name_is_taken_by_an_unowned_object_is_an_error_not_done(
     assert!(cm.metadata.owner_references.is_none());
     env.stop().await;
 }
+
+/// The executor itself, with a cache that has not seen the object yet (its
+/// watch event still on the way): the API server is asked who holds the name.
+/// Calling it done would never be retried, since an object without an owner
+/// reference never requeues the parent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_already_exists_the_cache_has_not_seen_yet_is_checked_with_the_api_server() {
+    use host::actions::{Executor, Existing, Lookup, Write};
+    use operator_plugin_sdk::GroupVersionKind;
+    struct NotSeenYet;
+    impl Lookup for NotSeenYet {
+        fn find(&self, _: &GroupVersionKind, _: &str, _: &str) -> Option<Existing> {
+            None
+        }
+        fn namespaced(&self, _: &GroupVersionKind) -> bool {
+            true
+        }
+    }
+    let server = ApiServer::new();
+    let client = server.kube_client();
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), "default");
+    let owner = json!([{"apiVersion": "example.operator.dev/v1alpha1", "kind": "Hello", "name": "p", "uid": "parent-uid", "controller": true}]);
+    for (name, owners) in [("theirs", json!(null)), ("ours", owner)] {
+        let cm = json!({"metadata": {"name": name, "ownerReferences": owners}, "data": {"k": "v"}});
+        cms.create(&PostParams::default(), &serde_json::from_value(cm).unwrap()).await.unwrap();
+    }
+    let gvk = GroupVersionKind { group: String::new(), version: "v1".into(), kind: "ConfigMap".into() };
+    let resources = [(gvk.clone(), ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()))].into();
+    let recorder = host::events::Recorder::new(client.clone(), "test", Arc::new(SystemClock));
+    let regarding = host::events::Regarding {
+        api_version: "example.operator.dev/v1alpha1".into(),
+        kind: "Hello".into(),
+        namespace: "default".into(),
+        name: "p".into(),
+        uid: "parent-uid".into(),
+    };
+    let executor = Executor { client: &client, resources: &resources, recorder: &recorder, regarding: &regarding, lookup: &NotSeenYet, parent_uid: "parent-uid" };
+    let create = |name: &str| Write::Create {
+        gvk: gvk.clone(),
+        namespace: "default".into(),
+        object: json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default"}, "data": {"k": "mine"}}),
+        fixed_name: true,
+    };
+    let ours = executor.execute(vec![create("ours")]).await;
+    assert!(ours.error.is_none(), "the parent's own object is already there: nothing to do, {:?}", ours.error);
+    let theirs = executor.execute(vec![create("theirs")]).await;
+    let error = theirs.error.expect("a name held by an uncontrolled object is an error");
+    assert!(error.what.contains("the name is taken by an object this parent does not control"), "{}", error.what);
+    assert_eq!(error.reason(), "AlreadyExists");
+    assert_eq!(cms.get("theirs").await.unwrap().data.unwrap()["k"], "v", "the other object is left alone");
+}

@@ -75,14 +75,40 @@ pub struct Executor<'a> {
 }
 
 impl Executor<'_> {
+    /// The API resource of a declared child kind (the manager resolved them all at start).
+    fn resource(&self, gvk: &GroupVersionKind) -> &ApiResource {
+        self.resources.get(gvk).unwrap_or_else(|| panic!("no resource for declared child kind {gvk:?}"))
+    }
+
     fn api(&self, gvk: &GroupVersionKind, namespace: &str) -> Api<DynamicObject> {
-        let ar = self.resources.get(gvk).unwrap_or_else(|| panic!("no resource for declared child kind {gvk:?}"));
+        let ar = self.resource(gvk);
         if namespace.is_empty() {
             // Children of a cluster-scoped parent: cluster-scoped kinds.
             Api::all_with(self.client.clone(), ar)
         } else {
             Api::namespaced_with(self.client.clone(), namespace, ar)
         }
+    }
+
+    /// Where creates go: their answer is read for the uid only.
+    fn target<'t>(&'t self, gvk: &GroupVersionKind, namespace: &'t str) -> crate::api_answer::Target<'t> {
+        crate::api_answer::Target { client: self.client, resource: self.resource(gvk), namespace }
+    }
+
+    /// The controller uid of the object that holds `name`, after a create of
+    /// it answered AlreadyExists. The cache is asked first; when it does not
+    /// hold the object yet (its watch event is still on the way, as for an
+    /// object created just before the parent), the API server is. Treating
+    /// "not in the cache" as "ours" would call a clash done and never retry,
+    /// since an object with no owner reference never requeues the parent.
+    /// An object deleted in between reads as uncontrolled: the reconcile
+    /// fails and its retry creates the name.
+    async fn controller_of(&self, gvk: &GroupVersionKind, namespace: &str, name: &str) -> kube::Result<Option<String>> {
+        if let Some(cached) = self.lookup.find(gvk, namespace, name) {
+            return Ok(cached.controller_uid);
+        }
+        let live = self.api(gvk, namespace).get_opt(name).await?;
+        Ok(live.and_then(|o| o.metadata.owner_references?.into_iter().find(|r| r.controller == Some(true)).map(|r| r.uid)))
     }
 
     pub async fn execute(&self, writes: Vec<Write>) -> Executed {
@@ -99,7 +125,7 @@ impl Executor<'_> {
                             break;
                         }
                     };
-                    match self.api(&gvk, &namespace).create(&pp, &obj).await {
+                    match self.target(&gvk, &namespace).create(&pp, &obj).await {
                         Ok(created) => {
                             out.writes += 1;
                             if let Some(uid) = created.metadata.uid {
@@ -108,18 +134,22 @@ impl Executor<'_> {
                         }
                         Err(e) if fixed_name && ApiErrorClass::of(&e) == ApiErrorClass::AlreadyExists => {
                             let name = obj.metadata.name.as_deref().unwrap_or_default();
-                            let clash =
-                                self.lookup.find(&gvk, &namespace, name).is_some_and(|x| x.controller_uid.as_deref() != Some(self.parent_uid));
-                            if clash {
-                                // Someone else's object holds the name: the plugin
-                                // cannot see it, so saying "done" would hide the problem.
-                                out.error = Some(WriteError {
-                                    what: format!("{what} (the name is taken by an object this parent does not control)"),
-                                    source: e,
-                                });
-                                break;
+                            match self.controller_of(&gvk, &namespace, name).await {
+                                Ok(Some(uid)) if uid == self.parent_uid => tracing::debug!(%what, "already exists; nothing to do"),
+                                Ok(_) => {
+                                    // Someone else's object holds the name: the plugin
+                                    // cannot see it, so saying "done" would hide the problem.
+                                    out.error = Some(WriteError {
+                                        what: format!("{what} (the name is taken by an object this parent does not control)"),
+                                        source: e,
+                                    });
+                                    break;
+                                }
+                                Err(source) => {
+                                    out.error = Some(WriteError { what: format!("{what} (looking up who holds the name)"), source });
+                                    break;
+                                }
                             }
-                            tracing::debug!(%what, "already exists; nothing to do");
                         }
                         Err(source) => {
                             out.error = Some(WriteError { what, source });

@@ -89,9 +89,9 @@ impl Controller {
     async fn patch_finalizers(&self, key: &ObjectKey, parent: &CachedObject, list: Vec<String>) -> Ended {
         let patch = json!({"metadata": {"finalizers": list, "resourceVersion": parent.resource_version()}});
         let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
-        match self.parent_api(key).patch(&key.name, &params, &Patch::Merge(&patch)).await {
+        match self.parent_target(key).patch(&key.name, None, &params, &Patch::Merge(&patch)).await {
             Ok(new) => {
-                self.expect_parent_update(key, parent, &new);
+                self.expect_parent_update(key, parent, new.metadata.resource_version.as_deref());
                 Ended::Done
             }
             Err(e) => match ApiErrorClass::of(&e) {

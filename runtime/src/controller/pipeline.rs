@@ -18,7 +18,7 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Patch, PatchParams};
 use operator_plugin_sdk::Action;
 use serde_json::{Value, json};
 
@@ -300,15 +300,6 @@ impl Controller {
         ended
     }
 
-    pub(super) fn parent_api(&self, key: &ObjectKey) -> Api<DynamicObject> {
-        let ar = self.parent_cache().resource();
-        if self.parent_cache().namespaced() {
-            Api::namespaced_with(self.client.clone(), &key.namespace, ar)
-        } else {
-            Api::all_with(self.client.clone(), ar)
-        }
-    }
-
     /// Merges the plugin's status and the verdict into the parent's status;
     /// writes only what differs.
     pub(super) async fn write_status(
@@ -328,14 +319,15 @@ impl Controller {
         };
         let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
         let body = json!({"status": diff});
-        let new = match self.parent_api(key).patch_status(&key.name, &params, &Patch::Merge(&body)).await {
+        let target = self.parent_target(key);
+        let new = match target.patch(&key.name, Some("status"), &params, &Patch::Merge(&body)).await {
             // A CRD without the status subresource: status is part of the object.
             Err(e) if ApiErrorClass::of(&e) == ApiErrorClass::NotFound && self.parent_cache().get(key).is_some() => {
-                self.parent_api(key).patch(&key.name, &params, &Patch::Merge(&body)).await?
+                target.patch(&key.name, None, &params, &Patch::Merge(&body)).await?
             }
             other => other?,
         };
-        if !pruned && !has_condition(&new, status::RECONCILED) {
+        if !pruned && !new.has_condition(status::RECONCILED) {
             // The CRD's status schema has no `conditions` (and does not
             // preserve unknown fields): the API server drops the condition.
             // Stop computing it, or every reconcile would write status again.
@@ -345,21 +337,26 @@ impl Controller {
                 "the CRD's status schema prunes status.conditions; the host's Reconciled condition cannot be recorded (Events and metrics still report failures)"
             );
         }
-        self.expect_parent_update(key, parent, &new);
+        self.expect_parent_update(key, parent, new.metadata.resource_version.as_deref());
         Ok(())
     }
 
-    /// After a write of the parent: the next pass waits until the cache
-    /// shows a resourceVersion newer than the one this pass read.
-    pub(super) fn expect_parent_update(&self, key: &ObjectKey, old: &CachedObject, new: &DynamicObject) {
+    /// The parent's endpoint, for writes whose answer is read for its
+    /// resourceVersion and conditions only ([`crate::api_answer`]).
+    pub(super) fn parent_target<'a>(&'a self, key: &'a ObjectKey) -> crate::api_answer::Target<'a> {
+        let namespace = if self.parent_cache().namespaced() { key.namespace.as_str() } else { "" };
+        crate::api_answer::Target { client: &self.client, resource: self.parent_cache().resource(), namespace }
+    }
+
+    /// After a write of the parent (its answer's resourceVersion `new`): the
+    /// next pass waits until the cache shows a resourceVersion newer than the
+    /// one this pass read.
+    pub(super) fn expect_parent_update(&self, key: &ObjectKey, old: &CachedObject, new: Option<&str>) {
         let from = old.resource_version().unwrap_or_default().to_string();
-        if new.metadata.resource_version.as_deref() != Some(from.as_str()) {
+        if new != Some(from.as_str()) {
             let uid = old.uid().unwrap_or_default().to_string();
             self.expect(key, vec![Expectation::Updated { gvk: self.parent_gvk.clone(), uid, from }]);
         }
     }
 }
 
-fn has_condition(obj: &DynamicObject, type_: &str) -> bool {
-    obj.data.pointer("/status/conditions").and_then(Value::as_array).is_some_and(|cs| cs.iter().any(|c| c["type"] == type_))
-}
