@@ -8,16 +8,18 @@ use crate::patch::{ListStrategy, Lists, strategic_merge_with};
 use crate::status::{ApiError, Cause};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
-/// One step of a field path.
+/// One step of a field path. Shared text: every leaf's path is a copy of
+/// the walk's current path, and copies only count references.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub enum PathElem {
     /// A map field: `f:name`.
-    Field(String),
+    Field(Arc<str>),
     /// A list element by merge key: `k:{"name":"x"}` (JSON of the key map).
-    Key(String),
+    Key(Arc<str>),
     /// A set element: `v:"x"`.
-    Value(String),
+    Value(Arc<str>),
 }
 
 /// A field path.
@@ -66,13 +68,13 @@ pub fn leaves_with(obj: &Value, lists: Lists<'_>) -> FieldSet {
                         if SKIP_META.contains(&mk.as_str()) {
                             continue;
                         }
-                        let mut cur = vec![PathElem::Field("metadata".into()), PathElem::Field(mk.clone())];
+                        let mut cur = vec![PathElem::Field("metadata".into()), PathElem::Field(mk.as_str().into())];
                         walk(mv, &mut vec!["metadata".into()], mk, &mut cur, &mut out, lists);
                     }
                 }
                 continue;
             }
-            let mut cur = vec![PathElem::Field(k.clone())];
+            let mut cur = vec![PathElem::Field(k.as_str().into())];
             walk(v, &mut vec![], k, &mut cur, &mut out, lists);
         }
     }
@@ -84,7 +86,7 @@ fn walk(v: &Value, names: &mut Vec<String>, field: &str, cur: &mut FieldPath, ou
         Value::Object(m) if !m.is_empty() => {
             names.push(field.to_string());
             for (k, c) in m {
-                cur.push(PathElem::Field(k.clone()));
+                cur.push(PathElem::Field(k.as_str().into()));
                 walk(c, names, k, cur, out, lists);
                 cur.pop();
             }
@@ -95,11 +97,11 @@ fn walk(v: &Value, names: &mut Vec<String>, field: &str, cur: &mut FieldPath, ou
                 names.push(field.to_string());
                 for item in items {
                     let kj = json!({ key.as_str(): item[&key] }).to_string();
-                    cur.push(PathElem::Key(kj));
+                    cur.push(PathElem::Key(kj.into()));
                     out.insert(cur.clone());
                     if let Some(m) = item.as_object() {
                         for (k, c) in m {
-                            cur.push(PathElem::Field(k.clone()));
+                            cur.push(PathElem::Field(k.as_str().into()));
                             walk(c, names, k, cur, out, lists);
                             cur.pop();
                         }
@@ -110,7 +112,7 @@ fn walk(v: &Value, names: &mut Vec<String>, field: &str, cur: &mut FieldPath, ou
             }
             ListStrategy::MergePrimitives => {
                 for item in items {
-                    cur.push(PathElem::Value(item.to_string()));
+                    cur.push(PathElem::Value(item.to_string().into()));
                     out.insert(cur.clone());
                     cur.pop();
                 }
@@ -130,7 +132,7 @@ pub fn value_at<'a>(obj: &'a Value, path: &[PathElem]) -> Option<&'a Value> {
     let mut cur = obj;
     for e in path {
         cur = match e {
-            PathElem::Field(f) => cur.get(f)?,
+            PathElem::Field(f) => cur.get(&**f)?,
             PathElem::Key(k) => {
                 let key: Map<String, Value> = serde_json::from_str(k).ok()?;
                 cur.as_array()?.iter().find(|i| key.iter().all(|(kk, kv)| i.get(kk) == Some(kv)))?
@@ -149,7 +151,7 @@ fn remove_at(obj: &mut Value, path: &[PathElem]) {
     let mut cur = obj;
     for e in parent_path {
         let next = match e {
-            PathElem::Field(f) => cur.get_mut(f),
+            PathElem::Field(f) => cur.get_mut(&**f),
             PathElem::Key(k) => {
                 let key: Map<String, Value> = serde_json::from_str(k).unwrap_or_default();
                 cur.as_array_mut().and_then(|a| a.iter_mut().find(|i| key.iter().all(|(kk, kv)| i.get(kk) == Some(kv))))
@@ -164,7 +166,7 @@ fn remove_at(obj: &mut Value, path: &[PathElem]) {
     match last {
         PathElem::Field(f) => {
             if let Some(m) = cur.as_object_mut() {
-                m.remove(f);
+                m.remove(&**f);
             }
         }
         PathElem::Key(k) => {
@@ -182,24 +184,43 @@ fn remove_at(obj: &mut Value, path: &[PathElem]) {
     }
 }
 
-/// Render a field set as `fieldsV1`.
+/// Render a field set as `fieldsV1`: a map per path prefix, `"."` marking
+/// a list element that is itself owned.
+///
+/// Built from the set's sorted order (every path sharing a prefix is one
+/// run, the prefix itself first), so each node is made once: walking every
+/// path from the root formatted every element's key and looked it up again
+/// at each level (~4% of the CPU of 10,000 CronJobs end to end: every write
+/// records managed fields).
 pub fn to_fields_v1(set: &FieldSet) -> Value {
-    let mut root = Map::new();
-    for path in set {
-        let mut cur = &mut root;
-        for e in path {
-            let k = match e {
-                PathElem::Field(f) => format!("f:{f}"),
-                PathElem::Key(k) => format!("k:{k}"),
-                PathElem::Value(v) => format!("v:{v}"),
-            };
-            cur = cur.entry(k).or_insert_with(|| json!({})).as_object_mut().expect("object");
+    let paths: Vec<&[PathElem]> = set.iter().map(Vec::as_slice).filter(|p| !p.is_empty()).collect();
+    Value::Object(fields_below(&paths, 0))
+}
+
+/// The `fieldsV1` node below a prefix of `depth` elements that every path
+/// in `paths` (sorted, each longer than `depth`) shares.
+fn fields_below(paths: &[&[PathElem]], depth: usize) -> Map<String, Value> {
+    let mut node = Map::new();
+    let mut rest = paths;
+    while let Some(first) = rest.first() {
+        let elem = &first[depth];
+        let run = rest.iter().take_while(|p| &p[depth] == elem).count();
+        let (group, after) = rest.split_at(run);
+        // The path that ends at this element sorts before its extensions.
+        let ends_here = group[0].len() == depth + 1;
+        let mut child = fields_below(if ends_here { &group[1..] } else { group }, depth + 1);
+        if ends_here && matches!(elem, PathElem::Key(_)) {
+            child.insert(".".into(), json!({}));
         }
-        if matches!(path.last(), Some(PathElem::Key(_))) {
-            cur.insert(".".into(), json!({}));
-        }
+        let key = match elem {
+            PathElem::Field(f) => format!("f:{f}"),
+            PathElem::Key(k) => format!("k:{k}"),
+            PathElem::Value(v) => format!("v:{v}"),
+        };
+        node.insert(key, Value::Object(child));
+        rest = after;
     }
-    Value::Object(root)
+    node
 }
 
 /// Parse `fieldsV1` back into a set.
@@ -334,7 +355,7 @@ impl Writer<'_> {
         if !self.status_subresource {
             return true;
         }
-        let in_status = matches!(path.first(), Some(PathElem::Field(f)) if f == "status");
+        let in_status = matches!(path.first(), Some(PathElem::Field(f)) if &**f == "status");
         if self.subresource.is_empty() {
             !in_status
         } else if self.subresource == "status" {
@@ -478,6 +499,49 @@ mod tests {
         let v1 = to_fields_v1(&set);
         assert_eq!(v1["f:spec"]["f:containers"]["k:{\"name\":\"c\"}"]["f:image"], json!({}));
         assert_eq!(from_fields_v1(&v1), set);
+    }
+
+    /// The rendering as it was first written: every path walked from the root.
+    fn fields_v1_path_by_path(set: &FieldSet) -> Value {
+        let mut root = Map::new();
+        for path in set {
+            let mut cur = &mut root;
+            for e in path {
+                let k = match e {
+                    PathElem::Field(f) => format!("f:{f}"),
+                    PathElem::Key(k) => format!("k:{k}"),
+                    PathElem::Value(v) => format!("v:{v}"),
+                };
+                cur = cur.entry(k).or_insert_with(|| json!({})).as_object_mut().unwrap();
+            }
+            if matches!(path.last(), Some(PathElem::Key(_))) {
+                cur.insert(".".into(), json!({}));
+            }
+        }
+        Value::Object(root)
+    }
+
+    #[test]
+    fn fields_v1_built_by_prefix_runs_equals_the_path_by_path_rendering() {
+        let job = json!({"metadata": {"name": "j", "labels": {"a": "b", "c": "d"}, "finalizers": ["x", "y"],
+            "ownerReferences": [{"uid": "u1", "kind": "CronJob", "controller": true}, {"uid": "u2", "kind": "X"}]},
+            "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "i", "args": ["a", "b"],
+                "ports": [{"containerPort": 80, "protocol": "TCP"}], "env": [{"name": "E", "value": "1"}]},
+                {"name": "d", "image": "j"}], "restartPolicy": "OnFailure", "volumes": []}}},
+            "status": {"active": 1, "conditions": []}});
+        let mut sets = vec![leaves(&job), FieldSet::new()];
+        // Prefixes owned as well as what lies below them, and a lone empty path.
+        let mut odd = leaves(&job);
+        odd.insert(vec![PathElem::Field("spec".into())]);
+        odd.insert(vec![PathElem::Field("spec".into()), PathElem::Field("template".into())]);
+        odd.insert(vec![]);
+        sets.push(odd);
+        let mut keys_only = FieldSet::new();
+        keys_only.insert(vec![PathElem::Field("l".into()), PathElem::Key(r#"{"name":"a"}"#.into()), PathElem::Field("v".into())]);
+        sets.push(keys_only);
+        for set in &sets {
+            assert_eq!(to_fields_v1(set), fields_v1_path_by_path(set), "{set:?}");
+        }
     }
 
     #[test]
