@@ -56,9 +56,12 @@ fn hostile_plugins_are_contained_in_winch_code_too() {
     let sandbox = Sandbox::new(SandboxConfig { tiering: Tiering::BaselineOnly, ..config(DEADLINE) }).unwrap();
     assert_hostile_plugins_contained(&sandbox, Tier::Baseline);
     let hostile = load(&sandbox, "hostile");
-    for call in 0..5 {
-        let actions = hostile.reconcile_blocking(&hostile_parent("remember"), &[], NOW).unwrap();
-        assert_eq!(probe_report(&actions), "image=7 zeroed=0", "call {call}");
+    // Without children and with 1 MiB of them (another size class, so a
+    // copy of the Winch build), each after the other.
+    for (call, bytes) in [0, 1 << 20, 0, 1 << 20, 0].into_iter().enumerate() {
+        let children = if bytes == 0 { vec![] } else { vec![format!("{{\"pad\":\"{}\"}}", "x".repeat(bytes))] };
+        let actions = hostile.reconcile_blocking(&hostile_parent("remember"), &children, NOW).unwrap();
+        assert_eq!(probe_report(&actions), "image=7 zeroed=0", "call {call}, {bytes} bytes of children");
     }
     assert_eq!(hostile.tier(), Tier::Baseline, "BaselineOnly never tiers up");
 }
@@ -171,6 +174,46 @@ fn a_call_never_sees_what_the_previous_call_left_in_memory() {
     for call in 0..5 {
         let actions = hostile.reconcile_blocking(&hostile_parent("remember"), &[], NOW).unwrap();
         assert_eq!(probe_report(&actions), "image=7 zeroed=0", "call {call}");
+    }
+}
+
+/// `wasi:random/insecure-seed`, which Rust's `RandomState` seeds its keys
+/// from, answers from the call's `now`, so a call is a function of its
+/// inputs even though call states are kept between calls. The host shadows
+/// wasmtime-wasi's import of it by its exact version: if a wasmtime upgrade
+/// linked another 0.2.x, a kept state's fixed seed would answer instead,
+/// and calls at different times would hash alike.
+#[test]
+fn the_insecure_seed_follows_each_calls_clock_though_call_states_are_kept() {
+    let sandbox = Sandbox::new(config(Duration::from_secs(5))).unwrap();
+    let hostile = load(&sandbox, "hostile");
+    let hash = |now: i64| probe_report(&hostile.reconcile_blocking(&hostile_parent("random"), &[], now).unwrap());
+    let first = hash(NOW);
+    assert!(first.starts_with("hash="), "{first}");
+    assert_ne!(hash(NOW + 60_000), first, "a call a minute later hashes with another seed");
+    assert_eq!(hash(NOW), first, "a call at the same time hashes with the same seed");
+}
+
+/// Calls are run in pool slots by the bytes they pass (a copy of the
+/// component per size class), so the reset that makes a slot look fresh
+/// must hold in every class, and after calls of other sizes.
+#[test]
+fn a_call_never_sees_what_a_call_of_another_size_left_in_memory() {
+    // Compiled here, then loaded from the precompiled cache (a mapped
+    // file), as `host run` loads plugins: the size classes' copies are made
+    // from either.
+    let dir = tempfile::tempdir().unwrap();
+    let cached = || SandboxConfig { cache: PrecompiledCache::at(dir.path()).unwrap(), ..config(Duration::from_secs(5)) };
+    for (load_no, sandbox) in [Sandbox::new(cached()).unwrap(), Sandbox::new(cached()).unwrap()].into_iter().enumerate() {
+        let hostile = load(&sandbox, "hostile");
+        let padding = |bytes: usize| vec![format!("{{\"pad\":\"{}\"}}", "x".repeat(bytes))];
+        // Small (no children), medium (100 KiB) and large (1 MiB) calls,
+        // each size after each other size.
+        for (call, bytes) in [0, 100 << 10, 1 << 20, 0, 1 << 20, 100 << 10, 0].into_iter().enumerate() {
+            let actions = hostile.reconcile_blocking(&hostile_parent("remember"), &padding(bytes), NOW).unwrap();
+            assert_eq!(probe_report(&actions), "image=7 zeroed=0", "load {load_no}, call {call}, {bytes} bytes of children");
+        }
+        assert_eq!(hostile.info().cache, [CacheOutcome::Compiled, CacheOutcome::Hit][load_no]);
     }
 }
 

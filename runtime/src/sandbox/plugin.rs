@@ -5,15 +5,17 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock, RwLock};
 
 use operator_plugin_sdk::{Action, FieldError, Manifest};
-use wasmtime::component::Component;
+use wasmtime::component::{Component, Instance, InstancePre};
 use wasmtime::{Store, Trap};
 
-use super::bindings::{self, from_v0_1, from_v0_2, v0_1, v0_2};
+use super::bindings;
 use super::cache::{self, CacheOutcome, Lookup};
-use super::{Baseline, Shared, Tiering};
 use super::contract::{self, Minor};
 use super::error::{CallError, LoadError};
+use super::exports::Exports;
+use super::size_class::SizeClasses;
 use super::wasi::CallState;
+use super::{Baseline, Shared, Tiering};
 
 /// What `host inspect` shows about a plugin besides its manifest.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -43,6 +45,8 @@ struct Inner {
     manifest: Manifest,
     info: PluginInfo,
     code: Code,
+    /// Call states kept between calls ([`CallState::begin`] readies one).
+    states: std::sync::Mutex<Vec<CallState>>,
 }
 
 /// What runs a call: a Wasm component (always), or, with the
@@ -58,10 +62,10 @@ enum Code {
 /// compile with tiering on, Winch's until Cranelift's is ready
 /// ([`Tiering`]).
 struct Tiered {
-    optimized: OnceLock<Pre>,
+    optimized: OnceLock<SizeClasses>,
     /// Served while `optimized` is unset; dropped once it is set (calls in
     /// flight keep their `Arc`).
-    baseline: RwLock<Option<Arc<Pre>>>,
+    baseline: RwLock<Option<Arc<SizeClasses>>>,
 }
 
 /// Which compiler built the code a plugin's calls run now.
@@ -75,16 +79,16 @@ pub enum Tier {
 }
 
 impl Tiered {
-    fn optimized(pre: Pre) -> Self {
-        Self { optimized: OnceLock::from(pre), baseline: RwLock::new(None) }
+    fn optimized(build: SizeClasses) -> Self {
+        Self { optimized: OnceLock::from(build), baseline: RwLock::new(None) }
     }
 
-    fn baseline(pre: Pre) -> Self {
-        Self { optimized: OnceLock::new(), baseline: RwLock::new(Some(Arc::new(pre))) }
+    fn baseline(build: SizeClasses) -> Self {
+        Self { optimized: OnceLock::new(), baseline: RwLock::new(Some(Arc::new(build))) }
     }
 
     /// Runs `f` on the best build there is now.
-    fn with<R>(&self, f: impl FnOnce(&Pre) -> R) -> R {
+    fn with<R>(&self, f: impl FnOnce(&SizeClasses) -> R) -> R {
         if let Some(pre) = self.optimized.get() {
             return f(pre);
         }
@@ -96,8 +100,8 @@ impl Tiered {
         }
     }
 
-    fn tier_up(&self, pre: Pre) {
-        if self.optimized.set(pre).is_ok() {
+    fn tier_up(&self, build: SizeClasses) {
+        if self.optimized.set(build).is_ok() {
             self.baseline.write().unwrap().take();
         }
     }
@@ -107,41 +111,34 @@ impl Tiered {
     }
 }
 
-/// A component ready to instantiate, by the contract minor it speaks.
-enum Pre {
-    V0_1(v0_1::PluginPre<CallState>),
-    V0_2(v0_2::PluginPre<CallState>),
-}
-
-/// One instance of a component.
-enum Instance {
-    V0_1(v0_1::Plugin),
-    V0_2(v0_2::Plugin),
+/// A component ready to instantiate, with its `controller` functions.
+pub(super) struct Pre {
+    instance_pre: InstancePre<CallState>,
+    exports: Exports,
 }
 
 impl Pre {
     /// Links `component` (compiled by `linker`'s engine) for calls.
-    fn new(linker: &wasmtime::component::Linker<CallState>, component: &Component, minor: Minor, label: &str) -> Result<Pre, LoadError> {
+    pub(super) fn new(linker: &wasmtime::component::Linker<CallState>, component: &Component, minor: Minor, label: &str) -> Result<Pre, LoadError> {
         let instance_pre = linker.instantiate_pre(component).map_err(|e| LoadError::Link { plugin: label.into(), import: format!("{e:#}") })?;
-        let missing = |e: wasmtime::Error| LoadError::MissingExport { plugin: label.into(), exports: format!("{e:#}") };
-        Ok(match minor {
-            Minor::V0_1 => Pre::V0_1(v0_1::PluginPre::new(instance_pre).map_err(missing)?),
-            Minor::V0_2 => Pre::V0_2(v0_2::PluginPre::new(instance_pre).map_err(missing)?),
-        })
+        let exports =
+            Exports::find(&instance_pre, minor).map_err(|e| LoadError::MissingExport { plugin: label.into(), exports: format!("{e:#}") })?;
+        Ok(Pre { instance_pre, exports })
     }
 
     fn engine(&self) -> &wasmtime::Engine {
-        match self {
-            Pre::V0_1(pre) => pre.engine(),
-            Pre::V0_2(pre) => pre.engine(),
-        }
+        self.instance_pre.engine()
     }
 
+    pub(super) fn component(&self) -> &Component {
+        self.instance_pre.component()
+    }
+
+    /// A fresh instance whose exports passed their type check.
     fn instantiate(&self, store: &mut Store<CallState>) -> wasmtime::Result<Instance> {
-        Ok(match self {
-            Pre::V0_1(pre) => Instance::V0_1(pre.instantiate(store)?),
-            Pre::V0_2(pre) => Instance::V0_2(pre.instantiate(store)?),
-        })
+        let instance = self.instance_pre.instantiate(&mut *store)?;
+        self.exports.check_once(store, instance)?;
+        Ok(instance)
     }
 }
 
@@ -189,17 +186,14 @@ pub(super) fn load(shared: &Arc<Shared>, label: &str, bytes: &[u8]) -> Result<Lo
     }
 
     let pre = Pre::new(linker, &component, minor, label)?;
-    let code = if baseline.is_some() { Tiered::baseline(pre) } else { Tiered::optimized(pre) };
+    let build = SizeClasses::new(pre, linker.clone(), minor, label);
+    let code = if baseline.is_some() { Tiered::baseline(build) } else { Tiered::optimized(build) };
     let info = PluginInfo { digest, size_bytes: bytes.len(), contract_version: found.to_string(), imports, exports, cache: outcome };
 
-    let mut loading = Inner { shared: shared.clone(), name: label.into(), manifest: placeholder_manifest(), info, code: Code::Wasm(code) };
+    let mut loading =
+        Inner { shared: shared.clone(), name: label.into(), manifest: placeholder_manifest(), info, code: Code::Wasm(code), states: Default::default() };
     let manifest = loading
-        .call("manifest", 0, |store, instance| {
-            Ok(match instance {
-                Instance::V0_1(p) => from_v0_1::manifest(p.operator_plugin_controller().call_manifest(store)?),
-                Instance::V0_2(p) => from_v0_2::manifest(p.operator_plugin_controller().call_manifest(store)?),
-            })
-        })
+        .call("manifest", 0, 0, |store, instance, exports| exports.manifest(store, instance))
         .map_err(|e| LoadError::ManifestCall { plugin: label.into(), source: Box::new(e) })?
         .map_err(|e| LoadError::Manifest { plugin: label.into(), detail: e.0 })?;
     validate_manifest(&manifest).map_err(|detail| LoadError::Manifest { plugin: label.into(), detail })?;
@@ -225,7 +219,9 @@ fn compile<'s>(shared: &'s Shared, label: &str, bytes: &[u8], digest: &str) -> R
         if let Some(baseline) = shared.baseline() {
             match Component::from_binary(&baseline.engine, bytes) {
                 Ok(component) => return Ok((component, outcome, Some(baseline))),
-                Err(e) => tracing::warn!(plugin = label, error = %format!("{e:#}"), "Winch cannot compile this plugin; compiling it with Cranelift before use"),
+                Err(e) => {
+                    tracing::warn!(plugin = label, error = %format!("{e:#}"), "Winch cannot compile this plugin; compiling it with Cranelift before use")
+                }
             }
         }
     }
@@ -250,14 +246,15 @@ fn tier_up(plugin: &LoadedPlugin, bytes: Vec<u8>, minor: Minor) {
         shared.compiles.fetch_add(1, Ordering::Relaxed);
         let built = Component::from_binary(&shared.engine, &bytes).map_err(|e| format!("{e:#}")).and_then(|component| {
             shared.config.cache.store(&shared.engine, &digest, &component);
-            Pre::new(&shared.linker, &component, minor, &name).map_err(|e| crate::error_chain(&e))
+            let pre = Pre::new(&shared.linker, &component, minor, &name).map_err(|e| crate::error_chain(&e))?;
+            Ok(SizeClasses::new(pre, shared.linker.clone(), minor, &name))
         });
         match (built, plugin_ref.upgrade()) {
-            (Ok(pre), Some(inner)) => {
+            (Ok(build), Some(inner)) => {
                 // Irrefutable unless the native-plugins feature adds `Code::Native`.
                 #[allow(irrefutable_let_patterns)]
                 if let Code::Wasm(code) = &inner.code {
-                    code.tier_up(pre);
+                    code.tier_up(build);
                 }
                 tracing::info!(plugin = name, compile_ms = started.elapsed().as_millis() as u64, "Cranelift build took over from the Winch build");
             }
@@ -362,7 +359,8 @@ pub(super) fn native(shared: &Arc<Shared>, calls: super::native::NativeCalls, ma
         // Nothing was read from the precompiled cache: the code is in the host binary.
         cache: CacheOutcome::Compiled,
     };
-    let inner = Inner { shared: shared.clone(), name: manifest.name.as_str().into(), manifest, info, code: Code::Native(calls) };
+    let inner =
+        Inner { shared: shared.clone(), name: manifest.name.as_str().into(), manifest, info, code: Code::Native(calls), states: Default::default() };
     Ok(LoadedPlugin { inner: Arc::new(inner) })
 }
 
@@ -412,24 +410,12 @@ impl LoadedPlugin {
         if let Code::Native(native) = &self.inner.code {
             return (native.reconcile)(parent, children, related, now_ms).map_err(|error| CallError::Plugin { plugin: self.name().into(), error });
         }
-        let plugin = || self.name().into();
-        let result = self.inner.call("reconcile", now_ms, |store, instance| {
-            Ok(match instance {
-                Instance::V0_1(p) => match p.operator_plugin_controller().call_reconcile(store, parent, children, now_ms)? {
-                    Ok(actions) => from_v0_1::actions(actions),
-                    Err(e) => return Ok(Err(Err(from_v0_1::reconcile_error(e)))),
-                },
-                Instance::V0_2(p) => match p.operator_plugin_controller().call_reconcile(store, parent, children, related, now_ms)? {
-                    Ok(actions) => from_v0_2::actions(actions),
-                    Err(e) => return Ok(Err(Err(from_v0_2::reconcile_error(e)))),
-                },
-            }
-            .map_err(Ok))
-        })?;
+        let result =
+            self.inner.call("reconcile", now_ms, parent.len() + text_bytes(children) + text_bytes(related), |store, instance, exports| exports.reconcile(store, instance, parent, children, related, now_ms))?;
         match result {
-            Ok(actions) => Ok(actions),
-            Err(Ok(invalid)) => Err(self.invalid("reconcile", invalid)),
-            Err(Err(error)) => Err(CallError::Plugin { plugin: plugin(), error }),
+            Ok(Ok(actions)) => Ok(actions),
+            Ok(Err(error)) => Err(CallError::Plugin { plugin: self.name().into(), error }),
+            Err(invalid) => Err(self.invalid("reconcile", invalid)),
         }
     }
 
@@ -439,26 +425,14 @@ impl LoadedPlugin {
         if let Code::Native(native) = &self.inner.code {
             return Ok((native.validate)(object, old));
         }
-        self.inner.call("validate", 0, |store, instance| {
-            Ok(match instance {
-                Instance::V0_1(p) => p.operator_plugin_controller().call_validate(store, object, old)?.into_iter().map(from_v0_1::field_error).collect(),
-                Instance::V0_2(p) => p.operator_plugin_controller().call_validate(store, object, old)?.into_iter().map(from_v0_2::field_error).collect(),
-            })
-        })
+        self.inner.call("validate", 0, object.len() + old.map_or(0, str::len), |store, instance, exports| exports.validate(store, instance, object, old))
     }
 
     /// Runs `default` on the calling thread; the result is checked to be a
     /// JSON object.
     pub fn default_blocking(&self, object: &str) -> Result<serde_json::Value, CallError> {
         let result = match &self.inner.code {
-            Code::Wasm(_) => self
-                .inner
-                .call("default", 0, |store, instance| {
-                    Ok(match instance {
-                        Instance::V0_1(p) => p.operator_plugin_controller().call_default(store, object)?.map_err(from_v0_1::reconcile_error),
-                        Instance::V0_2(p) => p.operator_plugin_controller().call_default(store, object)?.map_err(from_v0_2::reconcile_error),
-                    })
-                })?,
+            Code::Wasm(_) => self.inner.call("default", 0, object.len(), |store, instance, exports| exports.default(store, instance, object))?,
             #[cfg(feature = "native-plugins")]
             Code::Native(native) => (native.default)(object),
         };
@@ -481,7 +455,13 @@ impl LoadedPlugin {
     }
 
     /// [`Self::reconcile`] with related objects (contract 0.2).
-    pub async fn reconcile_related(&self, parent: Arc<str>, children: Arc<[Arc<str>]>, related: Arc<[Arc<str>]>, now_ms: i64) -> Result<Vec<Action>, CallError> {
+    pub async fn reconcile_related(
+        &self,
+        parent: Arc<str>,
+        children: Arc<[Arc<str>]>,
+        related: Arc<[Arc<str>]>,
+        now_ms: i64,
+    ) -> Result<Vec<Action>, CallError> {
         let this = self.clone();
         self.off_executor(move || {
             let children: Vec<String> = children.iter().map(|c| c.to_string()).collect();
@@ -503,9 +483,20 @@ impl LoadedPlugin {
         self.off_executor(move || this.default_blocking(&object)).await
     }
 
+    /// Runs a call where it cannot stall the executor. On a multi-thread
+    /// runtime it runs in place (`block_in_place`): tokio hands this worker's
+    /// queue to another thread and the caller waits for nobody, where
+    /// `spawn_blocking` costs two cross-thread wake-ups per call (to the
+    /// blocking thread and back), which on a small VM were as long as a
+    /// 10-child reconcile. A current-thread runtime (virtual time, tests)
+    /// cannot give its only worker away, so there the call goes to the
+    /// blocking pool as before.
     async fn off_executor<R: Send + 'static>(&self, f: impl FnOnce() -> Result<R, CallError> + Send + 'static) -> Result<R, CallError> {
         let _permit = self.inner.shared.calls.acquire().await.map_err(|_| CallError::ShuttingDown)?;
-        tokio::task::spawn_blocking(f).await.map_err(|_| CallError::ShuttingDown)?
+        match tokio::runtime::Handle::current().runtime_flavor() {
+            tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
+            _ => tokio::task::spawn_blocking(f).await.map_err(|_| CallError::ShuttingDown)?,
+        }
     }
 
     fn invalid(&self, op: &'static str, e: bindings::InvalidOutput) -> CallError {
@@ -515,25 +506,45 @@ impl LoadedPlugin {
 
 impl Inner {
     /// One call in a fresh Store with the limits; traps become [`CallError`]s.
-    fn call<R>(&self, op: &'static str, now_ms: i64, f: impl FnOnce(&mut Store<CallState>, &Instance) -> wasmtime::Result<R>) -> Result<R, CallError> {
+    /// `bytes` is the size of the texts it passes, which picks the pool
+    /// slots it runs in ([`SizeClasses`]).
+    fn call<R>(
+        &self,
+        op: &'static str,
+        now_ms: i64,
+        bytes: usize,
+        f: impl FnOnce(&mut Store<CallState>, Instance, &Exports) -> wasmtime::Result<R>,
+    ) -> Result<R, CallError> {
         let cfg = &self.shared.config;
-        let state = CallState::new(self.name.clone(), now_ms, cfg.memory_limit, cfg.output_cap, cfg.log_cap);
+        let kept = self.states.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let mut state = kept.unwrap_or_else(|| CallState::new(self.name.clone(), cfg.output_cap));
+        state.begin(&self.name, now_ms, cfg.memory_limit, cfg.log_cap);
         let code = match &self.code {
             Code::Wasm(code) => code,
             #[cfg(feature = "native-plugins")]
             Code::Native(_) => unreachable!("native plugins are called directly, never through a Store"),
         };
-        code.with(|pre| {
+        code.with(|build| {
+            let pre = build.for_input(bytes);
             // The Store belongs to the engine that compiled this build.
             let mut store = Store::new(pre.engine(), state);
             store.limiter(|s| &mut s.limiter);
             store.set_epoch_deadline(self.shared.deadline_ticks());
             store.epoch_deadline_trap();
-            let result = pre.instantiate(&mut store).map_err(|e| (e, true)).and_then(|plugin| f(&mut store, &plugin).map_err(|e| (e, false)));
+            let result =
+                pre.instantiate(&mut store).map_err(|e| (e, true)).and_then(|instance| f(&mut store, instance, &pre.exports).map_err(|e| (e, false)));
             let (stdout, stdout_dropped) = store.data().stdout.take();
             let (stderr, stderr_dropped) = store.data().stderr.take();
             self.forward_output(&stdout, &stderr, stdout_dropped + stderr_dropped + store.data().log_dropped());
-            result.map_err(|(e, instantiating)| self.classify(op, e, instantiating, &stderr, store.data()))
+            let result = result.map_err(|(e, instantiating)| self.classify(op, e, instantiating, &stderr, store.data()));
+            // Dropping the Store frees the instance; the state is kept for
+            // the next call, as many as calls may run at once.
+            let state = store.into_data();
+            let mut states = self.states.lock().unwrap_or_else(|e| e.into_inner());
+            if states.len() < cfg.max_concurrent_calls {
+                states.push(state);
+            }
+            result
         })
     }
 
@@ -571,6 +582,11 @@ impl Inner {
         };
         CallError::Trap { plugin, op, message }
     }
+}
+
+/// The bytes of text in `texts`.
+fn text_bytes(texts: &[String]) -> usize {
+    texts.iter().map(String::len).sum()
 }
 
 /// Extracts a Rust panic message from what the guest wrote to stderr:

@@ -35,7 +35,7 @@ impl CappedOutput {
         (text, dropped)
     }
 
-    fn append(&self, data: &[u8]) {
+    pub(super) fn append(&self, data: &[u8]) {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let room = self.cap.saturating_sub(inner.bytes.len());
         let kept = room.min(data.len());
