@@ -5,7 +5,7 @@
 //! into the requested type, with no intermediate `serde_json::Value`.
 
 use kube_core::Resource;
-use serde::Deserialize;
+use serde::Deserializer as _;
 use serde::de::DeserializeOwned;
 
 use crate::contract::ReconcileError;
@@ -69,23 +69,98 @@ struct TypedText {
 }
 
 /// The two fields that say what an object is.
-#[derive(Deserialize)]
+#[derive(Default)]
 struct TypeMeta {
-    #[serde(default, rename = "apiVersion")]
     api_version: String,
-    #[serde(default)]
     kind: String,
 }
 
+impl TypeMeta {
+    /// Reads `apiVersion` and `kind` from a JSON object and stops once both
+    /// are found: the API server writes them first, so the rest of the
+    /// object (the child itself, read again by [`TypedTexts::of`]) is not
+    /// scanned twice. A field missing from the object is empty.
+    fn read(text: &str) -> serde_json::Result<TypeMeta> {
+        let mut found = None;
+        let read = serde_json::Deserializer::from_str(text).deserialize_map(TypeMetaVisitor { found: &mut found });
+        // Stopping early leaves the object unclosed, which the map's end
+        // reports as an error; the fields are read all the same.
+        match (found, read) {
+            (Some(meta), _) => Ok(meta),
+            (None, Err(e)) => Err(e),
+            (None, Ok(())) => Ok(TypeMeta::default()),
+        }
+    }
+}
+
+struct TypeMetaVisitor<'a> {
+    found: &'a mut Option<TypeMeta>,
+}
+
+/// An object's key, told apart without allocating.
+enum TypeMetaKey {
+    ApiVersion,
+    Kind,
+    Other,
+}
+
+impl<'de> serde::Deserialize<'de> for TypeMetaKey {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl serde::de::Visitor<'_> for KeyVisitor {
+            type Value = TypeMetaKey;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a field name")
+            }
+            fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<TypeMetaKey, E> {
+                Ok(match key {
+                    "apiVersion" => TypeMetaKey::ApiVersion,
+                    "kind" => TypeMetaKey::Kind,
+                    _ => TypeMetaKey::Other,
+                })
+            }
+        }
+        d.deserialize_identifier(KeyVisitor)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for TypeMetaVisitor<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let (mut api_version, mut kind) = (None, None);
+        while let Some(key) = map.next_key::<TypeMetaKey>()? {
+            match key {
+                TypeMetaKey::ApiVersion => api_version = Some(map.next_value::<String>()?),
+                TypeMetaKey::Kind => kind = Some(map.next_value::<String>()?),
+                TypeMetaKey::Other => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+            if api_version.is_some() && kind.is_some() {
+                break;
+            }
+        }
+        *self.found = Some(TypeMeta { api_version: api_version.unwrap_or_default(), kind: kind.unwrap_or_default() });
+        Ok(())
+    }
+}
+
 impl TypedTexts {
-    /// `what` names an item in errors (`child 3 is not valid JSON`).
+    /// `what` names an item in errors (`child 3 is not valid JSON`). Only
+    /// each item's start is read here (up to its `apiVersion` and `kind`):
+    /// what follows is checked when the item is read as a type or untyped.
     pub(crate) fn from_json(texts: &[String], what: &str) -> Result<Self, ReconcileError> {
         let items = texts
             .iter()
             .enumerate()
             .map(|(i, text)| {
-                let meta: TypeMeta = serde_json::from_str(text)
-                    .map_err(|e| ReconcileError::permanent("InvalidInput", format!("{what} {i} is not valid JSON: {e}")))?;
+                let meta =
+                    TypeMeta::read(text).map_err(|e| ReconcileError::permanent("InvalidInput", format!("{what} {i} is not valid JSON: {e}")))?;
                 Ok(TypedText { api_version: meta.api_version, kind: meta.kind, json: text.clone() })
             })
             .collect::<Result<_, ReconcileError>>()?;
@@ -93,10 +168,8 @@ impl TypedTexts {
     }
 
     pub(crate) fn from_objects(objects: &[Object]) -> Self {
-        let items = objects
-            .iter()
-            .map(|o| TypedText { api_version: o.api_version().into(), kind: o.kind().into(), json: o.value().to_string() })
-            .collect();
+        let items =
+            objects.iter().map(|o| TypedText { api_version: o.api_version().into(), kind: o.kind().into(), json: o.value().to_string() }).collect();
         Self { items }
     }
 
@@ -200,6 +273,16 @@ mod tests {
         assert!(Children::from_json(&["[".to_string()]).is_err());
     }
 
+    #[test]
+    fn type_meta_is_read_wherever_it_stands_and_missing_fields_are_empty() {
+        let read = |t: &str| TypeMeta::read(t).map(|m| (m.api_version, m.kind));
+        assert_eq!(read(r#"{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"a"}}"#).unwrap(), ("batch/v1".into(), "Job".into()));
+        let late = r#"{"metadata":{"name":"a","labels":{"kind":"x"}},"kind":"Job","spec":[1,"}"],"apiVersion":"batch/v1"}"#;
+        assert_eq!(read(late).unwrap(), ("batch/v1".into(), "Job".into()));
+        assert_eq!(read(r#"{"kind":"Job"}"#).unwrap(), (String::new(), "Job".into()));
+        assert!(read("[").is_err() && read("5").is_err() && read(r#"{"kind":"#).is_err());
+    }
+
     /// A view of Job: metadata only, the rest of each child skipped.
     #[derive(serde::Deserialize)]
     struct JobView {
@@ -212,7 +295,8 @@ mod tests {
     fn a_view_of_a_kind_reads_the_children_of_that_kind() {
         assert_eq!((JobView::api_version(&()), JobView::kind(&()), JobView::plural(&())), ("batch/v1".into(), "Job".into(), "jobs".into()));
         let texts = vec![
-            json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "a"}, "spec": {"template": {"spec": {"containers": 5}}}}).to_string(),
+            json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "a"}, "spec": {"template": {"spec": {"containers": 5}}}})
+                .to_string(),
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "b"}}).to_string(),
         ];
         let views = Children::from_json(&texts).unwrap().of::<JobView>().unwrap();
