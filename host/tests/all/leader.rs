@@ -232,6 +232,13 @@ async fn reconciles(p: &HostProcess) -> f64 {
     metric(p, "controller_runtime_reconcile_total{").await
 }
 
+/// Waits until `p` counts a finished reconcile. The counter moves when a
+/// reconcile ends, after its writes: the ConfigMap a test waits for can be
+/// seen a moment before the reconcile that wrote it is counted.
+async fn has_reconciled(p: &HostProcess, what: &str) {
+    eventually(what, || async { (reconciles(p).await > 0.0).then_some(()) }).await;
+}
+
 async fn eventually<T, F: std::future::Future<Output = Option<T>>>(what: &str, mut check: impl FnMut() -> F) -> T {
     let started = Instant::now();
     loop {
@@ -284,7 +291,7 @@ async fn elect(client: &kube::Client, a: HostProcess, b: HostProcess) -> (HostPr
 
 async fn only_the_leader_reconciles(client: &kube::Client, leader: &HostProcess, standby: &HostProcess, name: &str) {
     hello_is_reconciled(client, name).await;
-    assert!(reconciles(leader).await > 0.0, "the leader reconciled {name}");
+    has_reconciled(leader, &format!("the leader counts the reconcile of {name}")).await;
     assert_eq!(reconciles(standby).await, 0.0, "the standby reconciles nothing; its log:\n{}", standby.log());
     assert!(!leads(standby).await);
 }
@@ -314,7 +321,7 @@ async fn after_kill_9_of_the_leader_the_standby_takes_over_once_the_lease_expire
     assert!(!leader.log().contains("released the leader lease"));
 
     hello_is_reconciled(&client, "two").await;
-    assert!(reconciles(&standby).await > 0.0, "the new leader reconciles");
+    has_reconciled(&standby, "the new leader counts a reconcile").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -345,7 +352,7 @@ async fn on_sigterm_the_leader_releases_the_lease_and_the_standby_takes_over_bef
     assert_eq!(transitions(&client).await, 1);
 
     hello_is_reconciled(&client, "two").await;
-    assert!(reconciles(&standby).await > 0.0, "the new leader reconciles");
+    has_reconciled(&standby, "the new leader counts a reconcile").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -55,8 +55,14 @@ impl Env {
 
     /// The value of the metric line that starts with `series`.
     fn metric(&self, series: &str) -> f64 {
+        let [value] = self.metrics([series]);
+        value
+    }
+
+    /// The values of `series`, all read from one scrape.
+    fn metrics<const N: usize>(&self, series: [&str; N]) -> [f64; N] {
         let text = self.running.metrics().render();
-        text.lines().find_map(|l| l.strip_prefix(series)?.trim().parse().ok()).unwrap_or(0.0)
+        series.map(|s| text.lines().find_map(|l| l.strip_prefix(s)?.trim().parse().ok()).unwrap_or(0.0))
     }
 
     async fn stop(self) {
@@ -190,9 +196,13 @@ async fn a_refused_parent_is_backed_off_not_retried_in_a_hot_loop() {
     // Exponential backoff from 5 ms: about 10 failures in the first 3 s. A
     // hot loop would run hundreds in that time; a slow machine runs fewer.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let errors = env.metric("controller_runtime_reconcile_errors_total{controller=\"hostile\"}");
+    // Both from one scrape. A refusal is counted when it happens and the
+    // failed reconcile when it ends, so one retry may be between the two.
+    let [errors, refused] = env.metrics([
+        "controller_runtime_reconcile_errors_total{controller=\"hostile\"}",
+        "plugin_call_errors_total{plugin=\"hostile\",kind=\"action_refused\"}",
+    ]);
     assert!((1.0..=16.0).contains(&errors), "{errors} failed reconciles in about 3 s");
-    let refused = env.metric("plugin_call_errors_total{plugin=\"hostile\",kind=\"action_refused\"}");
-    assert_eq!(refused, errors, "each failure was the refusal");
+    assert!(refused == errors || refused == errors + 1.0, "each failure was the refusal: {refused} refusals, {errors} failures");
     env.stop().await;
 }
