@@ -22,11 +22,27 @@ pub struct Embedded {
     /// Job runner), so Pods become Ready, Jobs finish and owners' dependents
     /// are collected as on a real cluster. Stopped when dropped.
     pub cluster: ClusterHandle,
+    _own_kubeconfig: Option<OwnKubeconfig>,
 }
 
 impl std::fmt::Debug for Embedded {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Embedded").field("url", &self.handle.url()).field("kubeconfig", &self.kubeconfig).finish()
+    }
+}
+
+/// A kubeconfig at the temp-dir default names a server that is gone once
+/// the cluster stops, and each process writes its own: removed (with its
+/// directory, when nothing else is in it) when the cluster is dropped. One
+/// written to `--kubeconfig-out` is the user's, and stays.
+struct OwnKubeconfig(PathBuf);
+
+impl Drop for OwnKubeconfig {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+        if let Some(dir) = self.0.parent() {
+            let _ = std::fs::remove_dir(dir);
+        }
     }
 }
 
@@ -79,7 +95,8 @@ pub async fn start_with_clock(port: u16, kubeconfig: &Path, options: &Options, c
     let handle = server.serve_on(addr).await.map_err(|source| StartError::Io { what: format!("serving on {addr}"), source })?;
     handle.write_kubeconfig(kubeconfig).map_err(|source| StartError::Io { what: format!("writing {}", kubeconfig.display()), source })?;
     let cluster = apiserver::cluster::start(&server, options.cluster.clone());
-    Ok(Embedded { server, handle, kubeconfig: kubeconfig.to_path_buf(), cluster })
+    let own = (kubeconfig == default_kubeconfig_path()).then(|| OwnKubeconfig(kubeconfig.to_path_buf()));
+    Ok(Embedded { server, handle, kubeconfig: kubeconfig.to_path_buf(), cluster, _own_kubeconfig: own })
 }
 
 /// Where the kubeconfig goes when `--kubeconfig-out` is not given.

@@ -231,6 +231,11 @@ fn host_plugin_without_any_kubeconfig_says_so_once_and_runs_the_cronjob_controll
     let export = r.line_with("export KUBECONFIG=");
     let kubeconfig = std::path::PathBuf::from(export.trim_start_matches("export KUBECONFIG="));
     cronjob_sample_is_reconciled(&kubeconfig);
+    // That kubeconfig is the process's own, in the temp dir: gone with it.
+    let mut r = r;
+    assert!(Command::new("kill").args(["-TERM", &r.child.id().to_string()]).status().unwrap().success());
+    assert!(r.child.wait().unwrap().success());
+    assert!(!kubeconfig.exists(), "{} outlived the cluster it names", kubeconfig.display());
 }
 
 #[test]
