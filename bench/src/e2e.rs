@@ -221,6 +221,23 @@ pub struct Times {
     /// Every child exists (for Pods: before they are Ready).
     pub created: Duration,
     pub done: Duration,
+    /// CPU time of the whole process (host, API server and this poll) from
+    /// host start to done: on a machine shared with other work the wall
+    /// time moves with their load, the CPU the work took much less.
+    pub cpu: Duration,
+}
+
+/// CPU time (user + system) this process has used so far, from
+/// `/proc/self/stat` (zero where there is none).
+fn process_cpu() -> Duration {
+    let ticks = std::fs::read_to_string("/proc/self/stat").ok().and_then(|s| {
+        // Fields after the command name, which is in parentheses and may hold spaces.
+        let rest = &s[s.rfind(')')? + 2..];
+        let fields: Vec<&str> = rest.split(' ').collect();
+        Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+    });
+    // The kernel reports in USER_HZ, 100 on every Linux this runs on.
+    Duration::from_millis(ticks.unwrap_or(0) * 10)
 }
 
 /// One run: fresh server, `count` parents, host start → goal.
@@ -257,6 +274,7 @@ pub async fn run_once(plugins: &Plugins, kind: Kind, variant: Variant, count: us
     let mut progress = Progress::new(kind);
 
     let start = Instant::now();
+    let cpu_at_start = process_cpu();
     let running =
         manager::start_keyed(client, vec![(plugin.name().to_string(), plugin)], Options::default(), clock, Arc::new(Metrics::new()), registry)
             .await
@@ -281,13 +299,14 @@ pub async fn run_once(plugins: &Plugins, kind: Kind, variant: Variant, count: us
         tokio::time::sleep(POLL).await;
     }
     let total = start.elapsed();
+    let cpu = process_cpu().saturating_sub(cpu_at_start);
     let created = created_at.unwrap_or(total);
     running.shutdown(Duration::from_secs(10)).await;
     if let Some(c) = cluster {
         c.stop().await;
     }
     handle.shutdown().await;
-    Ok(Times { synced, created, done: total })
+    Ok(Times { synced, created, done: total, cpu })
 }
 
 /// `kinds` in turn, `count` parents each (default: the profile's size).
@@ -301,11 +320,12 @@ pub async fn run(profile: &Profile, plugins: &Plugins, kinds: &[Kind], count: Op
             for (slot, variant) in [Variant::Wasm, Variant::Native].into_iter().enumerate() {
                 let t = run_once(plugins, kind, variant, count).await?;
                 eprintln!(
-                    "bench: e2e {} ×{count} {variant:?} round {round}: synced {:.0} ms, children created {:.0} ms, done {:.0} ms",
+                    "bench: e2e {} ×{count} {variant:?} round {round}: synced {:.0} ms, children created {:.0} ms, done {:.0} ms, CPU {:.0} ms",
                     kind.plugin(),
                     ms(t.synced),
                     ms(t.created),
-                    ms(t.done)
+                    ms(t.done),
+                    ms(t.cpu)
                 );
                 samples[slot].push(t);
             }

@@ -53,7 +53,13 @@ enum Command {
     /// 1: one reconcile, Wasm vs native, by number of children.
     Reconcile,
     /// 2: the Wasm call vs the same logic behind a loopback HTTP hook.
-    Hook,
+    Hook {
+        /// First make 20 Wasm calls of each plugin with this many children,
+        /// as `bench all` runs the reconcile benchmark (up to 1,000) first:
+        /// shows what earlier large calls cost later small ones.
+        #[arg(long)]
+        after_calls_with: Option<usize>,
+    },
     /// 3: 10,000 CronJobs / 1,000 MyDeployments end to end, Wasm vs native in-host.
     E2e {
         /// Only this workload (default: both).
@@ -231,7 +237,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     let mut results = report::Results::start(profile);
     match cli.command {
         Command::Reconcile => results.reconcile = reconcile::run(&profile, &plugins)?,
-        Command::Hook => results.hook = runtime.block_on(hook::run(&profile, &plugins))?,
+        Command::Hook { after_calls_with } => {
+            if let Some(n) = after_calls_with {
+                for kind in Kind::ALL {
+                    reconcile::call_loop(kind, plugins.get(kind), n, 20, false)?;
+                }
+            }
+            results.hook = runtime.block_on(hook::run(&profile, &plugins))?
+        }
         Command::E2e { kind, count } => {
             let kinds: Vec<Kind> = kind.map_or(Kind::ALL.to_vec(), |k| vec![k]);
             results.e2e = runtime.block_on(e2e::run(&profile, &plugins, &kinds, count))?
