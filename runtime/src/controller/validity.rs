@@ -1,4 +1,4 @@
-//! Validity re-checked before reconcile (seed 004): a parent can be stored
+//! Validity re-checked before reconcile: a parent can be stored
 //! invalid when it was written before the plugin's webhook existed, with
 //! admission off, or under an older plugin whose rules were looser. Before
 //! the driver calls `reconcile` it calls the plugin's `validate(parent, None)`;
