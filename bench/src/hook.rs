@@ -132,7 +132,7 @@ pub async fn run(profile: &Profile, plugins: &crate::Plugins) -> anyhow::Result<
             let warmup = (iters / 10).max(3);
             let (mut wasm, mut hook) = (Vec::with_capacity(iters), Vec::with_capacity(iters));
             for i in 0..warmup + iters {
-                // The Wasm call runs on the blocking pool, as the controller runs it.
+                // The Wasm call is awaited as the controller awaits it (in place, `block_in_place`).
                 let t = Instant::now();
                 let a = plugin.reconcile(parent.clone(), children.clone(), input.now_ms).await?;
                 let w = t.elapsed();
