@@ -15,7 +15,7 @@ fn host(args: &[&str]) -> Output {
 /// Shared by all CLI tests (the cache is safe for concurrent use), so each
 /// plugin is compiled once per run rather than once per invocation.
 fn cache_dir() -> std::path::PathBuf {
-    std::env::temp_dir().join(format!("host-cli-tests-{}", std::process::id()))
+    common::plugin_cache_dir("cli")
 }
 
 fn stdout(o: &Output) -> String {

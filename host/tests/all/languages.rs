@@ -28,7 +28,7 @@ fn hellos() -> [(&'static str, PathBuf); 3] {
 /// Shared by the tests of this file (the cache is safe for concurrent use):
 /// each of these large components is then compiled about once per run.
 fn cache_dir() -> PathBuf {
-    std::env::temp_dir().join(format!("host-language-tests-{}", std::process::id()))
+    common::plugin_cache_dir("language")
 }
 
 /// The sandbox of the tests, with the shared cache.

@@ -13,7 +13,7 @@ use common::process::{poll, Running};
 use common::wasm;
 
 fn cache_dir() -> std::path::PathBuf {
-    std::env::temp_dir().join(format!("host-run-tests-{}", std::process::id()))
+    common::plugin_cache_dir("run")
 }
 
 fn host() -> Command {

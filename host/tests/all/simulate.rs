@@ -16,7 +16,7 @@ use serde_json::Value;
 use common::wasm;
 
 fn cache_dir() -> std::path::PathBuf {
-    std::env::temp_dir().join(format!("host-simulate-tests-{}", std::process::id()))
+    common::plugin_cache_dir("simulate")
 }
 
 fn host() -> Command {

@@ -133,7 +133,7 @@ async fn a_watched_plugin_file_is_swapped_only_once_its_sig_file_verifies() {
 
 fn host() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_host"));
-    c.env("HOST_LOG", "warn").arg("--plugin-cache-dir").arg(std::env::temp_dir().join(format!("host-trust-tests-{}", std::process::id())));
+    c.env("HOST_LOG", "warn").arg("--plugin-cache-dir").arg(common::plugin_cache_dir("trust"));
     c
 }
 

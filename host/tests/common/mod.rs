@@ -103,3 +103,44 @@ pub async fn event_about(
         .into_iter()
         .find(|e| e.regarding.as_ref().and_then(|r| r.uid.as_deref()) == Some(uid) && matches(e))
 }
+
+/// The plugin cache shared by one topic's tests in this process (`topic`:
+/// "cli", "run", ...), so a plugin is compiled about once per run. A cache
+/// holds compiled code (up to ~140 MB for the language tests): each is
+/// removed when the test process exits, and one a killed process left
+/// behind by the next test process that asks for a cache.
+pub fn plugin_cache_dir(topic: &str) -> PathBuf {
+    static CLEANUP: std::sync::Once = std::sync::Once::new();
+    CLEANUP.call_once(|| {
+        remove_caches(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists());
+        // SAFETY: `remove_own_caches` is an `extern "C"` function that
+        // neither unwinds nor returns early from `exit`.
+        unsafe { atexit(remove_own_caches) };
+    });
+    std::env::temp_dir().join(format!("host-{topic}-tests-{}", std::process::id()))
+}
+
+unsafe extern "C" {
+    fn atexit(callback: extern "C" fn()) -> std::ffi::c_int;
+}
+
+extern "C" fn remove_own_caches() {
+    let own = std::process::id();
+    remove_caches(|pid| pid == own);
+}
+
+/// Removes the `host-<topic>-tests-<pid>` directories in the temp dir whose
+/// pid `remove` picks.
+fn remove_caches(remove: impl Fn(u32) -> bool) {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix("host-")).and_then(|n| n.rsplit_once("-tests-")).and_then(|(_, pid)| pid.parse().ok())
+        else {
+            continue;
+        };
+        if remove(pid) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
