@@ -209,7 +209,9 @@ impl Store {
     /// `expected` (`None` = must not exist). Returns the committed event.
     pub fn commit(&self, key: &ObjectKey, expected: Option<u64>, write: Write) -> Result<Event, StoreError> {
         let mut st = self.state.lock().unwrap();
-        let current = st.objects.get(key).map(|v| object_rv(v));
+        // One lookup: the current object decides the check and is the event's `prev`.
+        let prev = st.objects.get(key).cloned();
+        let current = prev.as_deref().map(object_rv);
         match (expected, current) {
             (None, Some(_)) => return Err(StoreError::AlreadyExists),
             (Some(_), None) => return Err(StoreError::NotFound),
@@ -225,11 +227,10 @@ impl Store {
             Write::Put(mut obj) => {
                 set_rv(&mut obj, rv);
                 let kind = if current.is_some() { EventType::Modified } else { EventType::Added };
-                let prev = st.objects.get(key).cloned();
                 Event { rv, kind, key: key.clone(), object: Arc::new(obj), prev }
             }
             Write::Delete => {
-                let mut obj = st.objects.get(key).map(|v| Value::clone(v)).expect("checked above");
+                let mut obj = prev.as_deref().cloned().expect("checked above");
                 set_rv(&mut obj, rv);
                 Event { rv, kind: EventType::Deleted, key: key.clone(), object: Arc::new(obj), prev: None }
             }

@@ -355,9 +355,11 @@ impl Core {
         }
     }
 
-    fn namespace_exists(&self, ns: &str) -> bool {
+    /// The Namespace `ns`, if it exists: one lookup for both checks a
+    /// create makes (it exists; it is not terminating).
+    fn namespace_object(&self, ns: &str) -> Option<Arc<Value>> {
         let nsr = self.registry.find("", "v1", "namespaces").expect("namespaces");
-        self.store.get_shared(&self.key(&nsr, "", ns)).is_some()
+        self.store.get_shared(&self.key(&nsr, "", ns))
     }
 
     /// GET.
@@ -533,10 +535,8 @@ impl Core {
         }
         self.check_name(res, &obj)?;
         let mut obj = self.admit(res, obj, None, Sub::Main, opts).await?;
-        if res.namespaced && !self.namespace_exists(ns) {
-            return Err(ApiError::not_found("", "namespaces", ns));
-        }
-        if res.namespaced && self.namespace_terminating(ns) {
+        let namespace = if res.namespaced { Some(self.namespace_object(ns).ok_or_else(|| ApiError::not_found("", "namespaces", ns))?) } else { None };
+        if namespace.is_some_and(|n| n.pointer("/metadata/deletionTimestamp").is_some()) {
             let name = meta_str(&obj, "name");
             let mut e = ApiError::forbidden(format!(
                 "{} \"{name}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
