@@ -205,8 +205,7 @@ impl Core {
     }
 
     pub(crate) fn namespace_terminating(&self, ns: &str) -> bool {
-        let nsr = self.registry.find("", "v1", "namespaces").expect("namespaces");
-        self.store.get_shared(&self.key(&nsr, "", ns)).is_some_and(|o| o.pointer("/metadata/deletionTimestamp").is_some())
+        self.namespace_object(ns).is_some_and(|o| is_terminating(&o))
     }
 
     pub(super) fn after_delete(&self, res: &Resource, obj: &Value) {
@@ -245,4 +244,9 @@ impl Core {
         }
         Ok(json!({"kind": res.list_kind, "apiVersion": res.api_version(), "metadata": {"resourceVersion": self.store.current_rv().to_string()}, "items": deleted}))
     }
+}
+
+/// A Namespace is terminating once it has a deletion timestamp.
+pub(super) fn is_terminating(namespace: &Value) -> bool {
+    namespace.pointer("/metadata/deletionTimestamp").is_some()
 }

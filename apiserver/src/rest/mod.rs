@@ -357,7 +357,7 @@ impl Core {
 
     /// The Namespace `ns`, if it exists: one lookup for both checks a
     /// create makes (it exists; it is not terminating).
-    fn namespace_object(&self, ns: &str) -> Option<Arc<Value>> {
+    pub(super) fn namespace_object(&self, ns: &str) -> Option<Arc<Value>> {
         let nsr = self.registry.find("", "v1", "namespaces").expect("namespaces");
         self.store.get_shared(&self.key(&nsr, "", ns))
     }
@@ -536,7 +536,7 @@ impl Core {
         self.check_name(res, &obj)?;
         let mut obj = self.admit(res, obj, None, Sub::Main, opts).await?;
         let namespace = if res.namespaced { Some(self.namespace_object(ns).ok_or_else(|| ApiError::not_found("", "namespaces", ns))?) } else { None };
-        if namespace.is_some_and(|n| n.pointer("/metadata/deletionTimestamp").is_some()) {
+        if namespace.is_some_and(|n| delete::is_terminating(&n)) {
             let name = meta_str(&obj, "name");
             let mut e = ApiError::forbidden(format!(
                 "{} \"{name}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",

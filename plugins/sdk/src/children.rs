@@ -84,11 +84,11 @@ impl TypeMeta {
         let mut found = None;
         let read = serde_json::Deserializer::from_str(text).deserialize_map(TypeMetaVisitor { found: &mut found });
         // Stopping early leaves the object unclosed, which the map's end
-        // reports as an error; the fields are read all the same.
-        match (found, read) {
-            (Some(meta), _) => Ok(meta),
-            (None, Err(e)) => Err(e),
-            (None, Ok(())) => Ok(TypeMeta::default()),
+        // reports as an error; the fields are read all the same. The visitor
+        // sets `found` whenever it returns, so without it `read` is the error.
+        match found {
+            Some(meta) => Ok(meta),
+            None => read.map(|()| TypeMeta::default()),
         }
     }
 }
