@@ -22,7 +22,7 @@ COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     CARGO_PROFILE_RELEASE_LTO=true CARGO_PROFILE_RELEASE_CODEGEN_UNITS=1 \
-    CARGO_TARGET_WASM32_WASIP2_RUSTFLAGS="-C link-arg=--initial-memory=4194304" \
+    CARGO_TARGET_WASM32_WASIP2_RUSTFLAGS="-C llvm-args=-inline-threshold=1000 -C link-arg=--initial-memory=4194304" \
       cargo build --release --locked --target wasm32-wasip2 -p cronjob -p mydeployment \
  && cargo build --release --locked -p host --no-default-features \
  && mkdir -p /out/plugins \

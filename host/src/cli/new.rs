@@ -31,6 +31,7 @@ const SDK_VERSION: &str = operator_plugin_sdk::VERSION;
 const FILES: &[(&str, &str)] = &[
     ("Cargo.toml", include_str!("new/Cargo.toml.tmpl")),
     (".gitignore", include_str!("new/gitignore.tmpl")),
+    (".cargo/config.toml", include_str!("new/cargo-config.toml.tmpl")),
     ("README.md", include_str!("new/README.md.tmpl")),
     ("src/lib.rs", include_str!("new/lib.rs.tmpl")),
     // What the derive generates from lib.rs's types, for the plugin to
