@@ -10,6 +10,7 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -17,9 +18,10 @@ use http_body_util::{BodyExt, Full};
 use hyper::{Request, Response};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use operator_plugin_sdk::{Action, Plugin};
+use operator_plugin_sdk::Action;
 
 use crate::Profile;
+use crate::native::NativeLib;
 use crate::stats::Summary;
 use crate::workload::{self, Kind};
 
@@ -47,7 +49,7 @@ impl Row {
 /// parses each object's text straight into the plugin's types, as the Wasm
 /// guest and the native comparator do. A hook that first parsed the whole
 /// body into `Value` trees would do more work than they and flatter Wasm.
-fn answer<P: Plugin>(body: &[u8]) -> (u16, Vec<u8>) {
+fn answer(native: &NativeLib, kind: Kind, body: &[u8]) -> (u16, Vec<u8>) {
     let bad = |why: String| (400, format!("bad request: {why}").into_bytes());
     let Ok(text) = std::str::from_utf8(body) else { return bad("not UTF-8".into()) };
     let mut lines = text.split('\n');
@@ -56,28 +58,32 @@ fn answer<P: Plugin>(body: &[u8]) -> (u16, Vec<u8>) {
         _ => return bad("the first line is not `now` in Unix milliseconds".into()),
     };
     let Some(parent) = lines.next() else { return bad("no parent line".into()) };
-    let children: Vec<String> = lines.map(str::to_owned).collect();
-    match operator_plugin_sdk::plugin::reconcile::<P>(parent, &children, now_ms) {
-        Ok(actions) => (200, serde_json::to_vec(&actions).expect("actions serialize")),
-        Err(e) => (422, serde_json::to_vec(&e).expect("error serializes")),
+    let children: Vec<&str> = lines.collect();
+    // The library copies the texts into its own strings, as a hook owns its request.
+    let input = native.input(kind, parent, &children, now_ms);
+    let outcome = input.reconcile();
+    match outcome.json() {
+        Ok(actions) => (200, actions.as_bytes().to_vec()),
+        Err(e) => (422, e.as_bytes().to_vec()),
     }
 }
 
 /// Serves `kind`'s native logic on 127.0.0.1 until the runtime stops.
-async fn serve(kind: Kind) -> std::io::Result<SocketAddr> {
+async fn serve(native: Arc<NativeLib>, kind: Kind) -> std::io::Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
     let addr = listener.local_addr()?;
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
-            let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| async move {
-                let body = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
-                let (status, out) = match kind {
-                    Kind::CronJob => answer::<cronjob::CronJobPlugin>(&body),
-                    Kind::MyDeployment => answer::<mydeployment::MyDeploymentPlugin>(&body),
-                };
-                Ok::<_, Infallible>(
-                    Response::builder().status(status).header("content-type", "application/json").body(Full::new(Bytes::from(out))).unwrap(),
-                )
+            let native = native.clone();
+            let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+                let native = native.clone();
+                async move {
+                    let body = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+                    let (status, out) = answer(&native, kind, &body);
+                    Ok::<_, Infallible>(
+                        Response::builder().status(status).header("content-type", "application/json").body(Full::new(Bytes::from(out))).unwrap(),
+                    )
+                }
             });
             tokio::spawn(async move {
                 let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
@@ -112,7 +118,7 @@ pub async fn run(profile: &Profile, plugins: &crate::Plugins) -> anyhow::Result<
     let client: HttpClient = Client::builder(TokioExecutor::new()).pool_max_idle_per_host(1).build_http();
     let mut rows = Vec::new();
     for kind in Kind::ALL {
-        let url = format!("http://{}/sync", serve(kind).await?);
+        let url = format!("http://{}/sync", serve(plugins.native.clone(), kind).await?);
         let plugin = plugins.get(kind).clone();
         for n in SIZES {
             let input = workload::input(kind, n);

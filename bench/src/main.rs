@@ -6,6 +6,7 @@
 mod e2e;
 mod hook;
 mod memory;
+mod native;
 mod plot;
 mod process;
 mod reconcile;
@@ -191,18 +192,20 @@ impl Paths {
 }
 
 /// The shipped plugins loaded as Wasm, in one sandbox with `host run`'s
-/// default limits.
+/// default limits, and their native comparator.
 pub struct Plugins {
     pub sandbox: Sandbox,
     cronjob: LoadedPlugin,
     mydeployment: LoadedPlugin,
+    pub native: std::sync::Arc<native::NativeLib>,
 }
 
 impl Plugins {
     fn load(paths: &Paths, perf_map: bool) -> anyhow::Result<Plugins> {
         let sandbox = Sandbox::new(SandboxConfig { cache: PrecompiledCache::disabled(), perf_map, ..SandboxConfig::default() })?;
         let load = |name: &str| sandbox.load_file(&paths.plugin(name)).map_err(|e| anyhow::anyhow!("{}", host::error_chain(&e)));
-        Ok(Plugins { cronjob: load("cronjob")?, mydeployment: load("mydeployment")?, sandbox })
+        let native = std::sync::Arc::new(native::NativeLib::load(&paths.target)?);
+        Ok(Plugins { cronjob: load("cronjob")?, mydeployment: load("mydeployment")?, sandbox, native })
     }
 
     pub fn get(&self, kind: Kind) -> &LoadedPlugin {
@@ -244,7 +247,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Hook { after_calls_with } => {
             if let Some(n) = after_calls_with {
                 for kind in Kind::ALL {
-                    reconcile::call_loop(kind, plugins.get(kind), n, 20, false)?;
+                    reconcile::call_loop(kind, &plugins, n, 20, false)?;
                 }
             }
             results.hook = runtime.block_on(hook::run(&profile, &plugins))?
@@ -258,7 +261,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Startup => results.startup = Some(runtime.block_on(startup::run(&profile, &paths, &plugins))?),
         Command::Loop { plugin, children, calls, native, .. } => {
             let kind = Kind::ALL.into_iter().find(|k| k.plugin() == plugin).ok_or_else(|| anyhow::anyhow!("no plugin {plugin}"))?;
-            reconcile::call_loop(kind, plugins.get(kind), children, calls, native)?;
+            reconcile::call_loop(kind, &plugins, children, calls, native)?;
             return Ok(());
         }
         Command::Compare { plugin, before, after } => {

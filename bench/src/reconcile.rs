@@ -1,12 +1,13 @@
 //! Benchmark 1: one reconcile in the sandbox (fresh Store + instantiate +
 //! call + decode, `LoadedPlugin::reconcile_blocking`) against the same
 //! plugin logic compiled natively (`operator_plugin_sdk::plugin::reconcile`,
-//! exactly the text path the Wasm export runs), per number of children.
+//! exactly the text path the Wasm export runs, from the `bench-native`
+//! library built with the Wasm plugins' codegen settings), per number of
+//! children.
 
 use std::time::{Duration, Instant};
 
 use host::sandbox::LoadedPlugin;
-use operator_plugin_sdk::{Action, ReconcileError};
 
 use crate::Profile;
 use crate::stats::Summary;
@@ -21,19 +22,29 @@ pub struct Row {
     pub children: usize,
     /// Microseconds per reconcile.
     pub wasm: Summary,
+    /// `bench-native`: built with the Wasm plugins' codegen settings.
     pub native: Summary,
+    /// The same logic linked into this binary, built as an ordinary release
+    /// (no LTO, LLVM's default inlining): what a natively built operator gets.
+    pub native_default: Summary,
 }
 
 impl Row {
+    /// Wasm against native with the same build settings: the sandbox's cost.
     pub fn ratio(&self) -> f64 {
         self.wasm.median / self.native.median
     }
+
+    /// Wasm against an ordinary native release build.
+    pub fn ratio_default(&self) -> f64 {
+        self.wasm.median / self.native_default.median
+    }
 }
 
-/// The plugin's text-in/text-out reconcile, compiled natively.
-pub type NativeReconcile = fn(&str, &[String], i64) -> Result<Vec<Action>, ReconcileError>;
+/// The plugin's text-in/text-out reconcile linked into this binary.
+type LinkedReconcile = fn(&str, &[String], i64) -> Result<Vec<operator_plugin_sdk::Action>, operator_plugin_sdk::ReconcileError>;
 
-pub fn native_reconcile(kind: Kind) -> NativeReconcile {
+fn linked_reconcile(kind: Kind) -> LinkedReconcile {
     match kind {
         Kind::CronJob => operator_plugin_sdk::plugin::reconcile::<cronjob::CronJobPlugin>,
         Kind::MyDeployment => operator_plugin_sdk::plugin::reconcile::<mydeployment::MyDeploymentPlugin>,
@@ -50,46 +61,57 @@ fn iterations(profile: &Profile, one_pair: Duration) -> usize {
 
 /// Measures both variants interleaved call by call, so load that comes and
 /// goes on the machine hits both alike.
-pub fn measure(profile: &Profile, kind: Kind, plugin: &LoadedPlugin, n: usize) -> anyhow::Result<Row> {
+pub fn measure(profile: &Profile, kind: Kind, plugins: &crate::Plugins, n: usize) -> anyhow::Result<Row> {
+    let plugin = plugins.get(kind);
     let Input { parent, children, now_ms } = workload::input(kind, n);
-    let native = native_reconcile(kind);
+    let native = plugins.native.input(kind, &parent, &children, now_ms);
     // Same answer both ways, or the comparison means nothing.
     let from_wasm = plugin.reconcile_blocking(&parent, &children, now_ms)?;
-    let from_native = native(&parent, &children, now_ms).map_err(|e| anyhow::anyhow!("native {}: {e:?}", kind.plugin()))?;
+    let from_native = native.reconcile().actions().map_err(|e| anyhow::anyhow!("{}: {e:#}", kind.plugin()))?;
     anyhow::ensure!(from_wasm == from_native, "{} with {n} children: Wasm and native disagree", kind.plugin());
+    let linked = linked_reconcile(kind);
+    let from_linked = linked(&parent, &children, now_ms).map_err(|e| anyhow::anyhow!("{}: {e:?}", kind.plugin()))?;
+    anyhow::ensure!(from_wasm == from_linked, "{} with {n} children: Wasm and the linked native build disagree", kind.plugin());
 
     let start = Instant::now();
     for _ in 0..3 {
         let _ = plugin.reconcile_blocking(&parent, &children, now_ms)?;
-        let _ = native(&parent, &children, now_ms);
+        let _ = native.reconcile();
+        let _ = linked(&parent, &children, now_ms);
     }
     let iters = iterations(profile, start.elapsed() / 3);
-    let (mut wasm, mut nat) = (Vec::with_capacity(iters), Vec::with_capacity(iters));
+    let (mut wasm, mut nat, mut nat_default) = (Vec::with_capacity(iters), Vec::with_capacity(iters), Vec::with_capacity(iters));
     for _ in 0..iters {
         let t = Instant::now();
         let a = plugin.reconcile_blocking(&parent, &children, now_ms)?;
         wasm.push(t.elapsed());
         std::hint::black_box(a);
         let t = Instant::now();
-        let a = native(&parent, &children, now_ms);
+        let a = native.reconcile();
         nat.push(t.elapsed());
+        std::hint::black_box(a);
+        let t = Instant::now();
+        let a = linked(&parent, &children, now_ms);
+        nat_default.push(t.elapsed());
         std::hint::black_box(a).ok();
     }
-    Ok(Row { kind, children: n, wasm: Summary::micros(&wasm), native: Summary::micros(&nat) })
+    Ok(Row { kind, children: n, wasm: Summary::micros(&wasm), native: Summary::micros(&nat), native_default: Summary::micros(&nat_default) })
 }
 
 pub fn run(profile: &Profile, plugins: &crate::Plugins) -> anyhow::Result<Vec<Row>> {
     let mut rows = Vec::new();
     for kind in Kind::ALL {
         for n in SIZES {
-            let row = measure(profile, kind, plugins.get(kind), n)?;
+            let row = measure(profile, kind, plugins, n)?;
             eprintln!(
-                "bench: reconcile {} {n:>4} {}: wasm {:.1} µs, native {:.1} µs, ratio {:.2}",
+                "bench: reconcile {} {n:>4} {}: wasm {:.1} µs, native {:.1} µs (ordinary release {:.1} µs), ratio {:.2} ({:.2})",
                 kind.plugin(),
                 kind.child(),
                 row.wasm.median,
                 row.native.median,
-                row.ratio()
+                row.native_default.median,
+                row.ratio(),
+                row.ratio_default()
             );
             rows.push(row);
         }
@@ -99,12 +121,13 @@ pub fn run(profile: &Profile, plugins: &crate::Plugins) -> anyhow::Result<Vec<Ro
 
 /// `bench loop`: `calls` reconciles of one input, nothing measured, for a
 /// profiler to attribute the cost of a call.
-pub fn call_loop(kind: Kind, plugin: &LoadedPlugin, n: usize, calls: usize, native: bool) -> anyhow::Result<()> {
-    let Input { parent, children, now_ms } = workload::input(kind, n);
+pub fn call_loop(kind: Kind, plugins: &crate::Plugins, n: usize, calls: usize, native: bool) -> anyhow::Result<()> {
+    let (plugin, Input { parent, children, now_ms }) = (plugins.get(kind), workload::input(kind, n));
+    let native_input = plugins.native.input(kind, &parent, &children, now_ms);
     let start = Instant::now();
     for _ in 0..calls {
         if native {
-            std::hint::black_box(native_reconcile(kind)(&parent, &children, now_ms)).ok();
+            std::hint::black_box(native_input.reconcile());
         } else {
             std::hint::black_box(plugin.reconcile_blocking(&parent, &children, now_ms)?);
         }

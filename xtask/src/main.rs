@@ -85,20 +85,38 @@ fn cargo() -> Command {
     c
 }
 
-/// `cargo build --release --target wasm32-wasip2`, with fat LTO and one
-/// codegen unit: plugins are small, built rarely and run on every reconcile,
-/// so the slower build pays off (see docs/benchmarks.md, Optimizations). Set
-/// through the environment so the host's own release build stays fast.
+/// `cargo build --release --target wasm32-wasip2` with the plugins' codegen
+/// settings ([`plugin_codegen`]). Set through the environment so the host's
+/// own release build stays fast.
 fn wasm_build() -> Command {
     let mut c = cargo();
     c.args(["build", "--release", "--target", "wasm32-wasip2"]);
-    c.env("CARGO_PROFILE_RELEASE_LTO", "true").env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "1");
     // Every call starts from a fresh instance; a 4 MiB initial memory gives
     // the guest's allocator room for a typical reconcile without
     // `memory.grow` (each one an mprotect in the host). The cap is unchanged.
-    c.env("CARGO_TARGET_WASM32_WASIP2_RUSTFLAGS", format!("-C link-arg=--initial-memory={PLUGIN_INITIAL_MEMORY}"));
+    plugin_codegen(&mut c, "WASM32_WASIP2", &format!("-C link-arg=--initial-memory={PLUGIN_INITIAL_MEMORY}"));
     c
 }
+
+/// Fat LTO, one codegen unit and LLVM's inliner at a threshold of
+/// [`PLUGIN_INLINE_THRESHOLD`]: plugins are small, built rarely and run on
+/// every reconcile, so the slower build pays off (docs/benchmarks.md,
+/// Optimizations). Cranelift then compiles fewer Wasm calls, each of which
+/// costs a stack-limit and an epoch-deadline check and spills registers
+/// around it. `triple` is the target in the form of cargo's
+/// `CARGO_TARGET_<TRIPLE>_RUSTFLAGS`, which (with `--target`) leaves build
+/// scripts and proc macros alone.
+fn plugin_codegen(c: &mut Command, triple: &str, extra_rustflags: &str) {
+    c.env("CARGO_PROFILE_RELEASE_LTO", "true").env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "1");
+    let flags = format!("-C llvm-args=-inline-threshold={PLUGIN_INLINE_THRESHOLD} {extra_rustflags}");
+    c.env(format!("CARGO_TARGET_{triple}_RUSTFLAGS"), flags.trim());
+}
+
+/// LLVM's inline threshold for plugins (its default is 225). Measured with
+/// `bench compare` against the default: 400 made calls 5-8% faster, 1,000
+/// 12-16%, 2,500 no faster than 1,000 with twice the growth in size
+/// (cronjob.wasm +10% at 1,000).
+const PLUGIN_INLINE_THRESHOLD: u32 = 1000;
 
 /// Bytes of linear memory a plugin instance starts with (a multiple of 64 KiB).
 const PLUGIN_INITIAL_MEMORY: u32 = 4 << 20;
@@ -240,6 +258,7 @@ fn run(extra: &[String]) -> Result {
 }
 
 fn bench(extra: &[String]) -> Result {
+    native_comparator()?;
     let mut c = cargo();
     c.args(["build", "--release", "-p", "bench"]);
     status(c)?;
@@ -248,4 +267,32 @@ fn bench(extra: &[String]) -> Result {
     // `--quick` and the like go before the subcommand's own arguments.
     c.args(extra).arg("all");
     status(c)
+}
+
+/// The benchmark's native comparator (`bench/native`, a shared library) built
+/// for this machine with the plugins' codegen settings, so "Wasm vs native"
+/// compares the same build of the same code; copied to `target/bench-native/`,
+/// where `bench` loads it.
+fn native_comparator() -> Result {
+    let triple = host_triple()?;
+    let mut c = cargo();
+    c.args(["build", "--release", "-p", "bench-native", "--target", &triple]);
+    plugin_codegen(&mut c, &triple.to_uppercase().replace('-', "_"), "");
+    status(c)?;
+    let name = format!("{}bench_native{}", std::env::consts::DLL_PREFIX, std::env::consts::DLL_SUFFIX);
+    let from = target_dir().join(&triple).join("release").join(&name);
+    let dir = target_dir().join("bench-native");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
+    std::fs::copy(&from, dir.join(&name)).map_err(|e| format!("copy {}: {e}", from.display()))?;
+    Ok(())
+}
+
+/// The triple rustc builds for by default (`host:` in `rustc -vV`).
+fn host_triple() -> Result<String> {
+    let out = Command::new("rustc").arg("-vV").output().map_err(|e| format!("cannot run rustc -vV: {e}"))?;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("host: "))
+        .map(str::to_owned)
+        .ok_or_else(|| "rustc -vV printed no host triple".to_string())
 }
