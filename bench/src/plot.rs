@@ -204,15 +204,15 @@ pub fn all(r: &Results, dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
         charts.push((
             "reconcile-ratio.png",
             Chart {
-                title: "One reconcile: Wasm time / native time (lower is better)".into(),
+                title: "One reconcile: Wasm time / native time, native with the same or an ordinary build (lower is better)".into(),
                 unit: "ratio (×)".into(),
                 groups: groups.clone(),
                 series: Kind::ALL
                     .iter()
                     .flat_map(|k| {
                         [
-                            (format!("{}, native with the same settings", k.plugin()), of(*k, &|x| x.ratio().into())),
-                            (format!("{}, ordinary native release", k.plugin()), of(*k, &|x| x.ratio_default().into())),
+                            (format!("{} (same build)", k.plugin()), of(*k, &|x| x.ratio().into())),
+                            (format!("{} (ordinary build)", k.plugin()), of(*k, &|x| x.ratio_default().into())),
                         ]
                     })
                     .collect(),

@@ -100,3 +100,44 @@ pub unsafe extern "C" fn bench_native_free_outcome(outcome: *mut Outcome) {
 pub unsafe extern "C" fn bench_native_free_input(input: *mut Input) {
     drop(unsafe { Box::from_raw(input) });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CRONJOB_PARENT: &str = r#"{"apiVersion":"batch.tutorial.kubebuilder.io/v1","kind":"CronJob","metadata":{"creationTimestamp":"2026-01-15T10:00:30Z","generation":1,"name":"every-minute","namespace":"default","resourceVersion":"4102","uid":"3f6c1e2a-8d4b-4c1e-9a57-0b2d9e6f4a11"},"spec":{"concurrencyPolicy":"Allow","jobTemplate":{"spec":{"template":{"spec":{"containers":[{"name":"hello","image":"busybox"}],"restartPolicy":"OnFailure"}}}},"schedule":"*/1 * * * *"}}"#;
+    const NOW_MS: i64 = 1_768_471_291_000; // 2026-01-15T10:01:31Z: one run is due.
+
+    fn call(kind: u32, parent: &str) -> (bool, String) {
+        unsafe {
+            let input = bench_native_input(kind, Text { ptr: parent.as_ptr(), len: parent.len() }, std::ptr::null(), 0, NOW_MS);
+            assert!(!input.is_null());
+            let outcome = bench_native_reconcile(input);
+            let mut ok = false;
+            let t = bench_native_outcome_json(outcome, &mut ok);
+            let json = std::str::from_utf8(std::slice::from_raw_parts(t.ptr, t.len)).unwrap().to_owned();
+            bench_native_free_outcome(outcome);
+            bench_native_free_input(input);
+            (ok, json)
+        }
+    }
+
+    #[test]
+    fn the_c_abi_answers_what_the_sdk_call_answers() {
+        let direct = operator_plugin_sdk::plugin::reconcile::<cronjob::CronJobPlugin>(CRONJOB_PARENT, &[], NOW_MS).expect("the CronJob reconciles");
+        assert!(!direct.is_empty(), "a due CronJob makes a Job");
+        assert_eq!(call(CRONJOB, CRONJOB_PARENT), (true, serde_json::to_string(&direct).unwrap()));
+    }
+
+    #[test]
+    fn a_failed_reconcile_comes_back_as_its_error() {
+        let direct = operator_plugin_sdk::plugin::reconcile::<mydeployment::MyDeploymentPlugin>("not JSON", &[], NOW_MS).expect_err("text that is not JSON fails");
+        assert_eq!(call(MYDEPLOYMENT, "not JSON"), (false, serde_json::to_string(&direct).unwrap()));
+    }
+
+    #[test]
+    fn an_unknown_kind_is_refused() {
+        let input = unsafe { bench_native_input(7, Text { ptr: "".as_ptr(), len: 0 }, std::ptr::null(), 0, 0) };
+        assert!(input.is_null());
+    }
+}
