@@ -16,8 +16,10 @@
 //!   wasmtime), so a separate host build compiled 22 crates twice.
 //! - `run`: `build`, then the host on the embedded cluster with the shipped
 //!   plugins (extra arguments go to `host run`).
-//! - `bench`: `build`, then the benchmarks (`bench all`), which write
-//!   docs/benchmarks.md and docs/benchmarks/*.png; `--quick` for a smoke run.
+//! - `bench`: `build`, the benchmark's native comparator (`bench/native`,
+//!   built with the plugins' codegen settings), then the benchmarks (`bench
+//!   all`), which write docs/benchmarks.md and docs/benchmarks/*.png;
+//!   `--quick` for a smoke run.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
