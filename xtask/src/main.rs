@@ -9,7 +9,8 @@
 //!   `languages`; `run` skips them, it needs only the shipped plugins).
 //! - `test`: `setup`, the plugins as `build` makes them, then cargo-component
 //!   0.21 (installed when missing; only the test proving the author toolchain
-//!   needs it) builds one plugin, then every test of the workspace. The host
+//!   needs it) builds one plugin, then the benchmark's native comparator (the
+//!   bench's `--quick` tests load it), then every test of the workspace. The host
 //!   binary is built by the test build, not by `cargo build -p host`: the two
 //!   resolve different features (dev-dependencies such as proptest turn on
 //!   `fnv/std`, which changes `gimli` and with it all of cranelift and
@@ -56,6 +57,7 @@ fn main() -> ExitCode {
             .and_then(|()| build_plugins())
             .and_then(|()| languages::build())
             .and_then(|()| component_build())
+            .and_then(|()| native_comparator())
             .and_then(|()| test(&args[1..])),
         Some("run") => setup().and_then(|()| build()).and_then(|()| run(&args[1..])),
         Some("bench") => setup().and_then(|()| build()).and_then(|()| bench(&args[1..])),
