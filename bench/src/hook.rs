@@ -118,7 +118,7 @@ pub async fn run(profile: &Profile, plugins: &crate::Plugins) -> anyhow::Result<
     let client: HttpClient = Client::builder(TokioExecutor::new()).pool_max_idle_per_host(1).build_http();
     let mut rows = Vec::new();
     for kind in Kind::ALL {
-        let url = format!("http://{}/sync", serve(plugins.native.clone(), kind).await?);
+        let url = format!("http://{}/sync", serve(plugins.native()?, kind).await?);
         let plugin = plugins.get(kind).clone();
         for n in SIZES {
             let input = workload::input(kind, n);

@@ -197,15 +197,25 @@ pub struct Plugins {
     pub sandbox: Sandbox,
     cronjob: LoadedPlugin,
     mydeployment: LoadedPlugin,
-    pub native: std::sync::Arc<native::NativeLib>,
+    /// Loaded on first use: only the call benchmarks compare with it.
+    native: std::sync::OnceLock<std::sync::Arc<native::NativeLib>>,
+    target: PathBuf,
 }
 
 impl Plugins {
     fn load(paths: &Paths, perf_map: bool) -> anyhow::Result<Plugins> {
         let sandbox = Sandbox::new(SandboxConfig { cache: PrecompiledCache::disabled(), perf_map, ..SandboxConfig::default() })?;
         let load = |name: &str| sandbox.load_file(&paths.plugin(name)).map_err(|e| anyhow::anyhow!("{}", host::error_chain(&e)));
-        let native = std::sync::Arc::new(native::NativeLib::load(&paths.target)?);
-        Ok(Plugins { cronjob: load("cronjob")?, mydeployment: load("mydeployment")?, sandbox, native })
+        Ok(Plugins { cronjob: load("cronjob")?, mydeployment: load("mydeployment")?, sandbox, native: Default::default(), target: paths.target.clone() })
+    }
+
+    /// The native comparator (`bench-native`), loaded on the first call.
+    pub fn native(&self) -> anyhow::Result<std::sync::Arc<native::NativeLib>> {
+        if let Some(lib) = self.native.get() {
+            return Ok(lib.clone());
+        }
+        let lib = std::sync::Arc::new(native::NativeLib::load(&self.target)?);
+        Ok(self.native.get_or_init(|| lib).clone())
     }
 
     pub fn get(&self, kind: Kind) -> &LoadedPlugin {

@@ -59,12 +59,14 @@ fn iterations(profile: &Profile, one_pair: Duration) -> usize {
     n.clamp(profile.min_iterations(), 20_000)
 }
 
-/// Measures both variants interleaved call by call, so load that comes and
-/// goes on the machine hits both alike.
+/// Measures the three variants (Wasm, native with the same build settings,
+/// the ordinary native build) interleaved call by call, so load that comes
+/// and goes on the machine hits them alike.
 pub fn measure(profile: &Profile, kind: Kind, plugins: &crate::Plugins, n: usize) -> anyhow::Result<Row> {
     let plugin = plugins.get(kind);
     let Input { parent, children, now_ms } = workload::input(kind, n);
-    let native = plugins.native.input(kind, &parent, &children, now_ms);
+    let native_lib = plugins.native()?;
+    let native = native_lib.input(kind, &parent, &children, now_ms);
     // Same answer both ways, or the comparison means nothing.
     let from_wasm = plugin.reconcile_blocking(&parent, &children, now_ms)?;
     let from_native = native.reconcile().actions().map_err(|e| anyhow::anyhow!("{}: {e:#}", kind.plugin()))?;
@@ -123,11 +125,12 @@ pub fn run(profile: &Profile, plugins: &crate::Plugins) -> anyhow::Result<Vec<Ro
 /// profiler to attribute the cost of a call.
 pub fn call_loop(kind: Kind, plugins: &crate::Plugins, n: usize, calls: usize, native: bool) -> anyhow::Result<()> {
     let (plugin, Input { parent, children, now_ms }) = (plugins.get(kind), workload::input(kind, n));
-    let native_input = plugins.native.input(kind, &parent, &children, now_ms);
+    let native_lib = if native { Some(plugins.native()?) } else { None };
+    let native_input = native_lib.as_ref().map(|lib| lib.input(kind, &parent, &children, now_ms));
     let start = Instant::now();
     for _ in 0..calls {
-        if native {
-            std::hint::black_box(native_input.reconcile());
+        if let Some(input) = &native_input {
+            std::hint::black_box(input.reconcile());
         } else {
             std::hint::black_box(plugin.reconcile_blocking(&parent, &children, now_ms)?);
         }

@@ -22,8 +22,10 @@ pub struct Text {
 }
 
 impl Text {
+    /// Invalid UTF-8 is replaced, as `String::from_utf8_lossy` does.
+    ///
     /// # Safety
-    /// `ptr..ptr+len` must be valid UTF-8 for the call's duration.
+    /// `ptr..ptr+len` must be readable for the call's duration.
     unsafe fn to_owned_string(&self) -> String {
         let bytes = unsafe { std::slice::from_raw_parts(self.ptr, self.len) };
         String::from_utf8_lossy(bytes).into_owned()
