@@ -186,6 +186,9 @@ async fn swapping_ten_times_under_load_loses_and_duplicates_nothing_and_refuses_
         env.publish(&[("plugin.wasm", next.clone())]).await;
         env.running("plugin.wasm", version).await;
     }
+    // The swap is counted just after the new version is installed, so the
+    // last count can trail `running` by a moment.
+    common::eventually("ten swaps counted", WAIT, || async { (env.swaps("swapped") >= 10).then_some(()) }).await;
     assert_eq!(env.swaps("swapped"), 10, "each new version swapped in place (same kinds)");
 
     // A broken module is refused; v1 keeps running and says so on the ConfigMap.
@@ -258,6 +261,8 @@ async fn a_version_with_other_kinds_restarts_the_watches_and_a_removed_key_stops
         env.manager.plugin(&id("plugin.wasm")).filter(|p| p.name() == "hello").map(|_| ())
     })
     .await;
+    // Counted just after the new plugin is installed (see the ten-swap test).
+    common::eventually("the restart counted", WAIT, || async { (env.swaps("restarted") >= 1).then_some(()) }).await;
     assert_eq!(env.swaps("restarted"), 1);
     let hellos: Api<DynamicObject> = Api::namespaced_with(
         env.client.clone(),
