@@ -241,6 +241,20 @@ fn process_cpu() -> Duration {
 }
 
 /// One run: fresh server, `count` parents, host start → goal.
+/// Profiles the timed window only: with `BENCH_PERF_CTL=<fifo>`, writes
+/// `enable` / `disable` to a `perf record --control fifo:<fifo> -D -1`
+/// control pipe at the start and end of each run, so set-up (creating the
+/// parents, compiling the plugin) and teardown stay out of the profile.
+fn perf_control(command: &str) {
+    if let Some(fifo) = std::env::var_os("BENCH_PERF_CTL") {
+        if let Err(e) =
+            std::fs::OpenOptions::new().write(true).open(&fifo).and_then(|mut f| std::io::Write::write_all(&mut f, format!("{command}\n").as_bytes()))
+        {
+            eprintln!("bench: BENCH_PERF_CTL {}: {e}", std::path::Path::new(&fifo).display());
+        }
+    }
+}
+
 pub async fn run_once(plugins: &Plugins, kind: Kind, variant: Variant, count: usize) -> anyhow::Result<Times> {
     let dir = tempfile::tempdir()?;
     let server = ApiServer::new();
@@ -275,6 +289,7 @@ pub async fn run_once(plugins: &Plugins, kind: Kind, variant: Variant, count: us
 
     let start = Instant::now();
     let cpu_at_start = process_cpu();
+    perf_control("enable");
     let running =
         manager::start_keyed(client, vec![(plugin.name().to_string(), plugin)], Options::default(), clock, Arc::new(Metrics::new()), registry)
             .await
@@ -300,6 +315,7 @@ pub async fn run_once(plugins: &Plugins, kind: Kind, variant: Variant, count: us
     }
     let total = start.elapsed();
     let cpu = process_cpu().saturating_sub(cpu_at_start);
+    perf_control("disable");
     let created = created_at.unwrap_or(total);
     running.shutdown(Duration::from_secs(10)).await;
     if let Some(c) = cluster {
