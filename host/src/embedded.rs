@@ -142,7 +142,13 @@ pub fn register_admission(server: &ApiServer, registry: &Registry, plugin: &Load
                 return Vec::new();
             };
             match p.validate(obj.to_string(), old.as_ref().map(Value::to_string)).await {
-                Ok(errors) => errors.iter().map(cause).collect(),
+                Ok(errors) => {
+                    if errors.is_empty() && old.is_none() {
+                        let meta = &obj["metadata"];
+                        p.found_valid_on_create(meta["uid"].as_str().unwrap_or_default(), meta["generation"].as_i64());
+                    }
+                    errors.iter().map(cause).collect()
+                }
                 Err(e) => vec![Cause::new("InternalError", format!("validation failed: {e}"), "")],
             }
         }

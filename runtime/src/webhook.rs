@@ -105,7 +105,12 @@ fn answer(plugins: &[LoadedPlugin], path: &str, request: &AdmissionRequest<Dynam
     let plugin = validate.expect("one of the two matched");
     let old = request.old_object.as_ref().map(|o| serde_json::to_string(o).expect("objects serialize"));
     match plugin.validate_blocking(&value.to_string(), old.as_deref()) {
-        Ok(errors) if errors.is_empty() => allowed,
+        Ok(errors) if errors.is_empty() => {
+            if request.operation == Operation::Create && !request.dry_run {
+                plugin.found_valid_on_create(object.metadata.uid.as_deref().unwrap_or_default(), object.metadata.generation);
+            }
+            allowed
+        }
         Ok(errors) => {
             let parent = &plugin.manifest().parent;
             let name = object.metadata.name.as_deref().unwrap_or(&request.name);

@@ -102,3 +102,52 @@ async fn an_invalid_stored_cronjob_is_flagged_not_reconciled_until_it_is_fixed()
     eventually("Reconciled=True", || async { (reconciled(&cjs.get("cronjob-sample").await.ok()?)?["status"] == "True").then_some(()) }).await;
     running.shutdown(Duration::from_secs(30)).await;
 }
+
+/// A CronJob that this host's admission validated on create, with the very
+/// build the controller runs, is not validated again before its first
+/// reconcile: the controller takes admission's answer (one plugin call
+/// fewer per new parent). One created before the manager starts shows that
+/// admission remembered it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cronjob_admitted_by_the_same_build_is_not_validated_again() {
+    let server = ApiServer::new();
+    let sandbox = Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
+    let client = server.kube_client();
+    let plugin = common::load(&sandbox, "cronjob");
+    let registry = host::registry::Registry::default();
+    registry.insert("cronjob", plugin.clone());
+    host::embedded::register_admission(&server, &registry, &plugin);
+    let running = manager::start(client.clone(), vec![plugin.clone()], Options::default(), Arc::new(SystemClock), Arc::new(Metrics::new()))
+        .await
+        .unwrap_or_else(|e| panic!("manager: {}", host::error_chain(&e)));
+    tokio::time::timeout(WAIT, running.wait_synced()).await.expect("caches sync");
+
+    let ar = ApiResource {
+        group: "batch.tutorial.kubebuilder.io".into(),
+        version: "v1".into(),
+        api_version: "batch.tutorial.kubebuilder.io/v1".into(),
+        kind: "CronJob".into(),
+        plural: "cronjobs".into(),
+    };
+    let cjs: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+    let sample: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(common::workspace_root().join("plugins/cronjob/samples/batch_v1_cronjob.yaml")).unwrap())
+            .unwrap();
+    let created = cjs.create(&PostParams::default(), &serde_json::from_value(sample).unwrap()).await.expect("admitted");
+    let uid = created.metadata.uid.clone().unwrap();
+    assert_eq!(created.metadata.generation, Some(1));
+
+    eventually("Reconciled=True", || async { (reconciled(&cjs.get("cronjob-sample").await.ok()?)?["status"] == "True").then_some(()) }).await;
+    assert!(
+        !plugin.take_found_valid_on_create(&uid, Some(1)),
+        "the controller took admission's answer (a record left here means it called validate instead)"
+    );
+
+    // The record exists until the controller takes it: the manager is
+    // stopped, so nothing takes this one.
+    running.shutdown(Duration::from_secs(30)).await;
+    let mut second: Value = serde_json::to_value(&created).unwrap();
+    second["metadata"] = json!({"name": "second", "namespace": "default"});
+    let second = cjs.create(&PostParams::default(), &serde_json::from_value(second).unwrap()).await.expect("admitted");
+    assert!(plugin.take_found_valid_on_create(second.metadata.uid.as_deref().unwrap(), Some(1)), "admission remembered the create");
+}

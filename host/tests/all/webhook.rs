@@ -58,6 +58,46 @@ fn an_invalid_object_is_denied_with_the_plugins_field_errors() {
     assert_eq!(delete["response"]["allowed"], true);
 }
 
+/// A CronJob as the API server hands it to validating admission: uid and
+/// generation are set before admission runs.
+fn stored(schedule: &str, uid: &str) -> Value {
+    let mut o = cronjob(schedule);
+    o["metadata"]["uid"] = uid.into();
+    o["metadata"]["generation"] = 1.into();
+    o
+}
+
+#[test]
+fn only_an_allowed_create_is_remembered_for_the_controller() {
+    let sandbox = host::sandbox::Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
+    let plugins = vec![common::load(&sandbox, "cronjob")];
+    let path = "/validate-batch-tutorial-kubebuilder-io-v1-cronjob";
+    let [created, denied, updated, dry_run] = [
+        "0b6c6a52-0000-4000-8000-000000000001",
+        "0b6c6a52-0000-4000-8000-000000000002",
+        "0b6c6a52-0000-4000-8000-000000000003",
+        "0b6c6a52-0000-4000-8000-000000000004",
+    ];
+    assert_eq!(answer(&plugins, path, &review("CREATE", stored("*/5 * * * *", created)))["response"]["allowed"], true);
+    assert_eq!(answer(&plugins, path, &review("CREATE", stored("nope", denied)))["response"]["allowed"], false);
+    let mut update: Value = serde_json::from_slice(&review("UPDATE", stored("*/5 * * * *", updated))).unwrap();
+    update["request"]["oldObject"] = stored("*/10 * * * *", updated);
+    assert_eq!(answer(&plugins, path, &serde_json::to_vec(&update).unwrap())["response"]["allowed"], true);
+    let mut dry: Value = serde_json::from_slice(&review("CREATE", stored("*/5 * * * *", dry_run))).unwrap();
+    dry["request"]["dryRun"] = true.into();
+    assert_eq!(answer(&plugins, path, &serde_json::to_vec(&dry).unwrap())["response"]["allowed"], true);
+
+    let p = &plugins[0];
+    assert!(!p.take_found_valid_on_create(created, Some(2)), "only the generation admission saw");
+    assert!(p.take_found_valid_on_create(created, Some(1)), "an allowed create is remembered");
+    assert!(!p.take_found_valid_on_create(denied, Some(1)), "a denied create is not");
+    assert!(!p.take_found_valid_on_create(updated, Some(1)), "an update is validated against its old object: not remembered");
+    assert!(!p.take_found_valid_on_create(dry_run, Some(1)), "a dry run is never stored: not remembered");
+    let reloaded = common::load(&sandbox, "cronjob");
+    assert_eq!(answer(&plugins, path, &review("CREATE", stored("*/5 * * * *", created)))["response"]["allowed"], true);
+    assert!(!reloaded.take_found_valid_on_create(created, Some(1)), "another load (a hot swap) starts with none");
+}
+
 #[test]
 fn defaulting_answers_with_a_json_patch() {
     let sandbox = host::sandbox::Sandbox::new(common::config(Duration::from_secs(5))).unwrap();

@@ -9,7 +9,9 @@
 //! A `validate` call per reconcile would double the plugin calls, so the
 //! answer is remembered per parent with the (uid, generation, plugin digest)
 //! it was given for, and asked again only when one of them changed: a new
-//! object under the same name, a spec change, or a hot swap.
+//! object under the same name, a spec change, or a hot swap. A parent this
+//! host's admission validated on create, with the same plugin build, is not
+//! asked about again either (`LoadedPlugin::found_valid_on_create`).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -83,8 +85,15 @@ impl super::Controller {
         parent: &CachedObject,
         regarding: &Regarding,
     ) -> Option<Ended> {
-        let stamp = Stamp { uid: parent.uid().unwrap_or_default().to_string(), generation: parent.generation(), digest: plugin.info().digest.clone() };
-        let verdict = match self.validity.check(key, stamp, || plugin.validate(parent.json().to_string(), None)).await {
+        let (uid, generation) = (parent.uid().unwrap_or_default(), parent.generation());
+        let stamp = Stamp { uid: uid.to_string(), generation, digest: plugin.info().digest.clone() };
+        let validate = || async move {
+            if plugin.take_found_valid_on_create(uid, generation) {
+                return Ok(Vec::new());
+            }
+            plugin.validate(parent.json().to_string(), None).await
+        };
+        let verdict = match self.validity.check(key, stamp, validate).await {
             Ok(errors) if errors.is_empty() => return None,
             Ok(errors) => {
                 self.metrics.plugin_call_error(&self.name, "invalid");

@@ -15,6 +15,7 @@
 //!
 //! Everything a plugin may do is decided here, in one place; defaults deny.
 
+mod admitted;
 mod bindings;
 pub mod cache;
 pub mod contract;

@@ -8,6 +8,7 @@ use operator_plugin_sdk::{Action, FieldError, Manifest};
 use wasmtime::component::{Component, Instance, InstancePre};
 use wasmtime::{Store, Trap};
 
+use super::admitted::Admitted;
 use super::bindings;
 use super::cache::{self, CacheOutcome, Lookup};
 use super::contract::{self, Minor};
@@ -47,6 +48,8 @@ struct Inner {
     code: Code,
     /// Call states kept between calls ([`CallState::begin`] readies one).
     states: std::sync::Mutex<Vec<CallState>>,
+    /// Parents this build found valid at admission of their create.
+    admitted: Admitted,
 }
 
 /// What runs a call: a Wasm component (always), or, with the
@@ -190,8 +193,15 @@ pub(super) fn load(shared: &Arc<Shared>, label: &str, bytes: &[u8]) -> Result<Lo
     let code = if baseline.is_some() { Tiered::baseline(build) } else { Tiered::optimized(build) };
     let info = PluginInfo { digest, size_bytes: bytes.len(), contract_version: found.to_string(), imports, exports, cache: outcome };
 
-    let mut loading =
-        Inner { shared: shared.clone(), name: label.into(), manifest: placeholder_manifest(), info, code: Code::Wasm(code), states: Default::default() };
+    let mut loading = Inner {
+        shared: shared.clone(),
+        name: label.into(),
+        manifest: placeholder_manifest(),
+        info,
+        code: Code::Wasm(code),
+        states: Default::default(),
+        admitted: Admitted::default(),
+    };
     let manifest = loading
         .call("manifest", 0, 0, |store, instance, exports| exports.manifest(store, instance))
         .map_err(|e| LoadError::ManifestCall { plugin: label.into(), source: Box::new(e) })?
@@ -359,8 +369,15 @@ pub(super) fn native(shared: &Arc<Shared>, calls: super::native::NativeCalls, ma
         // Nothing was read from the precompiled cache: the code is in the host binary.
         cache: CacheOutcome::Compiled,
     };
-    let inner =
-        Inner { shared: shared.clone(), name: manifest.name.as_str().into(), manifest, info, code: Code::Native(calls), states: Default::default() };
+    let inner = Inner {
+        shared: shared.clone(),
+        name: manifest.name.as_str().into(),
+        manifest,
+        info,
+        code: Code::Native(calls),
+        states: Default::default(),
+        admitted: Admitted::default(),
+    };
     Ok(LoadedPlugin { inner: Arc::new(inner) })
 }
 
@@ -417,6 +434,20 @@ impl LoadedPlugin {
             Ok(Err(error)) => Err(CallError::Plugin { plugin: self.name().into(), error }),
             Err(invalid) => Err(self.invalid("reconcile", invalid)),
         }
+    }
+
+    /// Remembers that this build's `validate(object, None)`, run by this
+    /// host's admission on a create, found no errors in the object `uid` at
+    /// `generation`, so the controller need not ask again before the
+    /// parent's first reconcile ([`admitted`](super::admitted)).
+    pub fn found_valid_on_create(&self, uid: &str, generation: Option<i64>) {
+        self.inner.admitted.remember(uid, generation);
+    }
+
+    /// Whether this build found the object `uid` at `generation` valid on
+    /// create ([`Self::found_valid_on_create`]); a record is taken once.
+    pub fn take_found_valid_on_create(&self, uid: &str, generation: Option<i64>) -> bool {
+        self.inner.admitted.take(uid, generation)
     }
 
     /// Runs `validate` on the calling thread.
