@@ -244,8 +244,13 @@ fn process_cpu() -> Duration {
 /// Profiles the timed window only: with `BENCH_PERF_CTL=<fifo>`, writes
 /// `enable` / `disable` to a `perf record --control fifo:<fifo> -D -1`
 /// control pipe at the start and end of each run, so set-up (creating the
-/// parents, compiling the plugin) and teardown stay out of the profile.
-fn perf_control(command: &str) {
+/// parents, compiling the plugin) and teardown stay out of the profile;
+/// `BENCH_PERF_ONLY=wasm|native` profiles that variant's runs only.
+fn perf_control(variant: Variant, command: &str) {
+    let only = std::env::var("BENCH_PERF_ONLY").ok();
+    if only.is_some_and(|only| !only.eq_ignore_ascii_case(&format!("{variant:?}"))) {
+        return;
+    }
     if let Some(fifo) = std::env::var_os("BENCH_PERF_CTL") {
         if let Err(e) =
             std::fs::OpenOptions::new().write(true).open(&fifo).and_then(|mut f| std::io::Write::write_all(&mut f, format!("{command}\n").as_bytes()))
@@ -289,7 +294,7 @@ pub async fn run_once(plugins: &Plugins, kind: Kind, variant: Variant, count: us
 
     let start = Instant::now();
     let cpu_at_start = process_cpu();
-    perf_control("enable");
+    perf_control(variant, "enable");
     let running =
         manager::start_keyed(client, vec![(plugin.name().to_string(), plugin)], Options::default(), clock, Arc::new(Metrics::new()), registry)
             .await
@@ -315,7 +320,7 @@ pub async fn run_once(plugins: &Plugins, kind: Kind, variant: Variant, count: us
     }
     let total = start.elapsed();
     let cpu = process_cpu().saturating_sub(cpu_at_start);
-    perf_control("disable");
+    perf_control(variant, "disable");
     let created = created_at.unwrap_or(total);
     running.shutdown(Duration::from_secs(10)).await;
     if let Some(c) = cluster {
@@ -331,9 +336,22 @@ pub async fn run(profile: &Profile, plugins: &Plugins, kinds: &[Kind], count: Op
     for &kind in kinds {
         let count = count.unwrap_or(profile.e2e_count(kind));
         let mut samples: [Vec<Times>; 2] = Default::default();
-        // Alternate the variants so drifting load hits both alike.
+        // The first run in a fresh process grows the allocator's heap to the
+        // run's peak, and pays for it in page faults that later runs do not
+        // (perf of 10,000 CronJobs: faults and `sysmalloc` 10% of the first
+        // run's CPU, 4% of the next one's, whichever variant ran first). So
+        // one run that is not counted comes first.
+        let warm_up = run_once(plugins, kind, Variant::Native, count).await?;
+        eprintln!("bench: e2e {} ×{count} warm-up (not counted): done {:.0} ms, CPU {:.0} ms", kind.plugin(), ms(warm_up.done), ms(warm_up.cpu));
+        // Alternate the variants so drifting load hits both alike, and which
+        // goes first, so that neither always follows the other.
         for round in 0..profile.e2e_rounds() {
-            for (slot, variant) in [Variant::Wasm, Variant::Native].into_iter().enumerate() {
+            let order = if round % 2 == 0 { [Variant::Wasm, Variant::Native] } else { [Variant::Native, Variant::Wasm] };
+            for variant in order {
+                let slot = match variant {
+                    Variant::Wasm => 0,
+                    Variant::Native => 1,
+                };
                 let t = run_once(plugins, kind, variant, count).await?;
                 eprintln!(
                     "bench: e2e {} ×{count} {variant:?} round {round}: synced {:.0} ms, children created {:.0} ms, done {:.0} ms, CPU {:.0} ms",
