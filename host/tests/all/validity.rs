@@ -31,6 +31,23 @@ fn reconciled(obj: &DynamicObject) -> Option<Value> {
     obj.data.pointer("/status/conditions")?.as_array()?.iter().find(|c| c["type"] == "Reconciled").cloned()
 }
 
+fn cronjobs(client: &kube::Client) -> Api<DynamicObject> {
+    let ar = ApiResource {
+        group: "batch.tutorial.kubebuilder.io".into(),
+        version: "v1".into(),
+        api_version: "batch.tutorial.kubebuilder.io/v1".into(),
+        kind: "CronJob".into(),
+        plural: "cronjobs".into(),
+    };
+    Api::namespaced_with(client.clone(), "default", &ar)
+}
+
+/// The plugin's sample CronJob (`plugins/cronjob/samples/`).
+fn sample_cronjob() -> Value {
+    let path = common::workspace_root().join("plugins/cronjob/samples/batch_v1_cronjob.yaml");
+    serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_invalid_stored_cronjob_is_flagged_not_reconciled_until_it_is_fixed() {
     let server = ApiServer::new();
@@ -43,17 +60,8 @@ async fn an_invalid_stored_cronjob_is_flagged_not_reconciled_until_it_is_fixed()
             .unwrap_or_else(|e| panic!("manager: {}", host::error_chain(&e)));
     tokio::time::timeout(WAIT, running.wait_synced()).await.expect("caches sync");
 
-    let ar = ApiResource {
-        group: "batch.tutorial.kubebuilder.io".into(),
-        version: "v1".into(),
-        api_version: "batch.tutorial.kubebuilder.io/v1".into(),
-        kind: "CronJob".into(),
-        plural: "cronjobs".into(),
-    };
-    let cjs: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
-    let mut cj: Value =
-        serde_saphyr::from_str(&std::fs::read_to_string(common::workspace_root().join("plugins/cronjob/samples/batch_v1_cronjob.yaml")).unwrap())
-            .unwrap();
+    let cjs = cronjobs(&client);
+    let mut cj = sample_cronjob();
     cj["spec"]["schedule"] = "every day at noon".into();
     cj["spec"].as_object_mut().unwrap().remove("startingDeadlineSeconds");
     let uid = cjs.create(&PostParams::default(), &serde_json::from_value(cj).unwrap()).await.expect("stored: no admission").metadata.uid.unwrap();
@@ -122,17 +130,8 @@ async fn a_cronjob_admitted_by_the_same_build_is_not_validated_again() {
         .unwrap_or_else(|e| panic!("manager: {}", host::error_chain(&e)));
     tokio::time::timeout(WAIT, running.wait_synced()).await.expect("caches sync");
 
-    let ar = ApiResource {
-        group: "batch.tutorial.kubebuilder.io".into(),
-        version: "v1".into(),
-        api_version: "batch.tutorial.kubebuilder.io/v1".into(),
-        kind: "CronJob".into(),
-        plural: "cronjobs".into(),
-    };
-    let cjs: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
-    let sample: Value =
-        serde_saphyr::from_str(&std::fs::read_to_string(common::workspace_root().join("plugins/cronjob/samples/batch_v1_cronjob.yaml")).unwrap())
-            .unwrap();
+    let cjs = cronjobs(&client);
+    let sample = sample_cronjob();
     let created = cjs.create(&PostParams::default(), &serde_json::from_value(sample).unwrap()).await.expect("admitted");
     let uid = created.metadata.uid.clone().unwrap();
     assert_eq!(created.metadata.generation, Some(1));
