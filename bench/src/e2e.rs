@@ -240,17 +240,18 @@ fn process_cpu() -> Duration {
     Duration::from_millis(ticks.unwrap_or(0) * 10)
 }
 
-/// One run: fresh server, `count` parents, host start → goal.
 /// Profiles the timed window only: with `BENCH_PERF_CTL=<fifo>`, writes
 /// `enable` / `disable` to a `perf record --control fifo:<fifo> -D -1`
-/// control pipe at the start and end of each run, so set-up (creating the
-/// parents, compiling the plugin) and teardown stay out of the profile;
-/// `BENCH_PERF_ONLY=wasm|native` profiles that variant's runs only.
-fn perf_control(variant: Variant, command: &str) {
+/// control pipe at the start and end of each counted run, so set-up
+/// (creating the parents, compiling the plugin), teardown and the warm-up
+/// stay out of the profile; `BENCH_PERF_ONLY=wasm|native` profiles that
+/// variant's runs only.
+fn profiled(variant: Variant, counted: bool) -> bool {
     let only = std::env::var("BENCH_PERF_ONLY").ok();
-    if only.is_some_and(|only| !only.eq_ignore_ascii_case(&format!("{variant:?}"))) {
-        return;
-    }
+    counted && only.is_none_or(|only| only.eq_ignore_ascii_case(&format!("{variant:?}")))
+}
+
+fn perf_control(command: &str) {
     if let Some(fifo) = std::env::var_os("BENCH_PERF_CTL") {
         if let Err(e) =
             std::fs::OpenOptions::new().write(true).open(&fifo).and_then(|mut f| std::io::Write::write_all(&mut f, format!("{command}\n").as_bytes()))
@@ -260,7 +261,9 @@ fn perf_control(variant: Variant, command: &str) {
     }
 }
 
-pub async fn run_once(plugins: &Plugins, kind: Kind, variant: Variant, count: usize) -> anyhow::Result<Times> {
+/// One run: fresh server, `count` parents, host start → goal; `counted`
+/// is false for the warm-up.
+pub async fn run_once(plugins: &Plugins, kind: Kind, variant: Variant, count: usize, counted: bool) -> anyhow::Result<Times> {
     let dir = tempfile::tempdir()?;
     let server = ApiServer::new();
     let handle = server.serve_on(([127, 0, 0, 1], 0).into()).await?;
@@ -294,7 +297,10 @@ pub async fn run_once(plugins: &Plugins, kind: Kind, variant: Variant, count: us
 
     let start = Instant::now();
     let cpu_at_start = process_cpu();
-    perf_control(variant, "enable");
+    let profiled = profiled(variant, counted);
+    if profiled {
+        perf_control("enable");
+    }
     let running =
         manager::start_keyed(client, vec![(plugin.name().to_string(), plugin)], Options::default(), clock, Arc::new(Metrics::new()), registry)
             .await
@@ -320,7 +326,9 @@ pub async fn run_once(plugins: &Plugins, kind: Kind, variant: Variant, count: us
     }
     let total = start.elapsed();
     let cpu = process_cpu().saturating_sub(cpu_at_start);
-    perf_control(variant, "disable");
+    if profiled {
+        perf_control("disable");
+    }
     let created = created_at.unwrap_or(total);
     running.shutdown(Duration::from_secs(10)).await;
     if let Some(c) = cluster {
@@ -341,7 +349,7 @@ pub async fn run(profile: &Profile, plugins: &Plugins, kinds: &[Kind], count: Op
         // (perf of 10,000 CronJobs: faults and `sysmalloc` 10% of the first
         // run's CPU, 4% of the next one's, whichever variant ran first). So
         // one run that is not counted comes first.
-        let warm_up = run_once(plugins, kind, Variant::Native, count).await?;
+        let warm_up = run_once(plugins, kind, Variant::Native, count, false).await?;
         eprintln!("bench: e2e {} ×{count} warm-up (not counted): done {:.0} ms, CPU {:.0} ms", kind.plugin(), ms(warm_up.done), ms(warm_up.cpu));
         // Alternate the variants so drifting load hits both alike, and which
         // goes first, so that neither always follows the other.
@@ -352,7 +360,7 @@ pub async fn run(profile: &Profile, plugins: &Plugins, kinds: &[Kind], count: Op
                     Variant::Wasm => 0,
                     Variant::Native => 1,
                 };
-                let t = run_once(plugins, kind, variant, count).await?;
+                let t = run_once(plugins, kind, variant, count, true).await?;
                 eprintln!(
                     "bench: e2e {} ×{count} {variant:?} round {round}: synced {:.0} ms, children created {:.0} ms, done {:.0} ms, CPU {:.0} ms",
                     kind.plugin(),

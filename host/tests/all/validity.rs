@@ -14,7 +14,7 @@ use host::manager::{self, Options};
 use host::metrics::Metrics;
 use host::sandbox::Sandbox;
 use k8s_openapi::api::batch::v1::Job;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(90);
@@ -32,14 +32,8 @@ fn reconciled(obj: &DynamicObject) -> Option<Value> {
 }
 
 fn cronjobs(client: &kube::Client) -> Api<DynamicObject> {
-    let ar = ApiResource {
-        group: "batch.tutorial.kubebuilder.io".into(),
-        version: "v1".into(),
-        api_version: "batch.tutorial.kubebuilder.io/v1".into(),
-        kind: "CronJob".into(),
-        plural: "cronjobs".into(),
-    };
-    Api::namespaced_with(client.clone(), "default", &ar)
+    let gvk = GroupVersionKind::gvk("batch.tutorial.kubebuilder.io", "v1", "CronJob");
+    Api::namespaced_with(client.clone(), "default", &ApiResource::from_gvk_with_plural(&gvk, "cronjobs"))
 }
 
 /// The plugin's sample CronJob (`plugins/cronjob/samples/`).
