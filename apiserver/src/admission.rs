@@ -87,13 +87,7 @@ impl Admission {
 
     /// Register a validating hook named `name` for objects of `group`/`kind` that answers at
     /// once (an in-memory rule; it runs on the request's task, so it must not block).
-    pub fn register_validating(
-        &self,
-        name: &str,
-        group: &str,
-        kind: &str,
-        f: impl Fn(&Value, Option<&Value>) -> Vec<Cause> + Send + Sync + 'static,
-    ) {
+    pub fn register_validating(&self, name: &str, group: &str, kind: &str, f: impl Fn(&Value, Option<&Value>) -> Vec<Cause> + Send + Sync + 'static) {
         self.register_validating_async(name, group, kind, move |obj, old| futures::future::ready(f(&obj, old.as_ref())).boxed());
     }
 

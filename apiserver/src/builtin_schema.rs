@@ -19,10 +19,7 @@ fn schemas() -> &'static Schemas {
     static S: OnceLock<Schemas> = OnceLock::new();
     S.get_or_init(|| {
         let v: Value = serde_json::from_str(RAW).expect("builtin.json is valid");
-        Schemas {
-            roots: v["roots"].as_object().cloned().unwrap_or_default(),
-            defs: v["schemas"].as_object().cloned().unwrap_or_default(),
-        }
+        Schemas { roots: v["roots"].as_object().cloned().unwrap_or_default(), defs: v["schemas"].as_object().cloned().unwrap_or_default() }
     })
 }
 
@@ -176,8 +173,11 @@ mod tests {
 
     #[test]
     fn every_served_built_in_kind_has_a_schema() {
-        let missing: Vec<String> =
-            crate::resources::builtins().iter().filter(|r| !has(&r.group, &r.version, &r.kind)).map(|r| format!("{}/{}", r.api_version(), r.kind)).collect();
+        let missing: Vec<String> = crate::resources::builtins()
+            .iter()
+            .filter(|r| !has(&r.group, &r.version, &r.kind))
+            .map(|r| format!("{}/{}", r.api_version(), r.kind))
+            .collect();
         assert!(missing.is_empty(), "regenerate schemas/builtin.json (schemas/gen): {missing:?}");
     }
 }

@@ -43,7 +43,8 @@ pub fn hpa_v1_to_v2(mut v: Value) -> Value {
     if let Some(status) = v.get_mut("status").and_then(Value::as_object_mut)
         && let Some(current) = status.remove("currentCPUUtilizationPercentage")
     {
-        status.insert("currentMetrics".into(), json!([{"type": "Resource", "resource": {"name": "cpu", "current": {"averageUtilization": current}}}]));
+        status
+            .insert("currentMetrics".into(), json!([{"type": "Resource", "resource": {"name": "cpu", "current": {"averageUtilization": current}}}]));
     }
     v
 }
@@ -55,7 +56,12 @@ pub fn hpa_v2_to_v1(mut v: Value) -> Value {
     }
     let is_cpu = |m: &&Value| m["type"] == "Resource" && m.pointer("/resource/name") == Some(&json!("cpu"));
     if let Some(spec) = v.get_mut("spec").and_then(Value::as_object_mut) {
-        let target = spec.get("metrics").and_then(Value::as_array).and_then(|ms| ms.iter().find(is_cpu)).and_then(|m| m.pointer("/resource/target/averageUtilization")).cloned();
+        let target = spec
+            .get("metrics")
+            .and_then(Value::as_array)
+            .and_then(|ms| ms.iter().find(is_cpu))
+            .and_then(|m| m.pointer("/resource/target/averageUtilization"))
+            .cloned();
         spec.remove("metrics");
         spec.remove("behavior");
         if let Some(t) = target {
@@ -63,7 +69,12 @@ pub fn hpa_v2_to_v1(mut v: Value) -> Value {
         }
     }
     if let Some(status) = v.get_mut("status").and_then(Value::as_object_mut) {
-        let current = status.get("currentMetrics").and_then(Value::as_array).and_then(|ms| ms.iter().find(is_cpu)).and_then(|m| m.pointer("/resource/current/averageUtilization")).cloned();
+        let current = status
+            .get("currentMetrics")
+            .and_then(Value::as_array)
+            .and_then(|ms| ms.iter().find(is_cpu))
+            .and_then(|m| m.pointer("/resource/current/averageUtilization"))
+            .cloned();
         for f in ["currentMetrics", "conditions"] {
             status.remove(f);
         }

@@ -31,11 +31,7 @@ pub fn validate(crd: &Value) -> Vec<Cause> {
         causes.push(Cause::new("FieldValueRequired", "Required value", "spec.names.kind"));
     }
     if !group.is_empty() && !plural.is_empty() && name != format!("{plural}.{group}") {
-        causes.push(Cause::new(
-            "FieldValueInvalid",
-            format!("Invalid value: {name:?}: must be spec.names.plural+\".\"+spec.group"),
-            "metadata.name",
-        ));
+        causes.push(Cause::new("FieldValueInvalid", format!("Invalid value: {name:?}: must be spec.names.plural+\".\"+spec.group"), "metadata.name"));
     }
     match s(crd, "/spec/scope").as_str() {
         "Namespaced" | "Cluster" => {}
@@ -176,12 +172,7 @@ pub fn accepted_status(crd: &Value, now: &str) -> Value {
     let storage: Vec<String> = crd
         .pointer("/spec/versions")
         .and_then(Value::as_array)
-        .map(|vs| {
-            vs.iter()
-                .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
-                .map(|v| s(v, "/name"))
-                .collect()
-        })
+        .map(|vs| vs.iter().filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true)).map(|v| s(v, "/name")).collect())
         .unwrap_or_default();
     let mut stored = strings(crd.pointer("/status/storedVersions"));
     for v in storage {

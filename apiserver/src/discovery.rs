@@ -99,7 +99,8 @@ fn resource_entries(r: &Resource) -> Vec<Value> {
         out.push(json!({"name": format!("{}/scale", r.plural), "singularName": "", "namespaced": r.namespaced, "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]}));
     }
     for s in r.subresources {
-        let mut e = json!({"name": format!("{}/{}", r.plural, s.name), "singularName": "", "namespaced": r.namespaced, "kind": s.kind, "verbs": s.verbs});
+        let mut e =
+            json!({"name": format!("{}/{}", r.plural, s.name), "singularName": "", "namespaced": r.namespaced, "kind": s.kind, "verbs": s.verbs});
         if !s.group.is_empty() || !s.version.is_empty() {
             e["group"] = json!(s.group);
             e["version"] = json!(s.version);
@@ -164,7 +165,9 @@ pub fn aggregated(reg: &Registry, legacy: bool) -> Value {
     let all = reg.all();
     let items: Vec<Value> = if legacy {
         let rs: Vec<Resource> = all.iter().filter(|r| r.group.is_empty()).cloned().collect();
-        vec![json!({"metadata": {"creationTimestamp": null}, "versions": [{"version": "v1", "resources": aggregated_resources(&rs), "freshness": "Current"}]})]
+        vec![
+            json!({"metadata": {"creationTimestamp": null}, "versions": [{"version": "v1", "resources": aggregated_resources(&rs), "freshness": "Current"}]}),
+        ]
     } else {
         groups(reg)
             .into_iter()

@@ -45,8 +45,17 @@ pub struct Entry {
 }
 
 const SKIP_META: &[&str] = &[
-    "name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp",
-    "deletionGracePeriodSeconds", "managedFields", "selfLink", "generateName",
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "managedFields",
+    "selfLink",
+    "generateName",
 ];
 
 /// Leaf paths of an object (excluding identity/system metadata and apiVersion/kind).
@@ -368,13 +377,7 @@ impl Writer<'_> {
 
 /// Server-side apply of `applied` onto `live` (None = create). Returns the new object, with
 /// managedFields updated. `group`/`resource`/`name` word the conflict error.
-pub fn apply(
-    live: Option<&Value>,
-    applied: &Value,
-    w: &Writer<'_>,
-    force: bool,
-    err_ctx: (&str, &str, &str),
-) -> Result<Value, ApiError> {
+pub fn apply(live: Option<&Value>, applied: &Value, w: &Writer<'_>, force: bool, err_ctx: (&str, &str, &str)) -> Result<Value, ApiError> {
     let mut applied = applied.clone();
     if let Some(m) = applied.get_mut("metadata").and_then(Value::as_object_mut) {
         m.remove("managedFields");
@@ -400,10 +403,7 @@ pub fn apply(
     if !conflicts.is_empty() && !force {
         let n = conflicts.len();
         let mut msg = format!("Apply failed with {n} conflict{}: ", if n == 1 { "" } else { "s" });
-        let lines: Vec<String> = conflicts
-            .iter()
-            .map(|(m, v, p)| format!("conflict with \"{m}\" using {v}: {}", path_string(p)))
-            .collect();
+        let lines: Vec<String> = conflicts.iter().map(|(m, v, p)| format!("conflict with \"{m}\" using {v}: {}", path_string(p))).collect();
         msg.push_str(&lines.join("\n"));
         let causes = conflicts
             .iter()
@@ -420,11 +420,8 @@ pub fn apply(
             e.fields.remove(p);
         }
     }
-    let others: FieldSet = entries
-        .iter()
-        .filter(|e| !(e.manager == w.manager && e.operation == "Apply"))
-        .flat_map(|e| e.fields.iter().cloned())
-        .collect();
+    let others: FieldSet =
+        entries.iter().filter(|e| !(e.manager == w.manager && e.operation == "Apply")).flat_map(|e| e.fields.iter().cloned()).collect();
     let old_set: FieldSet = entries
         .iter()
         .find(|e| e.manager == w.manager && e.operation == "Apply" && e.subresource == w.subresource)
@@ -576,7 +573,14 @@ mod crd_list_tests {
             "conditions": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"],
                 "items": {"type": "object", "properties": {"type": {"type": "string"}, "status": {"type": "string"}}}}
         }}}});
-        let w = |m: &'static str| Writer { manager: m, api_version: "x/v1", subresource: "status", time: "t".into(), status_subresource: true, schema: Some(&schema) };
+        let w = |m: &'static str| Writer {
+            manager: m,
+            api_version: "x/v1",
+            subresource: "status",
+            time: "t".into(),
+            status_subresource: true,
+            schema: Some(&schema),
+        };
         let a = apply(None, &json!({"status": {"conditions": [{"type": "A", "status": "True"}]}}), &w("a"), false, ("x", "ys", "n")).unwrap();
         let b = apply(Some(&a), &json!({"status": {"conditions": [{"type": "B", "status": "False"}]}}), &w("b"), false, ("x", "ys", "n")).unwrap();
         let types: Vec<&str> = b["status"]["conditions"].as_array().unwrap().iter().map(|c| c["type"].as_str().unwrap()).collect();

@@ -281,8 +281,14 @@ fn debug_faults(core: &Core, rest: &[&str], r: &Req<'_>) -> Result<Response<Body
 
 /// Subresources a 1.32 server serves that need a container runtime or a network path to a
 /// node; the embedded cluster runs neither.
-const RUNTIME_SUBRESOURCES: &[(&str, &str, &str)] =
-    &[("", "pods", "exec"), ("", "pods", "attach"), ("", "pods", "portforward"), ("", "pods", "proxy"), ("", "services", "proxy"), ("", "nodes", "proxy")];
+const RUNTIME_SUBRESOURCES: &[(&str, &str, &str)] = &[
+    ("", "pods", "exec"),
+    ("", "pods", "attach"),
+    ("", "pods", "portforward"),
+    ("", "pods", "proxy"),
+    ("", "services", "proxy"),
+    ("", "nodes", "proxy"),
+];
 
 /// The answer to a subresource we do not serve: for one a real server has (`pods/exec`, ...),
 /// a 405 Status naming it once the object is found (so `kubectl exec` says what is missing
@@ -343,9 +349,9 @@ async fn answered(core: &Core, res: &Resource, ns: &str, t: &Target<'_>, r: &Req
         ("", "pods", Some("eviction")) => {
             post_only().and_then(|()| Ok(json(201, &core.evict(res, ns, name, &r.body_json()?, r.write_options().dry_run)?)))
         }
-        ("", "pods", Some("log")) if r.method == Method::GET => core
-            .pod_log(res, ns, name, r.q("container"), r.flag("previous"))
-            .map(|text| full(StatusCode::OK, "text/plain", text.into_bytes())),
+        ("", "pods", Some("log")) if r.method == Method::GET => {
+            core.pod_log(res, ns, name, r.q("container"), r.flag("previous")).map(|text| full(StatusCode::OK, "text/plain", text.into_bytes()))
+        }
         ("", "serviceaccounts", Some("token")) => post_only().and_then(|()| Ok(json(201, &core.request_token(res, ns, name, &r.body_json()?)?))),
         _ => return None,
     };
@@ -461,7 +467,12 @@ async fn resource(core: &Arc<Core>, group: &str, version: &str, rest: &[&str], r
                 return Ok(r.object(core, &res, 201, view(core.create(&storage, ns, to_storage(r.body_json()?), &r.write_options()).await?)));
             }
             (&Method::PUT, Some(name)) => {
-                return Ok(r.object(core, &res, 200, view(core.update(&storage, ns, name, to_storage(r.body_json()?), sub, &r.write_options()).await?)));
+                return Ok(r.object(
+                    core,
+                    &res,
+                    200,
+                    view(core.update(&storage, ns, name, to_storage(r.body_json()?), sub, &r.write_options()).await?),
+                ));
             }
             (&Method::PATCH, Some(name)) => {
                 let ptype = PatchType::from_content_type(&r.content_type).ok_or_else(|| {

@@ -92,7 +92,10 @@ fn paths_for(r: &Resource, paths: &mut Map<String, Value>) {
         "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}}]
     });
     if r.namespaced {
-        item["parameters"].as_array_mut().expect("array").push(json!({"name": "namespace", "in": "path", "required": true, "schema": {"type": "string"}}));
+        item["parameters"]
+            .as_array_mut()
+            .expect("array")
+            .push(json!({"name": "namespace", "in": "path", "required": true, "schema": {"type": "string"}}));
     }
     paths.insert(format!("{base}/{{name}}"), item);
     paths.insert(

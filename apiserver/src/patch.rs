@@ -43,8 +43,7 @@ pub fn merge_patch(target: &mut Value, patch: &Value) -> Result<(), ApiError> {
 /// Apply an RFC 6902 JSON patch. A malformed document is 400; an operation that cannot be applied
 /// (including a failed `test`) is 422, as upstream's `applyJSPatch`.
 pub fn json_patch(target: &mut Value, patch: &Value) -> Result<(), ApiError> {
-    let ops: json_patch::Patch =
-        serde_json::from_value(patch.clone()).map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?;
+    let ops: json_patch::Patch = serde_json::from_value(patch.clone()).map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?;
     json_patch::patch(target, &ops).map_err(|e| {
         // Worded as evanphx/json-patch, which upstream uses.
         let msg = match e.kind {
@@ -126,8 +125,15 @@ fn builtin_list_strategy(path: &[String], field: &str) -> Option<ListStrategy> {
     let parent = path.last().map(String::as_str).unwrap_or("");
     let key = |k: &str| Some(ListStrategy::MergeKey(k.to_string()));
     match field {
-        "containers" | "initContainers" | "ephemeralContainers" | "volumes" | "env" | "imagePullSecrets"
-        | "resourceClaims" | "claims" | "secrets" => key("name"),
+        "containers"
+        | "initContainers"
+        | "ephemeralContainers"
+        | "volumes"
+        | "env"
+        | "imagePullSecrets"
+        | "resourceClaims"
+        | "claims"
+        | "secrets" => key("name"),
         "readinessGates" => key("conditionType"),
         "ports" if matches!(parent, "containers" | "initContainers" | "ephemeralContainers") => key("containerPort"),
         "ports" if parent == "spec" => key("port"),
@@ -216,9 +222,7 @@ fn merge_map(target: &Value, patch: &Value, path: &mut Vec<String>, lists: Lists
 
 fn strip_directives(v: &Value) -> Value {
     match v {
-        Value::Object(m) => Value::Object(
-            m.iter().filter(|(k, _)| !k.starts_with('$')).map(|(k, v)| (k.clone(), strip_directives(v))).collect(),
-        ),
+        Value::Object(m) => Value::Object(m.iter().filter(|(k, _)| !k.starts_with('$')).map(|(k, v)| (k.clone(), strip_directives(v))).collect()),
         other => other.clone(),
     }
 }
@@ -226,9 +230,7 @@ fn strip_directives(v: &Value) -> Value {
 fn merge_list(current: Option<&Value>, items: &[Value], path: &mut Vec<String>, field: &str, lists: Lists<'_>) -> Value {
     let cur: Vec<Value> = current.and_then(Value::as_array).cloned().unwrap_or_default();
     if items.iter().any(|i| i.get("$patch").and_then(Value::as_str) == Some("replace")) {
-        return Value::Array(
-            items.iter().filter(|i| i.get("$patch").is_none()).map(strip_directives).collect(),
-        );
+        return Value::Array(items.iter().filter(|i| i.get("$patch").is_none()).map(strip_directives).collect());
     }
     match lists.strategy(path, field) {
         ListStrategy::Replace => Value::Array(items.iter().map(strip_directives).collect()),
@@ -294,11 +296,8 @@ mod tests {
 
     #[test]
     fn strategic_merge_appends_new_keys_and_deletes_with_directive() {
-        let out = strategic_merge(
-            &pod(),
-            &json!({"spec": {"containers": [{"name": "side", "$patch": "delete"}, {"name": "new", "image": "x"}]}}),
-        )
-        .unwrap();
+        let out =
+            strategic_merge(&pod(), &json!({"spec": {"containers": [{"name": "side", "$patch": "delete"}, {"name": "new", "image": "x"}]}})).unwrap();
         let names: Vec<&str> = out["spec"]["containers"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
         assert_eq!(names, ["app", "new"]);
     }

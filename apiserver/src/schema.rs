@@ -100,9 +100,10 @@ pub fn apply_defaults(schema: &Value, value: &mut Value) {
             if let Some(props) = schema.get("properties").and_then(Value::as_object) {
                 for (k, s) in props {
                     if !m.contains_key(k)
-                        && let Some(d) = s.get("default") {
-                            m.insert(k.clone(), d.clone());
-                        }
+                        && let Some(d) = s.get("default")
+                    {
+                        m.insert(k.clone(), d.clone());
+                    }
                     if let Some(child) = m.get_mut(k) {
                         apply_defaults(s, child);
                     }
@@ -144,11 +145,7 @@ fn validate_at(schema: &Value, value: &Value, path: &str, causes: &mut Vec<Cause
             return;
         }
         if let Some(t) = schema.get("type").and_then(Value::as_str) {
-            causes.push(Cause::new(
-                "FieldValueTypeInvalid",
-                format!("Invalid value: \"null\": {shown} in body must be of type {t}: \"null\""),
-                path,
-            ));
+            causes.push(Cause::new("FieldValueTypeInvalid", format!("Invalid value: \"null\": {shown} in body must be of type {t}: \"null\""), path));
         }
         return;
     }
@@ -174,47 +171,55 @@ fn validate_at(schema: &Value, value: &Value, path: &str, causes: &mut Vec<Cause
         }
     }
     if let Some(e) = schema.get("enum").and_then(Value::as_array)
-        && !e.contains(value) {
-            let list: Vec<String> = e.iter().map(render).collect();
-            causes.push(Cause::new(
-                "FieldValueNotSupported",
-                format!("Unsupported value: {}: supported values: {}", render(value), list.join(", ")),
-                path,
-            ));
-        }
+        && !e.contains(value)
+    {
+        let list: Vec<String> = e.iter().map(render).collect();
+        causes.push(Cause::new(
+            "FieldValueNotSupported",
+            format!("Unsupported value: {}: supported values: {}", render(value), list.join(", ")),
+            path,
+        ));
+    }
     if let Some(n) = value.as_f64() {
         let excl_min = flag(schema, "exclusiveMinimum");
         let excl_max = flag(schema, "exclusiveMaximum");
         if let Some(min) = schema.get("minimum").and_then(Value::as_f64)
-            && (n < min || (excl_min && n == min)) {
-                let word = if excl_min { "greater than" } else { "greater than or equal to" };
-                invalid(causes, path, value, format!("{shown} in body should be {word} {}", schema["minimum"]));
-            }
+            && (n < min || (excl_min && n == min))
+        {
+            let word = if excl_min { "greater than" } else { "greater than or equal to" };
+            invalid(causes, path, value, format!("{shown} in body should be {word} {}", schema["minimum"]));
+        }
         if let Some(max) = schema.get("maximum").and_then(Value::as_f64)
-            && (n > max || (excl_max && n == max)) {
-                let word = if excl_max { "less than" } else { "less than or equal to" };
-                invalid(causes, path, value, format!("{shown} in body should be {word} {}", schema["maximum"]));
-            }
+            && (n > max || (excl_max && n == max))
+        {
+            let word = if excl_max { "less than" } else { "less than or equal to" };
+            invalid(causes, path, value, format!("{shown} in body should be {word} {}", schema["maximum"]));
+        }
         if let Some(m) = schema.get("multipleOf").and_then(Value::as_f64)
-            && m != 0.0 && (n / m).fract() != 0.0 {
-                invalid(causes, path, value, format!("{shown} in body should be a multiple of {}", schema["multipleOf"]));
-            }
+            && m != 0.0
+            && (n / m).fract() != 0.0
+        {
+            invalid(causes, path, value, format!("{shown} in body should be a multiple of {}", schema["multipleOf"]));
+        }
     }
     if let Some(s) = value.as_str() {
         let len = s.chars().count() as u64;
         if let Some(min) = schema.get("minLength").and_then(Value::as_u64)
-            && len < min {
-                invalid(causes, path, value, format!("{shown} in body should be at least {min} chars long"));
-            }
+            && len < min
+        {
+            invalid(causes, path, value, format!("{shown} in body should be at least {min} chars long"));
+        }
         if let Some(max) = schema.get("maxLength").and_then(Value::as_u64)
-            && len > max {
-                causes.push(Cause::new("FieldValueTooLong", format!("Too long: may not be more than {max} bytes"), path));
-            }
+            && len > max
+        {
+            causes.push(Cause::new("FieldValueTooLong", format!("Too long: may not be more than {max} bytes"), path));
+        }
         if let Some(p) = schema.get("pattern").and_then(Value::as_str)
             && let Ok(re) = regex::Regex::new(p)
-                && !re.is_match(s) {
-                    invalid(causes, path, value, format!("{shown} in body should match '{p}'"));
-                }
+            && !re.is_match(s)
+        {
+            invalid(causes, path, value, format!("{shown} in body should match '{p}'"));
+        }
         if let Some(f) = schema.get("format").and_then(Value::as_str) {
             let ok = match f {
                 "date-time" => chrono::DateTime::parse_from_rfc3339(s).is_ok(),
@@ -229,13 +234,15 @@ fn validate_at(schema: &Value, value: &Value, path: &str, causes: &mut Vec<Cause
     }
     if let Some(items) = value.as_array() {
         if let Some(min) = schema.get("minItems").and_then(Value::as_u64)
-            && (items.len() as u64) < min {
-                invalid(causes, path, value, format!("{shown} in body should have at least {min} items"));
-            }
+            && (items.len() as u64) < min
+        {
+            invalid(causes, path, value, format!("{shown} in body should have at least {min} items"));
+        }
         if let Some(max) = schema.get("maxItems").and_then(Value::as_u64)
-            && items.len() as u64 > max {
-                causes.push(Cause::new("FieldValueTooMany", format!("Too many: {}: must have at most {max} items", items.len()), path));
-            }
+            && items.len() as u64 > max
+        {
+            causes.push(Cause::new("FieldValueTooMany", format!("Too many: {}: must have at most {max} items", items.len()), path));
+        }
         if let Some(s) = schema.get("items") {
             for (i, item) in items.iter().enumerate() {
                 validate_at(s, item, &format!("{path}[{i}]"), causes);
@@ -265,9 +272,10 @@ fn validate_at(schema: &Value, value: &Value, path: &str, causes: &mut Vec<Cause
             }
         }
         if let Some(min) = schema.get("minProperties").and_then(Value::as_u64)
-            && (m.len() as u64) < min {
-                invalid(causes, path, value, format!("{shown} in body should have at least {min} properties"));
-            }
+            && (m.len() as u64) < min
+        {
+            invalid(causes, path, value, format!("{shown} in body should have at least {min} properties"));
+        }
     }
 }
 
@@ -352,5 +360,4 @@ mod tests {
         assert!(prune(&schema, &mut o, true).is_empty());
         assert_eq!(o["metadata"]["name"], "n");
     }
-
 }

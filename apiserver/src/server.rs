@@ -237,8 +237,7 @@ where
             let bytes = match read_limited(body, crate::limits::MAX_REQUEST_BODY_BYTES).await {
                 Ok(bytes) => bytes,
                 Err(err) => {
-                    let mut r =
-                        Response::new(http_body_util::Full::new(Bytes::from(crate::wire::to_vec(&err.to_status()))).boxed_unsync());
+                    let mut r = Response::new(http_body_util::Full::new(Bytes::from(crate::wire::to_vec(&err.to_status()))).boxed_unsync());
                     *r.status_mut() = http::StatusCode::from_u16(err.code).unwrap_or(http::StatusCode::BAD_REQUEST);
                     r.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
                     return Ok(r);

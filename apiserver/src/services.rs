@@ -172,7 +172,11 @@ fn allocate_ips(svc: &mut Value, taken: &Taken, causes: &mut Vec<Cause>) {
         None => match free_ip(taken) {
             Some(ip) => ip,
             None => {
-                causes.push(Cause::new("FieldValueInvalid", "Invalid value: []string(nil): failed to allocate a serviceIP: range is full", "spec.clusterIPs"));
+                causes.push(Cause::new(
+                    "FieldValueInvalid",
+                    "Invalid value: []string(nil): failed to allocate a serviceIP: range is full",
+                    "spec.clusterIPs",
+                ));
                 return;
             }
         },

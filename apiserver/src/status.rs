@@ -53,16 +53,7 @@ pub fn qualified(group: &str, resource: &str) -> String {
 
 impl ApiError {
     fn base(code: u16, reason: &str, message: String) -> Self {
-        Self {
-            code,
-            reason: reason.into(),
-            message,
-            name: None,
-            group: None,
-            kind: None,
-            causes: vec![],
-            retry_after: None,
-        }
+        Self { code, reason: reason.into(), message, name: None, group: None, kind: None, causes: vec![], retry_after: None }
     }
 
     fn with_details(mut self, group: &str, kind: &str, name: &str) -> Self {
@@ -74,46 +65,32 @@ impl ApiError {
 
     /// 404 `pods "x" not found`.
     pub fn not_found(group: &str, resource: &str, name: &str) -> Self {
-        Self::base(404, "NotFound", format!("{} \"{name}\" not found", qualified(group, resource)))
-            .with_details(group, resource, name)
+        Self::base(404, "NotFound", format!("{} \"{name}\" not found", qualified(group, resource))).with_details(group, resource, name)
     }
 
     /// 409 `pods "x" already exists`.
     pub fn already_exists(group: &str, resource: &str, name: &str) -> Self {
-        Self::base(409, "AlreadyExists", format!("{} \"{name}\" already exists", qualified(group, resource)))
-            .with_details(group, resource, name)
+        Self::base(409, "AlreadyExists", format!("{} \"{name}\" already exists", qualified(group, resource))).with_details(group, resource, name)
     }
 
     /// 409 Conflict with upstream's optimistic-concurrency wording.
     pub fn conflict(group: &str, resource: &str, name: &str, why: &str) -> Self {
-        Self::base(
-            409,
-            "Conflict",
-            format!("Operation cannot be fulfilled on {} \"{name}\": {why}", qualified(group, resource)),
-        )
-        .with_details(group, resource, name)
+        Self::base(409, "Conflict", format!("Operation cannot be fulfilled on {} \"{name}\": {why}", qualified(group, resource)))
+            .with_details(group, resource, name)
     }
 
     /// 409 Conflict for a stale resourceVersion.
     pub fn stale(group: &str, resource: &str, name: &str) -> Self {
-        Self::conflict(
-            group,
-            resource,
-            name,
-            "the object has been modified; please apply your changes to the latest version and try again",
-        )
+        Self::conflict(group, resource, name, "the object has been modified; please apply your changes to the latest version and try again")
     }
 
     /// 422 Invalid: `Kind.group "name" is invalid: [field: msg, ...]`.
     pub fn invalid(group: &str, kind: &str, name: &str, causes: Vec<Cause>) -> Self {
         let qualified_kind = if group.is_empty() { kind.to_string() } else { format!("{kind}.{group}") };
-        let list: Vec<String> = causes
-            .iter()
-            .map(|c| if c.field.is_empty() { c.message.clone() } else { format!("{}: {}", c.field, c.message) })
-            .collect();
+        let list: Vec<String> =
+            causes.iter().map(|c| if c.field.is_empty() { c.message.clone() } else { format!("{}: {}", c.field, c.message) }).collect();
         let joined = if list.len() == 1 { list[0].clone() } else { format!("[{}]", list.join(", ")) };
-        let mut e = Self::base(422, "Invalid", format!("{qualified_kind} \"{name}\" is invalid: {joined}"))
-            .with_details(group, kind, name);
+        let mut e = Self::base(422, "Invalid", format!("{qualified_kind} \"{name}\" is invalid: {joined}")).with_details(group, kind, name);
         e.causes = causes;
         e
     }
@@ -184,25 +161,22 @@ impl ApiError {
         }
         let mut details = serde_json::Map::new();
         if let Some(n) = &self.name
-            && !n.is_empty() {
-                details.insert("name".into(), json!(n));
-            }
+            && !n.is_empty()
+        {
+            details.insert("name".into(), json!(n));
+        }
         if let Some(g) = &self.group
-            && !g.is_empty() {
-                details.insert("group".into(), json!(g));
-            }
+            && !g.is_empty()
+        {
+            details.insert("group".into(), json!(g));
+        }
         if let Some(k) = &self.kind {
             details.insert("kind".into(), json!(k));
         }
         if !self.causes.is_empty() {
             details.insert(
                 "causes".into(),
-                Value::Array(
-                    self.causes
-                        .iter()
-                        .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
-                        .collect(),
-                ),
+                Value::Array(self.causes.iter().map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field})).collect()),
             );
         }
         if let Some(r) = self.retry_after {
@@ -256,7 +230,10 @@ mod tests {
             vec![Cause::new("FieldValueInvalid", "Invalid value: -1: spec.replicas in body should be greater than or equal to 0", "spec.replicas")],
         );
         let s = e.to_status();
-        assert_eq!(s["message"], "CronTab.stable.example.com \"x\" is invalid: spec.replicas: Invalid value: -1: spec.replicas in body should be greater than or equal to 0");
+        assert_eq!(
+            s["message"],
+            "CronTab.stable.example.com \"x\" is invalid: spec.replicas: Invalid value: -1: spec.replicas in body should be greater than or equal to 0"
+        );
         assert_eq!(s["details"]["causes"][0]["field"], "spec.replicas");
         assert_eq!(s["code"], 422);
     }

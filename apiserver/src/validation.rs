@@ -77,7 +77,11 @@ fn selector_matches_template(obj: &Value, causes: &mut Vec<Cause>) {
     let labels = obj.pointer("/spec/template/metadata/labels").cloned().unwrap_or(json!({}));
     let selector = LabelSelector::from_object(sel);
     if selector.0.is_empty() {
-        causes.push(Cause::new("FieldValueInvalid", format!("Invalid value: {}: empty selector is invalid for deployment", short(sel)), "spec.selector"));
+        causes.push(Cause::new(
+            "FieldValueInvalid",
+            format!("Invalid value: {}: empty selector is invalid for deployment", short(sel)),
+            "spec.selector",
+        ));
     } else if !selector.matches(&json!({"metadata": {"labels": labels}})) {
         causes.push(Cause::new(
             "FieldValueInvalid",
@@ -152,7 +156,10 @@ fn qualified_name_errors(key: &str) -> Vec<String> {
                     errs.push(format!("prefix part {}", too_long(MAX_SUBDOMAIN_LENGTH)));
                 }
                 let labels_ok = prefix.split('.').all(|l| {
-                    !l.is_empty() && l.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-') && !l.starts_with('-') && !l.ends_with('-')
+                    !l.is_empty()
+                        && l.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                        && !l.starts_with('-')
+                        && !l.ends_with('-')
                 });
                 if !labels_ok {
                     errs.push(format!("prefix part {}", crate::rest::DNS1123_SUBDOMAIN));
@@ -206,7 +213,11 @@ pub fn metadata(obj: &Value) -> Vec<Cause> {
         }
         let size: usize = ann.iter().map(|(k, v)| k.len() + v.as_str().map_or(0, str::len)).sum();
         if size > MAX_ANNOTATIONS_BYTES {
-            causes.push(Cause::new("FieldValueTooLong", format!("Too long: must have at most {MAX_ANNOTATIONS_BYTES} bytes"), "metadata.annotations"));
+            causes.push(Cause::new(
+                "FieldValueTooLong",
+                format!("Too long: must have at most {MAX_ANNOTATIONS_BYTES} bytes"),
+                "metadata.annotations",
+            ));
         }
     }
     causes
@@ -227,13 +238,15 @@ pub fn validate(group: &str, kind: &str, obj: &Value, old: Option<&Value>) -> Ve
             selector_matches_template(obj, &mut causes);
             pod_spec(obj.pointer("/spec/template/spec"), "spec.template.spec", &mut causes);
             if let Some(r) = obj.pointer("/spec/replicas").and_then(Value::as_i64)
-                && r < 0 {
-                    causes.push(Cause::new("FieldValueInvalid", format!("Invalid value: {r}: must be greater than or equal to 0"), "spec.replicas"));
-                }
+                && r < 0
+            {
+                causes.push(Cause::new("FieldValueInvalid", format!("Invalid value: {r}: must be greater than or equal to 0"), "spec.replicas"));
+            }
             if let Some(old) = old
-                && old.pointer("/spec/selector") != obj.pointer("/spec/selector") {
-                    causes.push(immutable("spec.selector", obj.pointer("/spec/selector").unwrap_or(&Value::Null)));
-                }
+                && old.pointer("/spec/selector") != obj.pointer("/spec/selector")
+            {
+                causes.push(immutable("spec.selector", obj.pointer("/spec/selector").unwrap_or(&Value::Null)));
+            }
         }
         ("batch", "Job") => {
             pod_spec(obj.pointer("/spec/template/spec"), "spec.template.spec", &mut causes);
@@ -251,7 +264,9 @@ pub fn validate(group: &str, kind: &str, obj: &Value, old: Option<&Value>) -> Ve
                 )),
             }
             if let Some(old) = old {
-                for (ptr, field) in [("/spec/selector", "spec.selector"), ("/spec/completions", "spec.completions"), ("/spec/completionMode", "spec.completionMode")] {
+                for (ptr, field) in
+                    [("/spec/selector", "spec.selector"), ("/spec/completions", "spec.completions"), ("/spec/completionMode", "spec.completionMode")]
+                {
                     if old.pointer(ptr) != obj.pointer(ptr) {
                         causes.push(immutable(field, obj.pointer(ptr).unwrap_or(&Value::Null)));
                     }
@@ -273,16 +288,17 @@ pub fn validate(group: &str, kind: &str, obj: &Value, old: Option<&Value>) -> Ve
         ("", "ConfigMap") | ("", "Secret") => {
             causes.extend(crate::limits::data_causes(group, kind, obj));
             if let Some(old) = old
-                && old.get("immutable") == Some(&Value::Bool(true)) {
-                    for f in ["data", "binaryData"] {
-                        if old.get(f) != obj.get(f) {
-                            causes.push(Cause::new("FieldValueForbidden", "Forbidden: field is immutable when `immutable` is set", f));
-                        }
-                    }
-                    if obj.get("immutable") != Some(&Value::Bool(true)) {
-                        causes.push(Cause::new("FieldValueForbidden", "Forbidden: field is immutable when `immutable` is set", "immutable"));
+                && old.get("immutable") == Some(&Value::Bool(true))
+            {
+                for f in ["data", "binaryData"] {
+                    if old.get(f) != obj.get(f) {
+                        causes.push(Cause::new("FieldValueForbidden", "Forbidden: field is immutable when `immutable` is set", f));
                     }
                 }
+                if obj.get("immutable") != Some(&Value::Bool(true)) {
+                    causes.push(Cause::new("FieldValueForbidden", "Forbidden: field is immutable when `immutable` is set", "immutable"));
+                }
+            }
         }
         _ => kinds::validate(group, kind, obj, old, &mut causes),
     }
@@ -305,7 +321,9 @@ mod tests {
         assert!(c[0].message.contains(": prefix part a lowercase RFC 1123 subdomain must consist of"), "{c:?}");
         let c = metadata(&json!({"metadata": {"annotations": {"a/b/c": "x"}}}));
         assert!(c[0].message.starts_with("Invalid value: \"a/b/c\": a qualified name must consist"), "{c:?}");
-        assert!(metadata(&json!({"metadata": {"labels": {"example.com/Name": "", "x": "y.z_1"}, "annotations": {"Example.com/UPPER": "ok"}}})).is_empty());
+        assert!(
+            metadata(&json!({"metadata": {"labels": {"example.com/Name": "", "x": "y.z_1"}, "annotations": {"Example.com/UPPER": "ok"}}})).is_empty()
+        );
     }
 
     #[test]

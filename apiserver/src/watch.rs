@@ -107,14 +107,12 @@ impl State {
         match ev.kind {
             EventType::Added => now.then(|| line("ADDED", &obj)),
             EventType::Deleted => now.then(|| line("DELETED", &obj)),
-            EventType::Modified => {
-                match (before, now) {
-                    (true, true) => Some(line("MODIFIED", &obj)),
-                    (false, true) => Some(line("ADDED", &obj)),
-                    (true, false) => Some(line("DELETED", &obj)),
-                    (false, false) => None,
-                }
-            }
+            EventType::Modified => match (before, now) {
+                (true, true) => Some(line("MODIFIED", &obj)),
+                (false, true) => Some(line("ADDED", &obj)),
+                (true, false) => Some(line("DELETED", &obj)),
+                (false, false) => None,
+            },
         }
     }
 

@@ -236,7 +236,11 @@ mod tests {
                 "\n"
             )
         );
-        let cr = json!({"kind": "CronTab", "apiVersion": "stable.example.com/v1", "metadata": {"namespace": "a", "name": "b"}, "spec": {"z": 1, "a": 2}});
-        assert_eq!(text(&cr), "{\"apiVersion\":\"stable.example.com/v1\",\"kind\":\"CronTab\",\"metadata\":{\"name\":\"b\",\"namespace\":\"a\"},\"spec\":{\"a\":2,\"z\":1}}\n");
+        let cr =
+            json!({"kind": "CronTab", "apiVersion": "stable.example.com/v1", "metadata": {"namespace": "a", "name": "b"}, "spec": {"z": 1, "a": 2}});
+        assert_eq!(
+            text(&cr),
+            "{\"apiVersion\":\"stable.example.com/v1\",\"kind\":\"CronTab\",\"metadata\":{\"name\":\"b\",\"namespace\":\"a\"},\"spec\":{\"a\":2,\"z\":1}}\n"
+        );
     }
 }

@@ -206,7 +206,13 @@ impl Plugins {
     fn load(paths: &Paths, perf_map: bool) -> anyhow::Result<Plugins> {
         let sandbox = Sandbox::new(SandboxConfig { cache: PrecompiledCache::disabled(), perf_map, ..SandboxConfig::default() })?;
         let load = |name: &str| sandbox.load_file(&paths.plugin(name)).map_err(|e| anyhow::anyhow!("{}", host::error_chain(&e)));
-        Ok(Plugins { cronjob: load("cronjob")?, mydeployment: load("mydeployment")?, sandbox, native: Default::default(), target: paths.target.clone() })
+        Ok(Plugins {
+            cronjob: load("cronjob")?,
+            mydeployment: load("mydeployment")?,
+            sandbox,
+            native: Default::default(),
+            target: paths.target.clone(),
+        })
     }
 
     /// The native comparator (`bench-native`), loaded on the first call.

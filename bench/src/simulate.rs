@@ -115,8 +115,7 @@ mod tests {
 
     #[test]
     fn the_workload_holds_every_schedule_of_the_mix_once_per_group() {
-        let docs: Vec<serde_json::Value> =
-            serde_saphyr::from_multiple(&workload(2)).unwrap();
+        let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&workload(2)).unwrap();
         assert_eq!(docs.len(), 2 * MIX.len());
         let names: std::collections::HashSet<_> = docs.iter().map(|d| d["metadata"]["name"].as_str().unwrap().to_string()).collect();
         assert_eq!(names.len(), docs.len(), "names are unique");

@@ -125,7 +125,8 @@ async fn cold_start_once(paths: &Paths, plugins: &Plugins, cache: Option<&std::p
     let at = until("the first Pod", async || Ok(!pods.list_metadata(&ListParams::default()).await?.items.is_empty())).await?;
     let took = at - host.started;
     if let (Some(dir), true) = (cache, fill) {
-        let artifacts = || std::fs::read_dir(dir).map(|d| d.filter_map(Result::ok).filter(|e| e.path().extension().is_some_and(|x| x == "cwasm")).count());
+        let artifacts =
+            || std::fs::read_dir(dir).map(|d| d.filter_map(Result::ok).filter(|e| e.path().extension().is_some_and(|x| x == "cwasm")).count());
         until("the plugin cache to be filled", async || Ok(artifacts()? >= 2)).await?;
     }
     drop(host);

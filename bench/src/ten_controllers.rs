@@ -111,7 +111,8 @@ pub async fn run(paths: &Paths, cache: &std::path::Path, per_kind: usize) -> any
     let cluster = Cluster::start().await?;
     install_crds(&cluster).await?;
     seed(&cluster, per_kind).await?;
-    let spawn = |label: &str, args: Vec<String>| HostProcess::spawn(&paths.host, &cluster, &args, &paths.work.join(format!("ten-controllers-{label}.log")));
+    let spawn =
+        |label: &str, args: Vec<String>| HostProcess::spawn(&paths.host, &cluster, &args, &paths.work.join(format!("ten-controllers-{label}.log")));
     let start = |label: &str, plugins: &[&PathBuf]| spawn(label, crate::memory::host_args(cache, plugins));
     // A first start compiles every plugin into the cache and is stopped:
     // all eleven measured processes load precompiled code, as on any restart

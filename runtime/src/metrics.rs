@@ -164,8 +164,16 @@ impl Metrics {
             "Reconciles run again on a staged candidate, by plugin (id) and whether the answers agree, differ or the candidate failed",
             plugin_shadow_reconciles.clone(),
         );
-        registry.register("plugin_trust_refusals", "Plugin versions refused by the trust policy, by plugin (id) and reason", plugin_trust_refusals.clone());
-        registry.register("plugin_rollbacks", "Automatic rollbacks of a failing new plugin version, by plugin (id) and cause", plugin_rollbacks.clone());
+        registry.register(
+            "plugin_trust_refusals",
+            "Plugin versions refused by the trust policy, by plugin (id) and reason",
+            plugin_trust_refusals.clone(),
+        );
+        registry.register(
+            "plugin_rollbacks",
+            "Automatic rollbacks of a failing new plugin version, by plugin (id) and cause",
+            plugin_rollbacks.clone(),
+        );
         Self {
             registry,
             reconcile_total,

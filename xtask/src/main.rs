@@ -231,7 +231,20 @@ fn copy_plugin(krate: &str, to: &Path) -> Result {
 /// faster than in a debug build). Test-only plugins are Wasm-only.
 fn workspace_test() -> Command {
     let mut c = cargo();
-    c.args(["test", "--release", "--no-fail-fast", "--workspace", "--exclude", "hostile", "--exclude", "contract-v1", "--exclude", "versioned", "--exclude", "related"]);
+    c.args([
+        "test",
+        "--release",
+        "--no-fail-fast",
+        "--workspace",
+        "--exclude",
+        "hostile",
+        "--exclude",
+        "contract-v1",
+        "--exclude",
+        "versioned",
+        "--exclude",
+        "related",
+    ]);
     c
 }
 

@@ -178,7 +178,14 @@ impl Core {
                 if role.get("rules") != Some(&json!(rules)) {
                     let mut updated = role.clone();
                     updated["rules"] = json!(rules);
-                    match crate::rest::wait(self.update(&res, "", name, updated, crate::rest::Sub::Main, &as_manager("clusterrole-aggregation-controller"))) {
+                    match crate::rest::wait(self.update(
+                        &res,
+                        "",
+                        name,
+                        updated,
+                        crate::rest::Sub::Main,
+                        &as_manager("clusterrole-aggregation-controller"),
+                    )) {
                         Ok(_) => changed = true,
                         Err(e) => tracing::warn!(%name, error = %e, "aggregated ClusterRole not updated"),
                     }

@@ -50,7 +50,10 @@ pub fn status_of(pdb: &Value, pods: &[&Value], now: DateTime<Utc>) -> Value {
     let mut disrupted = Map::new();
     if let Some(old) = pdb.pointer("/status/disruptedPods").and_then(Value::as_object) {
         for (name, at) in old {
-            let fresh = at.as_str().and_then(|t| DateTime::parse_from_rfc3339(t).ok()).is_some_and(|t| (now - t.with_timezone(&Utc)).num_seconds() < DISRUPTED_POD_TIMEOUT_SECONDS);
+            let fresh = at
+                .as_str()
+                .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+                .is_some_and(|t| (now - t.with_timezone(&Utc)).num_seconds() < DISRUPTED_POD_TIMEOUT_SECONDS);
             let present = matching.iter().any(|p| meta_str(p, "name") == name && !deleting(p));
             if fresh && present {
                 disrupted.insert(name.clone(), at.clone());
@@ -128,7 +131,10 @@ mod tests {
         let refs: Vec<&Value> = pods.iter().collect();
         let min = json!({"metadata": {"generation": 1}, "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}}});
         let s = status_of(&min, &refs, now);
-        assert_eq!((s["expectedPods"].as_i64(), s["currentHealthy"].as_i64(), s["desiredHealthy"].as_i64(), s["disruptionsAllowed"].as_i64()), (Some(3), Some(2), Some(2), Some(0)));
+        assert_eq!(
+            (s["expectedPods"].as_i64(), s["currentHealthy"].as_i64(), s["desiredHealthy"].as_i64(), s["disruptionsAllowed"].as_i64()),
+            (Some(3), Some(2), Some(2), Some(0))
+        );
         assert_eq!(s["conditions"][0]["reason"], "InsufficientPods");
         let pct = json!({"metadata": {"generation": 1}, "spec": {"maxUnavailable": "34%", "selector": {"matchLabels": {"app": "web"}}}});
         let s = status_of(&pct, &refs, now);

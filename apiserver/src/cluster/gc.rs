@@ -98,9 +98,7 @@ impl GarbageCollector {
                     next.retry = true;
                 }
             } else if fins.iter().any(|f| f == FOREGROUND) {
-                let blocked = deps.iter().any(|&d| {
-                    refs(&items[d].1).iter().any(|r| r["uid"] == uid && r["blockOwnerDeletion"] == json!(true))
-                });
+                let blocked = deps.iter().any(|&d| refs(&items[d].1).iter().any(|r| r["uid"] == uid && r["blockOwnerDeletion"] == json!(true)));
                 if !blocked {
                     next.retry |= !remove_finalizer(core, res, owner, FOREGROUND);
                 }

@@ -31,9 +31,7 @@ pub struct JobRunner {
 }
 
 fn sim(job: &Value, name: &str) -> Option<String> {
-    annotation(job, name)
-        .or_else(|| job.pointer("/spec/template").and_then(|t| annotation(t, name)))
-        .map(String::from)
+    annotation(job, name).or_else(|| job.pointer("/spec/template").and_then(|t| annotation(t, name))).map(String::from)
 }
 
 fn finished(job: &Value) -> bool {
@@ -101,13 +99,15 @@ impl JobRunner {
                 let limit = job.pointer("/spec/backoffLimit").and_then(Value::as_i64).unwrap_or(6);
                 let msg = "Job has reached the specified backoff limit";
                 status["failed"] = json!(limit.max(0) + 1);
-                status["conditions"] = json!([condition("FailureTarget", "BackoffLimitExceeded", msg, &ts), condition("Failed", "BackoffLimitExceeded", msg, &ts)]);
+                status["conditions"] =
+                    json!([condition("FailureTarget", "BackoffLimitExceeded", msg, &ts), condition("Failed", "BackoffLimitExceeded", msg, &ts)]);
             } else {
                 let completions = job.pointer("/spec/completions").and_then(Value::as_i64).unwrap_or(1);
                 let msg = "Reached expected number of succeeded pods";
                 status["succeeded"] = json!(completions);
                 status["completionTime"] = json!(ts);
-                status["conditions"] = json!([condition("SuccessCriteriaMet", "CompletionsReached", msg, &ts), condition("Complete", "CompletionsReached", msg, &ts)]);
+                status["conditions"] =
+                    json!([condition("SuccessCriteriaMet", "CompletionsReached", msg, &ts), condition("Complete", "CompletionsReached", msg, &ts)]);
             }
             if write_status(core, &res, &current, status) {
                 self.running.remove(uid);

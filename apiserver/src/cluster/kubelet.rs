@@ -355,7 +355,8 @@ fn failed_status(pod: &Value, ts: &str) -> Value {
             let started = c.pointer("/state/running/startedAt").cloned().unwrap_or(json!(ts));
             c["ready"] = json!(false);
             c["started"] = json!(false);
-            c["state"] = json!({"terminated": {"exitCode": 1, "reason": "Error", "startedAt": started, "finishedAt": ts, "containerID": c["containerID"]}});
+            c["state"] =
+                json!({"terminated": {"exitCode": 1, "reason": "Error", "startedAt": started, "finishedAt": ts, "containerID": c["containerID"]}});
         }
     }
     status

@@ -175,7 +175,14 @@ pub fn start(server: &ApiServer, config: ClusterConfig) -> ClusterHandle {
             k.pass(c)
         })));
         // Budgets count Ready Pods, which only the kubelet makes.
-        tasks.push(tokio::spawn(run(core.clone(), stop_rx.clone(), config.resync_interval, config.pass_cost_factor, disruption::relevant, disruption::pass)));
+        tasks.push(tokio::spawn(run(
+            core.clone(),
+            stop_rx.clone(),
+            config.resync_interval,
+            config.pass_cost_factor,
+            disruption::relevant,
+            disruption::pass,
+        )));
         names
     } else {
         vec![]
@@ -188,13 +195,23 @@ pub fn start(server: &ApiServer, config: ClusterConfig) -> ClusterHandle {
     }
     if config.deployments {
         let mut r = replicasets::ReplicaSetController::default();
-        tasks.push(tokio::spawn(run(core.clone(), stop_rx.clone(), config.resync_interval, config.pass_cost_factor, replicasets::relevant, move |c| {
-            r.pass(c)
-        })));
+        tasks.push(tokio::spawn(run(
+            core.clone(),
+            stop_rx.clone(),
+            config.resync_interval,
+            config.pass_cost_factor,
+            replicasets::relevant,
+            move |c| r.pass(c),
+        )));
         let mut d = deployments::DeploymentController::default();
-        tasks.push(tokio::spawn(run(core.clone(), stop_rx.clone(), config.resync_interval, config.pass_cost_factor, deployments::relevant, move |c| {
-            d.pass(c)
-        })));
+        tasks.push(tokio::spawn(run(
+            core.clone(),
+            stop_rx.clone(),
+            config.resync_interval,
+            config.pass_cost_factor,
+            deployments::relevant,
+            move |c| d.pass(c),
+        )));
     }
     if let Some(ttl) = config.event_ttl {
         let mut e = events::EventExpiry::new(ttl);

@@ -21,7 +21,10 @@
 //! Events `SuccessfulCreate`/`SuccessfulDelete`/`FailedCreate` are recorded on the ReplicaSet.
 
 use super::controller_ref::{Claimant, controller_ref, controller_uid};
-use super::{Next, Retry, builtin, deleting, instant_at, meta_str, opts, parse_time, pod_available, pod_ready, pod_ready_condition, put, recorder, spec_replicas};
+use super::{
+    Next, Retry, builtin, deleting, instant_at, meta_str, opts, parse_time, pod_available, pod_ready, pod_ready_condition, put, recorder,
+    spec_replicas,
+};
 use crate::resources::Resource;
 use crate::rest::{Core, DeleteOptions, Sub};
 use crate::selector::LabelSelector;
@@ -267,7 +270,9 @@ fn deletion_order(a: &(&Value, usize), b: &(&Value, usize), now: DateTime<Utc>) 
     if ra != rb {
         return if !ra { Ordering::Less } else { Ordering::Greater };
     }
-    let cost = |p: &Value| p.pointer("/metadata/annotations").and_then(|a| a.get(DELETION_COST)).and_then(Value::as_str).and_then(|c| c.parse::<i32>().ok()).unwrap_or(0);
+    let cost = |p: &Value| {
+        p.pointer("/metadata/annotations").and_then(|a| a.get(DELETION_COST)).and_then(Value::as_str).and_then(|c| c.parse::<i32>().ok()).unwrap_or(0)
+    };
     let by_cost = cost(pa).cmp(&cost(pb));
     if by_cost != Ordering::Equal {
         return by_cost;
@@ -284,7 +289,13 @@ fn deletion_order(a: &(&Value, usize), b: &(&Value, usize), now: DateTime<Utc>) 
         }
     }
     let restarts = |p: &Value| {
-        p.pointer("/status/containerStatuses").and_then(Value::as_array).into_iter().flatten().filter_map(|c| c["restartCount"].as_i64()).max().unwrap_or(0)
+        p.pointer("/status/containerStatuses")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["restartCount"].as_i64())
+            .max()
+            .unwrap_or(0)
     };
     let by_restarts = restarts(pb).cmp(&restarts(pa));
     if by_restarts != Ordering::Equal {
@@ -319,7 +330,8 @@ mod tests {
     use super::*;
 
     fn pod(name: &str, node: &str, phase: &str, ready_since: Option<&str>, created: &str) -> Value {
-        let mut p = json!({"metadata": {"name": name, "uid": name, "creationTimestamp": created}, "spec": {"nodeName": node}, "status": {"phase": phase}});
+        let mut p =
+            json!({"metadata": {"name": name, "uid": name, "creationTimestamp": created}, "spec": {"nodeName": node}, "status": {"phase": phase}});
         if let Some(t) = ready_since {
             p["status"]["conditions"] = json!([{"type": "Ready", "status": "True", "lastTransitionTime": t}]);
         }

@@ -11,8 +11,7 @@ use k8s_openapi::api::{
     admissionregistration::v1 as admission, apps::v1 as apps, authentication::v1 as authn, authorization::v1 as authz,
     autoscaling::v1 as autoscaling1, autoscaling::v2 as autoscaling2, batch::v1 as batch, certificates::v1 as certificates,
     coordination::v1 as coordination, core::v1 as core, discovery::v1 as discovery, events::v1 as events, flowcontrol::v1 as flowcontrol,
-    networking::v1 as networking, node::v1 as node, policy::v1 as policy, rbac::v1 as rbac, scheduling::v1 as scheduling,
-    storage::v1 as storage,
+    networking::v1 as networking, node::v1 as node, policy::v1 as policy, rbac::v1 as rbac, scheduling::v1 as scheduling, storage::v1 as storage,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1 as apiregistration;

@@ -151,12 +151,7 @@ impl Default for Registry {
 impl Registry {
     /// Look up by group, version and plural.
     pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<Resource> {
-        self.resources
-            .read()
-            .unwrap()
-            .iter()
-            .find(|r| r.group == group && r.version == version && r.plural == plural)
-            .cloned()
+        self.resources.read().unwrap().iter().find(|r| r.group == group && r.version == version && r.plural == plural).cloned()
     }
 
     /// Look up by group and kind (any version; storage version preferred).

@@ -39,17 +39,23 @@ impl Core {
             if let Some(uid) = &opts.uid {
                 let actual = meta_str(&old, "uid");
                 if *uid != actual {
-                    return Err(ApiError::conflict(&res.group, &res.plural, name, &format!(
-                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"
-                    )));
+                    return Err(ApiError::conflict(
+                        &res.group,
+                        &res.plural,
+                        name,
+                        &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"),
+                    ));
                 }
             }
             if let Some(rv) = &opts.resource_version {
                 let actual = object_rv(&old).to_string();
                 if *rv != actual {
-                    return Err(ApiError::conflict(&res.group, &res.plural, name, &format!(
-                        "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {actual}"
-                    )));
+                    return Err(ApiError::conflict(
+                        &res.group,
+                        &res.plural,
+                        name,
+                        &format!("Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {actual}"),
+                    ));
                 }
             }
             let mut fins = finalizers(&old);
@@ -68,11 +74,16 @@ impl Core {
                 }
                 Some("Background") | None => {}
                 Some(other) => {
-                    return Err(ApiError::invalid("meta.k8s.io", "DeleteOptions", "", vec![Cause::new(
-                        "FieldValueNotSupported",
-                        format!("Unsupported value: {other:?}: supported values: \"Foreground\", \"Background\", \"Orphan\""),
-                        "propagationPolicy",
-                    )]));
+                    return Err(ApiError::invalid(
+                        "meta.k8s.io",
+                        "DeleteOptions",
+                        "",
+                        vec![Cause::new(
+                            "FieldValueNotSupported",
+                            format!("Unsupported value: {other:?}: supported values: \"Foreground\", \"Background\", \"Orphan\""),
+                            "propagationPolicy",
+                        )],
+                    ));
                 }
             }
             if opts.dry_run {
@@ -242,7 +253,9 @@ impl Core {
                 Err(e) => return Err(e),
             }
         }
-        Ok(json!({"kind": res.list_kind, "apiVersion": res.api_version(), "metadata": {"resourceVersion": self.store.current_rv().to_string()}, "items": deleted}))
+        Ok(
+            json!({"kind": res.list_kind, "apiVersion": res.api_version(), "metadata": {"resourceVersion": self.store.current_rv().to_string()}, "items": deleted}),
+        )
     }
 }
 

@@ -30,9 +30,7 @@ fn too_many_requests(cause: String) -> ApiError {
 }
 
 fn pod_is_ready(pod: &Value) -> bool {
-    pod.pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+    pod.pointer("/status/conditions").and_then(Value::as_array).is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
 }
 
 fn i64_at(v: &Value, p: &str) -> i64 {
@@ -62,7 +60,8 @@ impl Core {
             }
             let (budgets, _) = self.store.list(&pdb_resource(), Some(ns));
             let mut matching = budgets.into_iter().filter(|b| {
-                b.pointer("/spec/selector").is_some_and(|s| !s.as_object().is_some_and(|m| m.is_empty()) && LabelSelector::from_object(s).matches(&pod))
+                b.pointer("/spec/selector")
+                    .is_some_and(|s| !s.as_object().is_some_and(|m| m.is_empty()) && LabelSelector::from_object(s).matches(&pod))
             });
             let Some(pdb) = matching.next() else { return self.delete_evicted(pods, ns, name, &opts) };
             if matching.next().is_some() {

@@ -22,11 +22,11 @@ mod patching;
 mod subresources;
 mod tokens;
 
-pub use subresources::{pointer, scale_of};
 use serde_json::{Map, Value, json};
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+pub use subresources::{pointer, scale_of};
 
 /// Options shared by writes.
 #[derive(Debug, Clone, Default)]
@@ -218,10 +218,7 @@ fn valid_subdomain(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 253
         && name.split('.').all(|l| {
-            !l.is_empty()
-                && l.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-                && !l.starts_with('-')
-                && !l.ends_with('-')
+            !l.is_empty() && l.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-') && !l.starts_with('-') && !l.ends_with('-')
         })
 }
 
@@ -295,7 +292,12 @@ impl Core {
         let ns = self.registry.find("", "v1", "namespaces").expect("namespaces");
         for name in SYSTEM_NAMESPACES {
             if self.store.get(&self.key(&ns, "", name)).is_none() {
-                let _ = wait(self.create(&ns, "", json!({"metadata": {"name": name}}), &WriteOptions { field_manager: "kube-apiserver".into(), ..Default::default() }));
+                let _ = wait(self.create(
+                    &ns,
+                    "",
+                    json!({"metadata": {"name": name}}),
+                    &WriteOptions { field_manager: "kube-apiserver".into(), ..Default::default() },
+                ));
             }
         }
         for namespace in self.store.list(&ns.group_resource(), None).0 {
@@ -364,10 +366,7 @@ impl Core {
 
     /// GET.
     pub fn get(&self, res: &Resource, ns: &str, name: &str) -> Result<Value> {
-        self.store
-            .get(&self.key(res, ns, name))
-            .map(|o| self.present(res, o))
-            .ok_or_else(|| ApiError::not_found(&res.group, &res.plural, name))
+        self.store.get(&self.key(res, ns, name)).map(|o| self.present(res, o)).ok_or_else(|| ApiError::not_found(&res.group, &res.plural, name))
     }
 
     /// LIST: a `XList` with metadata.resourceVersion, honouring selectors, limit and continue.
@@ -497,7 +496,16 @@ impl Core {
         let now = self.now();
         {
             let m = meta(&mut obj);
-            for f in ["uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink", "generation", "managedFields"] {
+            for f in [
+                "uid",
+                "resourceVersion",
+                "creationTimestamp",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "selfLink",
+                "generation",
+                "managedFields",
+            ] {
                 m.remove(f);
             }
             m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
@@ -509,9 +517,7 @@ impl Core {
         if res.namespaced {
             let body_ns = meta_str(&obj, "namespace");
             if !body_ns.is_empty() && body_ns != ns {
-                return Err(ApiError::bad_request(
-                    "the namespace of the provided object does not match the namespace sent on the request",
-                ));
+                return Err(ApiError::bad_request("the namespace of the provided object does not match the namespace sent on the request"));
             }
             meta(&mut obj).insert("namespace".into(), json!(ns));
         } else {
@@ -683,14 +689,22 @@ impl Core {
         let name = meta_str(old, "name");
         let body_name = meta_str(&new, "name");
         if !body_name.is_empty() && body_name != name {
-            return Err(ApiError::bad_request(format!(
-                "the name of the object ({body_name}) does not match the name on the URL ({name})"
-            )));
+            return Err(ApiError::bad_request(format!("the name of the object ({body_name}) does not match the name on the URL ({name})")));
         }
         {
             let old_meta = old.get("metadata").unwrap_or(&Value::Null);
             let m = meta(&mut new);
-            for f in ["name", "namespace", "uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation", "managedFields", "generateName"] {
+            for f in [
+                "name",
+                "namespace",
+                "uid",
+                "creationTimestamp",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "generation",
+                "managedFields",
+                "generateName",
+            ] {
                 match old_meta.get(f) {
                     Some(v) => {
                         m.insert(f.into(), v.clone());
@@ -719,7 +733,9 @@ impl Core {
                     &name,
                     vec![Cause::new(
                         "FieldValueForbidden",
-                        format!("Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{added:?}}}"),
+                        format!(
+                            "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{added:?}}}"
+                        ),
                         "metadata.finalizers",
                     )],
                 ));
@@ -755,7 +771,14 @@ impl Core {
 
     /// Commit an update computed from `old`; an object being deleted whose last finalizer went
     /// away is deleted instead.
-    fn commit_update(&self, res: &Resource, ns: &str, old: &Value, new: Option<Value>, opts: &WriteOptions) -> std::result::Result<Value, StoreError> {
+    fn commit_update(
+        &self,
+        res: &Resource,
+        ns: &str,
+        old: &Value,
+        new: Option<Value>,
+        opts: &WriteOptions,
+    ) -> std::result::Result<Value, StoreError> {
         let Some(new) = new else { return Ok(self.present(res, old.clone())) };
         if opts.dry_run {
             return Ok(self.present(res, new));
@@ -780,9 +803,10 @@ impl Core {
         loop {
             let old = self.store.get(&self.key(res, ns, name)).ok_or_else(|| ApiError::not_found(&res.group, &res.plural, name))?;
             if let Some(rv) = &wanted_rv
-                && rv.parse::<u64>().ok() != Some(object_rv(&old)) {
-                    return Err(ApiError::stale(&res.group, &res.plural, name));
-                }
+                && rv.parse::<u64>().ok() != Some(object_rv(&old))
+            {
+                return Err(ApiError::stale(&res.group, &res.plural, name));
+            }
             let new = self.prepare_update(res, &old, body.clone(), sub, opts).await?;
             match self.commit_update(res, ns, &old, new, opts) {
                 Ok(v) => return Ok(v),
@@ -793,7 +817,6 @@ impl Core {
             }
         }
     }
-
 }
 
 /// Runs a write from code that is not async: the bootstrap (before any admission hook is
@@ -852,9 +875,11 @@ fn check_type(res: &Resource, obj: &Value) -> Result<()> {
         }
     }
     if let Some(k) = obj.get("kind").and_then(Value::as_str)
-        && !k.is_empty() && k != res.kind {
-            return Err(ApiError::bad_request(format!("the kind in the data ({k}) does not match the expected kind ({})", res.kind)));
-        }
+        && !k.is_empty()
+        && k != res.kind
+    {
+        return Err(ApiError::bad_request(format!("the kind in the data ({k}) does not match the expected kind ({})", res.kind)));
+    }
     Ok(())
 }
 

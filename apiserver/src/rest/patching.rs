@@ -120,7 +120,16 @@ impl Core {
     /// PATCH through a view sharing another resource's storage: the patch applies to the view's
     /// representation, the result is converted back and stored.
     #[allow(clippy::too_many_arguments)] // mirrors `patch`
-    pub async fn patch_view(&self, view: &Resource, storage: &Resource, ns: &str, name: &str, ptype: PatchType, body: &[u8], opts: &WriteOptions) -> Result<Value> {
+    pub async fn patch_view(
+        &self,
+        view: &Resource,
+        storage: &Resource,
+        ns: &str,
+        name: &str,
+        ptype: PatchType,
+        body: &[u8],
+        opts: &WriteOptions,
+    ) -> Result<Value> {
         if ptype == PatchType::Apply {
             let applied: Value = crate::yaml::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
             let core = crate::convert::to_storage(view, applied);

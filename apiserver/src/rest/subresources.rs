@@ -34,7 +34,8 @@ pub fn scale_of(obj: &Value, spec: &crate::resources::ScaleSpec) -> Value {
         }
     }
     let m = &obj["metadata"];
-    let mut metadata = json!({"name": m["name"], "uid": m["uid"], "resourceVersion": m["resourceVersion"], "creationTimestamp": m["creationTimestamp"]});
+    let mut metadata =
+        json!({"name": m["name"], "uid": m["uid"], "resourceVersion": m["resourceVersion"], "creationTimestamp": m["creationTimestamp"]});
     if let Some(ns) = m.get("namespace") {
         metadata["namespace"] = ns.clone();
     }
@@ -86,7 +87,15 @@ impl Core {
     }
 
     /// PUT/PATCH `/scale`: only the desired replicas change.
-    pub async fn update_scale(&self, res: &Resource, ns: &str, name: &str, ptype: Option<PatchType>, body: &[u8], opts: &WriteOptions) -> Result<Value> {
+    pub async fn update_scale(
+        &self,
+        res: &Resource,
+        ns: &str,
+        name: &str,
+        ptype: Option<PatchType>,
+        body: &[u8],
+        opts: &WriteOptions,
+    ) -> Result<Value> {
         let spec = res.scale.clone().ok_or_else(ApiError::no_route)?;
         for _ in 0..16 {
             let old = self.store.get(&self.key(res, ns, name)).ok_or_else(|| ApiError::not_found(&res.group, &res.plural, name))?;
@@ -211,11 +220,8 @@ impl Core {
             json!({"kind": "ComponentStatus", "apiVersion": "v1", "metadata": {"name": name, "creationTimestamp": null}, "conditions": [cond]})
         };
         let down = "the simulated cluster (scheduler, kubelet, controllers) is not running";
-        let items = vec![
-            item("controller-manager", cluster_runs, "ok", down),
-            item("scheduler", cluster_runs, "ok", down),
-            item("etcd-0", true, "ok", ""),
-        ];
+        let items =
+            vec![item("controller-manager", cluster_runs, "ok", down), item("scheduler", cluster_runs, "ok", down), item("etcd-0", true, "ok", "")];
         match name {
             Some(n) => items.into_iter().find(|i| i["metadata"]["name"] == n).ok_or_else(|| ApiError::not_found("", "componentstatuses", n)),
             None => Ok(json!({"kind": "ComponentStatusList", "apiVersion": "v1", "metadata": {}, "items": items})),

@@ -33,7 +33,11 @@ impl Core {
                 "authentication.k8s.io",
                 "TokenRequest",
                 name,
-                vec![Cause::new("FieldValueInvalid", format!("Invalid value: {seconds}: may not specify a duration less than 10 minutes"), "spec.expirationSeconds")],
+                vec![Cause::new(
+                    "FieldValueInvalid",
+                    format!("Invalid value: {seconds}: may not specify a duration less than 10 minutes"),
+                    "spec.expirationSeconds",
+                )],
             ));
         }
         let audiences: Vec<Value> = match spec.get("audiences").and_then(Value::as_array) {
@@ -65,7 +69,8 @@ impl Core {
     pub fn review_token(&self, token: &str) -> Value {
         let refused = |why: &str| json!({"user": {}, "error": format!("[invalid bearer token, {why}]")});
         let Some(user) = self.access.user_of_token(token) else { return refused("token lookup failed") };
-        let Some(claims) = token.split('.').nth(1).and_then(|c| URL_SAFE_NO_PAD.decode(c).ok()).and_then(|c| serde_json::from_slice::<Value>(&c).ok())
+        let Some(claims) =
+            token.split('.').nth(1).and_then(|c| URL_SAFE_NO_PAD.decode(c).ok()).and_then(|c| serde_json::from_slice::<Value>(&c).ok())
         else {
             // A static token (Access::add_token): no claims to check.
             return json!({"authenticated": true, "user": {"username": user.name, "groups": user.groups}});
@@ -77,7 +82,11 @@ impl Core {
         let ns = claims.pointer("/kubernetes.io/namespace").and_then(Value::as_str).unwrap_or_default();
         let name = claims.pointer("/kubernetes.io/serviceaccount/name").and_then(Value::as_str).unwrap_or_default();
         let uid = claims.pointer("/kubernetes.io/serviceaccount/uid").cloned().unwrap_or_default();
-        let key = ObjectKey { gr: crate::resources::GroupResource { group: String::new(), resource: "serviceaccounts".into() }, namespace: ns.into(), name: name.into() };
+        let key = ObjectKey {
+            gr: crate::resources::GroupResource { group: String::new(), resource: "serviceaccounts".into() },
+            namespace: ns.into(),
+            name: name.into(),
+        };
         match self.store.get(&key) {
             Some(sa) if sa.pointer("/metadata/uid") == Some(&uid) => {}
             _ => return refused("service account token has been invalidated"),

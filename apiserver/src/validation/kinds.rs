@@ -21,7 +21,8 @@ pub fn validate(group: &str, kind: &str, obj: &Value, old: Option<&Value>, cause
                     let fixed = |v: &Value| {
                         let mut s = v.get("spec").cloned().unwrap_or_default();
                         if let Some(m) = s.as_object_mut() {
-                            for f in ["replicas", "ordinals", "template", "updateStrategy", "persistentVolumeClaimRetentionPolicy", "minReadySeconds"] {
+                            for f in ["replicas", "ordinals", "template", "updateStrategy", "persistentVolumeClaimRetentionPolicy", "minReadySeconds"]
+                            {
                                 m.remove(f);
                             }
                         }
@@ -47,7 +48,11 @@ pub fn validate(group: &str, kind: &str, obj: &Value, old: Option<&Value>, cause
             pod_spec(obj.pointer("/spec/jobTemplate/spec/template/spec"), path, causes);
             match obj.pointer("/spec/jobTemplate/spec/template/spec/restartPolicy").and_then(Value::as_str) {
                 Some("OnFailure") | Some("Never") => {}
-                None => causes.push(Cause::new("FieldValueRequired", "Required value: valid values: \"OnFailure\", \"Never\"", format!("{path}.restartPolicy"))),
+                None => causes.push(Cause::new(
+                    "FieldValueRequired",
+                    "Required value: valid values: \"OnFailure\", \"Never\"",
+                    format!("{path}.restartPolicy"),
+                )),
                 Some(other) => causes.push(Cause::new(
                     "FieldValueNotSupported",
                     format!("Unsupported value: {other:?}: supported values: \"OnFailure\", \"Never\""),

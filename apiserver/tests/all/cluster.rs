@@ -323,7 +323,8 @@ async fn jobs_run_for_their_duration_in_virtual_time_under_a_paused_clock() {
     check_jobs(&s, 7200).await;
     let p = "sim.operator-host.dev/";
     post(&s, JOBS, job("quick", json!({format!("{p}duration"): "10s"}))).await;
-    eventually(60, "the annotated job completes", || async { condition(&get(&s, &format!("{JOBS}/quick")).await.1, "Complete")["status"] == "True" }).await;
+    eventually(60, "the annotated job completes", || async { condition(&get(&s, &format!("{JOBS}/quick")).await.1, "Complete")["status"] == "True" })
+        .await;
     let ok = get(&s, &format!("{JOBS}/ok")).await.1;
     let quick = get(&s, &format!("{JOBS}/quick")).await.1;
     let took = |j: &Value| {
@@ -401,7 +402,8 @@ async fn kubectl_delete_cascade_foreground_waits_until_dependents_are_gone() {
 async fn kubectl_waits_for_ready_pods_and_complete_jobs_and_deletes_pods_gracefully() {
     let s = ApiServer::new();
     let handle = s.serve().await.unwrap();
-    let _c = cluster::start(&s, ClusterConfig { ready_after: Duration::from_millis(200), job_duration: Duration::from_millis(300), ..Default::default() });
+    let _c =
+        cluster::start(&s, ClusterConfig { ready_after: Duration::from_millis(200), job_duration: Duration::from_millis(300), ..Default::default() });
     let k = Kubectl::new(&handle);
     k.apply("pod.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  containers: [{name: app, image: nginx:1.27}]\n").await;
     k.ok(&["wait", "--for=condition=Ready", "pod/web", "--timeout=60s"]).await;

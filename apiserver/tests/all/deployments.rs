@@ -42,7 +42,10 @@ fn condition<'a>(obj: &'a Value, t: &str) -> &'a Value {
 }
 
 fn image(obj: &Value) -> &str {
-    obj.pointer("/spec/template/spec/containers/0/image").or_else(|| obj.pointer("/spec/containers/0/image")).and_then(Value::as_str).unwrap_or_default()
+    obj.pointer("/spec/template/spec/containers/0/image")
+        .or_else(|| obj.pointer("/spec/containers/0/image"))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
 }
 
 /// The ReplicaSets of `deployment`, by revision.
@@ -141,7 +144,8 @@ async fn kubectl_set_image_rolls_to_a_new_replica_set_and_history_and_undo_follo
     assert!(live.iter().all(|p| image(p) == "nginx:1.27"), "{live:?}");
 
     let history = k.ok(&["rollout", "history", "deployment/web"]).await;
-    let rows: Vec<Vec<&str>> = history.lines().map(|l| l.split_whitespace().collect()).filter(|r: &Vec<&str>| r.first().is_some_and(|c| c.parse::<u32>().is_ok())).collect();
+    let rows: Vec<Vec<&str>> =
+        history.lines().map(|l| l.split_whitespace().collect()).filter(|r: &Vec<&str>| r.first().is_some_and(|c| c.parse::<u32>().is_ok())).collect();
     assert_eq!(rows.iter().map(|r| r[0]).collect::<Vec<_>>(), ["1", "2"], "{history}");
     assert!(history.contains("move to 1.27"), "the change-cause of revision 2: {history}");
     let revision_1 = k.ok(&["rollout", "history", "deployment/web", "--revision=1"]).await;
@@ -257,7 +261,13 @@ async fn a_rolling_update_never_exceeds_the_surge_nor_drops_below_the_availabili
     let strategy = json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "20%", "maxUnavailable": "10%"}});
     assert_eq!(post(&s, DEPLOYS, deployment("r", 8, "app:1", strategy)).await.0, 201);
     eventually(30, "8 Pods are ready", || async { get(&s, &format!("{DEPLOYS}/r")).await.1["status"]["availableReplicas"] == 8 }).await;
-    let (code, _) = patch(&s, &format!("{DEPLOYS}/r"), "application/merge-patch+json", json!({"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "app:2"}]}}}})).await;
+    let (code, _) = patch(
+        &s,
+        &format!("{DEPLOYS}/r"),
+        "application/merge-patch+json",
+        json!({"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "app:2"}]}}}}),
+    )
+    .await;
     assert_eq!(code, 200);
     // Of 8: surge 20% = 1.6, rounded up to 2; unavailable 10% = 0.8, rounded down to 0: at
     // most 10 Pods, at least 8 ready, all along.
@@ -285,7 +295,13 @@ async fn recreate_removes_every_old_pod_before_the_new_ones_start() {
     let _c = cluster::start(&s, ClusterConfig::default());
     assert_eq!(post(&s, DEPLOYS, deployment("rc", 3, "app:1", json!({"type": "Recreate"}))).await.0, 201);
     eventually(30, "3 Pods are ready", || async { get(&s, &format!("{DEPLOYS}/rc")).await.1["status"]["availableReplicas"] == 3 }).await;
-    patch(&s, &format!("{DEPLOYS}/rc"), "application/merge-patch+json", json!({"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "app:2"}]}}}})).await;
+    patch(
+        &s,
+        &format!("{DEPLOYS}/rc"),
+        "application/merge-patch+json",
+        json!({"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "app:2"}]}}}}),
+    )
+    .await;
     loop {
         let pods = items(&s, PODS).await; // terminating ones too: Recreate waits for them
         let images: Vec<&str> = pods.iter().map(image).collect();
@@ -313,7 +329,10 @@ async fn a_rollout_that_makes_no_progress_exceeds_its_deadline() {
     let d = get(&s, &format!("{DEPLOYS}/stuck")).await.1;
     let rs = &items(&s, SETS).await[0];
     assert_eq!(condition(&d, "Progressing")["status"], "False");
-    assert_eq!(condition(&d, "Progressing")["message"], format!("ReplicaSet {:?} has timed out progressing.", rs["metadata"]["name"].as_str().unwrap()));
+    assert_eq!(
+        condition(&d, "Progressing")["message"],
+        format!("ReplicaSet {:?} has timed out progressing.", rs["metadata"]["name"].as_str().unwrap())
+    );
     assert_eq!(condition(&d, "Available")["status"], "False");
     assert_eq!(d["status"]["unavailableReplicas"], 1);
 }
@@ -329,7 +348,13 @@ async fn a_scale_during_a_rollout_is_shared_in_proportion_and_a_paused_deploymen
     eventually(30, "10 Pods exist", || async { live_pods(&s).await.len() == 10 }).await;
     // A new template (paused first: nothing rolls). None of the Pods gets ready in this test.
     let uri = format!("{DEPLOYS}/p");
-    patch(&s, &uri, "application/merge-patch+json", json!({"spec": {"paused": true, "template": {"spec": {"containers": [{"name": "c", "image": "app:2"}]}}}})).await;
+    patch(
+        &s,
+        &uri,
+        "application/merge-patch+json",
+        json!({"spec": {"paused": true, "template": {"spec": {"containers": [{"name": "c", "image": "app:2"}]}}}}),
+    )
+    .await;
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert_eq!(items(&s, SETS).await.len(), 1, "a paused Deployment does not start a rollout");
     let paused = get(&s, &uri).await.1;

@@ -76,8 +76,14 @@ async fn a_reflector_sees_every_change_despite_dropped_and_expired_watches() {
     }
     // Keep the watch busy until both faults have fired a few times.
     eventually("several drops and expiries", || server.faults().injected(drops) >= 3 && server.faults().injected(expiries) >= 1).await;
-    let want: Vec<(String, String)> =
-        cms.list(&ListParams::default().labels("test=fault")).await.unwrap().items.into_iter().map(|c| (c.metadata.name.unwrap(), c.data.unwrap()["v"].clone())).collect();
+    let want: Vec<(String, String)> = cms
+        .list(&ListParams::default().labels("test=fault"))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|c| (c.metadata.name.unwrap(), c.data.unwrap()["v"].clone()))
+        .collect();
     assert_eq!(want.len(), 30, "40 created, 10 deleted");
     eventually("the reflector's store to equal the server's state", || {
         let mut have: Vec<(String, String)> =

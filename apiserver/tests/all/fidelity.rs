@@ -125,15 +125,50 @@ async fn delete_answers_the_object_or_a_status_as_each_upstream_registry_does() 
         ("", "Event", "events", true, json!({"involvedObject": {"kind": "Pod", "name": "x"}}), false),
         ("", "Endpoints", "endpoints", true, json!({}), false),
         ("discovery.k8s.io", "EndpointSlice", "endpointslices", true, json!({"addressType": "IPv4", "endpoints": []}), false),
-        ("apps", "Deployment", "deployments", true, json!({"spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}), false),
-        ("apps", "ReplicaSet", "replicasets", true, json!({"spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}), false),
+        (
+            "apps",
+            "Deployment",
+            "deployments",
+            true,
+            json!({"spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}),
+            false,
+        ),
+        (
+            "apps",
+            "ReplicaSet",
+            "replicasets",
+            true,
+            json!({"spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}),
+            false,
+        ),
         ("apps", "ControllerRevision", "controllerrevisions", true, json!({"revision": 1}), false),
-        ("batch", "Job", "jobs", true, json!({"spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "nginx"}]}}}}), false),
+        (
+            "batch",
+            "Job",
+            "jobs",
+            true,
+            json!({"spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "nginx"}]}}}}),
+            false,
+        ),
         ("coordination.k8s.io", "Lease", "leases", true, json!({}), false),
         ("rbac.authorization.k8s.io", "Role", "roles", true, json!({"rules": []}), false),
-        ("rbac.authorization.k8s.io", "RoleBinding", "rolebindings", true, json!({"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "r"}}), false),
+        (
+            "rbac.authorization.k8s.io",
+            "RoleBinding",
+            "rolebindings",
+            true,
+            json!({"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "r"}}),
+            false,
+        ),
         ("rbac.authorization.k8s.io", "ClusterRole", "clusterroles", false, json!({"rules": []}), false),
-        ("rbac.authorization.k8s.io", "ClusterRoleBinding", "clusterrolebindings", false, json!({"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "r"}}), false),
+        (
+            "rbac.authorization.k8s.io",
+            "ClusterRoleBinding",
+            "clusterrolebindings",
+            false,
+            json!({"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "r"}}),
+            false,
+        ),
         ("stable.example.com", "CronTab", "crontabs", true, json!({"spec": {"cronSpec": "* * * * *"}}), false),
         ("apiextensions.k8s.io", "CustomResourceDefinition", "customresourcedefinitions", false, widget_crd(), true),
     ];
@@ -154,7 +189,11 @@ async fn delete_answers_the_object_or_a_status_as_each_upstream_registry_does() 
                 let status = serde_json::to_value(status).unwrap();
                 assert_eq!(status["status"], "Success", "{plural}: {status}");
                 let d = |k: &str| status["details"][k].as_str().unwrap_or_default().to_string();
-                assert_eq!([d("name"), d("group"), d("kind"), d("uid")], [name.clone(), group.to_string(), plural.to_string(), uid.clone()], "{status}");
+                assert_eq!(
+                    [d("name"), d("group"), d("kind"), d("uid")],
+                    [name.clone(), group.to_string(), plural.to_string(), uid.clone()],
+                    "{status}"
+                );
             }
             _ => panic!("{plural}: DELETE answered {answer:?}, expected {}", if answers_object { "the object" } else { "a Status" }),
         }
@@ -244,16 +283,36 @@ async fn services_get_cluster_ips_and_node_ports_and_taken_ones_are_refused() {
     );
     let taken_port = "apiVersion: v1\nkind: Service\nmetadata: {name: twice}\nspec: {type: NodePort, ports: [{port: 80, nodePort: 30080}]}\n";
     let out = c.try_apply("taken-port.yaml", taken_port).await;
-    assert!(out.stderr.contains(r#"Service "twice" is invalid: spec.ports[0].nodePort: Invalid value: 30080: provided port is already allocated"#), "{}", out.stderr);
-    let out = c.try_apply("range.yaml", "apiVersion: v1\nkind: Service\nmetadata: {name: low}\nspec: {type: NodePort, ports: [{port: 80, nodePort: 29999}]}\n").await;
-    assert!(out.stderr.contains("spec.ports[0].nodePort: Invalid value: 29999: provided port is not in the valid range. The range of valid ports is 30000-32767"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains(r#"Service "twice" is invalid: spec.ports[0].nodePort: Invalid value: 30080: provided port is already allocated"#),
+        "{}",
+        out.stderr
+    );
+    let out = c
+        .try_apply(
+            "range.yaml",
+            "apiVersion: v1\nkind: Service\nmetadata: {name: low}\nspec: {type: NodePort, ports: [{port: 80, nodePort: 29999}]}\n",
+        )
+        .await;
+    assert!(
+        out.stderr.contains(
+            "spec.ports[0].nodePort: Invalid value: 29999: provided port is not in the valid range. The range of valid ports is 30000-32767"
+        ),
+        "{}",
+        out.stderr
+    );
     c.ok(&["delete", "svc", "web", "fixed"]).await;
     for (file, yaml) in [("taken-ip.yaml", taken_ip), ("taken-port.yaml", taken_port)] {
         let out = c.try_apply(file, yaml).await;
         assert_eq!(out.code, 0, "released on delete: {}", out.stderr);
     }
     // An apply without the allocated values keeps them (upstream's patchAllocatedValues).
-    let reapplied = c.try_apply("svcs2.yaml", "apiVersion: v1\nkind: Service\nmetadata: {name: lb}\nspec:\n  type: LoadBalancer\n  ports: [{port: 443}]\n  sessionAffinity: ClientIP\n").await;
+    let reapplied = c
+        .try_apply(
+            "svcs2.yaml",
+            "apiVersion: v1\nkind: Service\nmetadata: {name: lb}\nspec:\n  type: LoadBalancer\n  ports: [{port: 443}]\n  sessionAffinity: ClientIP\n",
+        )
+        .await;
     assert_eq!(reapplied.code, 0, "{}", reapplied.stderr);
     let lb2 = svc("lb").await;
     assert_eq!((lb2["spec"]["clusterIP"].clone(), lb2["spec"]["ports"][0]["nodePort"].clone()), (lb["spec"]["clusterIP"].clone(), json!(lb_port)));
@@ -271,7 +330,8 @@ async fn writes_answer_partial_object_metadata_and_tables_when_asked() {
     let body = parse(&body);
     assert_eq!((code, body["kind"].as_str(), body["apiVersion"].as_str()), (201, Some("PartialObjectMetadata"), Some("meta.k8s.io/v1")), "{body}");
     assert!(body.get("data").is_none() && body["metadata"]["labels"]["a"] == "b", "{body}");
-    let (_, body) = c.raw("PATCH", &format!("{base}/m"), META, "application/merge-patch+json", Some(json!({"metadata": {"labels": {"c": "d"}}}))).await;
+    let (_, body) =
+        c.raw("PATCH", &format!("{base}/m"), META, "application/merge-patch+json", Some(json!({"metadata": {"labels": {"c": "d"}}}))).await;
     assert_eq!(parse(&body)["kind"], "PartialObjectMetadata", "{body}");
     let (_, current) = c.raw("GET", &format!("{base}/m"), "application/json", "", None).await;
     let (_, body) = c.raw("PUT", &format!("{base}/m"), TABLE, "application/json", Some(parse(&current))).await;
@@ -343,7 +403,10 @@ async fn nested_members_are_in_go_struct_order_as_kubectl_get_raw_shows() {
     in_order(&body, &["spec", "replicas", "selector", "matchLabels", "template", "metadata", "labels", "spec", "containers"]);
     in_order(&body, &["containers", "name", "image", "resources", "terminationMessagePath", "terminationMessagePolicy", "imagePullPolicy"]);
     in_order(&body, &["imagePullPolicy", "restartPolicy", "terminationGracePeriodSeconds", "dnsPolicy", "securityContext", "schedulerName"]);
-    in_order(&body, &["schedulerName", "strategy", "type", "rollingUpdate", "maxUnavailable", "maxSurge", "revisionHistoryLimit", "progressDeadlineSeconds"]);
+    in_order(
+        &body,
+        &["schedulerName", "strategy", "type", "rollingUpdate", "maxUnavailable", "maxSurge", "revisionHistoryLimit", "progressDeadlineSeconds"],
+    );
     let svc = c.ok(&["create", "service", "clusterip", "db", "--tcp=5432:5432", "-o", "name"]).await;
     assert_eq!(svc.trim(), "service/db");
     let body = c.ok(&["get", "--raw", "/api/v1/namespaces/default/services/db"]).await;

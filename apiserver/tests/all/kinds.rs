@@ -14,7 +14,8 @@ const README: &str = include_str!("../../README.md");
 fn table_rows(text: &str) -> Vec<Vec<String>> {
     let mut lines = text.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#'));
     let header = lines.next().expect("a header");
-    let starts: Vec<usize> = header.match_indices(|c: char| c.is_ascii_uppercase()).filter(|(i, _)| *i == 0 || header.as_bytes()[i - 1] == b' ').map(|(i, _)| i).collect();
+    let starts: Vec<usize> =
+        header.match_indices(|c: char| c.is_ascii_uppercase()).filter(|(i, _)| *i == 0 || header.as_bytes()[i - 1] == b' ').map(|(i, _)| i).collect();
     lines
         .map(|l| {
             starts
@@ -64,7 +65,8 @@ async fn discovery_serves_what_a_1_32_server_serves_or_the_readme_says_what_not(
     assert!(extra.is_empty(), "served but not by v1.32: {extra:#?}");
 
     // Every APIResourceList name (subresources, non-preferred versions) of every group version.
-    let mut wanted: BTreeSet<(String, String)> = part2.lines().skip(1).filter(|l| !l.starts_with('#')).filter_map(|l| l.split_once(' ')).map(|(gv, n)| (gv.into(), n.into())).collect();
+    let mut wanted: BTreeSet<(String, String)> =
+        part2.lines().skip(1).filter(|l| !l.starts_with('#')).filter_map(|l| l.split_once(' ')).map(|(gv, n)| (gv.into(), n.into())).collect();
     for r in &upstream {
         wanted.insert((r.2.clone(), r.0.clone()));
     }
@@ -233,7 +235,12 @@ provisioner: kubernetes.io/no-provisioner
 async fn kubectl_applies_workloads_from_the_docs_stored_defaulted_and_scalable() {
     let c = Cluster::start().await;
     let out = c.apply("workloads.yaml", WORKLOADS).await;
-    for created in ["statefulset.apps/web created", "cronjob.batch/hello created", "ingress.networking.k8s.io/minimal-ingress created", "poddisruptionbudget.policy/zk-pdb created"] {
+    for created in [
+        "statefulset.apps/web created",
+        "cronjob.batch/hello created",
+        "ingress.networking.k8s.io/minimal-ingress created",
+        "poddisruptionbudget.policy/zk-pdb created",
+    ] {
         assert!(out.contains(created), "{out}");
     }
     // Defaults as upstream's SetDefaults_* fill them in.
@@ -288,7 +295,8 @@ async fn kubectl_create_token_issues_a_token_the_server_accepts_and_reviews() {
     c.apply("sa.yaml", "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: bot, namespace: default}\n").await;
     // `kubectl create token` sends its TokenRequest as protobuf (decoded on the h17-protobuf
     // branch); the same request as JSON through kubectl's raw mode:
-    let request = |seconds: i64| json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": seconds}}).to_string();
+    let request =
+        |seconds: i64| json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": seconds}}).to_string();
     let hour = c.file("tr.json", &request(3600));
     let url = "/api/v1/namespaces/default/serviceaccounts/bot/token";
     let issued: Value = serde_json::from_str(&c.ok(&["create", "--raw", url, "-f", hour.to_str().unwrap()]).await).unwrap();
@@ -296,18 +304,26 @@ async fn kubectl_create_token_issues_a_token_the_server_accepts_and_reviews() {
     let token = issued["status"]["token"].as_str().unwrap().to_string();
     assert_eq!(token.split('.').count(), 3, "a JWT: {token}");
     // TokenReview names the service account.
-    let review = c.file("review.json", &json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}}).to_string());
+    let review =
+        c.file("review.json", &json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}}).to_string());
     let reviewed: Value = serde_json::from_str(&c.ok(&["create", "-f", review.to_str().unwrap(), "-o", "json"]).await).unwrap();
     assert_eq!(reviewed["status"]["authenticated"], true, "{reviewed}");
     assert_eq!(reviewed["status"]["user"]["username"], "system:serviceaccount:default:bot");
     assert!(reviewed["status"]["user"]["groups"].as_array().unwrap().contains(&json!("system:serviceaccounts:default")));
-    let forged = c.file("forged.json", &json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": format!("{token}x")}}).to_string());
+    let forged = c.file(
+        "forged.json",
+        &json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": format!("{token}x")}}).to_string(),
+    );
     let refused: Value = serde_json::from_str(&c.ok(&["create", "-f", forged.to_str().unwrap(), "-o", "json"]).await).unwrap();
     assert_ne!(refused["status"]["authenticated"], true, "{refused}");
     // The token is accepted as a bearer token, as the service account (RBAC applies to it).
     let client = c.client_with_token(&token).await;
     let who: Value = client
-        .request(http::Request::post("/apis/authentication.k8s.io/v1/selfsubjectreviews").body(serde_json::to_vec(&json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})).unwrap()).unwrap())
+        .request(
+            http::Request::post("/apis/authentication.k8s.io/v1/selfsubjectreviews")
+                .body(serde_json::to_vec(&json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})).unwrap())
+                .unwrap(),
+        )
         .await
         .unwrap();
     assert_eq!(who["status"]["userInfo"]["username"], "system:serviceaccount:default:bot");
@@ -323,12 +339,20 @@ async fn kubectl_create_token_issues_a_token_the_server_accepts_and_reviews() {
     let e = c.fails(&["create", "--raw", "/api/v1/namespaces/default/serviceaccounts/nobody/token", "-f", hour.to_str().unwrap()]).await;
     assert!(e.contains("NotFound") || e.contains("not found"), "{e}");
     // SubjectAccessReview answers for the user it names.
-    let sar = c.file("sar.json", &json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
-        "spec": {"user": "system:serviceaccount:default:bot", "resourceAttributes": {"verb": "list", "resource": "pods", "namespace": "default"}}}).to_string());
+    let sar = c.file(
+        "sar.json",
+        &json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+        "spec": {"user": "system:serviceaccount:default:bot", "resourceAttributes": {"verb": "list", "resource": "pods", "namespace": "default"}}})
+        .to_string(),
+    );
     let answer: Value = serde_json::from_str(&c.ok(&["create", "-f", sar.to_str().unwrap(), "-o", "json"]).await).unwrap();
     assert_eq!(answer["status"]["allowed"], false, "{answer}");
-    let admin = c.file("sar-admin.json", &json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
-        "spec": {"user": "someone", "groups": ["system:masters"], "resourceAttributes": {"verb": "list", "resource": "pods"}}}).to_string());
+    let admin = c.file(
+        "sar-admin.json",
+        &json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+        "spec": {"user": "someone", "groups": ["system:masters"], "resourceAttributes": {"verb": "list", "resource": "pods"}}})
+        .to_string(),
+    );
     let answer: Value = serde_json::from_str(&c.ok(&["create", "-f", admin.to_str().unwrap(), "-o", "json"]).await).unwrap();
     assert_eq!(answer["status"]["allowed"], true, "{answer}");
 }
@@ -365,7 +389,8 @@ async fn pod_log_ephemeral_containers_and_eviction_behave_as_upstream() {
     assert!(e.contains("container nope is not valid for pod web"), "{e}");
     let e = c.fails(&["logs", "web", "--previous"]).await;
     assert!(e.contains(r#"previous terminated container "app" in pod "web" not found"#), "{e}");
-    let two = "apiVersion: v1\nkind: Pod\nmetadata: {name: two}\nspec:\n  containers:\n  - {name: a, image: busybox}\n  - {name: b, image: busybox}\n";
+    let two =
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: two}\nspec:\n  containers:\n  - {name: a, image: busybox}\n  - {name: b, image: busybox}\n";
     c.apply("two.yaml", two).await;
     let e = c.fails(&["get", "--raw", "/api/v1/namespaces/default/pods/two/log"]).await;
     assert!(e.contains("a container name must be specified for pod two, choose one of: [a b]"), "{e}");
@@ -383,8 +408,15 @@ async fn pod_log_ephemeral_containers_and_eviction_behave_as_upstream() {
     assert_eq!(c.ok(&["get", "pod", "web", "-o", "jsonpath={.spec.ephemeralContainers[0].name}"]).await, "debugger");
 
     // Eviction honours the PodDisruptionBudget.
-    c.apply("pdb.yaml", "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: web}\nspec:\n  minAvailable: 1\n  selector: {matchLabels: {app: web}}\n").await;
-    let eviction = c.file("eviction.json", &json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "web", "namespace": "default"}}).to_string());
+    c.apply(
+        "pdb.yaml",
+        "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: web}\nspec:\n  minAvailable: 1\n  selector: {matchLabels: {app: web}}\n",
+    )
+    .await;
+    let eviction = c.file(
+        "eviction.json",
+        &json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "web", "namespace": "default"}}).to_string(),
+    );
     let evict = ["create", "--raw", "/api/v1/namespaces/default/pods/web/eviction", "-f", eviction.to_str().unwrap()];
     until(&c, &["get", "pdb", "web", "-o", "jsonpath={.status.currentHealthy}/{.status.disruptionsAllowed}"], "1/0").await;
     let e = c.fails(&evict).await;
@@ -509,13 +541,33 @@ async fn kubectl_get_prints_upstreams_columns_for_the_added_kinds() {
     let words = |text: &str| -> Vec<Vec<String>> { text.lines().map(|l| l.split_whitespace().map(String::from).collect()).collect() };
     let cases: Vec<(&str, Vec<&str>, Vec<&str>)> = vec![
         ("statefulsets", vec!["NAME", "READY", "AGE"], vec!["db", "0/3"]),
-        ("daemonsets", vec!["NAME", "DESIRED", "CURRENT", "READY", "UP-TO-DATE", "AVAILABLE", "NODE", "SELECTOR", "AGE"], vec!["agent", "0", "0", "0", "0", "0", "kubernetes.io/os=linux"]),
-        ("cronjobs", vec!["NAME", "SCHEDULE", "TIMEZONE", "SUSPEND", "ACTIVE", "LAST", "SCHEDULE", "AGE"], vec!["tick", "*/5", "*", "*", "*", "*", "<none>", "False", "0", "<none>"]),
+        (
+            "daemonsets",
+            vec!["NAME", "DESIRED", "CURRENT", "READY", "UP-TO-DATE", "AVAILABLE", "NODE", "SELECTOR", "AGE"],
+            vec!["agent", "0", "0", "0", "0", "0", "kubernetes.io/os=linux"],
+        ),
+        (
+            "cronjobs",
+            vec!["NAME", "SCHEDULE", "TIMEZONE", "SUSPEND", "ACTIVE", "LAST", "SCHEDULE", "AGE"],
+            vec!["tick", "*/5", "*", "*", "*", "*", "<none>", "False", "0", "<none>"],
+        ),
         ("ingresses", vec!["NAME", "CLASS", "HOSTS", "ADDRESS", "PORTS", "AGE"], vec!["site", "nginx", "a.example.com", "80,", "443"]),
-        ("pvc", vec!["NAME", "STATUS", "VOLUME", "CAPACITY", "ACCESS", "MODES", "STORAGECLASS", "VOLUMEATTRIBUTESCLASS", "AGE"], vec!["data", "Pending", "fast", "<unset>"]),
-        ("storageclasses", vec!["NAME", "PROVISIONER", "RECLAIMPOLICY", "VOLUMEBINDINGMODE", "ALLOWVOLUMEEXPANSION", "AGE"], vec!["fast", "(default)", "example.com/disk", "Delete", "Immediate", "false"]),
+        (
+            "pvc",
+            vec!["NAME", "STATUS", "VOLUME", "CAPACITY", "ACCESS", "MODES", "STORAGECLASS", "VOLUMEATTRIBUTESCLASS", "AGE"],
+            vec!["data", "Pending", "fast", "<unset>"],
+        ),
+        (
+            "storageclasses",
+            vec!["NAME", "PROVISIONER", "RECLAIMPOLICY", "VOLUMEBINDINGMODE", "ALLOWVOLUMEEXPANSION", "AGE"],
+            vec!["fast", "(default)", "example.com/disk", "Delete", "Immediate", "false"],
+        ),
         ("pdb", vec!["NAME", "MIN", "AVAILABLE", "MAX", "UNAVAILABLE", "ALLOWED", "DISRUPTIONS", "AGE"], vec!["db", "2", "N/A", "0"]),
-        ("hpa", vec!["NAME", "REFERENCE", "TARGETS", "MINPODS", "MAXPODS", "REPLICAS", "AGE"], vec!["db", "StatefulSet/db", "cpu:", "<unknown>/70%", "2", "5", "0"]),
+        (
+            "hpa",
+            vec!["NAME", "REFERENCE", "TARGETS", "MINPODS", "MAXPODS", "REPLICAS", "AGE"],
+            vec!["db", "StatefulSet/db", "cpu:", "<unknown>/70%", "2", "5", "0"],
+        ),
         ("networkpolicies", vec!["NAME", "POD-SELECTOR", "AGE"], vec!["deny", "app=db"]),
         ("priorityclass/high", vec!["NAME", "VALUE", "GLOBAL-DEFAULT", "AGE", "PREEMPTIONPOLICY"], vec!["high", "1000", "false"]),
         ("endpoints/kubernetes", vec!["NAME", "ENDPOINTS", "AGE"], vec!["kubernetes"]),

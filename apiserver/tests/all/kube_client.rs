@@ -40,15 +40,9 @@ async fn crud_round_trip(client: kube::Client) {
         kube::Error::Api(s) => assert_eq!(s.code, 409),
         other => panic!("unexpected {other:?}"),
     }
-    let patched = pods
-        .patch("p1", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"annotations": {"a": "b"}}})))
-        .await
-        .unwrap();
+    let patched = pods.patch("p1", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"annotations": {"a": "b"}}}))).await.unwrap();
     assert_eq!(patched.metadata.annotations.unwrap()["a"], "b");
-    let applied = pods
-        .patch("p2", &PatchParams::apply("test").force(), &Patch::Apply(pod("p2")))
-        .await
-        .unwrap();
+    let applied = pods.patch("p2", &PatchParams::apply("test").force(), &Patch::Apply(pod("p2"))).await.unwrap();
     assert_eq!(applied.metadata.name.as_deref(), Some("p2"));
     pods.delete("p1", &DeleteParams::default()).await.unwrap();
     match pods.get("p1").await.unwrap_err() {
@@ -214,7 +208,10 @@ async fn dynamic_objects_of_a_crd_round_trip() {
     let client = server.kube_client();
     let crds: Api<DynamicObject> = Api::all_with(
         client.clone(),
-        &ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"), "customresourcedefinitions"),
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
+            "customresourcedefinitions",
+        ),
     );
     let crd: DynamicObject = serde_json::from_value(common::crontab_crd()).unwrap();
     let created = crds.create(&PostParams::default(), &crd).await.unwrap();
@@ -222,16 +219,26 @@ async fn dynamic_objects_of_a_crd_round_trip() {
     assert!(conds.iter().any(|c| c["type"] == "Established" && c["status"] == "True"));
     let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("stable.example.com", "v1", "CronTab"), "crontabs");
     let cts: Api<DynamicObject> = Api::namespaced_with(client, "default", &ar);
-    let ct: DynamicObject = serde_json::from_value(json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab", "metadata": {"name": "c1"}, "spec": {"cronSpec": "* * * * */5", "junk": 1}})).unwrap();
+    let ct: DynamicObject = serde_json::from_value(
+        json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab", "metadata": {"name": "c1"}, "spec": {"cronSpec": "* * * * */5", "junk": 1}}),
+    )
+    .unwrap();
     let c = cts.create(&PostParams::default(), &ct).await.unwrap();
     assert_eq!(c.data["spec"]["replicas"], 1, "default applied");
     assert!(c.data["spec"].get("junk").is_none(), "unknown field pruned");
     assert_eq!(c.metadata.generation, Some(1));
-    let bad: DynamicObject = serde_json::from_value(json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab", "metadata": {"name": "c2"}, "spec": {"cronSpec": "x", "replicas": -1}})).unwrap();
+    let bad: DynamicObject = serde_json::from_value(
+        json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab", "metadata": {"name": "c2"}, "spec": {"cronSpec": "x", "replicas": -1}}),
+    )
+    .unwrap();
     match cts.create(&PostParams::default(), &bad).await.unwrap_err() {
         kube::Error::Api(s) => {
             assert_eq!(s.code, 422);
-            assert!(s.message.contains("spec.replicas: Invalid value: -1: spec.replicas in body should be greater than or equal to 0"), "{}", s.message);
+            assert!(
+                s.message.contains("spec.replicas: Invalid value: -1: spec.replicas in body should be greater than or equal to 0"),
+                "{}",
+                s.message
+            );
         }
         other => panic!("unexpected {other:?}"),
     }
@@ -249,7 +256,8 @@ async fn events_recorded_through_events_k8s_io_are_core_events_too() {
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let p = pods.create(&PostParams::default(), &pod("ev")).await.unwrap();
     let recorder = Recorder::new(client.clone(), Reporter { controller: "test-controller".into(), instance: None });
-    let ev = Event { type_: EventType::Normal, reason: "Reconciled".into(), note: Some("all good".into()), action: "Reconcile".into(), secondary: None };
+    let ev =
+        Event { type_: EventType::Normal, reason: "Reconciled".into(), note: Some("all good".into()), action: "Reconcile".into(), secondary: None };
     recorder.publish(&ev, &p.object_ref(&())).await.unwrap();
     recorder.publish(&ev, &p.object_ref(&())).await.unwrap();
     let core: Api<CoreEvent> = Api::namespaced(client, "default");
@@ -334,7 +342,8 @@ async fn thousands_of_objects_list_in_pages_and_watch_from_the_list() {
     let server = ApiServer::new();
     let cms: Api<ConfigMap> = Api::namespaced(server.kube_client(), "default");
     for i in 0..2000 {
-        let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": format!("cm-{i:04}"), "labels": {"even": (i % 2 == 0).to_string()}}})).unwrap();
+        let cm: ConfigMap =
+            serde_json::from_value(json!({"metadata": {"name": format!("cm-{i:04}"), "labels": {"even": (i % 2 == 0).to_string()}}})).unwrap();
         cms.create(&PostParams::default(), &cm).await.unwrap();
     }
     let (reader, writer) = reflector::store::<ConfigMap>();

@@ -198,7 +198,8 @@ async fn kubectl_delete_honours_cascade_modes() {
     assert!(c.ok(&["delete", "cm", "bg", "--cascade=background"]).await.contains("configmap \"bg\" deleted"));
     c.ok(&["delete", "cm", "orphan", "--cascade=orphan", "--wait=false"]).await;
     c.ok(&["delete", "cm", "fg", "--cascade=foreground", "--wait=false"]).await;
-    let left = c.ok(&["get", "cm", "-o", "custom-columns=N:.metadata.name,F:.metadata.finalizers,D:.metadata.deletionTimestamp", "--no-headers"]).await;
+    let left =
+        c.ok(&["get", "cm", "-o", "custom-columns=N:.metadata.name,F:.metadata.finalizers,D:.metadata.deletionTimestamp", "--no-headers"]).await;
     let lines: Vec<&str> = left.lines().filter(|l| !l.starts_with("kube-root-ca.crt")).collect();
     assert_eq!(lines.len(), 2, "{left}");
     assert!(lines.iter().any(|l| l.starts_with("fg") && l.contains("[foregroundDeletion]")), "{left}");
@@ -296,13 +297,19 @@ async fn kubectl_meets_the_configmap_secret_and_label_limits_of_a_real_server() 
     };
     let out = c.kubectl(&["create", "-f", labelled("long-value", "app", &long).to_str().unwrap()]).await;
     let err = out.refused("a 64-character label value");
-    assert!(err.contains(&format!(r#"ConfigMap "long-value" is invalid: metadata.labels: Invalid value: "{long}": must be no more than 63 characters"#)), "{err}");
+    assert!(
+        err.contains(&format!(r#"ConfigMap "long-value" is invalid: metadata.labels: Invalid value: "{long}": must be no more than 63 characters"#)),
+        "{err}"
+    );
     let out = c.kubectl(&["create", "-f", labelled("long-name", &long, "x").to_str().unwrap()]).await;
     let err = out.refused("a 64-character label name");
     assert!(err.contains(&format!(r#"metadata.labels: Invalid value: "{long}": name part must be no more than 63 characters"#)), "{err}");
     c.ok(&["create", "-f", labelled("at-limit", &"k".repeat(63), &"v".repeat(63)).to_str().unwrap()]).await;
     // (A file: one command-line argument may not exceed 128 KiB.)
-    let annotated = c.file("annotated.yaml", &format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: annotated\n  annotations:\n    note: {}\n", "n".repeat(256 * 1024)));
+    let annotated = c.file(
+        "annotated.yaml",
+        &format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: annotated\n  annotations:\n    note: {}\n", "n".repeat(256 * 1024)),
+    );
     let out = c.kubectl(&["create", "-f", annotated.to_str().unwrap()]).await;
     let err = out.refused("256 KiB of annotations and their keys");
     assert!(err.contains("metadata.annotations: Too long: must have at most 262144 bytes"), "{err}");
@@ -318,7 +325,10 @@ async fn kubectl_meets_the_request_body_and_etcd_object_limits_of_a_real_server(
 
     // Under the body limit, within every field rule, but more than etcd stores (1.5 MiB).
     c.ok(&["apply", "-f", c.file("crd.yaml", CRD).to_str().unwrap()]).await;
-    let crontab = format!("apiVersion: stable.example.com/v1\nkind: CronTab\nmetadata:\n  name: huge\nspec:\n  cronSpec: '* * * * *'\n  image: {}\n", "i".repeat(2_000_000));
+    let crontab = format!(
+        "apiVersion: stable.example.com/v1\nkind: CronTab\nmetadata:\n  name: huge\nspec:\n  cronSpec: '* * * * *'\n  image: {}\n",
+        "i".repeat(2_000_000)
+    );
     let crontab = c.file("crontab.yaml", &crontab);
     let crontab = crontab.to_str().unwrap();
     let started = std::time::Instant::now();
@@ -344,7 +354,8 @@ async fn an_oversized_body_is_refused_after_the_limit_without_being_read() {
     let mut s = tokio::net::TcpStream::connect(c.handle.addr()).await.unwrap();
     // Announce 200 MB, send a little over the 3 MiB limit, and wait for the answer: the
     // server answers without waiting for (or holding) the other 196 MB.
-    let head = "POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 200000000\r\n\r\n";
+    let head =
+        "POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 200000000\r\n\r\n";
     s.write_all(head.as_bytes()).await.unwrap();
     let chunk = vec![b' '; 64 * 1024];
     for _ in 0..(3 * 1024 * 1024 / chunk.len() + 2) {

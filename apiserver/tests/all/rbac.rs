@@ -15,13 +15,19 @@ const NS: &str = "team-a";
 async fn team_cluster() -> Cluster {
     let c = Cluster::start().await;
     apply(&c, &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})).await;
-    apply(&c, &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "cm", "namespace": NS},
-        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch", "create"]}]}))
-        .await;
-    apply(&c, &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "cm", "namespace": NS},
+    apply(
+        &c,
+        &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "cm", "namespace": NS},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch", "create"]}]}),
+    )
+    .await;
+    apply(
+        &c,
+        &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "cm", "namespace": NS},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "cm"},
-        "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": NS}]}))
-        .await;
+        "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": NS}]}),
+    )
+    .await;
     c.server.access().add_token("reader-token", UserInfo::service_account(NS, "reader"));
     c
 }
@@ -89,13 +95,19 @@ async fn an_unknown_token_is_unauthorized() {
 #[tokio::test]
 async fn a_cluster_role_binding_to_a_group_applies_in_every_namespace() {
     let c = team_cluster().await;
-    apply(&c, &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "secret-reader"},
-        "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["list"]}]}))
-        .await;
-    apply(&c, &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "secret-reader"},
+    apply(
+        &c,
+        &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "secret-reader"},
+        "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["list"]}]}),
+    )
+    .await;
+    apply(
+        &c,
+        &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "secret-reader"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "secret-reader"},
-        "subjects": [{"kind": "Group", "name": "system:serviceaccounts:team-a", "apiGroup": "rbac.authorization.k8s.io"}]}))
-        .await;
+        "subjects": [{"kind": "Group", "name": "system:serviceaccounts:team-a", "apiGroup": "rbac.authorization.k8s.io"}]}),
+    )
+    .await;
     let client = c.client_with_token("reader-token").await;
     Api::<Secret>::namespaced(client.clone(), "default").list(&Default::default()).await.expect("the group's ClusterRole");
     Api::<Secret>::all(client).list(&Default::default()).await.expect("cluster-wide too");
@@ -160,7 +172,12 @@ async fn bootstrap_roles_are_upstreams_and_view_and_edit_aggregate_as_upstream()
     );
     assert_eq!(proxier["metadata"]["annotations"]["rbac.authorization.kubernetes.io/autoupdate"], "true");
     let names = c.ok(&["get", "clusterroles", "-l", "kubernetes.io/bootstrapping=rbac-defaults", "-o", "name"]).await;
-    for role in ["system:certificates.k8s.io:legacy-unknown-approver", "system:kubelet-api-admin", "system:monitoring", "system:controller:deployment-controller"] {
+    for role in [
+        "system:certificates.k8s.io:legacy-unknown-approver",
+        "system:kubelet-api-admin",
+        "system:monitoring",
+        "system:controller:deployment-controller",
+    ] {
         assert!(names.lines().any(|l| l == format!("clusterrole.rbac.authorization.k8s.io/{role}")), "{role} in {names}");
     }
     let binding = c.json(&["get", "clusterrolebinding", "system:public-info-viewer"]).await;

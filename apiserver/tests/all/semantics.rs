@@ -59,7 +59,11 @@ async fn errors_are_status_objects_with_upstream_codes() {
         (400, "BadRequest", get(&s, &format!("{CMS}?labelSelector=a%20in%20b")).await),
         (405, "MethodNotAllowed", call(&s, "POST", &format!("{CMS}/a"), "application/json", Some(cm("a"))).await),
         (404, "NotFound", get(&s, "/apis/nope.example.com/v1/things").await),
-        (422, "Invalid", patch(&s, &format!("{CMS}/a"), "application/json-patch+json", json!([{"op": "test", "path": "/data/k", "value": "no"}])).await),
+        (
+            422,
+            "Invalid",
+            patch(&s, &format!("{CMS}/a"), "application/json-patch+json", json!([{"op": "test", "path": "/data/k", "value": "no"}])).await,
+        ),
         (400, "BadRequest", post(&s, CMS, json!({"apiVersion": "apps/v1", "kind": "ConfigMap", "metadata": {"name": "z"}})).await),
     ];
     for (i, (code, reason, (got, body))) in cases.into_iter().enumerate() {
@@ -102,7 +106,13 @@ async fn generation_bumps_only_on_spec_changes() {
 async fn status_subresource_changes_only_status() {
     let s = with_crd().await;
     post(&s, CTS, ct("st", 1)).await;
-    let (code, o) = patch(&s, &format!("{CTS}/st/status"), "application/merge-patch+json", json!({"status": {"replicas": 4}, "spec": {"replicas": 7}, "metadata": {"labels": {"x": "y"}}})).await;
+    let (code, o) = patch(
+        &s,
+        &format!("{CTS}/st/status"),
+        "application/merge-patch+json",
+        json!({"status": {"replicas": 4}, "spec": {"replicas": 7}, "metadata": {"labels": {"x": "y"}}}),
+    )
+    .await;
     assert_eq!(code, 200, "{o}");
     assert_eq!(o["status"]["replicas"], 4);
     assert_eq!(o["spec"]["replicas"], 1, "spec untouched by /status");
@@ -133,7 +143,8 @@ async fn finalizers_hold_deletion_until_removed() {
     assert!(pending["metadata"]["deletionTimestamp"].is_string());
     // Still readable, and no new finalizers may be added.
     assert_eq!(get(&s, &format!("{CMS}/f")).await.0, 200);
-    let (code, _) = patch(&s, &format!("{CMS}/f"), "application/merge-patch+json", json!({"metadata": {"finalizers": ["example.com/hold", "new"]}})).await;
+    let (code, _) =
+        patch(&s, &format!("{CMS}/f"), "application/merge-patch+json", json!({"metadata": {"finalizers": ["example.com/hold", "new"]}})).await;
     assert_eq!(code, 422);
     let (code, _) = patch(&s, &format!("{CMS}/f"), "application/merge-patch+json", json!({"metadata": {"finalizers": null}})).await;
     assert_eq!(code, 200);
@@ -209,14 +220,23 @@ async fn builtin_kinds_are_validated_as_upstream() {
     let job = json!({"metadata": {"name": "j"}, "spec": {"template": {"spec": {"restartPolicy": "Always", "containers": [{"name": "c", "image": "busybox"}]}}}});
     let (code, st) = post(&s, jobs, job.clone()).await;
     assert_eq!(code, 422);
-    assert_eq!(st["message"], "Job.batch \"j\" is invalid: spec.template.spec.restartPolicy: Unsupported value: \"Always\": supported values: \"OnFailure\", \"Never\"");
+    assert_eq!(
+        st["message"],
+        "Job.batch \"j\" is invalid: spec.template.spec.restartPolicy: Unsupported value: \"Always\": supported values: \"OnFailure\", \"Never\""
+    );
     let mut ok = job.clone();
     ok["spec"]["template"]["spec"]["restartPolicy"] = json!("Never");
     let (code, created) = post(&s, jobs, ok).await;
     assert_eq!(code, 201, "{created}");
     let uid = created["metadata"]["uid"].as_str().unwrap();
     assert_eq!(created["spec"]["selector"]["matchLabels"]["batch.kubernetes.io/controller-uid"], uid);
-    let (code, st) = patch(&s, &format!("{jobs}/j"), "application/merge-patch+json", json!({"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "other"}]}}}})).await;
+    let (code, st) = patch(
+        &s,
+        &format!("{jobs}/j"),
+        "application/merge-patch+json",
+        json!({"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "other"}]}}}}),
+    )
+    .await;
     assert_eq!(code, 422);
     assert_eq!(st["details"]["causes"][0]["field"], "spec.template");
     let (code, _) = post(&s, "/api/v1/namespaces/default/pods", json!({"metadata": {"name": "empty"}, "spec": {}})).await;
@@ -240,19 +260,42 @@ async fn strategic_merge_patch_merges_containers_by_name() {
     let s = ApiServer::new();
     let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "a", "image": "x:1"}, {"name": "b", "image": "y:1"}]}});
     post(&s, "/api/v1/namespaces/default/pods", pod).await;
-    let (code, o) = patch(&s, "/api/v1/namespaces/default/pods/p", "application/strategic-merge-patch+json", json!({"spec": {"containers": [{"name": "b", "image": "y:2"}]}})).await;
+    let (code, o) = patch(
+        &s,
+        "/api/v1/namespaces/default/pods/p",
+        "application/strategic-merge-patch+json",
+        json!({"spec": {"containers": [{"name": "b", "image": "y:2"}]}}),
+    )
+    .await;
     assert_eq!(code, 200);
     let images = |o: &Value| -> Vec<String> {
-        o["spec"]["containers"].as_array().unwrap().iter().map(|c| format!("{}={}", c["name"].as_str().unwrap(), c["image"].as_str().unwrap())).collect()
+        o["spec"]["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| format!("{}={}", c["name"].as_str().unwrap(), c["image"].as_str().unwrap()))
+            .collect()
     };
     assert_eq!(images(&o), ["a=x:1", "b=y:2"]);
     assert_eq!(o["spec"]["containers"][0]["imagePullPolicy"], "IfNotPresent", "built-in defaults applied");
-    let (code, st) = patch(&s, "/api/v1/namespaces/default/pods/p", "application/merge-patch+json", json!({"spec": {"containers": [{"name": "c", "image": "z"}]}})).await;
+    let (code, st) = patch(
+        &s,
+        "/api/v1/namespaces/default/pods/p",
+        "application/merge-patch+json",
+        json!({"spec": {"containers": [{"name": "c", "image": "z"}]}}),
+    )
+    .await;
     assert_eq!(code, 422, "merge patch replaces lists, and pods may not change containers: {st}");
     assert_eq!(st["details"]["causes"][0]["field"], "spec");
     let roles = "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles";
     post(&s, roles, json!({"metadata": {"name": "r"}, "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]})).await;
-    let (_, r) = patch(&s, &format!("{roles}/r"), "application/merge-patch+json", json!({"rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]}]})).await;
+    let (_, r) = patch(
+        &s,
+        &format!("{roles}/r"),
+        "application/merge-patch+json",
+        json!({"rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]}]}),
+    )
+    .await;
     assert_eq!(r["rules"], json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]}]), "merge patch replaces lists");
 }
 
@@ -278,11 +321,7 @@ async fn admission_hooks_mutate_then_validate() {
         Ok(o)
     });
     s.admission().register_validating("validator.example.com", "", "ConfigMap", |obj, _old| {
-        if obj["data"]["k"] == "bad" {
-            vec![Cause::new("FieldValueInvalid", "Invalid value: \"bad\": must not be bad", "data.k")]
-        } else {
-            vec![]
-        }
+        if obj["data"]["k"] == "bad" { vec![Cause::new("FieldValueInvalid", "Invalid value: \"bad\": must not be bad", "data.k")] } else { vec![] }
     });
     s.admission().register_mutating("denier.example.com", "", "Secret", |_, _| Err(Denial::new("secrets are closed")));
     let (code, o) = post(&s, CMS, cm("m")).await;
@@ -350,7 +389,8 @@ async fn a_namespace_terminates_until_its_last_object_is_gone() {
     let (code, st) = post(&s, "/api/v1/namespaces/tmp/configmaps", cm("new")).await;
     assert_eq!(code, 403, "{st}");
     assert_eq!(st["message"], "configmaps \"new\" is forbidden: unable to create new content in namespace tmp because it is being terminated");
-    let (code, _) = patch(&s, "/api/v1/namespaces/tmp/configmaps/held", "application/merge-patch+json", json!({"metadata": {"finalizers": null}})).await;
+    let (code, _) =
+        patch(&s, "/api/v1/namespaces/tmp/configmaps/held", "application/merge-patch+json", json!({"metadata": {"finalizers": null}})).await;
     assert_eq!(code, 200);
     assert_eq!(get(&s, "/api/v1/namespaces/tmp").await.0, 404, "the namespace goes once empty");
 }
@@ -414,7 +454,12 @@ async fn malformed_bodies_are_client_errors_not_panics() {
         ("POST", CMS.to_string(), "application/json", json!([1, 2])),
         ("POST", deploys.to_string(), "application/json", json!({"metadata": {"name": "d"}, "spec": "nope"})),
         ("POST", deploys.to_string(), "application/json", json!({"metadata": {"name": "d2"}, "spec": {"strategy": "x", "template": 1}})),
-        ("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions".to_string(), "application/json", json!({"metadata": {"name": "x.y"}, "spec": {"names": "bad", "versions": "bad"}})),
+        (
+            "POST",
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions".to_string(),
+            "application/json",
+            json!({"metadata": {"name": "x.y"}, "spec": {"names": "bad", "versions": "bad"}}),
+        ),
         ("POST", "/apis/events.k8s.io/v1/namespaces/default/events".to_string(), "application/json", json!([{"a": 1}])),
         ("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews".to_string(), "application/json", json!([1])),
         ("PUT", format!("{CMS}/a"), "application/json", json!(42)),

@@ -20,9 +20,7 @@ async fn watch_lines(s: &ApiServer, uri: &str) -> Vec<Value> {
 }
 
 fn summary(evs: &[Value]) -> Vec<String> {
-    evs.iter()
-        .map(|e| format!("{} {}", e["type"].as_str().unwrap(), e["object"]["metadata"]["name"].as_str().unwrap_or("")))
-        .collect()
+    evs.iter().map(|e| format!("{} {}", e["type"].as_str().unwrap(), e["object"]["metadata"]["name"].as_str().unwrap_or(""))).collect()
 }
 
 #[tokio::test(start_paused = true)]
@@ -31,7 +29,8 @@ async fn watch_turns_selector_moves_into_added_and_deleted() {
     let (_, list) = get(&s, CMS).await;
     let rv = list["metadata"]["resourceVersion"].as_str().unwrap().to_string();
     let s2 = s.clone();
-    let w = tokio::spawn(async move { watch_lines(&s2, &format!("{CMS}?watch=1&resourceVersion={rv}&labelSelector=app%3Dweb&timeoutSeconds=10")).await });
+    let w =
+        tokio::spawn(async move { watch_lines(&s2, &format!("{CMS}?watch=1&resourceVersion={rv}&labelSelector=app%3Dweb&timeoutSeconds=10")).await });
     tokio::task::yield_now().await;
     post(&s, CMS, json!({"metadata": {"name": "a", "labels": {"app": "web"}}})).await;
     post(&s, CMS, json!({"metadata": {"name": "b"}})).await;
@@ -62,7 +61,9 @@ async fn send_initial_events_ends_with_the_initial_events_end_bookmark() {
     for n in ["a", "b"] {
         post(&s, CMS, json!({"metadata": {"name": n}})).await;
     }
-    let evs = watch_lines(&s, &format!("{CMS}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1")).await;
+    let evs =
+        watch_lines(&s, &format!("{CMS}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1"))
+            .await;
     assert_eq!(summary(&evs), ["ADDED a", "ADDED b", "ADDED kube-root-ca.crt", "BOOKMARK "]);
     assert_eq!(evs[3]["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true");
     let (code, _) = get(&s, &format!("{CMS}?watch=1&sendInitialEvents=true")).await;

@@ -133,7 +133,8 @@ mod tests {
 
     #[test]
     fn a_failed_reconcile_comes_back_as_its_error() {
-        let direct = operator_plugin_sdk::plugin::reconcile::<mydeployment::MyDeploymentPlugin>("not JSON", &[], NOW_MS).expect_err("text that is not JSON fails");
+        let direct = operator_plugin_sdk::plugin::reconcile::<mydeployment::MyDeploymentPlugin>("not JSON", &[], NOW_MS)
+            .expect_err("text that is not JSON fails");
         assert_eq!(call(MYDEPLOYMENT, "not JSON"), (false, serde_json::to_string(&direct).unwrap()));
     }
 

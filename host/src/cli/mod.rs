@@ -6,21 +6,21 @@
 
 #[cfg(feature = "embedded")]
 mod cluster;
-mod kubeconfig;
 #[cfg(feature = "embedded")]
 mod embedded_args;
 mod generate;
 mod input;
 mod inspect;
+mod kubeconfig;
 mod leader_args;
 mod new;
 mod reconcile;
 mod replay;
 mod run;
 mod sign;
-mod validate;
 #[cfg(feature = "embedded")]
 mod simulate;
+mod validate;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -228,7 +228,10 @@ mod tests {
     fn run_is_the_default_command() {
         assert_eq!(parsed("host --plugin a.wasm"), "host run --plugin a.wasm");
         assert_eq!(parsed("host --plugin-cache-dir /c --plugin a.wasm"), "host --plugin-cache-dir /c run --plugin a.wasm");
-        assert_eq!(parsed("host --no-plugin-cache --plugin-deadline=2s -n x --plugin a.wasm"), "host --no-plugin-cache --plugin-deadline=2s run -n x --plugin a.wasm");
+        assert_eq!(
+            parsed("host --no-plugin-cache --plugin-deadline=2s -n x --plugin a.wasm"),
+            "host --no-plugin-cache --plugin-deadline=2s run -n x --plugin a.wasm"
+        );
         assert!(Cli::try_parse_from(with_default_command(["host", "--embedded", "--plugin", "a.wasm"].map(OsString::from).to_vec())).is_ok());
     }
 

@@ -125,10 +125,62 @@ fn check_dir(dir: &Path) -> Result<(), String> {
 /// Rust keywords and the crates every Rust program already has: cargo
 /// refuses them as package names.
 const RESERVED: &[&str] = &[
-    "as", "async", "await", "break", "const", "continue", "crate", "dyn", "else", "enum", "extern", "false", "fn", "for", "if", "impl", "in",
-    "let", "loop", "match", "mod", "move", "mut", "pub", "ref", "return", "self", "static", "struct", "super", "trait", "true", "type",
-    "unsafe", "use", "where", "while", "abstract", "become", "box", "do", "final", "macro", "override", "priv", "try", "typeof", "unsized",
-    "virtual", "yield", "gen", "std", "core", "alloc", "proc-macro", "test",
+    "as",
+    "async",
+    "await",
+    "break",
+    "const",
+    "continue",
+    "crate",
+    "dyn",
+    "else",
+    "enum",
+    "extern",
+    "false",
+    "fn",
+    "for",
+    "if",
+    "impl",
+    "in",
+    "let",
+    "loop",
+    "match",
+    "mod",
+    "move",
+    "mut",
+    "pub",
+    "ref",
+    "return",
+    "self",
+    "static",
+    "struct",
+    "super",
+    "trait",
+    "true",
+    "type",
+    "unsafe",
+    "use",
+    "where",
+    "while",
+    "abstract",
+    "become",
+    "box",
+    "do",
+    "final",
+    "macro",
+    "override",
+    "priv",
+    "try",
+    "typeof",
+    "unsized",
+    "virtual",
+    "yield",
+    "gen",
+    "std",
+    "core",
+    "alloc",
+    "proc-macro",
+    "test",
 ];
 
 /// The name becomes the crate's name and the plugin's manifest name (a
@@ -171,7 +223,9 @@ fn check_version(version: &str) -> Result<(), String> {
         let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
         let (major, tail) = rest.split_at(digits);
         let pre = tail.strip_prefix("alpha").or_else(|| tail.strip_prefix("beta"));
-        !major.is_empty() && !major.starts_with('0') && (tail.is_empty() || pre.is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) && !n.starts_with('0')))
+        !major.is_empty()
+            && !major.starts_with('0')
+            && (tail.is_empty() || pre.is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) && !n.starts_with('0')))
     });
     if ok { Ok(()) } else { Err(format!("invalid --version {version:?}: expected e.g. v1, v1alpha1, v2beta1")) }
 }

@@ -113,12 +113,22 @@ fn check_controlled(parent: &Value, children: &[Value]) -> Result<(), Failure> {
 /// related, naming each, and more than the host's default cap.
 fn check_related(manifest: &operator_plugin_sdk::Manifest, related: &[Value]) -> Result<(), Failure> {
     let declared = |o: &Value| {
-        manifest.related.iter().any(|r| o["apiVersion"].as_str() == Some(r.kind.api_version().as_str()) && o["kind"].as_str() == Some(r.kind.kind.as_str()))
+        manifest
+            .related
+            .iter()
+            .any(|r| o["apiVersion"].as_str() == Some(r.kind.api_version().as_str()) && o["kind"].as_str() == Some(r.kind.kind.as_str()))
     };
     let strangers: Vec<String> = related
         .iter()
         .filter(|o| !declared(o))
-        .map(|o| format!("{} {} {}", o["apiVersion"].as_str().unwrap_or(""), o["kind"].as_str().unwrap_or(""), o["metadata"]["name"].as_str().unwrap_or("")))
+        .map(|o| {
+            format!(
+                "{} {} {}",
+                o["apiVersion"].as_str().unwrap_or(""),
+                o["kind"].as_str().unwrap_or(""),
+                o["metadata"]["name"].as_str().unwrap_or("")
+            )
+        })
         .collect();
     if !strangers.is_empty() {
         let kinds: Vec<String> = manifest.related.iter().map(|r| r.kind.to_string()).collect();
@@ -131,7 +141,10 @@ fn check_related(manifest: &operator_plugin_sdk::Manifest, related: &[Value]) ->
     }
     let cap = crate::controller::DEFAULT_MAX_RELATED;
     if related.len() > cap {
-        return Err(Failure::bad_input(format!("{} related objects; the host passes at most {cap} per reconcile and would refuse this call", related.len())));
+        return Err(Failure::bad_input(format!(
+            "{} related objects; the host passes at most {cap} per reconcile and would refuse this call",
+            related.len()
+        )));
     }
     Ok(())
 }

@@ -90,7 +90,8 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
     let mut summary = Summary::default();
     let mut replayed = Vec::new();
     for (at, call) in &calls {
-        let mut answer = Answer::of(&plugin.reconcile_related_blocking(&call.inputs.parent, &call.inputs.children, &call.inputs.related, call.inputs.now));
+        let mut answer =
+            Answer::of(&plugin.reconcile_related_blocking(&call.inputs.parent, &call.inputs.children, &call.inputs.related, call.inputs.now));
         if call.redacted {
             redact::answer(&mut answer);
         }

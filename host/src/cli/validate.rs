@@ -39,10 +39,7 @@ pub fn admit(plugin: &LoadedPlugin, object: &Value, old: Option<&Value>) -> Resu
     let parent = &plugin.manifest().parent;
     let (api_version, kind) = (object["apiVersion"].as_str().unwrap_or(""), kind_of(object));
     if api_version != parent.api_version() || kind != parent.kind {
-        return Err(Failure::bad_input(format!(
-            "{kind} {:?} ({api_version}) is not of the plugin's parent kind {parent}",
-            name_of(object)
-        )));
+        return Err(Failure::bad_input(format!("{kind} {:?} ({api_version}) is not of the plugin's parent kind {parent}", name_of(object))));
     }
     let defaulted = plugin.default_blocking(&object.to_string()).map_err(|e| Failure::plugin(format!("defaulting failed: {e}")))?;
     let old = old.map(Value::to_string);

@@ -32,14 +32,24 @@ fn write(dir: &Path, name: &str, text: &str) -> String {
     p.to_str().unwrap().to_string()
 }
 
-const HELLO: &str = "apiVersion: example.operator.dev/v1alpha1\nkind: Hello\nmetadata:\n  name: world\n  namespace: default\n  uid: u-1\nspec:\n  greeting: Hi\n";
+const HELLO: &str =
+    "apiVersion: example.operator.dev/v1alpha1\nkind: Hello\nmetadata:\n  name: world\n  namespace: default\n  uid: u-1\nspec:\n  greeting: Hi\n";
 
 #[test]
 fn inspect_shows_manifest_contract_and_interfaces() {
     let o = host(&["inspect", wasm("cronjob").to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
     let text = stdout(&o);
-    for want in ["Plugin:     cronjob", "Contract:   operator:plugin@0.2.0", "accepts 0.1.x, 0.2.x", "Parent:     batch.tutorial.kubebuilder.io/v1, Kind=CronJob", "batch/v1, Kind=Job", "Related:    <none>", "operator:plugin/controller@0.2.0", "wasi:cli/stdout"] {
+    for want in [
+        "Plugin:     cronjob",
+        "Contract:   operator:plugin@0.2.0",
+        "accepts 0.1.x, 0.2.x",
+        "Parent:     batch.tutorial.kubebuilder.io/v1, Kind=CronJob",
+        "batch/v1, Kind=Job",
+        "Related:    <none>",
+        "operator:plugin/controller@0.2.0",
+        "wasi:cli/stdout",
+    ] {
         assert!(text.contains(want), "missing {want:?} in\n{text}");
     }
     let o = host(&["inspect", wasm("cronjob").to_str().unwrap(), "--output", "json"]);
@@ -98,8 +108,11 @@ fn children_may_be_multi_document_yaml_a_json_array_a_list_empty_or_missing() {
     let dir = tempfile::tempdir().unwrap();
     let parent = write(dir.path(), "parent.yaml", HELLO);
     let owner = r#"[{"apiVersion":"example.operator.dev/v1alpha1","kind":"Hello","name":"world","uid":"u-1","controller":true}]"#;
-    let cm = format!(r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"world-greeting","namespace":"default","ownerReferences":{owner}}},"data":{{"greeting":"Hi"}}}}"#);
-    let other = format!(r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"unrelated","namespace":"default","ownerReferences":{owner}}}}}"#);
+    let cm = format!(
+        r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"world-greeting","namespace":"default","ownerReferences":{owner}}},"data":{{"greeting":"Hi"}}}}"#
+    );
+    let other =
+        format!(r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"unrelated","namespace":"default","ownerReferences":{owner}}}}}"#);
     let forms = [
         write(dir.path(), "multi.yaml", &format!("{other}\n---\n{cm}\n")),
         write(dir.path(), "array.json", &format!("[{other},{cm}]")),
@@ -219,7 +232,10 @@ fn reconcile_admits_the_parent_first_and_refuses_children_the_parent_does_not_co
     let stranger = write(dir.path(), "children.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: stranger, namespace: default}\n");
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["reconcile", "--plugin", hello, "--parent", &long], r#"Hello "world" is invalid: spec.greeting: Too long"#),
-        (vec!["reconcile", "--plugin", hello, "--parent", &other_kind], "is not of the plugin's parent kind example.operator.dev/v1alpha1, Kind=Hello"),
+        (
+            vec!["reconcile", "--plugin", hello, "--parent", &other_kind],
+            "is not of the plugin's parent kind example.operator.dev/v1alpha1, Kind=Hello",
+        ),
         (vec!["reconcile", "--plugin", hello, "--parent", &parent, "--children", &stranger], r#"not controlled by Hello "world""#),
         (vec!["validate", "--plugin", hello, &long], r#"Hello "world" is invalid: spec.greeting: Too long"#),
     ];

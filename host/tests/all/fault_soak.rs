@@ -130,8 +130,7 @@ fn soak(w: Workload) {
         let start = DateTime::parse_from_rfc3339(START).unwrap().with_timezone(&Utc);
         let clock = TokioClock::starting_at(start);
         let ledger = Arc::new(Mutex::new(Ledger::default()));
-        let server =
-            ApiServer::with_backend(Config { clock: Arc::new(clock.clone()), ..Config::default() }, Box::new(Observer(ledger.clone())));
+        let server = ApiServer::with_backend(Config { clock: Arc::new(clock.clone()), ..Config::default() }, Box::new(Observer(ledger.clone())));
         let cluster = apiserver::cluster::start(&server, apiserver::ClusterConfig::default());
         let sandbox = Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
         let registry = host::registry::Registry::default();

@@ -297,9 +297,10 @@ async fn a_version_with_other_kinds_restarts_the_watches_and_a_removed_key_stops
 async fn widgets_reconciled_by_v1(client: &kube::Client, n: usize) -> Api<DynamicObject> {
     let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &widgets_resource());
     for i in 0..n {
-        let obj =
-            serde_json::from_value(json!({"apiVersion": "swap.test.operator-host.dev/v1", "kind": "Widget", "metadata": {"name": format!("w{i}")}, "spec": {}}))
-                .unwrap();
+        let obj = serde_json::from_value(
+            json!({"apiVersion": "swap.test.operator-host.dev/v1", "kind": "Widget", "metadata": {"name": format!("w{i}")}, "spec": {}}),
+        )
+        .unwrap();
         widgets.create(&PostParams::default(), &obj).await.unwrap();
     }
     common::eventually("every widget reconciled by v1", WAIT, || async {

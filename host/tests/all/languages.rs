@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::process::{poll, Running};
+use common::process::{Running, poll};
 use common::{built_plugin, config, wasm, workspace_root};
 use host::sandbox::{CacheOutcome, CallError, LoadedPlugin, PrecompiledCache, Sandbox, SandboxConfig};
 use operator_plugin_sdk::{Action, json};
@@ -110,7 +110,9 @@ fn inspect_shows_the_same_contract_parent_and_crd_for_each_language() {
         // and fields.
         let crd = &doc["manifest"]["crds"][0];
         let version = &crd["spec"]["versions"][0];
-        let fields = |part: &str| version["schema"]["openAPIV3Schema"]["properties"][part]["properties"].as_object().map(|p| p.keys().cloned().collect::<Vec<_>>());
+        let fields = |part: &str| {
+            version["schema"]["openAPIV3Schema"]["properties"][part]["properties"].as_object().map(|p| p.keys().cloned().collect::<Vec<_>>())
+        };
         crds.push(json!({
             "name": crd["metadata"]["name"], "group": crd["spec"]["group"], "names": crd["spec"]["names"], "scope": crd["spec"]["scope"],
             "version": version["name"], "subresources": version["subresources"], "spec": fields("spec"), "status": fields("status"),

@@ -161,7 +161,10 @@ async fn a_write_to_a_related_object_is_refused() {
         condition(&client, "w").await.filter(|(reason, _)| reason == "ActionRefused")
     })
     .await;
-    assert!(message.contains("(patch) refused") && message.contains("v1/ConfigMap is not among the plugin's declared children"), "{reason}: {message}");
+    assert!(
+        message.contains("(patch) refused") && message.contains("v1/ConfigMap is not among the plugin's declared children"),
+        "{reason}: {message}"
+    );
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let cm = cms.get("cm-a").await.unwrap();
     assert!(cm.metadata.labels.unwrap_or_default().get("touched").is_none(), "the related ConfigMap was not written");

@@ -9,7 +9,7 @@ use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::process::{poll, Running};
+use common::process::{Running, poll};
 use common::wasm;
 
 fn cache_dir() -> std::path::PathBuf {
@@ -201,7 +201,13 @@ fn cronjob_sample_is_reconciled(kubeconfig: &std::path::Path) {
     poll("the CronJob controller to reconcile the sample", || {
         let o = kubectl(
             kubeconfig,
-            &["get", "cronjobs.batch.tutorial.kubebuilder.io", "cronjob-sample", "-o", "jsonpath={.status.conditions[?(@.type==\"Reconciled\")].status}"],
+            &[
+                "get",
+                "cronjobs.batch.tutorial.kubebuilder.io",
+                "cronjob-sample",
+                "-o",
+                "jsonpath={.status.conditions[?(@.type==\"Reconciled\")].status}",
+            ],
             None,
         );
         (String::from_utf8_lossy(&o.stdout) == "True").then_some(())
@@ -275,15 +281,7 @@ fn a_taken_metrics_port_fails_before_the_kubeconfig_is_announced() {
 fn kubectl_create_configmap_from_the_gzipped_cronjob_artifact_hot_swaps_it_into_a_running_host() {
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
-    let r = spawn(&[
-        "--embedded",
-        "--plugin-configmap",
-        "default/plugins",
-        "--kubeconfig-out",
-        kubeconfig.to_str().unwrap(),
-        "--metrics-addr",
-        "0",
-    ]);
+    let r = spawn(&["--embedded", "--plugin-configmap", "default/plugins", "--kubeconfig-out", kubeconfig.to_str().unwrap(), "--metrics-addr", "0"]);
     r.line_with("export KUBECONFIG=");
     let plain = common::built_plugin("cronjob");
     let gz = plain.with_extension("wasm.gz");

@@ -670,7 +670,14 @@ async fn an_already_exists_the_cache_has_not_seen_yet_is_checked_with_the_api_se
         name: "p".into(),
         uid: "parent-uid".into(),
     };
-    let executor = Executor { client: &client, resources: &resources, recorder: &recorder, regarding: &regarding, lookup: &NotSeenYet, parent_uid: "parent-uid" };
+    let executor = Executor {
+        client: &client,
+        resources: &resources,
+        recorder: &recorder,
+        regarding: &regarding,
+        lookup: &NotSeenYet,
+        parent_uid: "parent-uid",
+    };
     let create = |name: &str| Write::Create {
         gvk: gvk.clone(),
         namespace: "default".into(),

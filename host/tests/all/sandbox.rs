@@ -85,7 +85,11 @@ fn a_tiered_plugin_switches_to_cranelift_and_caches_it() {
     assert_eq!(sandbox.compilations(), 1, "one Cranelift compile");
     let again = Sandbox::new(tiered()).unwrap();
     let cached = load(&again, "hello");
-    assert_eq!((cached.info().cache, cached.tier(), again.compilations()), (CacheOutcome::Hit, Tier::Optimized, 0), "the background compile was cached");
+    assert_eq!(
+        (cached.info().cache, cached.tier(), again.compilations()),
+        (CacheOutcome::Hit, Tier::Optimized, 0),
+        "the background compile was cached"
+    );
 }
 
 fn assert_hostile_plugins_contained(sandbox: &Sandbox, tier: Tier) {
@@ -107,7 +111,9 @@ fn assert_hostile_plugins_contained(sandbox: &Sandbox, tier: Tier) {
             Err(CallError::InvalidOutput { detail, .. }) => assert!(detail.contains("action 0 (create) is not valid JSON"), "{detail}"),
             other => panic!("expected invalid output, got {other:?}"),
         }),
-        ("not-object", |r| assert!(matches!(r, Err(CallError::InvalidOutput { ref detail, .. }) if detail.contains("must be a JSON object")), "{r:?}")),
+        ("not-object", |r| {
+            assert!(matches!(r, Err(CallError::InvalidOutput { ref detail, .. }) if detail.contains("must be a JSON object")), "{r:?}")
+        }),
         ("file", |r| assert!(probe_report(&r.unwrap()).starts_with("denied"))),
         ("env", |r| assert_eq!(probe_report(&r.unwrap()), "denied: no environment")),
         ("socket", |r| assert!(probe_report(&r.unwrap()).starts_with("denied"))),
@@ -293,8 +299,16 @@ fn plugins_built_by_cargo_component_and_by_plain_wasip2_both_run_the_same() {
     let a = p1.reconcile_blocking(&hello_parent(), &[], NOW).unwrap();
     let b = p2.reconcile_blocking(&hello_parent(), &[], NOW).unwrap();
     assert_eq!(a, b);
-    let defaulted = p1.default_blocking(&json!({"apiVersion": "example.operator.dev/v1alpha1", "kind": "Hello", "metadata": {"name": "h"}, "spec": {}}).to_string()).unwrap();
+    let defaulted = p1
+        .default_blocking(&json!({"apiVersion": "example.operator.dev/v1alpha1", "kind": "Hello", "metadata": {"name": "h"}, "spec": {}}).to_string())
+        .unwrap();
     assert_eq!(defaulted["spec"]["greeting"], "Hello");
-    let errors = p1.validate_blocking(&json!({"apiVersion": "example.operator.dev/v1alpha1", "kind": "Hello", "metadata": {"name": "h"}, "spec": {"greeting": "x".repeat(65)}}).to_string(), None).unwrap();
+    let errors = p1
+        .validate_blocking(
+            &json!({"apiVersion": "example.operator.dev/v1alpha1", "kind": "Hello", "metadata": {"name": "h"}, "spec": {"greeting": "x".repeat(65)}})
+                .to_string(),
+            None,
+        )
+        .unwrap();
     assert_eq!(errors[0].field, "spec.greeting");
 }

@@ -36,9 +36,14 @@ fn cargo(dir: &Path, args: &[&str]) -> Output {
 /// `dir`, and points crates.io's `operator-plugin-sdk` at the copy.
 fn vendor_sdk(dir: &Path) -> PathBuf {
     let pkg = dir.join("pkg");
-    let o = cargo(&workspace_root(), &["package", "-p", "operator-plugin-sdk", "--no-verify", "--allow-dirty", "--target-dir", pkg.to_str().unwrap()]);
+    let o =
+        cargo(&workspace_root(), &["package", "-p", "operator-plugin-sdk", "--no-verify", "--allow-dirty", "--target-dir", pkg.to_str().unwrap()]);
     assert!(o.status.success(), "cargo package: {}", text(&o));
-    let krate = std::fs::read_dir(pkg.join("package")).unwrap().map(|e| e.unwrap().path()).find(|p| p.extension().is_some_and(|e| e == "crate")).expect("a .crate");
+    let krate = std::fs::read_dir(pkg.join("package"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "crate"))
+        .expect("a .crate");
     let vendor = dir.join("vendor");
     std::fs::create_dir_all(&vendor).unwrap();
     let o = Command::new("tar").arg("xzf").arg(&krate).arg("-C").arg(&vendor).output().unwrap();
@@ -46,7 +51,8 @@ fn vendor_sdk(dir: &Path) -> PathBuf {
     let sdk = std::fs::read_dir(&vendor).unwrap().next().unwrap().unwrap().path();
     assert!(sdk.join("wit/plugin.wit").exists(), "the packaged SDK carries its WIT");
     std::fs::create_dir_all(dir.join(".cargo")).unwrap();
-    std::fs::write(dir.join(".cargo/config.toml"), format!("[patch.crates-io]\noperator-plugin-sdk = {{ path = {:?} }}\n", sdk.to_str().unwrap())).unwrap();
+    std::fs::write(dir.join(".cargo/config.toml"), format!("[patch.crates-io]\noperator-plugin-sdk = {{ path = {:?} }}\n", sdk.to_str().unwrap()))
+        .unwrap();
     sdk
 }
 
@@ -74,7 +80,9 @@ fn a_scaffolded_plugin_builds_tests_inspects_and_reconciles_with_no_edits() {
     eprintln!("demo.wasm: {} bytes", std::fs::metadata(&wasm).unwrap().len());
     let o = host(&demo, &["inspect", wasm.to_str().unwrap()]);
     assert!(o.status.success(), "host inspect: {}", text(&o));
-    for want in ["Plugin:     demo 0.1.0", "Parent:     demo.example.com/v1alpha1, Kind=Demo", "v1, Kind=ConfigMap", "CRDs:       demos.demo.example.com"] {
+    for want in
+        ["Plugin:     demo 0.1.0", "Parent:     demo.example.com/v1alpha1, Kind=Demo", "v1, Kind=ConfigMap", "CRDs:       demos.demo.example.com"]
+    {
         assert!(text(&o).contains(want), "missing {want:?} in\n{}", text(&o));
     }
     let o = host(&demo, &["reconcile", "--plugin", wasm.to_str().unwrap(), "--parent", "samples/demo.yaml", "--now", "2026-01-01T00:00:00Z"]);

@@ -10,10 +10,10 @@ use crate::hotswap::{Env, WAIT, bytes, id};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use ed25519_dalek::Signer;
 use ed25519_dalek::SigningKey;
 use ed25519_dalek::pkcs8::spki::der::pem::LineEnding;
 use ed25519_dalek::pkcs8::{EncodePrivateKey, EncodePublicKey};
-use ed25519_dalek::Signer;
 
 use host::hotswap::rollback;
 use host::hotswap::trust::Policy;

@@ -72,10 +72,8 @@ async fn an_invalid_stored_cronjob_is_flagged_not_reconciled_until_it_is_fixed()
             .starts_with("CronJob.batch.tutorial.kubebuilder.io \"cronjob-sample\" is invalid: spec.schedule: Invalid value: \"every day at noon\""),
         "worded as the API server's 422: {message}"
     );
-    let warning = eventually("a Warning Event Invalid", || async {
-        common::event_about(&client, &uid, |e| e.type_.as_deref() == Some("Warning")).await
-    })
-    .await;
+    let warning =
+        eventually("a Warning Event Invalid", || async { common::event_about(&client, &uid, |e| e.type_.as_deref() == Some("Warning")).await }).await;
     assert_eq!(warning.reason.as_deref(), Some("Invalid"));
     assert_eq!(warning.note.as_deref(), Some(message));
 

@@ -135,7 +135,8 @@ fn remove_caches(remove: impl Fn(u32) -> bool) {
     let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
     for entry in entries.flatten() {
         let name = entry.file_name();
-        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix("host-")).and_then(|n| n.rsplit_once("-tests-")).and_then(|(_, pid)| pid.parse().ok())
+        let Some(pid) =
+            name.to_str().and_then(|n| n.strip_prefix("host-")).and_then(|n| n.rsplit_once("-tests-")).and_then(|(_, pid)| pid.parse().ok())
         else {
             continue;
         };

@@ -12,8 +12,8 @@
 //! and is reported through the `Valid` condition instead of failing the read.
 //! `#[schemars(with = ...)]` keeps the schema what the tutorial's markers say.
 
-use operator_plugin_sdk::prelude::*;
 use operator_plugin_sdk::conditions;
+use operator_plugin_sdk::prelude::*;
 use serde_json::Value;
 
 pub const GROUP: &str = "batch.tutorial.kubebuilder.io";
@@ -47,7 +47,9 @@ pub const MAX_NAME_LENGTH: usize = 52;
 #[kube(printcolumn = r#"{"name":"Schedule","type":"string","jsonPath":".spec.schedule"}"#)]
 #[kube(printcolumn = r#"{"name":"Time Zone","type":"string","jsonPath":".spec.timeZone","priority":1}"#)]
 #[kube(printcolumn = r#"{"name":"Suspend","type":"boolean","jsonPath":".spec.suspend"}"#)]
-#[kube(printcolumn = r#"{"name":"Active","type":"string","jsonPath":".status.active[*].name","description":"The active Job (the first one, when several run)."}"#)]
+#[kube(
+    printcolumn = r#"{"name":"Active","type":"string","jsonPath":".status.active[*].name","description":"The active Job (the first one, when several run)."}"#
+)]
 #[kube(printcolumn = r#"{"name":"Last Schedule","type":"date","jsonPath":".status.lastScheduleTime"}"#)]
 #[kube(printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#)]
 #[kube(crates(

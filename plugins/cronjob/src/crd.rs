@@ -165,43 +165,17 @@ mod tests {
         let crd = generated();
         let version = &crd["spec"]["versions"][0];
         let spec = &version["schema"]["openAPIV3Schema"]["properties"]["spec"];
-        assert_eq!(
-            crd["metadata"]["name"],
-            "cronjobs.batch.tutorial.kubebuilder.io"
-        );
+        assert_eq!(crd["metadata"]["name"], "cronjobs.batch.tutorial.kubebuilder.io");
         assert_eq!(version["subresources"]["status"], json!({}));
         // An unset policy may be sent as null (nullable, as kube writes `Option`).
-        assert_eq!(
-            spec["properties"]["concurrencyPolicy"]["enum"],
-            json!(["Allow", "Forbid", "Replace", null])
-        );
-        for field in [
-            "startingDeadlineSeconds",
-            "successfulJobsHistoryLimit",
-            "failedJobsHistoryLimit",
-        ] {
+        assert_eq!(spec["properties"]["concurrencyPolicy"]["enum"], json!(["Allow", "Forbid", "Replace", null]));
+        for field in ["startingDeadlineSeconds", "successfulJobsHistoryLimit", "failedJobsHistoryLimit"] {
             assert_eq!(spec["properties"][field]["minimum"].as_f64(), Some(0.0), "{field}");
         }
         assert_eq!(spec["required"], json!(["jobTemplate", "schedule"]));
-        let pod_spec = &spec["properties"]["jobTemplate"]["properties"]["spec"]["properties"]["template"]
-            ["properties"]["spec"];
+        let pod_spec = &spec["properties"]["jobTemplate"]["properties"]["spec"]["properties"]["template"]["properties"]["spec"];
         assert_eq!(pod_spec["x-kubernetes-preserve-unknown-fields"], true);
-        let columns: Vec<&str> = version["additionalPrinterColumns"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c["name"].as_str().unwrap())
-            .collect();
-        assert_eq!(
-            columns,
-            [
-                "Schedule",
-                "Time Zone",
-                "Suspend",
-                "Active",
-                "Last Schedule",
-                "Age"
-            ]
-        );
+        let columns: Vec<&str> = version["additionalPrinterColumns"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+        assert_eq!(columns, ["Schedule", "Time Zone", "Suspend", "Active", "Last Schedule", "Age"]);
     }
 }

@@ -7,20 +7,14 @@ use serde_json::Value;
 
 pub fn default(mut object: Object) -> Result<Object, ReconcileError> {
     let Some(root) = object.value_mut().as_object_mut() else {
-        return Err(ReconcileError::permanent(
-            "InvalidObject",
-            "a CronJob must be a JSON object",
-        ));
+        return Err(ReconcileError::permanent("InvalidObject", "a CronJob must be a JSON object"));
     };
     let spec = root.entry("spec").or_insert_with(|| json!({}));
     if spec.is_null() {
         *spec = json!({});
     }
     let Some(spec) = spec.as_object_mut() else {
-        return Err(ReconcileError::permanent(
-            "InvalidSpec",
-            "spec must be an object",
-        ));
+        return Err(ReconcileError::permanent("InvalidSpec", "spec must be an object"));
     };
     let unset = |v: Option<&Value>| v.is_none_or(|v| v.is_null() || v.as_str() == Some(""));
     let defaults = [
@@ -54,24 +48,13 @@ mod tests {
     #[test]
     fn explicit_values_are_kept_even_when_zero() {
         let spec = json!({"concurrencyPolicy": "Forbid", "suspend": true, "successfulJobsHistoryLimit": 0, "failedJobsHistoryLimit": 0});
-        assert_eq!(
-            default(Object::new(json!({"spec": spec.clone()}))).unwrap().value()["spec"],
-            spec
-        );
+        assert_eq!(default(Object::new(json!({"spec": spec.clone()}))).unwrap().value()["spec"], spec);
     }
 
     #[test]
     fn an_empty_policy_is_allow_and_a_missing_spec_is_created() {
-        assert_eq!(
-            default(Object::new(json!({"spec": {"concurrencyPolicy": ""}})))
-                .unwrap()
-                .value()["spec"]["concurrencyPolicy"],
-            "Allow"
-        );
-        assert_eq!(
-            default(Object::new(json!({"metadata": {}}))).unwrap().value()["spec"]["suspend"],
-            false
-        );
+        assert_eq!(default(Object::new(json!({"spec": {"concurrencyPolicy": ""}}))).unwrap().value()["spec"]["concurrencyPolicy"], "Allow");
+        assert_eq!(default(Object::new(json!({"metadata": {}}))).unwrap().value()["spec"]["suspend"], false);
         assert!(default(Object::new(json!({"spec": "nope"}))).is_err());
     }
 }

@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, SecondsFormat, Utc};
 use chrono_tz::Tz;
 use operator_plugin_sdk::ObjectRef;
+use operator_plugin_sdk::k8s_openapi;
 use operator_plugin_sdk::k8s_openapi::api::batch::v1::JobStatus;
 use operator_plugin_sdk::k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time as MetaTime};
-use operator_plugin_sdk::k8s_openapi;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -65,17 +65,10 @@ pub fn utc(time: &MetaTime) -> Option<DateTime<Utc>> {
 impl<'a> ChildJob<'a> {
     pub fn new(job: &'a Job) -> Self {
         let annotations = job.metadata.annotations.as_ref();
-        let scheduled_at = [
-            SCHEDULED_AT_ANNOTATION,
-            UPSTREAM_SCHEDULED_TIMESTAMP_ANNOTATION,
-        ]
-        .iter()
-        .find_map(|key| {
-            annotations
-                .and_then(|a| a.get(*key))
-                .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
-        })
-        .map(|t| t.with_timezone(&Utc));
+        let scheduled_at = [SCHEDULED_AT_ANNOTATION, UPSTREAM_SCHEDULED_TIMESTAMP_ANNOTATION]
+            .iter()
+            .find_map(|key| annotations.and_then(|a| a.get(*key)).and_then(|t| DateTime::parse_from_rfc3339(t).ok()))
+            .map(|t| t.with_timezone(&Utc));
         let status = job.status.as_ref();
         ChildJob {
             job,
@@ -109,18 +102,12 @@ impl<'a> ChildJob<'a> {
     /// True when the Job carries the name this controller gives the run it
     /// records as scheduled, i.e. this controller created it.
     pub fn is_ours(&self, cron_job_name: &str) -> bool {
-        self.scheduled_at
-            .is_some_and(|at| self.name() == job_name(cron_job_name, at))
+        self.scheduled_at.is_some_and(|at| self.name() == job_name(cron_job_name, at))
     }
 
     /// What a delete of this Job names.
     pub fn object_ref(&self) -> ObjectRef {
-        ObjectRef {
-            api_version: "batch/v1".into(),
-            kind: "Job".into(),
-            namespace: self.namespace().into(),
-            name: self.name().into(),
-        }
+        ObjectRef { api_version: "batch/v1".into(), kind: "Job".into(), namespace: self.namespace().into(), name: self.name().into() }
     }
 }
 
@@ -173,38 +160,18 @@ pub struct NewJob<'a> {
 }
 
 fn string_map(value: Option<&Value>) -> BTreeMap<String, String> {
-    value
-        .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                .collect()
-        })
-        .unwrap_or_default()
+    value.and_then(Value::as_object).map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect()).unwrap_or_default()
 }
 
 /// Upstream's `getJobFromTemplate2` plus the tutorial's annotation: the
 /// template's labels, annotations and spec, the deterministic name, and the
 /// scheduled time recorded twice (the tutorial's key in UTC, upstream's in
 /// the CronJob's zone). The host adds namespace and owner reference.
-pub fn job_from_template<'a>(
-    cron_job: &CronJob,
-    template: &'a Value,
-    scheduled: DateTime<Utc>,
-    zone: Tz,
-) -> NewJob<'a> {
+pub fn job_from_template<'a>(cron_job: &CronJob, template: &'a Value, scheduled: DateTime<Utc>, zone: Tz) -> NewJob<'a> {
     let labels = string_map(template.pointer("/metadata/labels"));
     let mut annotations = string_map(template.pointer("/metadata/annotations"));
-    annotations.insert(
-        SCHEDULED_AT_ANNOTATION.into(),
-        scheduled.to_rfc3339_opts(SecondsFormat::Secs, true),
-    );
-    annotations.insert(
-        UPSTREAM_SCHEDULED_TIMESTAMP_ANNOTATION.into(),
-        scheduled
-            .with_timezone(&zone)
-            .to_rfc3339_opts(SecondsFormat::Secs, true),
-    );
+    annotations.insert(SCHEDULED_AT_ANNOTATION.into(), scheduled.to_rfc3339_opts(SecondsFormat::Secs, true));
+    annotations.insert(UPSTREAM_SCHEDULED_TIMESTAMP_ANNOTATION.into(), scheduled.with_timezone(&zone).to_rfc3339_opts(SecondsFormat::Secs, true));
     NewJob {
         api_version: "batch/v1",
         kind: "Job",
@@ -215,9 +182,7 @@ pub fn job_from_template<'a>(
             annotations: Some(annotations),
             ..ObjectMeta::default()
         },
-        spec: template
-            .get("spec")
-            .map_or_else(|| Cow::Owned(json!({})), Cow::Borrowed),
+        spec: template.get("spec").map_or_else(|| Cow::Owned(json!({})), Cow::Borrowed),
     }
 }
 
@@ -226,10 +191,7 @@ mod tests {
     use super::*;
 
     fn job(name: &str, status: Value) -> Job {
-        serde_json::from_value(
-            json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name}, "status": status}),
-        )
-        .unwrap()
+        serde_json::from_value(json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name}, "status": status})).unwrap()
     }
 
     #[test]
@@ -237,34 +199,13 @@ mod tests {
         let cases = [
             (json!({}), None),
             (json!({"active": 1}), None),
-            (
-                json!({"conditions": [{"type": "Complete", "status": "True"}]}),
-                Some(Finished::Complete),
-            ),
-            (
-                json!({"conditions": [{"type": "Failed", "status": "True"}]}),
-                Some(Finished::Failed),
-            ),
-            (
-                json!({"conditions": [{"type": "Complete", "status": "False"}]}),
-                None,
-            ),
-            (
-                json!({"conditions": [{"type": "Suspended", "status": "True"}]}),
-                None,
-            ),
-            (
-                json!({"conditions": [{"type": "SuccessCriteriaMet", "status": "True"}]}),
-                None,
-            ),
-            (
-                json!({"conditions": [{"type": "FailureTarget", "status": "True"}]}),
-                None,
-            ),
-            (
-                json!({"conditions": [{"type": "FailureTarget", "status": "True"}, {"type": "Failed", "status": "True"}]}),
-                Some(Finished::Failed),
-            ),
+            (json!({"conditions": [{"type": "Complete", "status": "True"}]}), Some(Finished::Complete)),
+            (json!({"conditions": [{"type": "Failed", "status": "True"}]}), Some(Finished::Failed)),
+            (json!({"conditions": [{"type": "Complete", "status": "False"}]}), None),
+            (json!({"conditions": [{"type": "Suspended", "status": "True"}]}), None),
+            (json!({"conditions": [{"type": "SuccessCriteriaMet", "status": "True"}]}), None),
+            (json!({"conditions": [{"type": "FailureTarget", "status": "True"}]}), None),
+            (json!({"conditions": [{"type": "FailureTarget", "status": "True"}, {"type": "Failed", "status": "True"}]}), Some(Finished::Failed)),
         ];
         for (status, want) in cases {
             assert_eq!(finished(&job("j", status.clone())), want, "{status}");
@@ -273,9 +214,7 @@ mod tests {
 
     #[test]
     fn job_names_count_minutes_since_the_epoch() {
-        let at = DateTime::parse_from_rfc3339("2024-05-01T10:01:00Z")
-            .unwrap()
-            .with_timezone(&Utc);
+        let at = DateTime::parse_from_rfc3339("2024-05-01T10:01:00Z").unwrap().with_timezone(&Utc);
         assert_eq!(job_name("hello", at), "hello-28575961");
         assert_eq!(job_name("hello", at).len(), "hello".len() + 9);
     }
@@ -286,31 +225,18 @@ mod tests {
         let b = job("b", json!({"startTime": "2024-05-01T10:01:00Z"}));
         let c = job("c", json!({}));
         let d = job("d", json!({"startTime": "2024-05-01T10:01:00Z"}));
-        let (a, b, c, d) = (
-            ChildJob::new(&a),
-            ChildJob::new(&b),
-            ChildJob::new(&c),
-            ChildJob::new(&d),
-        );
+        let (a, b, c, d) = (ChildJob::new(&a), ChildJob::new(&b), ChildJob::new(&c), ChildJob::new(&d));
         let mut all = vec![&c, &a, &d, &b];
         sort_by_start_time(&mut all);
-        assert_eq!(
-            all.iter().map(|j| j.name()).collect::<Vec<_>>(),
-            ["b", "d", "a", "c"]
-        );
+        assert_eq!(all.iter().map(|j| j.name()).collect::<Vec<_>>(), ["b", "d", "a", "c"]);
     }
 
     #[test]
     fn either_annotation_gives_the_scheduled_time() {
-        let annotated = |key: &str, at: &str| -> Job {
-            serde_json::from_value(json!({"metadata": {"annotations": {key: at}}})).unwrap()
-        };
+        let annotated = |key: &str, at: &str| -> Job { serde_json::from_value(json!({"metadata": {"annotations": {key: at}}})).unwrap() };
         let tutorial = annotated(SCHEDULED_AT_ANNOTATION, "2024-05-01T10:01:00Z");
         let upstream = annotated(UPSTREAM_SCHEDULED_TIMESTAMP_ANNOTATION, "2024-05-01T06:01:00-04:00");
-        assert_eq!(
-            ChildJob::new(&tutorial).scheduled_at,
-            ChildJob::new(&upstream).scheduled_at
-        );
+        assert_eq!(ChildJob::new(&tutorial).scheduled_at, ChildJob::new(&upstream).scheduled_at);
         assert!(ChildJob::new(&tutorial).scheduled_at.is_some());
     }
 }

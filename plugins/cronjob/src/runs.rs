@@ -46,65 +46,38 @@ const NO_INTERVAL: &str = "time difference between two schedules is less than 1 
 const MAX_STEPS_PER_WINDOW: usize = 100_000;
 
 /// The most recent activation after `earliest` and no later than `now`.
-pub fn most_recent(
-    schedule: &Schedule,
-    earliest: DateTime<Utc>,
-    now: DateTime<Utc>,
-) -> Result<Due, InvalidSchedule> {
+pub fn most_recent(schedule: &Schedule, earliest: DateTime<Utc>, now: DateTime<Utc>) -> Result<Due, InvalidSchedule> {
     let Some(t1) = schedule.next(earliest) else {
         return Err(InvalidSchedule(NO_INTERVAL.into()));
     };
     if now < t1 {
-        return Ok(Due {
-            most_recent: None,
-            missed: Missed::None,
-        });
+        return Ok(Due { most_recent: None, missed: Missed::None });
     }
     let Some(t2) = schedule.next(t1) else {
         // The last activation for five years: it is the one.
-        return Ok(Due {
-            most_recent: Some(t1),
-            missed: Missed::None,
-        });
+        return Ok(Due { most_recent: Some(t1), missed: Missed::None });
     };
     if now < t2 {
-        return Ok(Due {
-            most_recent: Some(t1),
-            missed: Missed::None,
-        });
+        return Ok(Due { most_recent: Some(t1), missed: Missed::None });
     }
     let interval = (t2 - t1).num_seconds();
     if interval < 1 {
         return Err(InvalidSchedule(NO_INTERVAL.into()));
     }
     let estimate = (now - t1).num_seconds() / interval + 1;
-    let missed = if estimate > 100 {
-        Missed::Many
-    } else {
-        Missed::Few
-    };
+    let missed = if estimate > 100 { Missed::Many } else { Missed::Few };
     let most_recent = match schedule {
         // Activations of `@every` are `earliest + k * delay`: anchored, not absolute.
-        Schedule::Every { seconds } => {
-            earliest + Duration::seconds((now - earliest).num_seconds() / seconds * seconds)
-        }
+        Schedule::Every { seconds } => earliest + Duration::seconds((now - earliest).num_seconds() / seconds * seconds),
         Schedule::Spec(_) => search_back(schedule, earliest, now, interval).unwrap_or(t2),
     };
-    Ok(Due {
-        most_recent: Some(most_recent),
-        missed,
-    })
+    Ok(Due { most_recent: Some(most_recent), missed })
 }
 
 /// The latest activation in `(earliest, now]` of a schedule whose activations
 /// are absolute times, looking back from `now` over windows of 1, 2, 4...
 /// intervals.
-fn search_back(
-    schedule: &Schedule,
-    earliest: DateTime<Utc>,
-    now: DateTime<Utc>,
-    interval: i64,
-) -> Option<DateTime<Utc>> {
+fn search_back(schedule: &Schedule, earliest: DateTime<Utc>, now: DateTime<Utc>, interval: i64) -> Option<DateTime<Utc>> {
     let mut span = interval.max(1);
     loop {
         let start = (now - Duration::seconds(span)).max(earliest);
@@ -129,19 +102,10 @@ fn search_back(
 /// When to look again: the first activation after the most recent one (or
 /// after `earliest` when none is due), as upstream's `nextScheduleTimeDuration`.
 /// `@every` schedules stay anchored to their previous run this way.
-pub fn next_run(
-    schedule: &Schedule,
-    earliest: DateTime<Utc>,
-    now: DateTime<Utc>,
-) -> Option<DateTime<Utc>> {
+pub fn next_run(schedule: &Schedule, earliest: DateTime<Utc>, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
     let anchor = match most_recent(schedule, earliest, now) {
-        Ok(Due {
-            most_recent: Some(t),
-            ..
-        }) => t,
-        Ok(Due {
-            most_recent: None, ..
-        }) => earliest,
+        Ok(Due { most_recent: Some(t), .. }) => t,
+        Ok(Due { most_recent: None, .. }) => earliest,
         Err(_) => now,
     };
     schedule.next(anchor)
@@ -153,9 +117,7 @@ mod tests {
     use crate::schedule::parse;
 
     fn t(text: &str) -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339(text)
-            .unwrap()
-            .with_timezone(&Utc)
+        DateTime::parse_from_rfc3339(text).unwrap().with_timezone(&Utc)
     }
 
     fn due(spec: &str, earliest: &str, now: &str) -> Result<Due, InvalidSchedule> {
@@ -163,14 +125,7 @@ mod tests {
     }
 
     /// (what, schedule, earliest, now, most recent, missed)
-    type Case = (
-        &'static str,
-        &'static str,
-        &'static str,
-        &'static str,
-        Option<&'static str>,
-        Missed,
-    );
+    type Case = (&'static str, &'static str, &'static str, &'static str, Option<&'static str>, Missed);
 
     #[test]
     fn the_most_recent_activation_is_due() {
@@ -190,23 +145,13 @@ mod tests {
         ];
         for (what, spec, earliest, now, want, missed) in cases {
             let got = due(spec, earliest, now).unwrap();
-            assert_eq!(
-                got,
-                Due {
-                    most_recent: want.map(t),
-                    missed: *missed
-                },
-                "{what}"
-            );
+            assert_eq!(got, Due { most_recent: want.map(t), missed: *missed }, "{what}");
         }
     }
 
     #[test]
     fn a_schedule_that_never_fires_is_invalid() {
-        assert_eq!(
-            due("0 0 30 2 *", "2024-01-01T00:00:00Z", "2024-05-01T00:00:00Z"),
-            Err(InvalidSchedule(NO_INTERVAL.into()))
-        );
+        assert_eq!(due("0 0 30 2 *", "2024-01-01T00:00:00Z", "2024-05-01T00:00:00Z"), Err(InvalidSchedule(NO_INTERVAL.into())));
     }
 
     #[test]
@@ -215,30 +160,13 @@ mod tests {
         let earliest = t("2024-05-01T10:00:17Z");
         let got = most_recent(&every, earliest, t("2024-05-01T10:31:00Z")).unwrap();
         assert_eq!(got.most_recent, Some(t("2024-05-01T10:30:17Z")));
-        assert_eq!(
-            next_run(&every, earliest, t("2024-05-01T10:31:00Z")),
-            Some(t("2024-05-01T10:35:17Z"))
-        );
+        assert_eq!(next_run(&every, earliest, t("2024-05-01T10:31:00Z")), Some(t("2024-05-01T10:35:17Z")));
     }
 
     #[test]
     fn the_next_run_follows_the_most_recent_activation() {
         let hourly = parse("0 * * * *", chrono_tz::UTC).unwrap();
-        assert_eq!(
-            next_run(
-                &hourly,
-                t("2024-05-01T10:00:00Z"),
-                t("2024-05-01T10:20:00Z")
-            ),
-            Some(t("2024-05-01T11:00:00Z"))
-        );
-        assert_eq!(
-            next_run(
-                &hourly,
-                t("2024-05-01T08:00:00Z"),
-                t("2024-05-01T10:20:00Z")
-            ),
-            Some(t("2024-05-01T11:00:00Z"))
-        );
+        assert_eq!(next_run(&hourly, t("2024-05-01T10:00:00Z"), t("2024-05-01T10:20:00Z")), Some(t("2024-05-01T11:00:00Z")));
+        assert_eq!(next_run(&hourly, t("2024-05-01T08:00:00Z"), t("2024-05-01T10:20:00Z")), Some(t("2024-05-01T11:00:00Z")));
     }
 }

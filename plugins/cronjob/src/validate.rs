@@ -64,40 +64,17 @@ pub fn validate_object(object: &Object) -> Vec<FieldError> {
     match spec.get("concurrencyPolicy") {
         None | Some(Value::Null) => {}
         Some(Value::String(policy)) => validate_concurrency_policy(policy, &mut errors),
-        Some(other) => errors.push(FieldError::not_supported(
-            "spec.concurrencyPolicy",
-            text(other),
-            &ConcurrencyPolicy::NAMES,
-        )),
+        Some(other) => errors.push(FieldError::not_supported("spec.concurrencyPolicy", text(other), &ConcurrencyPolicy::NAMES)),
     }
-    if let Some(v) = spec
-        .get("suspend")
-        .filter(|v| !v.is_null() && !v.is_boolean())
-    {
-        errors.push(FieldError::invalid(
-            "spec.suspend",
-            text(v),
-            "must be a boolean",
-        ));
+    if let Some(v) = spec.get("suspend").filter(|v| !v.is_null() && !v.is_boolean()) {
+        errors.push(FieldError::invalid("spec.suspend", text(v), "must be a boolean"));
     }
-    for field in [
-        "startingDeadlineSeconds",
-        "successfulJobsHistoryLimit",
-        "failedJobsHistoryLimit",
-    ] {
+    for field in ["startingDeadlineSeconds", "successfulJobsHistoryLimit", "failedJobsHistoryLimit"] {
         match spec.get(field) {
             None | Some(Value::Null) => {}
             Some(v) if v.is_i64() => validate_non_negative(field, v.as_i64().unwrap_or_default(), &mut errors),
-            Some(v) if v.is_u64() => errors.push(FieldError::invalid(
-                format!("spec.{field}"),
-                text(v),
-                "must be greater than or equal to 0",
-            )),
-            Some(v) => errors.push(FieldError::invalid(
-                format!("spec.{field}"),
-                text(v),
-                "must be an integer",
-            )),
+            Some(v) if v.is_u64() => errors.push(FieldError::invalid(format!("spec.{field}"), text(v), "must be greater than or equal to 0")),
+            Some(v) => errors.push(FieldError::invalid(format!("spec.{field}"), text(v), "must be an integer")),
         }
     }
     validate_job_template(spec.get("jobTemplate").filter(|t| !t.is_null()), &mut errors);
@@ -113,11 +90,7 @@ fn text(value: &Value) -> String {
 
 fn validate_name(name: &str, errors: &mut Vec<FieldError>) {
     if name.len() > MAX_NAME_LENGTH {
-        errors.push(FieldError::invalid(
-            "metadata.name",
-            name,
-            format!("must be no more than {MAX_NAME_LENGTH} characters"),
-        ));
+        errors.push(FieldError::invalid("metadata.name", name, format!("must be no more than {MAX_NAME_LENGTH} characters")));
     }
 }
 
@@ -131,31 +104,19 @@ fn validate_schedule(schedule: Option<&str>, errors: &mut Vec<FieldError>) {
     }
     // Upstream rejects a zone inside the schedule on create: spec.timeZone says it.
     if schedule.contains("TZ") {
-        errors.push(FieldError::invalid(
-            FIELD,
-            schedule,
-            "cannot use TZ or CRON_TZ in schedule, use timeZone field instead",
-        ));
+        errors.push(FieldError::invalid(FIELD, schedule, "cannot use TZ or CRON_TZ in schedule, use timeZone field instead"));
     }
 }
 
 fn validate_concurrency_policy(policy: &str, errors: &mut Vec<FieldError>) {
     if ConcurrencyPolicy::parse(Some(policy)).is_none() {
-        errors.push(FieldError::not_supported(
-            "spec.concurrencyPolicy",
-            policy,
-            &ConcurrencyPolicy::NAMES,
-        ));
+        errors.push(FieldError::not_supported("spec.concurrencyPolicy", policy, &ConcurrencyPolicy::NAMES));
     }
 }
 
 fn validate_non_negative(field: &str, value: i64, errors: &mut Vec<FieldError>) {
     if value < 0 {
-        errors.push(FieldError::invalid(
-            format!("spec.{field}"),
-            value.to_string(),
-            "must be greater than or equal to 0",
-        ));
+        errors.push(FieldError::invalid(format!("spec.{field}"), value.to_string(), "must be greater than or equal to 0"));
     }
 }
 
@@ -163,33 +124,20 @@ fn validate_non_negative(field: &str, value: i64, errors: &mut Vec<FieldError>) 
 fn validate_time_zone(zone: &str, errors: &mut Vec<FieldError>) {
     const FIELD: &str = "spec.timeZone";
     if zone.is_empty() {
-        return errors.push(FieldError::invalid(
-            FIELD,
-            zone,
-            "timeZone must be nil or non-empty string",
-        ));
+        return errors.push(FieldError::invalid(FIELD, zone, "timeZone must be nil or non-empty string"));
     }
     let valid_part = |p: &str| {
         p != "."
             && p != ".."
             && !p.starts_with('-')
             && (1..=14).contains(&p.len())
-            && p.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"._-+".contains(&b))
+            && p.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-+".contains(&b))
     };
     if !zone.split('/').all(valid_part) {
-        return errors.push(FieldError::invalid(
-            FIELD,
-            zone,
-            format!("unknown time zone {zone}"),
-        ));
+        return errors.push(FieldError::invalid(FIELD, zone, format!("unknown time zone {zone}")));
     }
     if zone.eq_ignore_ascii_case("Local") {
-        return errors.push(FieldError::invalid(
-            FIELD,
-            zone,
-            "timeZone must be an explicit time zone as defined in https://www.iana.org/time-zones",
-        ));
+        return errors.push(FieldError::invalid(FIELD, zone, "timeZone must be an explicit time zone as defined in https://www.iana.org/time-zones"));
     }
     if let Err(e) = schedule::zone::load(zone) {
         errors.push(FieldError::invalid(FIELD, zone, e));
@@ -203,28 +151,15 @@ fn validate_job_template(template: Option<&Value>, errors: &mut Vec<FieldError>)
         return errors.push(FieldError::required("spec.jobTemplate", ""));
     };
     let pod_spec = template.pointer("/spec/template/spec");
-    let has_containers = pod_spec
-        .and_then(|s| s.get("containers"))
-        .and_then(Value::as_array)
-        .is_some_and(|c| !c.is_empty());
+    let has_containers = pod_spec.and_then(|s| s.get("containers")).and_then(Value::as_array).is_some_and(|c| !c.is_empty());
     if !has_containers {
-        errors.push(FieldError::required(
-            "spec.jobTemplate.spec.template.spec.containers",
-            "",
-        ));
+        errors.push(FieldError::required("spec.jobTemplate.spec.template.spec.containers", ""));
     }
-    let restart_policy = pod_spec
-        .and_then(|s| s.get("restartPolicy"))
-        .and_then(Value::as_str)
-        .unwrap_or("");
+    let restart_policy = pod_spec.and_then(|s| s.get("restartPolicy")).and_then(Value::as_str).unwrap_or("");
     if restart_policy != "OnFailure" && restart_policy != "Never" {
         errors.push(FieldError {
             field: "spec.jobTemplate.spec.template.spec.restartPolicy".into(),
-            kind: if restart_policy.is_empty() {
-                FieldErrorKind::Required
-            } else {
-                FieldErrorKind::NotSupported
-            },
+            kind: if restart_policy.is_empty() { FieldErrorKind::Required } else { FieldErrorKind::NotSupported },
             value: (!restart_policy.is_empty()).then(|| restart_policy.to_string()),
             detail: "supported values: \"OnFailure\", \"Never\"".into(),
         });
@@ -251,9 +186,7 @@ mod tests {
                 spec[k] = v.clone();
             }
         }
-        Object::new(
-            json!({"apiVersion": "batch.tutorial.kubebuilder.io/v1", "kind": "CronJob", "metadata": {"name": name}, "spec": spec}),
-        )
+        Object::new(json!({"apiVersion": "batch.tutorial.kubebuilder.io/v1", "kind": "CronJob", "metadata": {"name": name}, "spec": spec}))
     }
 
     /// The errors as the API server would print them. Reconcile's check of
@@ -272,18 +205,8 @@ mod tests {
         let full = json!({"timeZone": "America/New_York", "concurrencyPolicy": "Forbid", "suspend": false,
             "startingDeadlineSeconds": 0, "successfulJobsHistoryLimit": 3, "failedJobsHistoryLimit": 1});
         assert_eq!(errors("cronjob-sample", full), Vec::<String>::new());
-        for schedule in [
-            "@hourly",
-            "@every 1h30m",
-            "0 9 * JAN-MAR MON-FRI",
-            "0 0 1 * MON",
-            "?/5 * * * *",
-        ] {
-            assert_eq!(
-                errors("c", json!({"schedule": schedule})),
-                Vec::<String>::new(),
-                "{schedule}"
-            );
+        for schedule in ["@hourly", "@every 1h30m", "0 9 * JAN-MAR MON-FRI", "0 0 1 * MON", "?/5 * * * *"] {
+            assert_eq!(errors("c", json!({"schedule": schedule})), Vec::<String>::new(), "{schedule}");
         }
     }
 
@@ -325,11 +248,7 @@ mod tests {
                 r#"spec.jobTemplate.spec.template.spec.restartPolicy: Unsupported value: "Always": supported values: "OnFailure", "Never""#),
         ];
         for (what, name, patch, want) in cases {
-            assert_eq!(
-                errors(name, patch.clone()),
-                vec![want.to_string()],
-                "{what}"
-            );
+            assert_eq!(errors(name, patch.clone()), vec![want.to_string()], "{what}");
         }
     }
 

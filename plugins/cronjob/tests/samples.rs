@@ -13,23 +13,12 @@ fn every_sample_defaults_and_validates_cleanly() {
     let mut policies = Vec::new();
     for entry in fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
-        let yaml: serde_json::Value =
-            serde_saphyr::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
+        let yaml: serde_json::Value = serde_saphyr::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
         let json = serde_json::to_value(yaml).unwrap().to_string();
         let defaulted = plugin::default::<CronJobPlugin>(&json).unwrap();
-        assert_eq!(
-            plugin::validate::<CronJobPlugin>(&defaulted, None),
-            vec![],
-            "{}",
-            path.display()
-        );
+        assert_eq!(plugin::validate::<CronJobPlugin>(&defaulted, None), vec![], "{}", path.display());
         let value: serde_json::Value = serde_json::from_str(&defaulted).unwrap();
-        policies.push(
-            value["spec"]["concurrencyPolicy"]
-                .as_str()
-                .unwrap()
-                .to_string(),
-        );
+        policies.push(value["spec"]["concurrencyPolicy"].as_str().unwrap().to_string());
     }
     policies.sort();
     assert_eq!(policies, ["Allow", "Forbid", "Replace"]);

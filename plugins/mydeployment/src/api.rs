@@ -49,13 +49,11 @@ impl MyDeploymentSpec {
     }
 
     pub fn revision_history_limit(&self) -> i32 {
-        self.revision_history_limit
-            .unwrap_or(DEFAULT_REVISION_HISTORY_LIMIT)
+        self.revision_history_limit.unwrap_or(DEFAULT_REVISION_HISTORY_LIMIT)
     }
 
     pub fn progress_deadline_seconds(&self) -> i32 {
-        self.progress_deadline_seconds
-            .unwrap_or(DEFAULT_PROGRESS_DEADLINE_SECONDS)
+        self.progress_deadline_seconds.unwrap_or(DEFAULT_PROGRESS_DEADLINE_SECONDS)
     }
 
     pub fn paused(&self) -> bool {
@@ -71,18 +69,9 @@ impl MyDeploymentSpec {
     pub fn strategy(&self) -> ResolvedStrategy {
         match &self.strategy {
             Some(Strategy { type_: Some(t), .. }) if t == RECREATE => ResolvedStrategy::Recreate,
-            Some(Strategy {
-                rolling_update: Some(ru),
-                ..
-            }) => ResolvedStrategy::RollingUpdate {
-                max_surge: ru
-                    .max_surge
-                    .clone()
-                    .unwrap_or_else(|| IntOrPercent::Str(DEFAULT_MAX_SURGE.into())),
-                max_unavailable: ru
-                    .max_unavailable
-                    .clone()
-                    .unwrap_or_else(|| IntOrPercent::Str(DEFAULT_MAX_UNAVAILABLE.into())),
+            Some(Strategy { rolling_update: Some(ru), .. }) => ResolvedStrategy::RollingUpdate {
+                max_surge: ru.max_surge.clone().unwrap_or_else(|| IntOrPercent::Str(DEFAULT_MAX_SURGE.into())),
+                max_unavailable: ru.max_unavailable.clone().unwrap_or_else(|| IntOrPercent::Str(DEFAULT_MAX_UNAVAILABLE.into())),
             },
             _ => ResolvedStrategy::RollingUpdate {
                 max_surge: IntOrPercent::Str(DEFAULT_MAX_SURGE.into()),
@@ -159,10 +148,7 @@ impl std::fmt::Display for IntOrPercent {
 /// The strategy after defaulting.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ResolvedStrategy {
-    RollingUpdate {
-        max_surge: IntOrPercent,
-        max_unavailable: IntOrPercent,
-    },
+    RollingUpdate { max_surge: IntOrPercent, max_unavailable: IntOrPercent },
     Recreate,
 }
 

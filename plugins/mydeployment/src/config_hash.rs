@@ -70,7 +70,10 @@ mod tests {
     use super::*;
 
     fn configmap(name: &str, data: Value) -> ConfigMap {
-        operator_plugin_sdk::serde_json::from_value(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "resourceVersion": "7"}, "data": data})).expect("a ConfigMap")
+        operator_plugin_sdk::serde_json::from_value(
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "resourceVersion": "7"}, "data": data}),
+        )
+        .expect("a ConfigMap")
     }
 
     #[test]

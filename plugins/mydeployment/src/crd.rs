@@ -43,10 +43,14 @@ use crate::api::{DeploymentCondition, LabelSelector, Strategy};
 #[kube(printcolumn = r#"{"name":"Desired","type":"integer","jsonPath":".spec.replicas","priority":0,"description":"Desired Pods"}"#)]
 #[kube(printcolumn = r#"{"name":"Current","type":"integer","jsonPath":".status.replicas","priority":0,"description":"Active Pods"}"#)]
 #[kube(printcolumn = r#"{"name":"Ready","type":"integer","jsonPath":".status.readyReplicas","priority":0,"description":"Ready Pods"}"#)]
-#[kube(printcolumn = r#"{"name":"Up-To-Date","type":"integer","jsonPath":".status.updatedReplicas","priority":0,"description":"Pods of the desired revision"}"#)]
+#[kube(
+    printcolumn = r#"{"name":"Up-To-Date","type":"integer","jsonPath":".status.updatedReplicas","priority":0,"description":"Pods of the desired revision"}"#
+)]
 #[kube(printcolumn = r#"{"name":"Available","type":"integer","jsonPath":".status.availableReplicas","priority":0,"description":"Available Pods"}"#)]
 #[kube(printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp","priority":0,"description":""}"#)]
-#[kube(printcolumn = r#"{"name":"Revision","type":"integer","jsonPath":".status.revision","priority":1,"description":"Revision number of the desired template"}"#)]
+#[kube(
+    printcolumn = r#"{"name":"Revision","type":"integer","jsonPath":".status.revision","priority":1,"description":"Revision number of the desired template"}"#
+)]
 #[kube(printcolumn = r#"{"name":"Selector","type":"string","jsonPath":".status.selector","priority":1,"description":"Pod selector"}"#)]
 #[kube(crates(
     kube_core = "::operator_plugin_sdk::kube_core",
@@ -327,14 +331,8 @@ mod tests {
         let crd = crd();
         let version = &crd["spec"]["versions"][0];
         assert_eq!(crd["metadata"]["name"], "mydeployments.apps.example.com");
-        assert_eq!(
-            version["subresources"]["scale"]["labelSelectorPath"],
-            ".status.selector"
-        );
-        assert!(
-            version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]["selector"]
-                .is_object()
-        );
+        assert_eq!(version["subresources"]["scale"]["labelSelectorPath"], ".status.selector");
+        assert!(version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]["selector"].is_object());
         assert_eq!(crd["spec"]["names"]["shortNames"], json!(["md"]));
     }
 
@@ -342,16 +340,10 @@ mod tests {
     fn every_object_schema_node_has_a_type_as_structural_schemas_require() {
         fn walk(node: &Value, path: &str) {
             if let Some(props) = node.get("properties").and_then(Value::as_object) {
-                assert!(
-                    node.get("type").is_some(),
-                    "{path} has properties but no type"
-                );
+                assert!(node.get("type").is_some(), "{path} has properties but no type");
                 for (k, v) in props {
                     let is_int_or_string = v.get("x-kubernetes-int-or-string").is_some();
-                    assert!(
-                        v.get("type").is_some() || is_int_or_string,
-                        "{path}.{k} has no type"
-                    );
+                    assert!(v.get("type").is_some() || is_int_or_string, "{path}.{k} has no type");
                     walk(v, &format!("{path}.{k}"));
                 }
             }
@@ -359,9 +351,6 @@ mod tests {
                 walk(items, &format!("{path}[]"));
             }
         }
-        walk(
-            &crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"],
-            "",
-        );
+        walk(&crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"], "");
     }
 }

@@ -11,10 +11,7 @@
 use operator_plugin_sdk::serde_json::{Map, Value};
 use operator_plugin_sdk::{Object, json};
 
-use crate::api::{
-    DEFAULT_MAX_SURGE, DEFAULT_MAX_UNAVAILABLE, DEFAULT_PROGRESS_DEADLINE_SECONDS,
-    DEFAULT_REPLICAS, DEFAULT_REVISION_HISTORY_LIMIT,
-};
+use crate::api::{DEFAULT_MAX_SURGE, DEFAULT_MAX_UNAVAILABLE, DEFAULT_PROGRESS_DEADLINE_SECONDS, DEFAULT_REPLICAS, DEFAULT_REVISION_HISTORY_LIMIT};
 
 fn set_if_missing(map: &mut Map<String, Value>, key: &str, value: Value) {
     if map.get(key).is_none_or(Value::is_null) {
@@ -33,26 +30,15 @@ pub fn apply(mut object: Object) -> Object {
     };
 
     set_if_missing(spec, "replicas", json!(DEFAULT_REPLICAS));
-    set_if_missing(
-        spec,
-        "revisionHistoryLimit",
-        json!(DEFAULT_REVISION_HISTORY_LIMIT),
-    );
-    set_if_missing(
-        spec,
-        "progressDeadlineSeconds",
-        json!(DEFAULT_PROGRESS_DEADLINE_SECONDS),
-    );
+    set_if_missing(spec, "revisionHistoryLimit", json!(DEFAULT_REVISION_HISTORY_LIMIT));
+    set_if_missing(spec, "progressDeadlineSeconds", json!(DEFAULT_PROGRESS_DEADLINE_SECONDS));
 
     set_if_missing(spec, "strategy", json!({}));
     if let Some(strategy) = spec.get_mut("strategy").and_then(Value::as_object_mut) {
         set_if_missing(strategy, "type", json!("RollingUpdate"));
         if strategy.get("type").and_then(Value::as_str) == Some("RollingUpdate") {
             set_if_missing(strategy, "rollingUpdate", json!({}));
-            if let Some(ru) = strategy
-                .get_mut("rollingUpdate")
-                .and_then(Value::as_object_mut)
-            {
+            if let Some(ru) = strategy.get_mut("rollingUpdate").and_then(Value::as_object_mut) {
                 set_if_missing(ru, "maxUnavailable", json!(DEFAULT_MAX_UNAVAILABLE));
                 set_if_missing(ru, "maxSurge", json!(DEFAULT_MAX_SURGE));
             }
@@ -66,11 +52,7 @@ mod tests {
     use super::*;
 
     fn spec_of(spec: Value) -> Value {
-        apply(Object::new(
-            json!({"apiVersion": "apps.example.com/v1", "kind": "MyDeployment", "spec": spec}),
-        ))
-        .value()["spec"]
-            .clone()
+        apply(Object::new(json!({"apiVersion": "apps.example.com/v1", "kind": "MyDeployment", "spec": spec}))).value()["spec"].clone()
     }
 
     #[test]
@@ -88,26 +70,17 @@ mod tests {
     fn set_values_are_kept_and_partial_rolling_update_is_completed() {
         let spec = spec_of(json!({"replicas": 0, "strategy": {"rollingUpdate": {"maxSurge": 1}}}));
         assert_eq!(spec["replicas"], 0);
-        assert_eq!(
-            spec["strategy"],
-            json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": "25%"}})
-        );
+        assert_eq!(spec["strategy"], json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": "25%"}}));
     }
 
     #[test]
     fn recreate_gets_no_rolling_update_parameters() {
-        assert_eq!(
-            spec_of(json!({"strategy": {"type": "Recreate"}}))["strategy"],
-            json!({"type": "Recreate"})
-        );
+        assert_eq!(spec_of(json!({"strategy": {"type": "Recreate"}}))["strategy"], json!({"type": "Recreate"}));
     }
 
     #[test]
     fn the_pod_template_is_left_untouched() {
         let template = json!({"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}});
-        assert_eq!(
-            spec_of(json!({"template": template.clone()}))["template"],
-            template
-        );
+        assert_eq!(spec_of(json!({"template": template.clone()}))["template"], template);
     }
 }

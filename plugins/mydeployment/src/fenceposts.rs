@@ -23,11 +23,7 @@ pub fn scaled_value(value: &IntOrPercent, total: i32, round_up: bool) -> Result<
         IntOrPercent::Str(s) => {
             let percent = parse_percent(s).ok_or(ScaleError::NotAPercentage)?;
             let product = percent * i64::from(total);
-            let scaled = if round_up {
-                product.div_euclid(100) + i64::from(product.rem_euclid(100) != 0)
-            } else {
-                product.div_euclid(100)
-            };
+            let scaled = if round_up { product.div_euclid(100) + i64::from(product.rem_euclid(100) != 0) } else { product.div_euclid(100) };
             Ok(clamp_i32(scaled))
         }
     }
@@ -40,11 +36,7 @@ fn clamp_i32(v: i64) -> i32 {
 /// `ResolveFenceposts`: surge rounds up, unavailable rounds down, and if
 /// both come out zero unavailable becomes 1 ("on the theory that surge might
 /// not work due to quota"), so a rollout can always make progress.
-pub fn resolve_fenceposts(
-    max_surge: &IntOrPercent,
-    max_unavailable: &IntOrPercent,
-    desired: i32,
-) -> Result<(i32, i32), ScaleError> {
+pub fn resolve_fenceposts(max_surge: &IntOrPercent, max_unavailable: &IntOrPercent, desired: i32) -> Result<(i32, i32), ScaleError> {
     let surge = scaled_value(max_surge, desired, true)?;
     let mut unavailable = scaled_value(max_unavailable, desired, false)?;
     if surge == 0 && unavailable == 0 {
@@ -57,14 +49,9 @@ pub fn resolve_fenceposts(
 pub fn max_surge(strategy: &ResolvedStrategy, replicas: i32) -> i32 {
     match strategy {
         ResolvedStrategy::Recreate => 0,
-        ResolvedStrategy::RollingUpdate {
-            max_surge,
-            max_unavailable,
-        } => {
+        ResolvedStrategy::RollingUpdate { max_surge, max_unavailable } => {
             // Invalid values never pass validation; treat them as zero here.
-            resolve_fenceposts(max_surge, max_unavailable, replicas)
-                .map(|(s, _)| s)
-                .unwrap_or(0)
+            resolve_fenceposts(max_surge, max_unavailable, replicas).map(|(s, _)| s).unwrap_or(0)
         }
     }
 }
@@ -75,13 +62,8 @@ pub fn max_unavailable(strategy: &ResolvedStrategy, replicas: i32) -> i32 {
     match strategy {
         ResolvedStrategy::Recreate => 0,
         _ if replicas == 0 => 0,
-        ResolvedStrategy::RollingUpdate {
-            max_surge,
-            max_unavailable,
-        } => {
-            let unavailable = resolve_fenceposts(max_surge, max_unavailable, replicas)
-                .map(|(_, u)| u)
-                .unwrap_or(1);
+        ResolvedStrategy::RollingUpdate { max_surge, max_unavailable } => {
+            let unavailable = resolve_fenceposts(max_surge, max_unavailable, replicas).map(|(_, u)| u).unwrap_or(1);
             unavailable.min(replicas)
         }
     }
@@ -116,28 +98,18 @@ mod tests {
             (p("0%"), p("0%"), 0, (0, 1)),
         ];
         for (surge, unavailable, replicas, want) in cases {
-            assert_eq!(
-                resolve_fenceposts(&surge, &unavailable, replicas).unwrap(),
-                want,
-                "{surge}/{unavailable} of {replicas}"
-            );
+            assert_eq!(resolve_fenceposts(&surge, &unavailable, replicas).unwrap(), want, "{surge}/{unavailable} of {replicas}");
         }
     }
 
     #[test]
     fn a_string_without_percent_sign_is_refused() {
-        assert_eq!(
-            resolve_fenceposts(&p("25"), &p("25%"), 4),
-            Err(ScaleError::NotAPercentage)
-        );
+        assert_eq!(resolve_fenceposts(&p("25"), &p("25%"), 4), Err(ScaleError::NotAPercentage));
     }
 
     #[test]
     fn max_unavailable_is_capped_at_replicas_and_zero_for_recreate_or_no_replicas() {
-        let ru = ResolvedStrategy::RollingUpdate {
-            max_surge: i(1),
-            max_unavailable: i(5),
-        };
+        let ru = ResolvedStrategy::RollingUpdate { max_surge: i(1), max_unavailable: i(5) };
         assert_eq!(max_unavailable(&ru, 3), 3);
         assert_eq!(max_unavailable(&ru, 0), 0);
         assert_eq!(max_unavailable(&ResolvedStrategy::Recreate, 3), 0);

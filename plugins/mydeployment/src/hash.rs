@@ -35,9 +35,7 @@ impl Fnv32a {
 
 /// `rand.SafeEncodeString`: every byte maps to one letter of [`ALPHANUMS`].
 pub fn safe_encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| ALPHANUMS[usize::from(b) % ALPHANUMS.len()] as char)
-        .collect()
+    s.bytes().map(|b| ALPHANUMS[usize::from(b) % ALPHANUMS.len()] as char).collect()
 }
 
 /// The `pod-template-hash` of `template`. A collision count, when present,

@@ -45,29 +45,15 @@ impl Revision {
         let hash = meta
             .labels
             .and_then(|mut labels| labels.remove(POD_TEMPLATE_HASH_LABEL))
-            .or_else(|| {
-                name.strip_prefix(&format!("{parent_name}-"))
-                    .map(String::from)
-            })
+            .or_else(|| name.strip_prefix(&format!("{parent_name}-")).map(String::from))
             .unwrap_or_default();
         let earlier_numbers = meta
             .annotations
             .as_ref()
             .and_then(|a| a.get(REVISION_HISTORY_ANNOTATION))
-            .map(|list| {
-                list.split(',')
-                    .filter_map(|n| n.trim().parse().ok())
-                    .collect()
-            })
+            .map(|list| list.split(',').filter_map(|n| n.trim().parse().ok()).collect())
             .unwrap_or_default();
-        Revision {
-            name,
-            hash,
-            number: revision.revision.unwrap_or(0),
-            earlier_numbers,
-            template: revision.data.0,
-            reference,
-        }
+        Revision { name, hash, number: revision.revision.unwrap_or(0), earlier_numbers, template: revision.data.0, reference }
     }
 
     /// True when the user may call this revision `n`.
@@ -127,10 +113,7 @@ pub fn resolve_target(
                     template: r.template.clone(),
                     stored: Some(i),
                     collision_count,
-                    rollback: Rollback::Pinned {
-                        revision: n,
-                        name: r.name.clone(),
-                    },
+                    rollback: Rollback::Pinned { revision: n, name: r.name.clone() },
                 });
             }
             None => Rollback::NotFound { revision: n },
@@ -145,37 +128,20 @@ pub fn resolve_target(
                 count = Some(count.unwrap_or(0) + 1);
             }
             stored => {
-                return Ok(Target {
-                    hash,
-                    name,
-                    template: template.clone(),
-                    stored,
-                    collision_count: count,
-                    rollback,
-                });
+                return Ok(Target { hash, name, template: template.clone(), stored, collision_count: count, rollback });
             }
         }
     }
     Err(ReconcileError::transient(
         "HashCollision",
-        format!(
-            "pod-template-hash of spec.template collides with stored revisions for {MAX_COLLISION_RETRIES} collision counts in a row"
-        ),
+        format!("pod-template-hash of spec.template collides with stored revisions for {MAX_COLLISION_RETRIES} collision counts in a row"),
     ))
 }
 
 /// The ControllerRevision to create for a template first seen now.
 pub fn new_revision_object(target: &Target, number: i64) -> Value {
-    let mut labels: Map<String, Value> = target
-        .template
-        .pointer("/metadata/labels")
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
-    labels.insert(
-        POD_TEMPLATE_HASH_LABEL.into(),
-        Value::String(target.hash.clone()),
-    );
+    let mut labels: Map<String, Value> = target.template.pointer("/metadata/labels").and_then(Value::as_object).cloned().unwrap_or_default();
+    labels.insert(POD_TEMPLATE_HASH_LABEL.into(), Value::String(target.hash.clone()));
     json!({
         "apiVersion": "apps/v1",
         "kind": "ControllerRevision",
@@ -190,11 +156,7 @@ pub fn new_revision_object(target: &Target, number: i64) -> Value {
 pub fn renumber_patch(revision: &Revision, number: i64) -> Value {
     let mut earlier = revision.earlier_numbers.clone();
     earlier.push(revision.number);
-    let list = earlier
-        .iter()
-        .map(i64::to_string)
-        .collect::<Vec<_>>()
-        .join(",");
+    let list = earlier.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
     json!({"metadata": {"annotations": {REVISION_HISTORY_ANNOTATION: list}}, "revision": number})
 }
 
@@ -210,14 +172,9 @@ pub fn revisions_to_prune<'a>(
     limit: i32,
 ) -> Vec<&'a Revision> {
     let mut old: Vec<&Revision> = revisions.iter().filter(|r| r.name != target_name).collect();
-    let excess = old
-        .len()
-        .saturating_sub(usize::try_from(limit.max(0)).unwrap_or(0));
+    let excess = old.len().saturating_sub(usize::try_from(limit.max(0)).unwrap_or(0));
     old.sort_by(|a, b| a.number.cmp(&b.number).then_with(|| a.name.cmp(&b.name)));
-    old.into_iter()
-        .filter(|r| !live_hashes.contains(&r.hash) && r.name != protected)
-        .take(excess)
-        .collect()
+    old.into_iter().filter(|r| !live_hashes.contains(&r.hash) && r.name != protected).take(excess).collect()
 }
 
 #[cfg(test)]
@@ -244,8 +201,7 @@ mod tests {
 
     #[test]
     fn a_new_template_gets_a_name_from_its_hash_and_no_stored_revision() {
-        let t =
-            resolve_target("web", &template("v2"), None, &[stored(1, "v1", None)], None).unwrap();
+        let t = resolve_target("web", &template("v2"), None, &[stored(1, "v1", None)], None).unwrap();
         assert_eq!(t.name, format!("web-{}", t.hash));
         assert_eq!(t.stored, None);
         assert_eq!(t.rollback, Rollback::None);
@@ -264,13 +220,7 @@ mod tests {
         for n in [1, 3] {
             let t = resolve_target("web", &template("v9"), Some(n), &revs, None).unwrap();
             assert_eq!(t.template, template("v1"));
-            assert_eq!(
-                t.rollback,
-                Rollback::Pinned {
-                    revision: n,
-                    name: revs[0].name.clone()
-                }
-            );
+            assert_eq!(t.rollback, Rollback::Pinned { revision: n, name: revs[0].name.clone() });
         }
         let missing = resolve_target("web", &template("v9"), Some(7), &revs, None).unwrap();
         assert_eq!(missing.template, template("v9"));
@@ -292,10 +242,7 @@ mod tests {
     #[test]
     fn renumbering_appends_the_old_number_to_the_history_annotation() {
         let patch = renumber_patch(&stored(2, "v1", Some("1")), 5);
-        assert_eq!(
-            patch,
-            json!({"metadata": {"annotations": {REVISION_HISTORY_ANNOTATION: "1,2"}}, "revision": 5})
-        );
+        assert_eq!(patch, json!({"metadata": {"annotations": {REVISION_HISTORY_ANNOTATION: "1,2"}}, "revision": 5}));
     }
 
     #[test]
@@ -304,15 +251,9 @@ mod tests {
         let live: BTreeSet<String> = [revs[0].hash.clone()].into();
         // Old revisions: 1..=5 (6 is the target); limit 2 -> 3 must go, oldest first,
         // skipping 1 (live) and 2 (protected current revision).
-        let pruned: Vec<i64> = revisions_to_prune(&revs, &revs[5].name, &live, &revs[1].name, 2)
-            .iter()
-            .map(|r| r.number)
-            .collect();
+        let pruned: Vec<i64> = revisions_to_prune(&revs, &revs[5].name, &live, &revs[1].name, 2).iter().map(|r| r.number).collect();
         assert_eq!(pruned, vec![3, 4, 5]);
-        let none: Vec<i64> = revisions_to_prune(&revs, &revs[5].name, &live, "", 10)
-            .iter()
-            .map(|r| r.number)
-            .collect();
+        let none: Vec<i64> = revisions_to_prune(&revs, &revs[5].name, &live, "", 10).iter().map(|r| r.number).collect();
         assert!(none.is_empty());
     }
 }

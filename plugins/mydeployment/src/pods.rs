@@ -7,9 +7,9 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
+use operator_plugin_sdk::k8s_openapi;
 use operator_plugin_sdk::k8s_openapi::api::core::v1::PodCondition;
 use operator_plugin_sdk::k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time as MetaTime};
-use operator_plugin_sdk::k8s_openapi;
 use operator_plugin_sdk::{ObjectRef, Time};
 use serde::Deserialize;
 
@@ -93,28 +93,14 @@ impl PodView {
         let reference = ObjectRef::of(&pod);
         let meta = pod.metadata;
         let status = pod.status.unwrap_or_default();
-        let ready_condition = status
-            .conditions
-            .as_deref()
-            .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"));
+        let ready_condition = status.conditions.as_deref().and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"));
         let ready = ready_condition.is_some_and(|c| c.status == "True");
-        let ready_since = ready_condition
-            .filter(|_| ready)
-            .and_then(|c| c.last_transition_time.as_ref())
-            .map(time);
-        let restarts = status
-            .container_statuses
-            .as_deref()
-            .and_then(|cs| cs.iter().map(|c| i64::from(c.restart_count)).max())
-            .unwrap_or(0);
+        let ready_since = ready_condition.filter(|_| ready).and_then(|c| c.last_transition_time.as_ref()).map(time);
+        let restarts = status.container_statuses.as_deref().and_then(|cs| cs.iter().map(|c| i64::from(c.restart_count)).max()).unwrap_or(0);
         let labels = meta.labels.unwrap_or_default();
         // Invalid or missing cost counts as 0, as `GetDeletionCostFromPodAnnotations` callers treat it.
-        let deletion_cost = meta
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(POD_DELETION_COST_ANNOTATION))
-            .and_then(|v| v.parse::<i32>().ok())
-            .unwrap_or(0);
+        let deletion_cost =
+            meta.annotations.as_ref().and_then(|a| a.get(POD_DELETION_COST_ANNOTATION)).and_then(|v| v.parse::<i32>().ok()).unwrap_or(0);
         PodView {
             name: meta.name.unwrap_or_default(),
             uid: meta.uid.unwrap_or_default(),
@@ -132,7 +118,7 @@ impl PodView {
         }
     }
 
-/// `controller.IsPodActive`: not finished and not being deleted. Only
+    /// `controller.IsPodActive`: not finished and not being deleted. Only
     /// active Pods count as replicas, exactly as the ReplicaSet controller
     /// counts them.
     pub fn is_active(&self) -> bool {
@@ -148,9 +134,7 @@ impl PodView {
         if min_ready_seconds <= 0 {
             return true;
         }
-        self.ready_since.is_some_and(|since| {
-            since.unix_millis() + i64::from(min_ready_seconds) * 1000 < now.unix_millis()
-        })
+        self.ready_since.is_some_and(|since| since.unix_millis() + i64::from(min_ready_seconds) * 1000 < now.unix_millis())
     }
 
     /// For a ready Pod not yet available: when it will be (the moment it
@@ -159,8 +143,7 @@ impl PodView {
         if !self.ready || min_ready_seconds <= 0 || self.is_available(min_ready_seconds, now) {
             return None;
         }
-        self.ready_since
-            .map(|since| since.unix_millis() + i64::from(min_ready_seconds) * 1000 + 1)
+        self.ready_since.map(|since| since.unix_millis() + i64::from(min_ready_seconds) * 1000 + 1)
     }
 }
 
@@ -190,30 +173,16 @@ fn newer_or_zero_first(a: Option<Time>, b: Option<Time>) -> Ordering {
 /// (the LogarithmicScaleDown feature, on by default since 1.22).
 fn logarithmic_rank(t: Time, now: Time) -> i64 {
     let age_ns = (now.unix_millis() - t.unix_millis()) as f64 * 1e6;
-    if age_ns > 0.0 {
-        age_ns.log2().floor() as i64
-    } else {
-        -1
-    }
+    if age_ns > 0.0 { age_ns.log2().floor() as i64 } else { -1 }
 }
 
 /// Compares two times the way `ActivePodsWithRanks.Less` does with
 /// LogarithmicScaleDown: younger bucket first, UIDs break ties within one.
-fn compare_times(
-    a: &PodView,
-    at: Option<Time>,
-    b: &PodView,
-    bt: Option<Time>,
-    now: Time,
-) -> Ordering {
+fn compare_times(a: &PodView, at: Option<Time>, b: &PodView, bt: Option<Time>, now: Time) -> Ordering {
     match (at, bt) {
         (Some(x), Some(y)) if x != y => {
             let diff = logarithmic_rank(x, now) - logarithmic_rank(y, now);
-            if diff == 0 {
-                a.uid.cmp(&b.uid)
-            } else {
-                diff.cmp(&0)
-            }
+            if diff == 0 { a.uid.cmp(&b.uid) } else { diff.cmp(&0) }
         }
         _ => newer_or_zero_first(at, bt),
     }
@@ -223,20 +192,10 @@ fn compare_times(
 /// first. `rank` is the number of this controller's active Pods sharing the
 /// Pod's node (`getPodsRankedByRelatedPodsOnSameNode`): doubled-up Pods go
 /// first, spreading what remains across nodes.
-pub fn deletion_order(
-    a: &PodView,
-    a_rank: usize,
-    b: &PodView,
-    b_rank: usize,
-    now: Time,
-) -> Ordering {
+pub fn deletion_order(a: &PodView, a_rank: usize, b: &PodView, b_rank: usize, now: Time) -> Ordering {
     // 1. Unassigned < assigned.
     if a.node_name != b.node_name && (a.node_name.is_empty() || b.node_name.is_empty()) {
-        return if a.node_name.is_empty() {
-            Ordering::Less
-        } else {
-            Ordering::Greater
-        };
+        return if a.node_name.is_empty() { Ordering::Less } else { Ordering::Greater };
     }
     // 2. Pending < Unknown < Running.
     let phases = phase_ordinal(&a.phase).cmp(&phase_ordinal(&b.phase));
@@ -245,11 +204,7 @@ pub fn deletion_order(
     }
     // 3. Not ready < ready.
     if a.ready != b.ready {
-        return if a.ready {
-            Ordering::Greater
-        } else {
-            Ordering::Less
-        };
+        return if a.ready { Ordering::Greater } else { Ordering::Less };
     }
     // 4. Lower pod-deletion-cost < higher.
     if a.deletion_cost != b.deletion_cost {
@@ -277,30 +232,16 @@ pub fn deletion_order(
 /// Picks `count` Pods out of `candidates` to delete, in upstream's order.
 /// `related` are all active Pods of the controller (for the per-node rank).
 /// The name breaks remaining ties, so the choice is deterministic.
-pub fn pods_to_delete<'a>(
-    candidates: &[&'a PodView],
-    related: &[&PodView],
-    count: usize,
-    now: Time,
-) -> Vec<&'a PodView> {
+pub fn pods_to_delete<'a>(candidates: &[&'a PodView], related: &[&PodView], count: usize, now: Time) -> Vec<&'a PodView> {
     let mut per_node: BTreeMap<&str, usize> = BTreeMap::new();
-    for pod in related
-        .iter()
-        .filter(|p| p.is_active() && !p.node_name.is_empty())
-    {
+    for pod in related.iter().filter(|p| p.is_active() && !p.node_name.is_empty()) {
         *per_node.entry(pod.node_name.as_str()).or_default() += 1;
     }
     let rank = |p: &PodView| {
-        if p.node_name.is_empty() {
-            0
-        } else {
-            per_node.get(p.node_name.as_str()).copied().unwrap_or(0)
-        }
+        if p.node_name.is_empty() { 0 } else { per_node.get(p.node_name.as_str()).copied().unwrap_or(0) }
     };
     let mut sorted: Vec<&PodView> = candidates.to_vec();
-    sorted.sort_by(|a, b| {
-        deletion_order(a, rank(a), b, rank(b), now).then_with(|| a.name.cmp(&b.name))
-    });
+    sorted.sort_by(|a, b| deletion_order(a, rank(a), b, rank(b), now).then_with(|| a.name.cmp(&b.name)));
     sorted.truncate(count);
     sorted
 }
@@ -352,8 +293,7 @@ mod tests {
             "status": {"phase": p.phase, "containerStatuses": [{"name": "c", "restartCount": p.restarts}]}
         });
         if let Some(since) = p.ready_since {
-            obj["status"]["conditions"] =
-                json!([{"type": "Ready", "status": "True", "lastTransitionTime": since}]);
+            obj["status"]["conditions"] = json!([{"type": "Ready", "status": "True", "lastTransitionTime": since}]);
         } else {
             obj["status"]["conditions"] = json!([{"type": "Ready", "status": "False", "lastTransitionTime": "2026-03-01T09:00:00Z"}]);
         }
@@ -377,139 +317,46 @@ mod tests {
         // (pod that must go first, pod that must stay, why)
         let cases: Vec<(P, P, &str)> = vec![
             (
-                P {
-                    name: "unscheduled",
-                    node: "",
-                    phase: "Pending",
-                    ready_since: None,
-                    ..P::default()
-                },
-                P {
-                    name: "scheduled",
-                    ..P::default()
-                },
+                P { name: "unscheduled", node: "", phase: "Pending", ready_since: None, ..P::default() },
+                P { name: "scheduled", ..P::default() },
                 "unscheduled before scheduled",
             ),
             (
-                P {
-                    name: "pending",
-                    phase: "Pending",
-                    ready_since: None,
-                    ..P::default()
-                },
-                P {
-                    name: "unknown",
-                    phase: "Unknown",
-                    ready_since: None,
-                    ..P::default()
-                },
+                P { name: "pending", phase: "Pending", ready_since: None, ..P::default() },
+                P { name: "unknown", phase: "Unknown", ready_since: None, ..P::default() },
                 "pending before unknown",
             ),
+            (P { name: "unknown", phase: "Unknown", ..P::default() }, P { name: "running", ..P::default() }, "unknown before running"),
+            (P { name: "not-ready", ready_since: None, ..P::default() }, P { name: "ready", ..P::default() }, "not ready before ready"),
             (
-                P {
-                    name: "unknown",
-                    phase: "Unknown",
-                    ..P::default()
-                },
-                P {
-                    name: "running",
-                    ..P::default()
-                },
-                "unknown before running",
-            ),
-            (
-                P {
-                    name: "not-ready",
-                    ready_since: None,
-                    ..P::default()
-                },
-                P {
-                    name: "ready",
-                    ..P::default()
-                },
-                "not ready before ready",
-            ),
-            (
-                P {
-                    name: "cheap",
-                    cost: Some("-10"),
-                    ..P::default()
-                },
-                P {
-                    name: "costly",
-                    cost: Some("100"),
-                    ..P::default()
-                },
+                P { name: "cheap", cost: Some("-10"), ..P::default() },
+                P { name: "costly", cost: Some("100"), ..P::default() },
                 "lower deletion cost first",
             ),
             (
-                P {
-                    name: "ready-recently",
-                    ready_since: Some("2026-03-01T11:59:00Z"),
-                    ..P::default()
-                },
-                P {
-                    name: "ready-long",
-                    ready_since: Some("2026-02-01T00:00:00Z"),
-                    ..P::default()
-                },
+                P { name: "ready-recently", ready_since: Some("2026-03-01T11:59:00Z"), ..P::default() },
+                P { name: "ready-long", ready_since: Some("2026-02-01T00:00:00Z"), ..P::default() },
                 "ready for less time first",
             ),
+            (P { name: "crashy", restarts: 5, ..P::default() }, P { name: "stable", restarts: 0, ..P::default() }, "more restarts first"),
             (
-                P {
-                    name: "crashy",
-                    restarts: 5,
-                    ..P::default()
-                },
-                P {
-                    name: "stable",
-                    restarts: 0,
-                    ..P::default()
-                },
-                "more restarts first",
-            ),
-            (
-                P {
-                    name: "newer",
-                    created: "2026-03-01T11:00:00Z",
-                    ..P::default()
-                },
-                P {
-                    name: "older",
-                    created: "2026-01-01T00:00:00Z",
-                    ..P::default()
-                },
+                P { name: "newer", created: "2026-03-01T11:00:00Z", ..P::default() },
+                P { name: "older", created: "2026-01-01T00:00:00Z", ..P::default() },
                 "newer before older",
             ),
         ];
         for (go, stay, why) in cases {
             let (go, stay) = (pod(go), pod(stay));
             assert_eq!(first_victim(go.clone(), stay.clone()), go.name, "{why}");
-            assert_eq!(
-                first_victim(stay, go.clone()),
-                go.name,
-                "{why} (reversed input)"
-            );
+            assert_eq!(first_victim(stay, go.clone()), go.name, "{why} (reversed input)");
         }
     }
 
     #[test]
     fn doubled_up_pods_go_before_pods_alone_on_their_node() {
-        let a1 = pod(P {
-            name: "a1",
-            node: "node-a",
-            ..P::default()
-        });
-        let a2 = pod(P {
-            name: "a2",
-            node: "node-a",
-            ..P::default()
-        });
-        let b1 = pod(P {
-            name: "b1",
-            node: "node-b",
-            ..P::default()
-        });
+        let a1 = pod(P { name: "a1", node: "node-a", ..P::default() });
+        let a2 = pod(P { name: "a2", node: "node-a", ..P::default() });
+        let b1 = pod(P { name: "b1", node: "node-b", ..P::default() });
         let all = [&b1, &a1, &a2];
         let victim = pods_to_delete(&[&b1, &a1], &all, 1, now());
         assert_eq!(victim[0].name, "a1");
@@ -518,39 +365,19 @@ mod tests {
     #[test]
     fn pods_in_the_same_age_bucket_tie_and_uid_decides() {
         // Created 60 s and 61 s ago: the same power-of-two bucket of nanoseconds.
-        let x = pod(P {
-            name: "x",
-            created: "2026-03-01T11:59:00Z",
-            ..P::default()
-        });
-        let y = pod(P {
-            name: "y",
-            created: "2026-03-01T11:58:59Z",
-            ..P::default()
-        });
+        let x = pod(P { name: "x", created: "2026-03-01T11:59:00Z", ..P::default() });
+        let y = pod(P { name: "y", created: "2026-03-01T11:58:59Z", ..P::default() });
         assert_eq!(first_victim(y.clone(), x.clone()), "x", "uid-x < uid-y");
     }
 
     #[test]
     fn availability_needs_ready_for_longer_than_min_ready_seconds() {
-        let p = pod(P {
-            ready_since: Some("2026-03-01T11:59:50Z"),
-            ..P::default()
-        });
+        let p = pod(P { ready_since: Some("2026-03-01T11:59:50Z"), ..P::default() });
         assert!(p.is_available(0, now()));
         assert!(p.is_available(9, now()));
-        assert!(
-            !p.is_available(10, now()),
-            "exactly minReadySeconds is not yet available"
-        );
+        assert!(!p.is_available(10, now()), "exactly minReadySeconds is not yet available");
         assert_eq!(p.available_at(10, now()), Some(now().unix_millis() + 1));
-        assert!(
-            !pod(P {
-                ready_since: None,
-                ..P::default()
-            })
-            .is_available(0, now())
-        );
+        assert!(!pod(P { ready_since: None, ..P::default() }).is_available(0, now()));
     }
 
     #[test]
@@ -558,20 +385,8 @@ mod tests {
         let mut terminating = pod_json(P::default());
         terminating.metadata.deletion_timestamp = Some(MetaTime("2026-03-01T11:00:00Z".parse().unwrap()));
         assert!(!PodView::from_pod(terminating).is_active());
-        assert!(
-            !pod(P {
-                phase: "Failed",
-                ..P::default()
-            })
-            .is_active()
-        );
-        assert!(
-            !pod(P {
-                phase: "Succeeded",
-                ..P::default()
-            })
-            .is_active()
-        );
+        assert!(!pod(P { phase: "Failed", ..P::default() }).is_active());
+        assert!(!pod(P { phase: "Succeeded", ..P::default() }).is_active());
         assert!(pod(P::default()).is_active());
     }
 }

@@ -40,12 +40,7 @@ const NAMED_VICTIMS: usize = 10;
 /// One reconcile of `parent`, given its Pods and ControllerRevisions
 /// (children) and the ConfigMaps its template names (related: their
 /// content's digest is part of the template, see `config_hash`).
-pub fn reconcile(
-    parent: &MyDeployment,
-    children: &Children,
-    related: &Related,
-    now: Time,
-) -> Result<Outcome, ReconcileError> {
+pub fn reconcile(parent: &MyDeployment, children: &Children, related: &Related, now: Time) -> Result<Outcome, ReconcileError> {
     // The garbage collector removes the Pods and revisions through their
     // ownerReferences; creating anything now would only race it.
     if parent.metadata.deletion_timestamp.is_some() {
@@ -55,42 +50,21 @@ pub fn reconcile(
     let mut errors = Vec::new();
     validate::validate_spec(spec, &mut errors);
     if !errors.is_empty() {
-        return Err(ReconcileError::permanent(
-            "InvalidSpec",
-            validate::summary(&errors),
-        ));
+        return Err(ReconcileError::permanent("InvalidSpec", validate::summary(&errors)));
     }
     // A status the types cannot read was read as empty (`crd::Lenient`): it
     // is ours to rebuild.
-    let previous: Status = parent
-        .status
-        .as_ref()
-        .map(|s| Status::from(&s.0))
-        .unwrap_or_default();
+    let previous: Status = parent.status.as_ref().map(|s| Status::from(&s.0)).unwrap_or_default();
     let name = parent.metadata.name.as_deref().unwrap_or_default();
 
-    let mut pods: Vec<PodView> = children
-        .of::<Pod>()?
-        .into_iter()
-        .map(PodView::from_pod)
-        .collect();
+    let mut pods: Vec<PodView> = children.of::<Pod>()?.into_iter().map(PodView::from_pod).collect();
     pods.sort_by(|a, b| a.name.cmp(&b.name));
-    let mut revisions: Vec<Revision> = children
-        .of::<ControllerRevision>()?
-        .into_iter()
-        .map(|r| Revision::from_revision(r, name))
-        .collect();
+    let mut revisions: Vec<Revision> = children.of::<ControllerRevision>()?.into_iter().map(|r| Revision::from_revision(r, name)).collect();
     revisions.sort_by(|a, b| a.number.cmp(&b.number).then_with(|| a.name.cmp(&b.name)));
 
     let mut template = spec.template().clone();
     config_hash::annotate(&mut template, &related.of::<ConfigMap>()?);
-    let target = history::resolve_target(
-        name,
-        &template,
-        spec.rollback_to.as_ref().map(|r| r.revision()),
-        &revisions,
-        previous.collision_count,
-    )?;
+    let target = history::resolve_target(name, &template, spec.rollback_to.as_ref().map(|r| r.revision()), &revisions, previous.collision_count)?;
     let paused = spec.paused();
 
     let mut out = Outcome::new();
@@ -100,77 +74,41 @@ pub fn reconcile(
         out.push(action);
     }
 
-    let number_of = |hash: &str| -> Option<i64> {
-        if hash == target.hash {
-            target_number
-        } else {
-            revisions.iter().find(|r| r.hash == hash).map(|r| r.number)
-        }
-    };
+    let number_of =
+        |hash: &str| -> Option<i64> { if hash == target.hash { target_number } else { revisions.iter().find(|r| r.hash == hash).map(|r| r.number) } };
     let min_ready = spec.min_ready_seconds();
-    let world = World::new(
-        &target.hash,
-        number_of,
-        pods.iter().collect(),
-        min_ready,
-        now,
-    );
+    let world = World::new(&target.hash, number_of, pods.iter().collect(), min_ready, now);
     let replicas = spec.replicas();
     let strategy = spec.strategy();
     let surge = max_surge(&strategy, replicas);
     let unavailable = max_unavailable(&strategy, replicas);
 
     let plan = if paused {
-        let latest = revisions
-            .iter()
-            .max_by_key(|r| r.number)
-            .map(|r| r.hash.as_str());
-        rollout::paused(
-            &world,
-            replicas,
-            surge,
-            matches!(strategy, ResolvedStrategy::RollingUpdate { .. }),
-            latest,
-        )
+        let latest = revisions.iter().max_by_key(|r| r.number).map(|r| r.hash.as_str());
+        rollout::paused(&world, replicas, surge, matches!(strategy, ResolvedStrategy::RollingUpdate { .. }), latest)
     } else {
         match strategy {
             ResolvedStrategy::Recreate => rollout::recreate(&world, replicas),
-            ResolvedStrategy::RollingUpdate { .. } => rollout::rolling(
-                &world,
-                replicas,
-                surge,
-                unavailable,
-                spec.waits_for_termination(),
-            ),
+            ResolvedStrategy::RollingUpdate { .. } => rollout::rolling(&world, replicas, surge, unavailable, spec.waits_for_termination()),
         }
     };
 
     // Events follow every change, as the contract's action list has always
     // listed them.
     let mut events = Vec::new();
-    apply_plan(
-        name,
-        &plan,
-        &target,
-        &revisions,
-        &number_of,
-        &mut out,
-        &mut events,
-    )?;
+    apply_plan(name, &plan, &target, &revisions, &number_of, &mut out, &mut events)?;
     prune(spec, &previous, &target, &revisions, &pods, &mut out);
 
     // A paused deployment has not started rolling out an unrecorded
     // template: it still reports the revision it runs, as upstream keeps the
     // Deployment's revision annotation until the new ReplicaSet exists.
-    let (update_revision, update_number) =
-        if target_number.is_none() && !previous.update_revision.is_empty() {
-            (previous.update_revision.clone(), previous.revision)
-        } else {
-            (target.name.clone(), target_number)
-        };
+    let (update_revision, update_number) = if target_number.is_none() && !previous.update_revision.is_empty() {
+        (previous.update_revision.clone(), previous.revision)
+    } else {
+        (target.name.clone(), target_number)
+    };
     let observed = observe(&world, &pods);
-    let current_revision =
-        current_revision(&previous, &target, &revisions, &world, replicas, observed);
+    let current_revision = current_revision(&previous, &target, &revisions, &world, replicas, observed);
     let computed = status::compute(&status::Input {
         name,
         generation: parent.metadata.generation.unwrap_or(0),
@@ -178,11 +116,7 @@ pub fn reconcile(
         previous: &previous,
         observed,
         max_unavailable: unavailable,
-        selector: spec
-            .selector
-            .as_ref()
-            .map(ToString::to_string)
-            .unwrap_or_default(),
+        selector: spec.selector.as_ref().map(ToString::to_string).unwrap_or_default(),
         target_name: &update_revision,
         target_number: update_number,
         current_revision,
@@ -206,31 +140,15 @@ pub fn reconcile(
 /// when new, renumbered to the newest when an earlier template comes back.
 /// A paused deployment starts no rollout, so it records nothing. Returns the
 /// action, if any, and the target's revision number afterwards.
-fn record_revision(
-    target: &Target,
-    revisions: &[Revision],
-    paused: bool,
-) -> (Option<Action>, Option<i64>) {
+fn record_revision(target: &Target, revisions: &[Revision], paused: bool) -> (Option<Action>, Option<i64>) {
     let newest = revisions.iter().map(|r| r.number).max().unwrap_or(0);
     let stored = target.stored.map(|i| &revisions[i]);
     match stored {
         _ if paused => (None, stored.map(|r| r.number)),
-        None => (
-            Some(Action::Create(history::new_revision_object(
-                target,
-                newest + 1,
-            ))),
-            Some(newest + 1),
-        ),
+        None => (Some(Action::Create(history::new_revision_object(target, newest + 1))), Some(newest + 1)),
         Some(r) if r.number < newest => {
             let patch = history::renumber_patch(r, newest + 1);
-            (
-                Some(Action::Patch {
-                    target: r.reference.clone(),
-                    patch,
-                }),
-                Some(newest + 1),
-            )
+            (Some(Action::Patch { target: r.reference.clone(), patch }), Some(newest + 1))
         }
         Some(r) => (None, Some(r.number)),
     }
@@ -246,11 +164,7 @@ fn next_look(pods: &[PodView], min_ready: i32, now: Time, progress: Option<u64>)
         .filter_map(|p| p.available_at(min_ready, now))
         .map(|at| u64::try_from(at - now.unix_millis()).unwrap_or(0))
         .min();
-    [availability, progress]
-        .into_iter()
-        .flatten()
-        .min()
-        .map(|ms| ms.max(1))
+    [availability, progress].into_iter().flatten().min().map(|ms| ms.max(1))
 }
 
 /// How a template's Pods are named in Events.
@@ -275,21 +189,11 @@ fn apply_plan(
     for step in &plan.steps {
         match step {
             Step::ScaleUp { hash, from, to } => {
-                let template = if *hash == target.hash {
-                    Some(&target.template)
-                } else {
-                    revisions
-                        .iter()
-                        .find(|r| r.hash == *hash)
-                        .map(|r| &r.template)
-                };
+                let template =
+                    if *hash == target.hash { Some(&target.template) } else { revisions.iter().find(|r| r.hash == *hash).map(|r| &r.template) };
                 let Some(template) = template else {
-                    events.push(Action::warning(
-                        "MissingRevision",
-                        format!(
-                            "cannot create Pods with pod-template-hash {hash}: its revision is gone"
-                        ),
-                    ));
+                    events
+                        .push(Action::warning("MissingRevision", format!("cannot create Pods with pod-template-hash {hash}: its revision is gone")));
                     continue;
                 };
                 let n = (to - from).min(create_budget);
@@ -301,24 +205,10 @@ fn apply_plan(
                 for _ in 0..n {
                     out.create(&pod)?;
                 }
-                events.push(Action::normal(
-                    SCALING,
-                    format!(
-                        "Scaled up {} from {from} to {}",
-                        describe(parent, hash, number_of(hash)),
-                        from + n
-                    ),
-                ));
+                events.push(Action::normal(SCALING, format!("Scaled up {} from {from} to {}", describe(parent, hash, number_of(hash)), from + n)));
             }
-            Step::ScaleDown {
-                hash,
-                from,
-                victims,
-                ..
-            } => {
-                let n = victims
-                    .len()
-                    .min(usize::try_from(delete_budget).unwrap_or(0));
+            Step::ScaleDown { hash, from, victims, .. } => {
+                let n = victims.len().min(usize::try_from(delete_budget).unwrap_or(0));
                 if n == 0 {
                     continue;
                 }
@@ -327,22 +217,14 @@ fn apply_plan(
                 for pod in victims {
                     out.delete(pod.reference.clone());
                 }
-                let mut names = victims
-                    .iter()
-                    .take(NAMED_VICTIMS)
-                    .map(|p| p.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ");
+                let mut names = victims.iter().take(NAMED_VICTIMS).map(|p| p.name.as_str()).collect::<Vec<_>>().join(", ");
                 if n > NAMED_VICTIMS {
                     names.push_str(&format!(" and {} more", n - NAMED_VICTIMS));
                 }
                 let to = from - i32::try_from(n).unwrap_or(i32::MAX);
                 events.push(Action::normal(
                     SCALING,
-                    format!(
-                        "Scaled down {} from {from} to {to}: deleting {names}",
-                        describe(parent, hash, number_of(hash))
-                    ),
+                    format!("Scaled down {} from {from} to {to}: deleting {names}", describe(parent, hash, number_of(hash))),
                 ));
             }
         }
@@ -355,23 +237,13 @@ fn apply_plan(
 /// spec, and `generateName: <name>-<hash>-` so the API server picks the
 /// suffix. The host adds the namespace and the controller ownerReference.
 pub fn pod_from_template(parent: &str, hash: &str, template: &Value) -> Value {
-    let mut labels: Map<String, Value> = template
-        .pointer("/metadata/labels")
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
+    let mut labels: Map<String, Value> = template.pointer("/metadata/labels").and_then(Value::as_object).cloned().unwrap_or_default();
     labels.insert(POD_TEMPLATE_HASH_LABEL.into(), Value::String(hash.into()));
     let mut metadata = Map::new();
-    metadata.insert(
-        "generateName".into(),
-        Value::String(format!("{}-", history::revision_name(parent, hash))),
-    );
+    metadata.insert("generateName".into(), Value::String(format!("{}-", history::revision_name(parent, hash))));
     metadata.insert("labels".into(), Value::Object(labels));
     for key in ["annotations", "finalizers"] {
-        if let Some(v) = template
-            .pointer(&format!("/metadata/{key}"))
-            .filter(|v| !v.is_null())
-        {
+        if let Some(v) = template.pointer(&format!("/metadata/{key}")).filter(|v| !v.is_null()) {
             metadata.insert(key.into(), v.clone());
         }
     }
@@ -386,26 +258,9 @@ pub fn pod_from_template(parent: &str, hash: &str, template: &Value) -> Value {
 /// Deletes revisions beyond `revisionHistoryLimit`, and with each the
 /// finished Pods of its template (upstream's garbage collector would take
 /// them with their ReplicaSet).
-fn prune(
-    spec: &MyDeploymentSpec,
-    previous: &Status,
-    target: &Target,
-    revisions: &[Revision],
-    pods: &[PodView],
-    out: &mut Outcome,
-) {
-    let live: BTreeSet<String> = pods
-        .iter()
-        .filter(|p| p.is_active() || p.terminating)
-        .map(|p| p.hash.clone())
-        .collect();
-    for r in history::revisions_to_prune(
-        revisions,
-        &target.name,
-        &live,
-        &previous.current_revision,
-        spec.revision_history_limit(),
-    ) {
+fn prune(spec: &MyDeploymentSpec, previous: &Status, target: &Target, revisions: &[Revision], pods: &[PodView], out: &mut Outcome) {
+    let live: BTreeSet<String> = pods.iter().filter(|p| p.is_active() || p.terminating).map(|p| p.hash.clone()).collect();
+    for r in history::revisions_to_prune(revisions, &target.name, &live, &previous.current_revision, spec.revision_history_limit()) {
         for pod in pods.iter().filter(|p| p.hash == r.hash && !p.terminating) {
             out.delete(pod.reference.clone());
         }
@@ -429,30 +284,16 @@ fn observe(world: &World, pods: &[PodView]) -> Observed {
 /// `currentRevision`): the target once every wanted Pod runs it and is
 /// available; until then what the previous status said; failing that, the
 /// template most active Pods run.
-fn current_revision(
-    previous: &Status,
-    target: &Target,
-    revisions: &[Revision],
-    world: &World,
-    replicas: i32,
-    o: Observed,
-) -> String {
+fn current_revision(previous: &Status, target: &Target, revisions: &[Revision], world: &World, replicas: i32, o: Observed) -> String {
     if o.updated == replicas && o.replicas == replicas && o.available == replicas {
         return target.name.clone();
     }
     if !previous.current_revision.is_empty()
-        && (previous.current_revision == target.name
-            || revisions
-                .iter()
-                .any(|r| r.name == previous.current_revision))
+        && (previous.current_revision == target.name || revisions.iter().any(|r| r.name == previous.current_revision))
     {
         return previous.current_revision.clone();
     }
-    let sizes: BTreeMap<&str, i32> = world
-        .groups
-        .iter()
-        .map(|g| (g.hash.as_str(), g.size()))
-        .collect();
+    let sizes: BTreeMap<&str, i32> = world.groups.iter().map(|g| (g.hash.as_str(), g.size())).collect();
     revisions
         .iter()
         .filter(|r| sizes.get(r.hash.as_str()).copied().unwrap_or(0) > 0)
@@ -517,38 +358,20 @@ mod tests {
         actions
             .iter()
             .find_map(|a| match a {
-                Action::SetStatus(s) => {
-                    Some(operator_plugin_sdk::serde_json::from_value(s.clone()).unwrap())
-                }
+                Action::SetStatus(s) => Some(operator_plugin_sdk::serde_json::from_value(s.clone()).unwrap()),
                 _ => None,
             })
             .expect("a SetStatus action")
     }
 
     fn created<'a>(actions: &'a [Action], kind: &str) -> Vec<&'a Value> {
-        actions
-            .iter()
-            .filter_map(|a| {
-                if let Action::Create(o) = a {
-                    Some(o)
-                } else {
-                    None
-                }
-            })
-            .filter(|o| o["kind"] == kind)
-            .collect()
+        actions.iter().filter_map(|a| if let Action::Create(o) = a { Some(o) } else { None }).filter(|o| o["kind"] == kind).collect()
     }
 
     fn deleted(actions: &[Action]) -> Vec<String> {
         actions
             .iter()
-            .filter_map(|a| {
-                if let Action::Delete { target, .. } = a {
-                    Some(format!("{}/{}", target.kind, target.name))
-                } else {
-                    None
-                }
-            })
+            .filter_map(|a| if let Action::Delete { target, .. } = a { Some(format!("{}/{}", target.kind, target.name)) } else { None })
             .collect()
     }
 
@@ -580,28 +403,16 @@ mod tests {
         let impostor = revision(&format!("web-{hash}"), &hash, 1, template("something-else"));
         let actions = reconcile(&parent("v2", 1, json!({})), &[impostor], now()).unwrap();
         let fresh = pod_template_hash(&template("v2"), Some(1));
-        assert_eq!(
-            created(&actions, "ControllerRevision")[0]["metadata"]["name"],
-            format!("web-{fresh}")
-        );
-        assert_eq!(
-            created(&actions, "Pod")[0]["metadata"]["labels"]["pod-template-hash"],
-            fresh
-        );
+        assert_eq!(created(&actions, "ControllerRevision")[0]["metadata"]["name"], format!("web-{fresh}"));
+        assert_eq!(created(&actions, "Pod")[0]["metadata"]["labels"]["pod-template-hash"], fresh);
         assert_eq!(status_of(&actions).collision_count, Some(1));
     }
 
     #[test]
     fn pods_without_a_hash_label_are_an_old_template_to_replace() {
-        let pods: Vec<Object> = (0..3)
-            .map(|i| pod(&format!("adopted-{i}"), None, "Running"))
-            .collect();
+        let pods: Vec<Object> = (0..3).map(|i| pod(&format!("adopted-{i}"), None, "Running")).collect();
         let actions = reconcile(&parent("v1", 3, json!({})), &pods, now()).unwrap();
-        assert_eq!(
-            created(&actions, "Pod").len(),
-            1,
-            "one surge Pod of the template"
-        );
+        assert_eq!(created(&actions, "Pod").len(), 1, "one surge Pod of the template");
         let status = status_of(&actions);
         assert_eq!((status.replicas, status.updated_replicas), (3, 0));
     }
@@ -619,24 +430,15 @@ mod tests {
         let mut p = parent("v2", 1, json!({}));
         p.value_mut()["spec"]["revisionHistoryLimit"] = json!(0);
         let actions = reconcile(&p, &children, now()).unwrap();
-        assert_eq!(
-            deleted(&actions),
-            vec![
-                "Pod/old-failed".to_string(),
-                format!("ControllerRevision/web-{h1}")
-            ]
-        );
+        assert_eq!(deleted(&actions), vec!["Pod/old-failed".to_string(), format!("ControllerRevision/web-{h1}")]);
     }
 
     #[test]
     fn conditions_the_plugin_does_not_own_are_kept() {
-        let status = json!({"conditions": [{"type": "Reconciled", "status": "True", "reason": "Success", "lastTransitionTime": "2026-03-01T11:00:00Z"}]});
+        let status =
+            json!({"conditions": [{"type": "Reconciled", "status": "True", "reason": "Success", "lastTransitionTime": "2026-03-01T11:00:00Z"}]});
         let actions = reconcile(&parent("v1", 0, status), &[], now()).unwrap();
-        let types: Vec<String> = status_of(&actions)
-            .conditions
-            .iter()
-            .map(|c| c.type_.clone())
-            .collect();
+        let types: Vec<String> = status_of(&actions).conditions.iter().map(|c| c.type_.clone()).collect();
         assert_eq!(types, ["Available", "Progressing", "Reconciled"]);
     }
 
@@ -667,20 +469,14 @@ mod tests {
         p.value_mut()["spec"]["paused"] = json!(true);
         let actions = reconcile(&p, &[pod("orphan-0", Some("gone"), "Running")], now()).unwrap();
         assert!(created(&actions, "Pod").is_empty());
-        assert!(
-            actions
-                .iter()
-                .any(|a| matches!(a, Action::Event { reason, .. } if reason == "MissingRevision"))
-        );
+        assert!(actions.iter().any(|a| matches!(a, Action::Event { reason, .. } if reason == "MissingRevision")));
     }
 
     #[test]
     fn a_large_scale_up_creates_at_most_burst_replicas_per_reconcile() {
         let actions = reconcile(&parent("v1", 600, json!({})), &[], now()).unwrap();
         assert_eq!(created(&actions, "Pod").len(), 500);
-        assert!(actions.iter().any(
-            |a| matches!(a, Action::Event { message, .. } if message.ends_with("from 0 to 500"))
-        ));
+        assert!(actions.iter().any(|a| matches!(a, Action::Event { message, .. } if message.ends_with("from 0 to 500"))));
     }
 
     #[test]
@@ -693,15 +489,10 @@ mod tests {
         let message = actions
             .iter()
             .find_map(|a| match a {
-                Action::Event { message, .. } if message.starts_with("Scaled down") => {
-                    Some(message.clone())
-                }
+                Action::Event { message, .. } if message.starts_with("Scaled down") => Some(message.clone()),
                 _ => None,
             })
             .unwrap();
-        assert!(
-            message.contains("from 520 to 20") && message.ends_with("and 490 more"),
-            "{message}"
-        );
+        assert!(message.contains("from 520 to 20") && message.ends_with("and 490 more"), "{message}");
     }
 }

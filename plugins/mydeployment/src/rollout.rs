@@ -54,46 +54,23 @@ fn count(n: usize) -> i32 {
 }
 
 impl<'a> World<'a> {
-    pub fn new(
-        target: &str,
-        numbered: impl Fn(&str) -> Option<i64>,
-        all_pods: Vec<&'a PodView>,
-        min_ready_seconds: i32,
-        now: Time,
-    ) -> Self {
+    pub fn new(target: &str, numbered: impl Fn(&str) -> Option<i64>, all_pods: Vec<&'a PodView>, min_ready_seconds: i32, now: Time) -> Self {
         let mut groups: Vec<Group<'a>> = Vec::new();
         for pod in all_pods.iter().copied().filter(|p| p.is_active()) {
             match groups.iter_mut().find(|g| g.hash == pod.hash) {
                 Some(g) => g.pods.push(pod),
-                None => groups.push(Group {
-                    hash: pod.hash.clone(),
-                    number: numbered(&pod.hash),
-                    pods: vec![pod],
-                }),
+                None => groups.push(Group { hash: pod.hash.clone(), number: numbered(&pod.hash), pods: vec![pod] }),
             }
         }
         if !groups.iter().any(|g| g.hash == target) {
-            groups.push(Group {
-                hash: target.to_string(),
-                number: numbered(target),
-                pods: Vec::new(),
-            });
+            groups.push(Group { hash: target.to_string(), number: numbered(target), pods: Vec::new() });
         }
         groups.sort_by(|a, b| a.number.cmp(&b.number).then_with(|| a.hash.cmp(&b.hash)));
-        World {
-            target: target.to_string(),
-            groups,
-            all_pods,
-            min_ready_seconds,
-            now,
-        }
+        World { target: target.to_string(), groups, all_pods, min_ready_seconds, now }
     }
 
     pub fn target_group(&self) -> &Group<'a> {
-        self.groups
-            .iter()
-            .find(|g| g.hash == self.target)
-            .expect("World::new always adds the target group")
+        self.groups.iter().find(|g| g.hash == self.target).expect("World::new always adds the target group")
     }
 
     pub fn old_groups(&self) -> impl Iterator<Item = &Group<'a>> {
@@ -101,11 +78,7 @@ impl<'a> World<'a> {
     }
 
     pub fn available(&self, pods: &[&PodView]) -> i32 {
-        count(
-            pods.iter()
-                .filter(|p| p.is_available(self.min_ready_seconds, self.now))
-                .count(),
-        )
+        count(pods.iter().filter(|p| p.is_available(self.min_ready_seconds, self.now)).count())
     }
 
     pub fn total(&self) -> i32 {
@@ -114,12 +87,7 @@ impl<'a> World<'a> {
 
     /// Pods of `hash` (or of every template, for `None`) being deleted.
     pub fn terminating(&self, hash: Option<&str>) -> i32 {
-        count(
-            self.all_pods
-                .iter()
-                .filter(|p| p.terminating && hash.is_none_or(|h| p.hash == h))
-                .count(),
-        )
+        count(self.all_pods.iter().filter(|p| p.terminating && hash.is_none_or(|h| p.hash == h)).count())
     }
 
     pub fn total_available(&self) -> i32 {
@@ -127,10 +95,7 @@ impl<'a> World<'a> {
     }
 
     fn active_pods(&self) -> Vec<&'a PodView> {
-        self.groups
-            .iter()
-            .flat_map(|g| g.pods.iter().copied())
-            .collect()
+        self.groups.iter().flat_map(|g| g.pods.iter().copied()).collect()
     }
 }
 
@@ -140,12 +105,7 @@ pub enum Step<'a> {
     /// Create `to - from` Pods from the template with this hash.
     ScaleUp { hash: String, from: i32, to: i32 },
     /// Delete `victims`, taking the group from `from` to `to` Pods.
-    ScaleDown {
-        hash: String,
-        from: i32,
-        to: i32,
-        victims: Vec<&'a PodView>,
-    },
+    ScaleDown { hash: String, from: i32, to: i32, victims: Vec<&'a PodView> },
 }
 
 /// What to do in this reconcile.
@@ -157,23 +117,12 @@ pub struct Plan<'a> {
 impl<'a> Plan<'a> {
     fn scale_up(&mut self, group: &Group<'a>, by: i32) {
         if by > 0 {
-            self.steps.push(Step::ScaleUp {
-                hash: group.hash.clone(),
-                from: group.size(),
-                to: group.size() + by,
-            });
+            self.steps.push(Step::ScaleUp { hash: group.hash.clone(), from: group.size(), to: group.size() + by });
         }
     }
 
     /// Deletes `by` Pods of `candidates` (a subset of `group`) in upstream's order.
-    fn scale_down(
-        &mut self,
-        world: &World<'a>,
-        group: &Group<'a>,
-        candidates: &[&'a PodView],
-        by: i32,
-        already: i32,
-    ) {
+    fn scale_down(&mut self, world: &World<'a>, group: &Group<'a>, candidates: &[&'a PodView], by: i32, already: i32) {
         let by = usize::try_from(by).unwrap_or(0);
         if by == 0 {
             return;
@@ -184,12 +133,7 @@ impl<'a> Plan<'a> {
         }
         let from = group.size() - already;
         let to = from - count(victims.len());
-        self.steps.push(Step::ScaleDown {
-            hash: group.hash.clone(),
-            from,
-            to,
-            victims,
-        });
+        self.steps.push(Step::ScaleDown { hash: group.hash.clone(), from, to, victims });
     }
 
     pub fn is_empty(&self) -> bool {
@@ -201,9 +145,7 @@ impl<'a> Plan<'a> {
         self.steps
             .iter()
             .filter_map(|s| match s {
-                Step::ScaleDown {
-                    hash: h, victims, ..
-                } if h == hash => Some(victims.clone()),
+                Step::ScaleDown { hash: h, victims, .. } if h == hash => Some(victims.clone()),
                 _ => None,
             })
             .flatten()
@@ -216,24 +158,12 @@ impl<'a> Plan<'a> {
 /// `wait_for_termination` is `podReplacementPolicy: TerminationComplete`:
 /// terminating Pods then count against the surge, and the new template's own
 /// terminating Pods are not replaced until they are gone.
-pub fn rolling<'a>(
-    world: &World<'a>,
-    replicas: i32,
-    max_surge: i32,
-    max_unavailable: i32,
-    wait_for_termination: bool,
-) -> Plan<'a> {
+pub fn rolling<'a>(world: &World<'a>, replicas: i32, max_surge: i32, max_unavailable: i32, wait_for_termination: bool) -> Plan<'a> {
     let mut plan = Plan::default();
     let new = world.target_group();
     let total = world.total();
-    let (terminating_all, terminating_new) = if wait_for_termination {
-        (
-            world.terminating(None),
-            world.terminating(Some(&world.target)),
-        )
-    } else {
-        (0, 0)
-    };
+    let (terminating_all, terminating_new) =
+        if wait_for_termination { (world.terminating(None), world.terminating(Some(&world.target))) } else { (0, 0) };
 
     // reconcileNewReplicaSet / NewRSNewReplicas.
     if new.size() > replicas {
@@ -243,8 +173,7 @@ pub fn rolling<'a>(
     if new.size() + terminating_new < replicas {
         let max_total = replicas + max_surge;
         if total + terminating_all < max_total {
-            let up =
-                (max_total - total - terminating_all).min(replicas - new.size() - terminating_new);
+            let up = (max_total - total - terminating_all).min(replicas - new.size() - terminating_new);
             plan.scale_up(new, up);
             if !plan.is_empty() {
                 return plan;
@@ -273,12 +202,7 @@ pub fn rolling<'a>(
         if cleaned >= max_scaled_down {
             break;
         }
-        let unhealthy: Vec<&PodView> = group
-            .pods
-            .iter()
-            .copied()
-            .filter(|p| !p.is_available(world.min_ready_seconds, world.now))
-            .collect();
+        let unhealthy: Vec<&PodView> = group.pods.iter().copied().filter(|p| !p.is_available(world.min_ready_seconds, world.now)).collect();
         let by = (max_scaled_down - cleaned).min(count(unhealthy.len()));
         plan.scale_down(world, group, &unhealthy, by, 0);
         cleaned += by;
@@ -295,12 +219,7 @@ pub fn rolling<'a>(
             break;
         }
         let gone = plan.deleted_from(&group.hash);
-        let remaining: Vec<&PodView> = group
-            .pods
-            .iter()
-            .copied()
-            .filter(|p| !gone.iter().any(|g| g.uid == p.uid && g.name == p.name))
-            .collect();
+        let remaining: Vec<&PodView> = group.pods.iter().copied().filter(|p| !gone.iter().any(|g| g.uid == p.uid && g.name == p.name)).collect();
         let by = budget.min(count(remaining.len()));
         plan.scale_down(world, group, &remaining, by, count(gone.len()));
         budget -= by;
@@ -329,10 +248,7 @@ pub fn recreate<'a>(world: &World<'a>, replicas: i32) -> Plan<'a> {
 
 /// `oldPodsRunning`: any Pod of another template not in a terminal phase.
 fn old_pods_running(world: &World) -> bool {
-    world
-        .all_pods
-        .iter()
-        .any(|p| p.hash != world.target && p.phase != "Succeeded" && p.phase != "Failed")
+    world.all_pods.iter().any(|p| p.hash != world.target && p.phase != "Succeeded" && p.phase != "Failed")
 }
 
 /// `scale` for a paused deployment: no template change is rolled out, but
@@ -340,13 +256,7 @@ fn old_pods_running(world: &World) -> bool {
 /// newest stored one, `latest`) takes the whole count; several share it in
 /// proportion to their sizes, up to `replicas + maxSurge` for RollingUpdate,
 /// as upstream's proportional scaling does.
-pub fn paused<'a>(
-    world: &World<'a>,
-    replicas: i32,
-    max_surge: i32,
-    rolling_update: bool,
-    latest: Option<&str>,
-) -> Plan<'a> {
+pub fn paused<'a>(world: &World<'a>, replicas: i32, max_surge: i32, rolling_update: bool, latest: Option<&str>) -> Plan<'a> {
     let mut plan = Plan::default();
     let active: Vec<&Group<'a>> = world.groups.iter().filter(|g| g.size() > 0).collect();
     match active.as_slice() {
@@ -354,11 +264,7 @@ pub fn paused<'a>(
             if let Some(group) = latest.and_then(|h| world.groups.iter().find(|g| g.hash == h)) {
                 plan.scale_up(group, replicas);
             } else if let Some(hash) = latest {
-                plan.steps.push(Step::ScaleUp {
-                    hash: hash.to_string(),
-                    from: 0,
-                    to: replicas,
-                });
+                plan.steps.push(Step::ScaleUp { hash: hash.to_string(), from: 0, to: replicas });
             }
         }
         [only] => {
@@ -389,19 +295,9 @@ pub fn paused<'a>(
 /// scales each ReplicaSet by `size * (replicas + maxSurge) / maxReplicasAnnotation`;
 /// a Pod group has no annotation, so the denominator is the current total,
 /// which is what the annotation records whenever the last scaling completed.
-fn proportional<'a>(
-    world: &World<'a>,
-    groups: &[&Group<'a>],
-    replicas: i32,
-    max_surge: i32,
-    plan: &mut Plan<'a>,
-) {
+fn proportional<'a>(world: &World<'a>, groups: &[&Group<'a>], replicas: i32, max_surge: i32, plan: &mut Plan<'a>) {
     let total: i32 = groups.iter().map(|g| g.size()).sum();
-    let allowed = if replicas > 0 {
-        replicas + max_surge
-    } else {
-        0
-    };
+    let allowed = if replicas > 0 { replicas + max_surge } else { 0 };
     let to_add = allowed - total;
     if to_add == 0 {
         return;
@@ -410,11 +306,7 @@ fn proportional<'a>(
     // ReplicaSetsBySizeNewer when growing, BySizeOlder when shrinking.
     ordered.sort_by(|a, b| {
         let by_size = b.size().cmp(&a.size());
-        let by_age = if to_add > 0 {
-            b.number.cmp(&a.number)
-        } else {
-            a.number.cmp(&b.number)
-        };
+        let by_age = if to_add > 0 { b.number.cmp(&a.number) } else { a.number.cmp(&b.number) };
         by_size.then(by_age)
     });
     let mut added = 0;
@@ -431,11 +323,7 @@ fn proportional<'a>(
                 exact.round() as i32 - group.size()
             };
             let remaining = to_add - added;
-            if to_add > 0 {
-                fraction.min(remaining)
-            } else {
-                fraction.max(remaining)
-            }
+            if to_add > 0 { fraction.min(remaining) } else { fraction.max(remaining) }
         };
         added += proportion;
         sizes.push(group.size() + proportion);
@@ -512,9 +400,7 @@ mod tests {
         plan.steps
             .iter()
             .map(|s| match s {
-                Step::ScaleUp { hash, from, to } | Step::ScaleDown { hash, from, to, .. } => {
-                    (hash.clone(), to - from)
-                }
+                Step::ScaleUp { hash, from, to } | Step::ScaleDown { hash, from, to, .. } => (hash.clone(), to - from),
             })
             .collect()
     }
@@ -527,111 +413,19 @@ mod tests {
     fn rolling_update_steps_match_upstream() {
         // (pods, replicas, maxSurge, maxUnavailable, minReadySeconds, expected steps, why)
         #[allow(clippy::type_complexity)]
-        let cases: Vec<(
-            Vec<(&str, usize, &str)>,
-            i32,
-            i32,
-            i32,
-            i32,
-            Vec<(&str, i32)>,
-            &str,
-        )> = vec![
+        let cases: Vec<(Vec<(&str, usize, &str)>, i32, i32, i32, i32, Vec<(&str, i32)>, &str)> = vec![
+            (vec![], 3, 1, 0, 0, vec![("new", 3)], "a new deployment creates every replica (surge headroom is the whole count)"),
+            (vec![("new", 2, "available")], 3, 1, 0, 0, vec![("new", 1)], "a missing Pod is replaced"),
+            (vec![("new", 5, "available")], 3, 1, 0, 0, vec![("new", -2)], "extra Pods are removed"),
+            (vec![("old", 3, "available")], 3, 1, 0, 0, vec![("new", 1)], "surge 1 allows one new Pod, and then waits"),
+            (vec![("old", 3, "available"), ("new", 1, "pending")], 3, 1, 0, 0, vec![], "nothing is removed while the new Pod is unavailable"),
+            (vec![("old", 3, "available"), ("new", 1, "available")], 3, 1, 0, 0, vec![("old", -1)], "an available new Pod lets one old one go"),
+            (vec![("old", 3, "available")], 3, 0, 1, 0, vec![("old", -1)], "no surge: one old Pod goes first"),
+            (vec![("old", 2, "available")], 3, 0, 1, 0, vec![("new", 1)], "...and a new one takes its place"),
+            (vec![("old", 2, "available"), ("new", 1, "ready")], 3, 0, 1, 30, vec![], "a ready Pod inside minReadySeconds is not available yet"),
+            (vec![("old", 3, "pending")], 3, 0, 1, 0, vec![("old", -1)], "unavailable old Pods go, but only within total - minAvailable"),
             (
-                vec![],
-                3,
-                1,
-                0,
-                0,
-                vec![("new", 3)],
-                "a new deployment creates every replica (surge headroom is the whole count)",
-            ),
-            (
-                vec![("new", 2, "available")],
-                3,
-                1,
-                0,
-                0,
-                vec![("new", 1)],
-                "a missing Pod is replaced",
-            ),
-            (
-                vec![("new", 5, "available")],
-                3,
-                1,
-                0,
-                0,
-                vec![("new", -2)],
-                "extra Pods are removed",
-            ),
-            (
-                vec![("old", 3, "available")],
-                3,
-                1,
-                0,
-                0,
-                vec![("new", 1)],
-                "surge 1 allows one new Pod, and then waits",
-            ),
-            (
-                vec![("old", 3, "available"), ("new", 1, "pending")],
-                3,
-                1,
-                0,
-                0,
-                vec![],
-                "nothing is removed while the new Pod is unavailable",
-            ),
-            (
-                vec![("old", 3, "available"), ("new", 1, "available")],
-                3,
-                1,
-                0,
-                0,
-                vec![("old", -1)],
-                "an available new Pod lets one old one go",
-            ),
-            (
-                vec![("old", 3, "available")],
-                3,
-                0,
-                1,
-                0,
-                vec![("old", -1)],
-                "no surge: one old Pod goes first",
-            ),
-            (
-                vec![("old", 2, "available")],
-                3,
-                0,
-                1,
-                0,
-                vec![("new", 1)],
-                "...and a new one takes its place",
-            ),
-            (
-                vec![("old", 2, "available"), ("new", 1, "ready")],
-                3,
-                0,
-                1,
-                30,
-                vec![],
-                "a ready Pod inside minReadySeconds is not available yet",
-            ),
-            (
-                vec![("old", 3, "pending")],
-                3,
-                0,
-                1,
-                0,
-                vec![("old", -1)],
-                "unavailable old Pods go, but only within total - minAvailable",
-            ),
-            (
-                vec![
-                    ("old", 2, "available"),
-                    ("old", 1, "pending"),
-                    ("new", 1, "available"),
-                ],
+                vec![("old", 2, "available"), ("old", 1, "pending"), ("new", 1, "available")],
                 3,
                 1,
                 0,
@@ -640,11 +434,7 @@ mod tests {
                 "the unhealthy old Pod goes first, then availability allows no more",
             ),
             (
-                vec![
-                    ("old", 2, "available"),
-                    ("mid", 2, "available"),
-                    ("new", 2, "available"),
-                ],
+                vec![("old", 2, "available"), ("mid", 2, "available"), ("new", 2, "available")],
                 4,
                 1,
                 1,
@@ -652,83 +442,25 @@ mod tests {
                 vec![("old", -2), ("mid", -1)],
                 "the oldest template shrinks first",
             ),
-            (
-                vec![("old", 3, "available"), ("old", 1, "terminating")],
-                3,
-                1,
-                0,
-                0,
-                vec![("new", 1)],
-                "terminating Pods do not use up the surge",
-            ),
-            (
-                vec![("old", 3, "available"), ("old", 2, "failed")],
-                3,
-                1,
-                0,
-                0,
-                vec![("new", 1)],
-                "failed Pods are not replicas",
-            ),
-            (
-                vec![("old", 3, "available")],
-                5,
-                2,
-                1,
-                0,
-                vec![("new", 4)],
-                "scale up with a new template fills up to replicas + surge",
-            ),
-            (
-                vec![("old", 5, "available")],
-                2,
-                1,
-                0,
-                0,
-                vec![("old", -3)],
-                "scale down with a new template removes old Pods down to the minimum",
-            ),
-            (
-                vec![("old", 3, "available")],
-                0,
-                0,
-                0,
-                0,
-                vec![("old", -3)],
-                "zero replicas removes everything",
-            ),
+            (vec![("old", 3, "available"), ("old", 1, "terminating")], 3, 1, 0, 0, vec![("new", 1)], "terminating Pods do not use up the surge"),
+            (vec![("old", 3, "available"), ("old", 2, "failed")], 3, 1, 0, 0, vec![("new", 1)], "failed Pods are not replicas"),
+            (vec![("old", 3, "available")], 5, 2, 1, 0, vec![("new", 4)], "scale up with a new template fills up to replicas + surge"),
+            (vec![("old", 5, "available")], 2, 1, 0, 0, vec![("old", -3)], "scale down with a new template removes old Pods down to the minimum"),
+            (vec![("old", 3, "available")], 0, 0, 0, 0, vec![("old", -3)], "zero replicas removes everything"),
         ];
         for (spec, replicas, surge, unavailable, min_ready, want, why) in cases {
             let pods = pods(&spec);
-            let plan = rolling(
-                &world("new", &pods, min_ready),
-                replicas,
-                surge,
-                unavailable,
-                false,
-            );
+            let plan = rolling(&world("new", &pods, min_ready), replicas, surge, unavailable, false);
             assert_eq!(summary(&plan), s(&want), "{why}");
         }
     }
 
     #[test]
     fn unhealthy_cleanup_picks_only_unavailable_pods() {
-        let pods = pods(&[
-            ("old", 2, "available"),
-            ("old", 1, "pending"),
-            ("new", 1, "available"),
-        ]);
+        let pods = pods(&[("old", 2, "available"), ("old", 1, "pending"), ("new", 1, "available")]);
         let plan = rolling(&world("new", &pods, 0), 3, 1, 0, false);
-        let Step::ScaleDown {
-            victims, from, to, ..
-        } = &plan.steps[0]
-        else {
-            panic!("{plan:?}")
-        };
-        assert_eq!(
-            victims.iter().map(|v| v.phase.as_str()).collect::<Vec<_>>(),
-            vec!["Pending"]
-        );
+        let Step::ScaleDown { victims, from, to, .. } = &plan.steps[0] else { panic!("{plan:?}") };
+        assert_eq!(victims.iter().map(|v| v.phase.as_str()).collect::<Vec<_>>(), vec!["Pending"]);
         assert_eq!((*from, *to), (3, 2));
     }
 
@@ -737,108 +469,38 @@ mod tests {
         let mut pods = pods(&[("new", 3, "available"), ("new", 1, "pending")]);
         pods.sort_by(|a, b| a.name.cmp(&b.name));
         let plan = rolling(&world("new", &pods, 0), 2, 1, 0, false);
-        let Step::ScaleDown { victims, .. } = &plan.steps[0] else {
-            panic!("{plan:?}")
-        };
+        let Step::ScaleDown { victims, .. } = &plan.steps[0] else { panic!("{plan:?}") };
         // The pending one first. The available ones were created within the
         // same power-of-two age bucket, so (LogarithmicScaleDown) the UID
         // decides among them rather than the exact creation second.
-        assert_eq!(
-            victims.iter().map(|v| v.name.as_str()).collect::<Vec<_>>(),
-            vec!["web-new-3", "web-new-0"]
-        );
+        assert_eq!(victims.iter().map(|v| v.name.as_str()).collect::<Vec<_>>(), vec!["web-new-3", "web-new-0"]);
     }
 
     #[test]
     fn recreate_steps_match_upstream() {
         #[allow(clippy::type_complexity)]
         let cases: Vec<(Vec<(&str, usize, &str)>, i32, Vec<(&str, i32)>, &str)> = vec![
-            (
-                vec![("old", 3, "available")],
-                3,
-                vec![("old", -3)],
-                "every old Pod goes at once",
-            ),
-            (
-                vec![("old", 2, "terminating")],
-                3,
-                vec![],
-                "new Pods wait until old ones are gone, terminating included",
-            ),
-            (
-                vec![("old", 2, "failed")],
-                3,
-                vec![("new", 3)],
-                "finished old Pods do not block",
-            ),
-            (
-                vec![],
-                3,
-                vec![("new", 3)],
-                "with no old Pods the new template is scaled up",
-            ),
-            (
-                vec![("new", 4, "available")],
-                3,
-                vec![("new", -1)],
-                "and scaled down",
-            ),
+            (vec![("old", 3, "available")], 3, vec![("old", -3)], "every old Pod goes at once"),
+            (vec![("old", 2, "terminating")], 3, vec![], "new Pods wait until old ones are gone, terminating included"),
+            (vec![("old", 2, "failed")], 3, vec![("new", 3)], "finished old Pods do not block"),
+            (vec![], 3, vec![("new", 3)], "with no old Pods the new template is scaled up"),
+            (vec![("new", 4, "available")], 3, vec![("new", -1)], "and scaled down"),
         ];
         for (spec, replicas, want, why) in cases {
             let pods = pods(&spec);
-            assert_eq!(
-                summary(&recreate(&world("new", &pods, 0), replicas)),
-                s(&want),
-                "{why}"
-            );
+            assert_eq!(summary(&recreate(&world("new", &pods, 0), replicas)), s(&want), "{why}");
         }
     }
 
     #[test]
     fn paused_deployments_only_scale() {
         #[allow(clippy::type_complexity)]
-        let cases: Vec<(
-            Vec<(&str, usize, &str)>,
-            i32,
-            Option<&str>,
-            Vec<(&str, i32)>,
-            &str,
-        )> = vec![
-            (
-                vec![("old", 3, "available")],
-                3,
-                Some("old"),
-                vec![],
-                "no rollout of the new template",
-            ),
-            (
-                vec![("old", 3, "available")],
-                5,
-                Some("old"),
-                vec![("old", 2)],
-                "scale up the only active template",
-            ),
-            (
-                vec![("old", 3, "available")],
-                1,
-                Some("old"),
-                vec![("old", -2)],
-                "scale down the only active template",
-            ),
-            (
-                vec![],
-                2,
-                Some("old"),
-                vec![("old", 2)],
-                "with no Pods, the newest stored revision",
-            ),
-            (
-                vec![],
-                2,
-                None,
-                vec![],
-                "with no Pods and no revision, nothing",
-            ),
+        let cases: Vec<(Vec<(&str, usize, &str)>, i32, Option<&str>, Vec<(&str, i32)>, &str)> = vec![
+            (vec![("old", 3, "available")], 3, Some("old"), vec![], "no rollout of the new template"),
+            (vec![("old", 3, "available")], 5, Some("old"), vec![("old", 2)], "scale up the only active template"),
+            (vec![("old", 3, "available")], 1, Some("old"), vec![("old", -2)], "scale down the only active template"),
+            (vec![], 2, Some("old"), vec![("old", 2)], "with no Pods, the newest stored revision"),
+            (vec![], 2, None, vec![], "with no Pods and no revision, nothing"),
             (
                 vec![("old", 2, "available"), ("new", 2, "available")],
                 6,
@@ -875,38 +537,14 @@ mod tests {
         // (pods, wait_for_termination, expected, why)
         #[allow(clippy::type_complexity)]
         let cases: Vec<(Vec<(&str, usize, &str)>, bool, Vec<(&str, i32)>, &str)> = vec![
-            (
-                vec![("new", 2, "available"), ("new", 1, "terminating")],
-                false,
-                vec![("new", 1)],
-                "TerminationStarted replaces at once",
-            ),
-            (
-                vec![("new", 2, "available"), ("new", 1, "terminating")],
-                true,
-                vec![],
-                "TerminationComplete waits for the Pod to go",
-            ),
-            (
-                vec![("old", 3, "available"), ("old", 1, "terminating")],
-                false,
-                vec![("new", 1)],
-                "TerminationStarted: surge ignores terminating Pods",
-            ),
-            (
-                vec![("old", 3, "available"), ("old", 1, "terminating")],
-                true,
-                vec![],
-                "TerminationComplete: the terminating Pod uses up the surge",
-            ),
+            (vec![("new", 2, "available"), ("new", 1, "terminating")], false, vec![("new", 1)], "TerminationStarted replaces at once"),
+            (vec![("new", 2, "available"), ("new", 1, "terminating")], true, vec![], "TerminationComplete waits for the Pod to go"),
+            (vec![("old", 3, "available"), ("old", 1, "terminating")], false, vec![("new", 1)], "TerminationStarted: surge ignores terminating Pods"),
+            (vec![("old", 3, "available"), ("old", 1, "terminating")], true, vec![], "TerminationComplete: the terminating Pod uses up the surge"),
         ];
         for (spec, wait, want, why) in cases {
             let pods = pods(&spec);
-            assert_eq!(
-                summary(&rolling(&world("new", &pods, 0), 3, 1, 0, wait)),
-                s(&want),
-                "{why}"
-            );
+            assert_eq!(summary(&rolling(&world("new", &pods, 0), 3, 1, 0, wait)), s(&want), "{why}");
         }
     }
 }

@@ -18,8 +18,7 @@ fn is_label_token(s: &str) -> bool {
     !b.is_empty()
         && b[0].is_ascii_alphanumeric()
         && b[b.len() - 1].is_ascii_alphanumeric()
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+        && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
 }
 
 /// A lowercase RFC 1123 subdomain, the optional prefix of a label key.
@@ -30,8 +29,7 @@ fn is_dns_subdomain(s: &str) -> bool {
             !b.is_empty()
                 && b[0].is_ascii_alphanumeric()
                 && b[b.len() - 1].is_ascii_alphanumeric()
-                && b.iter()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+                && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
         })
 }
 
@@ -50,13 +48,9 @@ pub fn key_errors(key: &str) -> Vec<String> {
     if name.is_empty() {
         errors.push("name part must be non-empty".into());
     } else if name.len() > MAX_NAME {
-        errors.push(format!(
-            "name part must be no more than {MAX_NAME} characters"
-        ));
+        errors.push(format!("name part must be no more than {MAX_NAME} characters"));
     } else if !is_label_token(name) {
-        errors.push(format!(
-            "name part {NAME_FORMAT} (e.g. 'MyName',  or 'my.name',  or '123-abc')"
-        ));
+        errors.push(format!("name part {NAME_FORMAT} (e.g. 'MyName',  or 'my.name',  or '123-abc')"));
     }
     match prefix {
         Some("") => errors.push("prefix part must be non-empty".into()),
@@ -73,9 +67,7 @@ pub fn value_errors(value: &str) -> Vec<String> {
     if value.len() > MAX_NAME {
         vec![format!("must be no more than {MAX_NAME} characters")]
     } else if !value.is_empty() && !is_label_token(value) {
-        vec![format!(
-            "a valid label must be an empty string or {NAME_FORMAT} (e.g. 'MyValue',  or 'my_value',  or '12345')"
-        )]
+        vec![format!("a valid label must be an empty string or {NAME_FORMAT} (e.g. 'MyValue',  or 'my_value',  or '12345')")]
     } else {
         Vec::new()
     }
@@ -90,10 +82,7 @@ impl LabelSelector {
 
     /// Whether `labels` satisfy every term of the selector.
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        self.match_labels
-            .iter()
-            .all(|(k, v)| labels.get(k) == Some(v))
-            && self.match_expressions.iter().all(|r| r.matches(labels))
+        self.match_labels.iter().all(|(k, v)| labels.get(k) == Some(v)) && self.match_expressions.iter().all(|r| r.matches(labels))
     }
 }
 
@@ -127,16 +116,8 @@ impl std::fmt::Display for LabelSelector {
     /// Requirements sorted by key, as `labels.Selector.String()` prints them:
     /// `app=nginx,tier in (a,b),!canary`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut terms: Vec<(String, String)> = self
-            .match_labels
-            .iter()
-            .map(|(k, v)| (k.clone(), format!("{k}={v}")))
-            .collect();
-        terms.extend(
-            self.match_expressions
-                .iter()
-                .map(|r| (r.key.clone(), r.render())),
-        );
+        let mut terms: Vec<(String, String)> = self.match_labels.iter().map(|(k, v)| (k.clone(), format!("{k}={v}"))).collect();
+        terms.extend(self.match_expressions.iter().map(|r| (r.key.clone(), r.render())));
         // Stable sort: several terms on one key keep their written order.
         terms.sort_by(|a, b| a.0.cmp(&b.0));
         let rendered: Vec<String> = terms.into_iter().map(|(_, t)| t).collect();
@@ -149,51 +130,31 @@ mod tests {
     use super::*;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
 
     fn req(key: &str, op: &str, values: &[&str]) -> LabelSelectorRequirement {
-        LabelSelectorRequirement {
-            key: key.into(),
-            operator: op.into(),
-            values: values.iter().map(|v| v.to_string()).collect(),
-        }
+        LabelSelectorRequirement { key: key.into(), operator: op.into(), values: values.iter().map(|v| v.to_string()).collect() }
     }
 
     #[test]
     fn match_labels_and_expressions_must_all_hold() {
         let sel = LabelSelector {
             match_labels: labels(&[("app", "nginx")]),
-            match_expressions: vec![
-                req("tier", "In", &["web", "edge"]),
-                req("canary", "DoesNotExist", &[]),
-            ],
+            match_expressions: vec![req("tier", "In", &["web", "edge"]), req("canary", "DoesNotExist", &[])],
         };
         assert!(sel.matches(&labels(&[("app", "nginx"), ("tier", "web")])));
         assert!(!sel.matches(&labels(&[("app", "nginx"), ("tier", "db")])));
-        assert!(!sel.matches(&labels(&[
-            ("app", "nginx"),
-            ("tier", "web"),
-            ("canary", "1")
-        ])));
+        assert!(!sel.matches(&labels(&[("app", "nginx"), ("tier", "web"), ("canary", "1")])));
         assert!(!sel.matches(&labels(&[("tier", "web")])));
     }
 
     #[test]
     fn not_in_matches_a_missing_label_and_exists_does_not() {
-        let not_in = LabelSelector {
-            match_expressions: vec![req("env", "NotIn", &["prod"])],
-            ..Default::default()
-        };
+        let not_in = LabelSelector { match_expressions: vec![req("env", "NotIn", &["prod"])], ..Default::default() };
         assert!(not_in.matches(&labels(&[])));
         assert!(!not_in.matches(&labels(&[("env", "prod")])));
-        let exists = LabelSelector {
-            match_expressions: vec![req("env", "Exists", &[])],
-            ..Default::default()
-        };
+        let exists = LabelSelector { match_expressions: vec![req("env", "Exists", &[])], ..Default::default() };
         assert!(!exists.matches(&labels(&[])));
     }
 
@@ -201,35 +162,17 @@ mod tests {
     fn string_form_sorts_terms_by_key_like_labels_selector() {
         let sel = LabelSelector {
             match_labels: labels(&[("app", "nginx")]),
-            match_expressions: vec![
-                req("tier", "In", &["web", "edge"]),
-                req("canary", "DoesNotExist", &[]),
-                req("zone", "Exists", &[]),
-            ],
+            match_expressions: vec![req("tier", "In", &["web", "edge"]), req("canary", "DoesNotExist", &[]), req("zone", "Exists", &[])],
         };
         assert_eq!(sel.to_string(), "app=nginx,!canary,tier in (edge,web),zone");
     }
 
     #[test]
     fn label_keys_and_values_follow_the_api_server_syntax() {
-        for good in [
-            "app",
-            "app.kubernetes.io/name",
-            "a",
-            "A-b_c.d",
-            "example.com/x",
-        ] {
+        for good in ["app", "app.kubernetes.io/name", "a", "A-b_c.d", "example.com/x"] {
             assert_eq!(key_errors(good), Vec::<String>::new(), "{good}");
         }
-        for bad in [
-            "",
-            "-app",
-            "app-",
-            "a/b/c",
-            "/app",
-            "Example.com/app",
-            &"x".repeat(64),
-        ] {
+        for bad in ["", "-app", "app-", "a/b/c", "/app", "Example.com/app", &"x".repeat(64)] {
             assert!(!key_errors(bad).is_empty(), "{bad:?}");
         }
         for good in ["", "nginx", "1.7.9", "my_value"] {

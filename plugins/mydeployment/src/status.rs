@@ -71,13 +71,7 @@ pub struct Output {
     pub requeue_after_ms: Option<u64>,
 }
 
-fn condition(
-    type_: &str,
-    status: &str,
-    reason: &str,
-    message: impl Into<String>,
-    now: Time,
-) -> DeploymentCondition {
+fn condition(type_: &str, status: &str, reason: &str, message: impl Into<String>, now: Time) -> DeploymentCondition {
     DeploymentCondition {
         type_: type_.into(),
         status: status.into(),
@@ -133,9 +127,7 @@ fn timed_out(condition: Option<&DeploymentCondition>, deadline_seconds: i32, now
     match c.reason.as_str() {
         NEW_RS_AVAILABLE => false,
         TIMED_OUT => true,
-        _ => Time::parse_rfc3339(&c.last_update_time).is_ok_and(|from| {
-            from.unix_millis() + i64::from(deadline_seconds) * 1000 < now.unix_millis()
-        }),
+        _ => Time::parse_rfc3339(&c.last_update_time).is_ok_and(|from| from.unix_millis() + i64::from(deadline_seconds) * 1000 < now.unix_millis()),
     }
 }
 
@@ -157,30 +149,12 @@ pub fn compute(input: &Input) -> Output {
 
     // checkPausedConditions: a timed-out rollout keeps saying so.
     let progressing_before = find(&conditions, PROGRESSING).cloned();
-    if tracks_progress
-        && progressing_before
-            .as_ref()
-            .is_none_or(|c| c.reason != TIMED_OUT)
-    {
-        let paused_recorded = progressing_before
-            .as_ref()
-            .is_some_and(|c| c.reason == PAUSED);
+    if tracks_progress && progressing_before.as_ref().is_none_or(|c| c.reason != TIMED_OUT) {
+        let paused_recorded = progressing_before.as_ref().is_some_and(|c| c.reason == PAUSED);
         if paused && !paused_recorded {
-            set(
-                &mut conditions,
-                condition(PROGRESSING, "Unknown", PAUSED, "Deployment is paused", now),
-            );
+            set(&mut conditions, condition(PROGRESSING, "Unknown", PAUSED, "Deployment is paused", now));
         } else if !paused && paused_recorded {
-            set(
-                &mut conditions,
-                condition(
-                    PROGRESSING,
-                    "Unknown",
-                    RESUMED,
-                    "Deployment is resumed",
-                    now,
-                ),
-            );
+            set(&mut conditions, condition(PROGRESSING, "Unknown", RESUMED, "Deployment is resumed", now));
         }
     }
 
@@ -189,31 +163,12 @@ pub fn compute(input: &Input) -> Output {
     // revision changed to a stored one (a rollback, or a template reverted),
     // so the progress deadline is measured for that rollout too instead of
     // leaving the previous rollout's NewReplicaSetAvailable in place.
-    let target_changed =
-        !previous.update_revision.is_empty() && previous.update_revision != input.target_name;
+    let target_changed = !previous.update_revision.is_empty() && previous.update_revision != input.target_name;
     if tracks_progress && !paused {
         if input.new_revision_created {
-            set(
-                &mut conditions,
-                condition(
-                    PROGRESSING,
-                    "True",
-                    NEW_RS_CREATED,
-                    format!("Created new {revision_label}"),
-                    now,
-                ),
-            );
+            set(&mut conditions, condition(PROGRESSING, "True", NEW_RS_CREATED, format!("Created new {revision_label}"), now));
         } else if target_changed || find(&conditions, PROGRESSING).is_none() {
-            set(
-                &mut conditions,
-                condition(
-                    PROGRESSING,
-                    "True",
-                    FOUND_NEW_RS,
-                    format!("Found new {revision_label}"),
-                    now,
-                ),
-            );
+            set(&mut conditions, condition(PROGRESSING, "True", FOUND_NEW_RS, format!("Found new {revision_label}"), now));
         }
     }
 
@@ -239,60 +194,24 @@ pub fn compute(input: &Input) -> Output {
 
     // calculateStatus's Available condition.
     if o.available >= replicas - input.max_unavailable {
-        set(
-            &mut conditions,
-            condition(
-                AVAILABLE,
-                "True",
-                MIN_AVAILABLE,
-                "Deployment has minimum availability.",
-                now,
-            ),
-        );
+        set(&mut conditions, condition(AVAILABLE, "True", MIN_AVAILABLE, "Deployment has minimum availability.", now));
     } else {
-        set(
-            &mut conditions,
-            condition(
-                AVAILABLE,
-                "False",
-                MIN_UNAVAILABLE,
-                "Deployment does not have minimum availability.",
-                now,
-            ),
-        );
+        set(&mut conditions, condition(AVAILABLE, "False", MIN_UNAVAILABLE, "Deployment does not have minimum availability.", now));
     }
 
     // syncRolloutStatus: only while rolling out (a paused deployment keeps
     // its DeploymentPaused condition).
     if tracks_progress && !paused {
         let current = find(&conditions, PROGRESSING).cloned();
-        let already_complete = status.replicas == status.updated_replicas
-            && current
-                .as_ref()
-                .is_some_and(|c| c.reason == NEW_RS_AVAILABLE);
+        let already_complete = status.replicas == status.updated_replicas && current.as_ref().is_some_and(|c| c.reason == NEW_RS_AVAILABLE);
         if !already_complete {
             if complete(replicas, &status) {
                 set(
                     &mut conditions,
-                    condition(
-                        PROGRESSING,
-                        "True",
-                        NEW_RS_AVAILABLE,
-                        format!(
-                            "{} has successfully progressed.",
-                            capitalised(&revision_label)
-                        ),
-                        now,
-                    ),
+                    condition(PROGRESSING, "True", NEW_RS_AVAILABLE, format!("{} has successfully progressed.", capitalised(&revision_label)), now),
                 );
             } else if progressing(previous, &status) {
-                let mut c = condition(
-                    PROGRESSING,
-                    "True",
-                    RS_UPDATED,
-                    format!("{} is progressing.", capitalised(&revision_label)),
-                    now,
-                );
+                let mut c = condition(PROGRESSING, "True", RS_UPDATED, format!("{} is progressing.", capitalised(&revision_label)), now);
                 // Progress refreshes lastUpdateTime even when the reason stays.
                 if let Some(cur) = current.as_ref().filter(|c| c.status == "True") {
                     c.last_transition_time = cur.last_transition_time.clone();
@@ -302,16 +221,7 @@ pub fn compute(input: &Input) -> Output {
             } else if timed_out(current.as_ref(), deadline, now) {
                 set(
                     &mut conditions,
-                    condition(
-                        PROGRESSING,
-                        "False",
-                        TIMED_OUT,
-                        format!(
-                            "{} has timed out progressing.",
-                            capitalised(&revision_label)
-                        ),
-                        now,
-                    ),
+                    condition(PROGRESSING, "False", TIMED_OUT, format!("{} has timed out progressing.", capitalised(&revision_label)), now),
                 );
             }
         }
@@ -326,9 +236,7 @@ pub fn compute(input: &Input) -> Output {
                 ROLLED_BACK,
                 "True",
                 ROLLBACK,
-                format!(
-                    "spec.rollbackTo pins the Pod template to revision {revision} ({name}); clear spec.rollbackTo to follow spec.template again"
-                ),
+                format!("spec.rollbackTo pins the Pod template to revision {revision} ({name}); clear spec.rollbackTo to follow spec.template again"),
                 now,
             ),
         ),
@@ -338,9 +246,7 @@ pub fn compute(input: &Input) -> Output {
                 ROLLED_BACK,
                 "False",
                 ROLLBACK_NOT_FOUND,
-                format!(
-                    "Unable to find revision {revision} to roll back to; following spec.template"
-                ),
+                format!("Unable to find revision {revision} to roll back to; following spec.template"),
                 now,
             ),
         ),
@@ -349,19 +255,12 @@ pub fn compute(input: &Input) -> Output {
     let events = transition_events(input, &conditions);
     let requeue_after_ms = progress_requeue(replicas, paused, deadline, &status, &conditions, now);
     status.conditions = ordered(conditions);
-    Output {
-        status,
-        events,
-        requeue_after_ms,
-    }
+    Output { status, events, requeue_after_ms }
 }
 
 fn capitalised(s: &str) -> String {
     let mut chars = s.chars();
-    chars
-        .next()
-        .map(|c| c.to_uppercase().chain(chars).collect())
-        .unwrap_or_default()
+    chars.next().map(|c| c.to_uppercase().chain(chars).collect()).unwrap_or_default()
 }
 
 /// Our conditions in a fixed order (so the status does not churn), then any
@@ -388,42 +287,23 @@ fn transition_events(input: &Input, conditions: &[DeploymentCondition]) -> Vec<A
     if let Some(now) = after(PROGRESSING)
         && before(PROGRESSING).as_deref() != Some(now.reason.as_str())
     {
-        events.push(if now.reason == TIMED_OUT {
-            Action::warning(&now.reason, &now.message)
-        } else {
-            Action::normal(&now.reason, &now.message)
-        });
+        events.push(if now.reason == TIMED_OUT { Action::warning(&now.reason, &now.message) } else { Action::normal(&now.reason, &now.message) });
     }
 
     // A rollback is announced when its condition appears or says something
     // new (another revision), and once more when it is cleared.
     let said = |c: &DeploymentCondition| (c.status.clone(), c.reason.clone(), c.message.clone());
     let rolled_back_before = find(&input.previous.conditions, ROLLED_BACK);
-    let changed =
-        after(ROLLED_BACK).is_some_and(|now| rolled_back_before.map(said) != Some(said(now)));
+    let changed = after(ROLLED_BACK).is_some_and(|now| rolled_back_before.map(said) != Some(said(now)));
     match input.rollback {
         Rollback::Pinned { revision, .. } if changed => {
-            events.push(Action::normal(
-                ROLLBACK,
-                format!(
-                    "Rolled back deployment {:?} to revision {revision}",
-                    input.name
-                ),
-            ));
+            events.push(Action::normal(ROLLBACK, format!("Rolled back deployment {:?} to revision {revision}", input.name)));
         }
         Rollback::NotFound { revision } if changed => {
-            events.push(Action::warning(
-                ROLLBACK_NOT_FOUND,
-                format!(
-                    "Unable to find revision {revision} to roll back to; following spec.template"
-                ),
-            ));
+            events.push(Action::warning(ROLLBACK_NOT_FOUND, format!("Unable to find revision {revision} to roll back to; following spec.template")));
         }
         Rollback::None if rolled_back_before.is_some_and(|c| c.reason == ROLLBACK) => {
-            events.push(Action::normal(
-                ROLLBACK_CLEARED,
-                "spec.rollbackTo was cleared; following spec.template again",
-            ));
+            events.push(Action::normal(ROLLBACK_CLEARED, "spec.rollbackTo was cleared; following spec.template again"));
         }
         _ => {}
     }
@@ -432,19 +312,11 @@ fn transition_events(input: &Input, conditions: &[DeploymentCondition]) -> Vec<A
 
 /// `requeueStuckDeployment`: look again when the progress deadline passes,
 /// unless the rollout is complete, timed out or paused.
-fn progress_requeue(
-    replicas: i32,
-    paused: bool,
-    deadline: i32,
-    status: &Status,
-    conditions: &[DeploymentCondition],
-    now: Time,
-) -> Option<u64> {
+fn progress_requeue(replicas: i32, paused: bool, deadline: i32, status: &Status, conditions: &[DeploymentCondition], now: Time) -> Option<u64> {
     let c = find(conditions, PROGRESSING)?;
     // Upstream also requeues a completed rollout that lost a Pod, only to
     // find that a NewReplicaSetAvailable condition never times out; skip it.
-    if paused || complete(replicas, status) || c.reason == TIMED_OUT || c.reason == NEW_RS_AVAILABLE
-    {
+    if paused || complete(replicas, status) || c.reason == TIMED_OUT || c.reason == NEW_RS_AVAILABLE {
         return None;
     }
     let from = Time::parse_rfc3339(&c.last_update_time).ok()?;
@@ -486,10 +358,7 @@ mod tests {
     }
 
     fn spec(replicas: i32) -> MyDeploymentSpec {
-        MyDeploymentSpec {
-            replicas: Some(replicas),
-            ..MyDeploymentSpec::default()
-        }
+        MyDeploymentSpec { replicas: Some(replicas), ..MyDeploymentSpec::default() }
     }
 
     #[test]
@@ -500,15 +369,9 @@ mod tests {
         i.new_revision_created = true;
         let out = compute(&i);
         let p = cond(&out.status, PROGRESSING);
-        assert_eq!(
-            (p.status.as_str(), p.reason.as_str()),
-            ("True", NEW_RS_CREATED)
-        );
+        assert_eq!((p.status.as_str(), p.reason.as_str()), ("True", NEW_RS_CREATED));
         assert_eq!(cond(&out.status, AVAILABLE).status, "False");
-        assert!(out.events.contains(&Action::normal(
-            NEW_RS_CREATED,
-            "Created new revision \"web-abc\""
-        )));
+        assert!(out.events.contains(&Action::normal(NEW_RS_CREATED, "Created new revision \"web-abc\"")));
         assert_eq!(out.requeue_after_ms, Some(600_000));
     }
 
@@ -518,63 +381,26 @@ mod tests {
         let prev = Status {
             replicas: 3,
             updated_replicas: 1,
-            conditions: vec![condition(
-                PROGRESSING,
-                "True",
-                RS_UPDATED,
-                "x",
-                at("2026-03-01T11:00:00Z"),
-            )],
+            conditions: vec![condition(PROGRESSING, "True", RS_UPDATED, "x", at("2026-03-01T11:00:00Z"))],
             ..Status::default()
         };
-        let out = compute(&input(
-            &sp,
-            &prev,
-            Observed {
-                replicas: 3,
-                updated: 2,
-                ..Observed::default()
-            },
-            "2026-03-01T12:00:00Z",
-        ));
+        let out = compute(&input(&sp, &prev, Observed { replicas: 3, updated: 2, ..Observed::default() }, "2026-03-01T12:00:00Z"));
         let p = cond(&out.status, PROGRESSING);
         assert_eq!(p.last_update_time, "2026-03-01T12:00:00Z");
         assert_eq!(p.last_transition_time, "2026-03-01T11:00:00Z");
-        assert!(
-            out.events.is_empty(),
-            "same reason, no event: {:?}",
-            out.events
-        );
+        assert!(out.events.is_empty(), "same reason, no event: {:?}", out.events);
     }
 
     #[test]
     fn no_progress_past_the_deadline_times_out_with_a_warning() {
-        let sp = MyDeploymentSpec {
-            progress_deadline_seconds: Some(60),
-            ..spec(3)
-        };
+        let sp = MyDeploymentSpec { progress_deadline_seconds: Some(60), ..spec(3) };
         let prev = Status {
             replicas: 3,
             updated_replicas: 1,
-            conditions: vec![condition(
-                PROGRESSING,
-                "True",
-                RS_UPDATED,
-                "x",
-                at("2026-03-01T11:58:00Z"),
-            )],
+            conditions: vec![condition(PROGRESSING, "True", RS_UPDATED, "x", at("2026-03-01T11:58:00Z"))],
             ..Status::default()
         };
-        let out = compute(&input(
-            &sp,
-            &prev,
-            Observed {
-                replicas: 3,
-                updated: 1,
-                ..Observed::default()
-            },
-            "2026-03-01T12:00:00Z",
-        ));
+        let out = compute(&input(&sp, &prev, Observed { replicas: 3, updated: 1, ..Observed::default() }, "2026-03-01T12:00:00Z"));
         let p = cond(&out.status, PROGRESSING);
         assert_eq!((p.status.as_str(), p.reason.as_str()), ("False", TIMED_OUT));
         assert!(matches!(&out.events[0], Action::Event { reason, .. } if reason == TIMED_OUT));
@@ -583,32 +409,14 @@ mod tests {
 
     #[test]
     fn before_the_deadline_it_requeues_for_when_the_deadline_passes() {
-        let sp = MyDeploymentSpec {
-            progress_deadline_seconds: Some(600),
-            ..spec(3)
-        };
+        let sp = MyDeploymentSpec { progress_deadline_seconds: Some(600), ..spec(3) };
         let prev = Status {
             replicas: 3,
             updated_replicas: 1,
-            conditions: vec![condition(
-                PROGRESSING,
-                "True",
-                RS_UPDATED,
-                "x",
-                at("2026-03-01T11:55:00Z"),
-            )],
+            conditions: vec![condition(PROGRESSING, "True", RS_UPDATED, "x", at("2026-03-01T11:55:00Z"))],
             ..Status::default()
         };
-        let out = compute(&input(
-            &sp,
-            &prev,
-            Observed {
-                replicas: 3,
-                updated: 1,
-                ..Observed::default()
-            },
-            "2026-03-01T12:00:00Z",
-        ));
+        let out = compute(&input(&sp, &prev, Observed { replicas: 3, updated: 1, ..Observed::default() }, "2026-03-01T12:00:00Z"));
         assert_eq!(out.requeue_after_ms, Some(300_000));
     }
 
@@ -618,22 +426,10 @@ mod tests {
         let prev = Status {
             replicas: 3,
             updated_replicas: 2,
-            conditions: vec![condition(
-                PROGRESSING,
-                "True",
-                RS_UPDATED,
-                "x",
-                at("2026-03-01T11:00:00Z"),
-            )],
+            conditions: vec![condition(PROGRESSING, "True", RS_UPDATED, "x", at("2026-03-01T11:00:00Z"))],
             ..Status::default()
         };
-        let full = Observed {
-            replicas: 3,
-            updated: 3,
-            ready: 3,
-            available: 3,
-            terminating: 0,
-        };
+        let full = Observed { replicas: 3, updated: 3, ready: 3, available: 3, terminating: 0 };
         let out = compute(&input(&sp, &prev, full, "2026-03-01T12:00:00Z"));
         assert_eq!(cond(&out.status, PROGRESSING).reason, NEW_RS_AVAILABLE);
         assert_eq!(cond(&out.status, AVAILABLE).status, "True");
@@ -645,36 +441,14 @@ mod tests {
 
     #[test]
     fn pausing_and_resuming_set_unknown_progressing() {
-        let sp = MyDeploymentSpec {
-            paused: Some(true),
-            ..spec(3)
-        };
-        let prev = Status {
-            conditions: vec![condition(
-                PROGRESSING,
-                "True",
-                RS_UPDATED,
-                "x",
-                at("2026-03-01T11:00:00Z"),
-            )],
-            ..Status::default()
-        };
-        let out = compute(&input(
-            &sp,
-            &prev,
-            Observed::default(),
-            "2026-03-01T12:00:00Z",
-        ));
+        let sp = MyDeploymentSpec { paused: Some(true), ..spec(3) };
+        let prev = Status { conditions: vec![condition(PROGRESSING, "True", RS_UPDATED, "x", at("2026-03-01T11:00:00Z"))], ..Status::default() };
+        let out = compute(&input(&sp, &prev, Observed::default(), "2026-03-01T12:00:00Z"));
         let p = cond(&out.status, PROGRESSING);
         assert_eq!((p.status.as_str(), p.reason.as_str()), ("Unknown", PAUSED));
         assert_eq!(out.requeue_after_ms, None);
         let resumed_spec = spec(3);
-        let out = compute(&input(
-            &resumed_spec,
-            &out.status,
-            Observed::default(),
-            "2026-03-01T12:01:00Z",
-        ));
+        let out = compute(&input(&resumed_spec, &out.status, Observed::default(), "2026-03-01T12:01:00Z"));
         assert_eq!(cond(&out.status, PROGRESSING).reason, RESUMED);
     }
 
@@ -682,73 +456,33 @@ mod tests {
     fn rollback_events_fire_on_pin_not_found_and_clear_only() {
         let sp = spec(3);
         let prev = Status::default();
-        let pinned = Rollback::Pinned {
-            revision: 1,
-            name: "web-old".into(),
-        };
+        let pinned = Rollback::Pinned { revision: 1, name: "web-old".into() };
         let mut i = input(&sp, &prev, Observed::default(), "2026-03-01T12:00:00Z");
         i.rollback = &pinned;
         let out = compute(&i);
-        assert!(out.events.contains(&Action::normal(
-            ROLLBACK,
-            "Rolled back deployment \"web\" to revision 1"
-        )));
+        assert!(out.events.contains(&Action::normal(ROLLBACK, "Rolled back deployment \"web\" to revision 1")));
         assert_eq!(cond(&out.status, ROLLED_BACK).status, "True");
 
-        let mut again = input(
-            &sp,
-            &out.status,
-            Observed::default(),
-            "2026-03-01T12:01:00Z",
-        );
+        let mut again = input(&sp, &out.status, Observed::default(), "2026-03-01T12:01:00Z");
         again.rollback = &pinned;
-        assert!(
-            !compute(&again)
-                .events
-                .iter()
-                .any(|e| matches!(e, Action::Event { reason, .. } if reason == ROLLBACK))
-        );
+        assert!(!compute(&again).events.iter().any(|e| matches!(e, Action::Event { reason, .. } if reason == ROLLBACK)));
 
-        let cleared = compute(&input(
-            &sp,
-            &out.status,
-            Observed::default(),
-            "2026-03-01T12:02:00Z",
-        ));
-        assert!(
-            cleared
-                .events
-                .iter()
-                .any(|e| matches!(e, Action::Event { reason, .. } if reason == ROLLBACK_CLEARED))
-        );
+        let cleared = compute(&input(&sp, &out.status, Observed::default(), "2026-03-01T12:02:00Z"));
+        assert!(cleared.events.iter().any(|e| matches!(e, Action::Event { reason, .. } if reason == ROLLBACK_CLEARED)));
         assert!(find(&cleared.status.conditions, ROLLED_BACK).is_none());
 
         let missing = Rollback::NotFound { revision: 9 };
         let mut nf = input(&sp, &prev, Observed::default(), "2026-03-01T12:00:00Z");
         nf.rollback = &missing;
         let out = compute(&nf);
-        assert!(
-            matches!(&out.events[..], [.., Action::Event { reason, .. }] if reason == ROLLBACK_NOT_FOUND)
-        );
+        assert!(matches!(&out.events[..], [.., Action::Event { reason, .. }] if reason == ROLLBACK_NOT_FOUND));
         assert_eq!(cond(&out.status, ROLLED_BACK).status, "False");
     }
 
     #[test]
     fn a_max_int32_deadline_means_no_progressing_condition() {
-        let sp = MyDeploymentSpec {
-            progress_deadline_seconds: Some(i32::MAX),
-            ..spec(3)
-        };
-        let prev = Status {
-            conditions: vec![condition(
-                PROGRESSING,
-                "True",
-                RS_UPDATED,
-                "x",
-                at("2026-03-01T11:00:00Z"),
-            )],
-            ..Status::default()
-        };
+        let sp = MyDeploymentSpec { progress_deadline_seconds: Some(i32::MAX), ..spec(3) };
+        let prev = Status { conditions: vec![condition(PROGRESSING, "True", RS_UPDATED, "x", at("2026-03-01T11:00:00Z"))], ..Status::default() };
         let mut i = input(&sp, &prev, Observed::default(), "2026-03-01T12:00:00Z");
         i.new_revision_created = true;
         let out = compute(&i);

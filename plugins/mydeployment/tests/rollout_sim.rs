@@ -102,45 +102,21 @@ impl Cluster {
             .iter()
             .filter(|p| {
                 p["status"]["conditions"][0]["status"] == "True"
-                    && Time::parse_rfc3339(
-                        p["status"]["conditions"][0]["lastTransitionTime"]
-                            .as_str()
-                            .unwrap(),
-                    )
-                    .unwrap()
-                    .unix_millis()
-                        + min_ready
+                    && Time::parse_rfc3339(p["status"]["conditions"][0]["lastTransitionTime"].as_str().unwrap()).unwrap().unix_millis() + min_ready
                         <= self.now - if min_ready > 0 { 1 } else { 0 }
             })
             .count();
-        Counts {
-            total: self.pods.len() as i32,
-            available: available as i32,
-        }
+        Counts { total: self.pods.len() as i32, available: available as i32 }
     }
 
     fn images(&self) -> Vec<String> {
-        let mut images: Vec<String> = self
-            .pods
-            .iter()
-            .map(|p| {
-                p["spec"]["containers"][0]["image"]
-                    .as_str()
-                    .unwrap()
-                    .to_string()
-            })
-            .collect();
+        let mut images: Vec<String> = self.pods.iter().map(|p| p["spec"]["containers"][0]["image"].as_str().unwrap().to_string()).collect();
         images.sort();
         images
     }
 
     fn children(&self) -> Vec<Object> {
-        self.pods
-            .iter()
-            .chain(&self.revisions)
-            .cloned()
-            .map(Object::new)
-            .collect()
+        self.pods.iter().chain(&self.revisions).cloned().map(Object::new).collect()
     }
 
     /// One reconcile and its consequences. Returns the actions.
@@ -152,18 +128,9 @@ impl Cluster {
         for (_, left) in self.starting.iter_mut() {
             *left -= 1;
         }
-        let ready: Vec<String> = self
-            .starting
-            .iter()
-            .filter(|(_, left)| *left == 0)
-            .map(|(n, _)| n.clone())
-            .collect();
+        let ready: Vec<String> = self.starting.iter().filter(|(_, left)| *left == 0).map(|(n, _)| n.clone()).collect();
         self.starting.retain(|(_, left)| *left > 0);
-        for pod in self
-            .pods
-            .iter_mut()
-            .filter(|p| ready.iter().any(|n| p["metadata"]["name"] == n.as_str()))
-        {
+        for pod in self.pods.iter_mut().filter(|p| ready.iter().any(|n| p["metadata"]["name"] == n.as_str())) {
             pod["spec"]["nodeName"] = json!("node-1");
             pod["status"] = json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": now}]});
         }
@@ -186,23 +153,18 @@ impl Cluster {
         match action {
             Action::Create(obj) if obj["kind"] == "Pod" => {
                 self.next_id += 1;
-                let name = format!(
-                    "{}{:05}",
-                    obj["metadata"]["generateName"].as_str().unwrap(),
-                    self.next_id
-                );
+                let name = format!("{}{:05}", obj["metadata"]["generateName"].as_str().unwrap(), self.next_id);
                 let mut pod = obj.clone();
                 pod["metadata"]["name"] = json!(name);
                 pod["metadata"]["namespace"] = json!("default");
                 pod["metadata"]["uid"] = json!(format!("pod-uid-{:05}", self.next_id));
                 pod["metadata"]["creationTimestamp"] = json!(self.now_rfc3339());
                 pod["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps.example.com/v1", "kind": "MyDeployment", "name": "my-nginx-app", "uid": "md-uid", "controller": true}]);
-                pod["status"] = json!({"phase": "Pending", "conditions": [{"type": "Ready", "status": "False", "lastTransitionTime": self.now_rfc3339()}]});
+                pod["status"] =
+                    json!({"phase": "Pending", "conditions": [{"type": "Ready", "status": "False", "lastTransitionTime": self.now_rfc3339()}]});
                 let delay = match self.seed.as_mut() {
                     Some(seed) => {
-                        *seed = seed
-                            .wrapping_mul(6_364_136_223_846_793_005)
-                            .wrapping_add(1_442_695_040_888_963_407);
+                        *seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
                         1 + (*seed >> 33) % 3
                     }
                     None => 1,
@@ -213,54 +175,30 @@ impl Cluster {
             }
             Action::Create(obj) if obj["kind"] == "ControllerRevision" => {
                 let name = obj["metadata"]["name"].as_str().unwrap();
-                assert!(
-                    !self.revisions.iter().any(|r| r["metadata"]["name"] == name),
-                    "revision {name} created twice"
-                );
+                assert!(!self.revisions.iter().any(|r| r["metadata"]["name"] == name), "revision {name} created twice");
                 let mut rev = obj.clone();
                 rev["metadata"]["namespace"] = json!("default");
                 rev["metadata"]["uid"] = json!(format!("rev-uid-{name}"));
-                self.log.push(format!(
-                    "step {}: create revision {name} ({})",
-                    self.steps, rev["revision"]
-                ));
+                self.log.push(format!("step {}: create revision {name} ({})", self.steps, rev["revision"]));
                 self.revisions.push(rev);
             }
             Action::Patch { target, patch } => {
-                assert_eq!(
-                    target.kind, "ControllerRevision",
-                    "only revisions are patched"
-                );
-                let rev = self
-                    .revisions
-                    .iter_mut()
-                    .find(|r| r["metadata"]["name"] == target.name.as_str())
-                    .expect("patch of a missing revision");
+                assert_eq!(target.kind, "ControllerRevision", "only revisions are patched");
+                let rev = self.revisions.iter_mut().find(|r| r["metadata"]["name"] == target.name.as_str()).expect("patch of a missing revision");
                 merge(rev, patch);
-                self.log.push(format!(
-                    "step {}: patch {} {patch}",
-                    self.steps, target.name
-                ));
+                self.log.push(format!("step {}: patch {} {patch}", self.steps, target.name));
             }
             Action::Delete { target, .. } => {
-                let list = if target.kind == "Pod" {
-                    &mut self.pods
-                } else {
-                    &mut self.revisions
-                };
+                let list = if target.kind == "Pod" { &mut self.pods } else { &mut self.revisions };
                 let before = list.len();
                 list.retain(|o| o["metadata"]["name"] != target.name.as_str());
                 self.starting.retain(|(n, _)| *n != target.name);
                 assert_eq!(list.len() + 1, before, "delete of a missing {}", target);
-                self.log
-                    .push(format!("step {}: delete {}", self.steps, target.name));
+                self.log.push(format!("step {}: delete {}", self.steps, target.name));
             }
             Action::SetStatus(status) => self.parent["status"] = status.clone(),
             Action::Create(other) => panic!("unexpected create {other}"),
-            Action::Event { .. }
-            | Action::RequeueAfterMs(_)
-            | Action::Replace(_)
-            | Action::Finalized {} => {}
+            Action::Event { .. } | Action::RequeueAfterMs(_) | Action::Replace(_) | Action::Finalized {} => {}
         }
     }
 
@@ -268,80 +206,37 @@ impl Cluster {
     fn run(&mut self, max_surge: i32, max_unavailable: i32) -> usize {
         let replicas = self.spec()["replicas"].as_i64().unwrap() as i32;
         let recreate = self.spec()["strategy"]["type"] == "Recreate";
-        let target_image = self.spec()["template"]["spec"]["containers"][0]["image"]
-            .as_str()
-            .map(String::from);
+        let target_image = self.spec()["template"]["spec"]["containers"][0]["image"].as_str().map(String::from);
         for i in 0..MAX_STEPS {
             let before = self.counts();
             let actions = self.step();
             let after = self.counts();
-            let created = actions
-                .iter()
-                .any(|a| matches!(a, Action::Create(o) if o["kind"] == "Pod"));
-            let deleted = actions
-                .iter()
-                .any(|a| matches!(a, Action::Delete { target, .. } if target.kind == "Pod"));
+            let created = actions.iter().any(|a| matches!(a, Action::Create(o) if o["kind"] == "Pod"));
+            let deleted = actions.iter().any(|a| matches!(a, Action::Delete { target, .. } if target.kind == "Pod"));
             if created {
-                assert!(
-                    after.total <= replicas + max_surge,
-                    "step {i}: {} pods > {replicas} + {max_surge}\n{}",
-                    after.total,
-                    self.log.join("\n")
-                );
+                assert!(after.total <= replicas + max_surge, "step {i}: {} pods > {replicas} + {max_surge}\n{}", after.total, self.log.join("\n"));
             }
             if deleted {
                 // Counts after the delete, before the next readiness change.
                 let floor = (replicas - max_unavailable).min(before.available);
-                assert!(
-                    after.available >= floor,
-                    "step {i}: {} available < {floor}\n{}",
-                    after.available,
-                    self.log.join("\n")
-                );
+                assert!(after.available >= floor, "step {i}: {} available < {floor}\n{}", after.available, self.log.join("\n"));
             }
             if recreate && created {
-                let old = self
-                    .pods
-                    .iter()
-                    .filter(|p| {
-                        p["spec"]["containers"][0]["image"].as_str() != target_image.as_deref()
-                    })
-                    .count();
-                assert_eq!(
-                    old, 0,
-                    "step {i}: Recreate created Pods while old ones exist"
-                );
+                let old = self.pods.iter().filter(|p| p["spec"]["containers"][0]["image"].as_str() != target_image.as_deref()).count();
+                assert_eq!(old, 0, "step {i}: Recreate created Pods while old ones exist");
             }
-            if !created
-                && !deleted
-                && self.starting.is_empty()
-                && actions
-                    .iter()
-                    .all(|a| !matches!(a, Action::Patch { .. } | Action::Create(_)))
-            {
+            if !created && !deleted && self.starting.is_empty() && actions.iter().all(|a| !matches!(a, Action::Patch { .. } | Action::Create(_))) {
                 let status = &self.parent["status"];
-                if status["updatedReplicas"] == replicas
-                    && status["availableReplicas"] == replicas
-                    && status["replicas"] == replicas
-                {
+                if status["updatedReplicas"] == replicas && status["availableReplicas"] == replicas && status["replicas"] == replicas {
                     return i + 1;
                 }
             }
         }
-        panic!(
-            "rollout did not finish in {MAX_STEPS} steps\n{}",
-            self.log.join("\n")
-        );
+        panic!("rollout did not finish in {MAX_STEPS} steps\n{}", self.log.join("\n"));
     }
 
     fn condition(&self, type_: &str) -> Value {
-        self.parent["status"]["conditions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["type"] == type_)
-            .cloned()
-            .unwrap_or(Value::Null)
+        self.parent["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == type_).cloned().unwrap_or(Value::Null)
     }
 }
 
@@ -369,31 +264,17 @@ fn settled(replicas: i64, strategy: Value) -> Cluster {
         "strategy": strategy,
     }));
     c.run(i32::MAX / 2, 0);
-    assert_eq!(
-        c.images(),
-        vec!["nginx:1.7.9".to_string(); replicas as usize]
-    );
+    assert_eq!(c.images(), vec!["nginx:1.7.9".to_string(); replicas as usize]);
     c.log.clear();
     c
 }
 
 fn assert_rolled_out(c: &Cluster, replicas: usize, image: &str) {
-    assert_eq!(
-        c.images(),
-        vec![image.to_string(); replicas],
-        "{}",
-        c.log.join("\n")
-    );
+    assert_eq!(c.images(), vec![image.to_string(); replicas], "{}", c.log.join("\n"));
     let progressing = c.condition("Progressing");
-    assert_eq!(
-        progressing["reason"], "NewReplicaSetAvailable",
-        "{progressing}"
-    );
+    assert_eq!(progressing["reason"], "NewReplicaSetAvailable", "{progressing}");
     assert_eq!(c.condition("Available")["status"], "True");
-    assert_eq!(
-        c.parent["status"]["currentRevision"],
-        c.parent["status"]["updateRevision"]
-    );
+    assert_eq!(c.parent["status"]["currentRevision"], c.parent["status"]["updateRevision"]);
 }
 
 #[test]
@@ -403,15 +284,8 @@ fn creating_a_mydeployment_brings_up_its_pods_and_first_revision() {
     assert_eq!(c.revisions[0]["revision"], 1);
     assert_eq!(c.parent["status"]["revision"], 1);
     assert_eq!(c.parent["status"]["selector"], "app=my-nginx-app");
-    let hash = c.revisions[0]["metadata"]["labels"]["pod-template-hash"]
-        .as_str()
-        .unwrap();
-    assert!(
-        c.pods
-            .iter()
-            .all(|p| p["metadata"]["labels"]["pod-template-hash"] == hash
-                && p["metadata"]["labels"]["app"] == "my-nginx-app")
-    );
+    let hash = c.revisions[0]["metadata"]["labels"]["pod-template-hash"].as_str().unwrap();
+    assert!(c.pods.iter().all(|p| p["metadata"]["labels"]["pod-template-hash"] == hash && p["metadata"]["labels"]["app"] == "my-nginx-app"));
 }
 
 #[test]
@@ -509,10 +383,7 @@ fn min_ready_seconds_holds_old_pods_until_new_ones_are_available() {
     let steps = c.run(1, 0);
     assert_rolled_out(&c, 3, "nginx:1.9.1");
     // Each new Pod needs a step to become ready and three 10 s steps to pass 25 s.
-    assert!(
-        steps >= 12,
-        "minReadySeconds was not waited for: {steps} steps"
-    );
+    assert!(steps >= 12, "minReadySeconds was not waited for: {steps} steps");
 }
 
 #[test]
@@ -525,16 +396,9 @@ fn rollback_pins_the_old_template_and_clearing_it_rolls_forward_again() {
     assert_rolled_out(&c, 3, "nginx:1.7.9");
     assert_eq!(c.condition("RolledBack")["status"], "True");
     // Revision 1 was reused as revision 3 and still answers to 1.
-    let reused = c
-        .revisions
-        .iter()
-        .find(|r| r["revision"] == 3)
-        .expect("revision 3");
+    let reused = c.revisions.iter().find(|r| r["revision"] == 3).expect("revision 3");
     assert_eq!(reused["data"], template("nginx:1.7.9"));
-    assert_eq!(
-        reused["metadata"]["annotations"]["deployment.kubernetes.io/revision-history"],
-        "1"
-    );
+    assert_eq!(reused["metadata"]["annotations"]["deployment.kubernetes.io/revision-history"], "1");
     assert_eq!(c.revisions.len(), 2);
 
     c.edit(json!({"rollbackTo": null}));
@@ -551,12 +415,7 @@ fn paused_deployments_scale_but_do_not_roll_out() {
     for _ in 0..5 {
         c.step();
     }
-    assert_eq!(
-        c.images(),
-        vec!["nginx:1.7.9".to_string(); 4],
-        "{}",
-        c.log.join("\n")
-    );
+    assert_eq!(c.images(), vec!["nginx:1.7.9".to_string(); 4], "{}", c.log.join("\n"));
     assert_eq!(c.condition("Progressing")["reason"], "DeploymentPaused");
     assert_eq!(c.revisions.len(), 1, "no revision recorded while paused");
     c.edit(json!({"paused": false}));
@@ -572,11 +431,7 @@ fn revision_history_is_pruned_to_the_limit() {
         c.edit(json!({"template": template(&format!("nginx:{v}"))}));
         c.run(1, 0);
     }
-    let mut numbers: Vec<i64> = c
-        .revisions
-        .iter()
-        .map(|r| r["revision"].as_i64().unwrap())
-        .collect();
+    let mut numbers: Vec<i64> = c.revisions.iter().map(|r| r["revision"].as_i64().unwrap()).collect();
     numbers.sort();
     assert_eq!(numbers, vec![3, 4, 5]);
 }
@@ -599,15 +454,9 @@ fn scaling_to_zero_and_back() {
 #[test]
 fn seed_use_cases_from_the_samples_in_order() {
     let sample = |name: &str| -> Value {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("samples")
-            .join(name);
-        let yaml: Value =
-            serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-        let object = MyDeploymentPlugin::default(Object::new(
-            operator_plugin_sdk::serde_json::to_value(yaml).unwrap(),
-        ))
-        .unwrap();
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("samples").join(name);
+        let yaml: Value = serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let object = MyDeploymentPlugin::default(Object::new(operator_plugin_sdk::serde_json::to_value(yaml).unwrap())).unwrap();
         object.value()["spec"].clone()
     };
     let mut c = Cluster::new(sample("my-deployment-instance.yaml"));
@@ -634,10 +483,7 @@ fn seed_use_cases_from_the_samples_in_order() {
     replace(&mut c, "my-deployment-instance-update-scaledown-1.9.1.yaml");
     c.run(1, 0);
     assert_rolled_out(&c, 2, "nginx:1.9.1");
-    replace(
-        &mut c,
-        "my-deployment-instance-update-image-and-scaleup-1.14.yaml",
-    );
+    replace(&mut c, "my-deployment-instance-update-image-and-scaleup-1.14.yaml");
     c.run(2, 1);
     assert_rolled_out(&c, 5, "nginx:1.14");
     assert_eq!(c.parent["status"]["revision"], 3);
@@ -699,29 +545,12 @@ fn a_rollout_recovers_from_deleted_pods_and_a_second_template_change() {
     for _ in 0..3 {
         c.step();
     }
-    let new_hash = |c: &Cluster| {
-        c.parent["status"]["updateRevision"]
-            .as_str()
-            .unwrap()
-            .trim_start_matches("my-nginx-app-")
-            .to_string()
-    };
+    let new_hash = |c: &Cluster| c.parent["status"]["updateRevision"].as_str().unwrap().trim_start_matches("my-nginx-app-").to_string();
     let h2 = new_hash(&c);
-    let old = c
-        .pods
-        .iter()
-        .position(|p| p["metadata"]["labels"]["pod-template-hash"] != h2.as_str())
-        .expect("an old Pod");
+    let old = c.pods.iter().position(|p| p["metadata"]["labels"]["pod-template-hash"] != h2.as_str()).expect("an old Pod");
     c.pods.remove(old);
-    if let Some(new) = c
-        .pods
-        .iter()
-        .position(|p| p["metadata"]["labels"]["pod-template-hash"] == h2.as_str())
-    {
-        let name = c.pods.remove(new)["metadata"]["name"]
-            .as_str()
-            .unwrap()
-            .to_string();
+    if let Some(new) = c.pods.iter().position(|p| p["metadata"]["labels"]["pod-template-hash"] == h2.as_str()) {
+        let name = c.pods.remove(new)["metadata"]["name"].as_str().unwrap().to_string();
         c.starting.retain(|(n, _)| *n != name);
     }
     c.step();
@@ -736,9 +565,7 @@ fn a_rollout_recovers_from_deleted_pods_and_a_second_template_change() {
 /// maxSurge / maxUnavailable, and a change of its labels alone does not.
 #[test]
 fn a_changed_configmap_rolls_the_pods_and_a_relabel_does_not() {
-    let configmap = |data: &str| {
-        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "nginx-conf", "namespace": "default", "resourceVersion": "5"}, "data": {"nginx.conf": data}})
-    };
+    let configmap = |data: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "nginx-conf", "namespace": "default", "resourceVersion": "5"}, "data": {"nginx.conf": data}});
     let mut t = template("nginx:1.7.9");
     t["spec"]["containers"][0]["envFrom"] = json!([{"configMapRef": {"name": "nginx-conf"}}]);
     let mut c = Cluster::new(json!({

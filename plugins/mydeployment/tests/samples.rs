@@ -21,11 +21,8 @@ pub const SEQUENCE: [&str; 6] = [
 ];
 
 fn sample(name: &str) -> Value {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("samples")
-        .join(name);
-    let yaml: serde_json::Value =
-        serde_saphyr::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("samples").join(name);
+    let yaml: serde_json::Value = serde_saphyr::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
     serde_json::to_value(yaml).unwrap()
 }
 
@@ -34,16 +31,8 @@ fn every_sample_defaults_and_validates_cleanly_as_a_sequence_of_updates() {
     let mut previous: Option<String> = None;
     for name in SEQUENCE {
         let defaulted = plugin::default::<MyDeploymentPlugin>(&sample(name).to_string()).unwrap();
-        assert_eq!(
-            plugin::validate::<MyDeploymentPlugin>(&defaulted, None),
-            vec![],
-            "{name}"
-        );
-        assert_eq!(
-            plugin::validate::<MyDeploymentPlugin>(&defaulted, previous.as_deref()),
-            vec![],
-            "{name} as an update"
-        );
+        assert_eq!(plugin::validate::<MyDeploymentPlugin>(&defaulted, None), vec![], "{name}");
+        assert_eq!(plugin::validate::<MyDeploymentPlugin>(&defaulted, previous.as_deref()), vec![], "{name} as an update");
         previous = Some(defaulted);
     }
 }
@@ -51,19 +40,13 @@ fn every_sample_defaults_and_validates_cleanly_as_a_sequence_of_updates() {
 #[test]
 fn every_file_in_samples_is_accounted_for() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("samples");
-    let mut names: Vec<String> = fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
+    let mut names: Vec<String> = fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     names.sort();
     let mut want: Vec<String> = SEQUENCE.iter().map(|s| s.to_string()).collect();
     want.push("my-deployment-service.yaml".into());
     want.sort();
     assert_eq!(names, want);
-    assert_eq!(
-        sample("my-deployment-service.yaml")["spec"]["selector"]["app"],
-        "my-nginx-app"
-    );
+    assert_eq!(sample("my-deployment-service.yaml")["spec"]["selector"]["app"], "my-nginx-app");
 }
 
 #[test]
@@ -72,11 +55,7 @@ fn the_manifest_declares_mydeployments_over_pods_and_controller_revisions() {
     assert_eq!(m.name, "mydeployment");
     assert_eq!(m.parent.api_version(), "apps.example.com/v1");
     assert_eq!(m.parent.kind, "MyDeployment");
-    let children: Vec<String> = m
-        .children
-        .iter()
-        .map(|c| format!("{}/{}", c.api_version(), c.kind))
-        .collect();
+    let children: Vec<String> = m.children.iter().map(|c| format!("{}/{}", c.api_version(), c.kind)).collect();
     assert_eq!(children, ["v1/Pod", "apps/v1/ControllerRevision"]);
     assert_eq!(m.crds.len(), 1);
     assert_eq!(m.crds[0]["spec"]["names"]["shortNames"][0], "md");

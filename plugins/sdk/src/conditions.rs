@@ -54,11 +54,7 @@ impl Condition {
 /// Reads `status.conditions` from a status value; missing or malformed
 /// entries are skipped.
 pub fn conditions_of(status: &Value) -> Vec<Condition> {
-    status
-        .get("conditions")
-        .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(|c| Condition::deserialize(c).ok()).collect())
-        .unwrap_or_default()
+    status.get("conditions").and_then(Value::as_array).map(|a| a.iter().filter_map(|c| Condition::deserialize(c).ok()).collect()).unwrap_or_default()
 }
 
 /// For `#[serde(default, deserialize_with = "conditions::lenient")]` on a

@@ -27,11 +27,7 @@ impl GroupVersionKind {
 
     /// `apiVersion` as objects carry it: `v1` for the core group, else `group/version`.
     pub fn api_version(&self) -> String {
-        if self.group.is_empty() {
-            self.version.clone()
-        } else {
-            format!("{}/{}", self.group, self.version)
-        }
+        if self.group.is_empty() { self.version.clone() } else { format!("{}/{}", self.group, self.version) }
     }
 
     /// Splits an `apiVersion` and a kind into a GroupVersionKind.
@@ -109,11 +105,7 @@ pub struct ObjectRef {
 
 impl std::fmt::Display for ObjectRef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.namespace.is_empty() {
-            write!(f, "{} {}", self.kind, self.name)
-        } else {
-            write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
-        }
+        if self.namespace.is_empty() { write!(f, "{} {}", self.kind, self.name) } else { write!(f, "{} {}/{}", self.kind, self.namespace, self.name) }
     }
 }
 
@@ -263,21 +255,11 @@ impl FieldError {
 
     pub fn not_supported(field: impl Into<String>, value: impl Into<String>, supported: &[&str]) -> Self {
         let list = supported.iter().map(|s| format!("\"{s}\"")).collect::<Vec<_>>().join(", ");
-        Self {
-            field: field.into(),
-            kind: FieldErrorKind::NotSupported,
-            value: Some(value.into()),
-            detail: format!("supported values: {list}"),
-        }
+        Self { field: field.into(), kind: FieldErrorKind::NotSupported, value: Some(value.into()), detail: format!("supported values: {list}") }
     }
 
     pub fn too_long(field: impl Into<String>, value: impl Into<String>, max: usize) -> Self {
-        Self {
-            field: field.into(),
-            kind: FieldErrorKind::TooLong,
-            value: Some(value.into()),
-            detail: format!("must have at most {max} bytes"),
-        }
+        Self { field: field.into(), kind: FieldErrorKind::TooLong, value: Some(value.into()), detail: format!("must have at most {max} bytes") }
     }
 
     pub fn forbidden(field: impl Into<String>, detail: impl Into<String>) -> Self {

@@ -120,7 +120,15 @@ impl Manifest {
     }
 
     fn with_crd<K: Resource<DynamicType = ()>>(name: &str, version: &str, crd: serde_json::Value) -> Self {
-        Manifest { name: name.into(), version: version.into(), parent: gvk_of::<K>(), children: Vec::new(), related: Vec::new(), crds: vec![crd], finalizer: None }
+        Manifest {
+            name: name.into(),
+            version: version.into(),
+            parent: gvk_of::<K>(),
+            children: Vec::new(),
+            related: Vec::new(),
+            crds: vec![crd],
+            finalizer: None,
+        }
     }
 
     /// Adds a child kind the plugin may create, change and delete.
@@ -234,7 +242,10 @@ mod unreadable_parent_tests {
     #[test]
     fn by_default_an_unreadable_parent_is_invalid_input_naming_the_kind() {
         let err = crate::plugin::reconcile::<Plain>(MALFORMED, &[], 0).unwrap_err();
-        assert_eq!(err, ReconcileError::permanent("InvalidInput", "parent cm is not a valid v1 ConfigMap: invalid type: integer `5`, expected a map"));
+        assert_eq!(
+            err,
+            ReconcileError::permanent("InvalidInput", "parent cm is not a valid v1 ConfigMap: invalid type: integer `5`, expected a map")
+        );
         let nameless = crate::plugin::reconcile::<Plain>("[]", &[], 0).unwrap_err();
         assert!(nameless.message.starts_with("the parent is not a valid v1 ConfigMap: invalid type: sequence"), "{nameless}");
     }

@@ -16,7 +16,9 @@ pub mod bindings {
 use bindings::exports::operator::plugin::controller as wit;
 use bindings::operator::plugin::log as wit_log;
 
-use crate::contract::{Action, Attachment, EventType, FieldError, FieldErrorKind, GroupVersionKind, Manifest, ObjectRef, Propagation, ReconcileError, RelatedKind};
+use crate::contract::{
+    Action, Attachment, EventType, FieldError, FieldErrorKind, GroupVersionKind, Manifest, ObjectRef, Propagation, ReconcileError, RelatedKind,
+};
 use crate::log::Level;
 
 pub(crate) fn log(level: Level, message: &str) {
@@ -111,4 +113,3 @@ pub fn field_error(e: FieldError) -> wit::FieldError {
 
 pub use wit::Guest;
 pub use wit::{Action as WitAction, FieldError as WitFieldError, PluginManifest as WitManifest, ReconcileError as WitReconcileError};
-

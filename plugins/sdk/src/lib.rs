@@ -47,8 +47,8 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 pub use children::Children;
 pub use conditions::Condition;
 pub use contract::{
-    Action, Attachment, CONTRACT_VERSION, EventType, FieldError, FieldErrorKind, GroupVersionKind, Manifest, ObjectRef, Propagation,
-    ReconcileError, RelatedKind,
+    Action, Attachment, CONTRACT_VERSION, EventType, FieldError, FieldErrorKind, GroupVersionKind, Manifest, ObjectRef, Propagation, ReconcileError,
+    RelatedKind,
 };
 pub use controller::{Controller, gvk_of};
 pub use object::{Object, OwnerReference};
@@ -72,9 +72,8 @@ pub use serde_json::json;
 /// crates the derives refer to.
 pub mod prelude {
     pub use crate::{
-        Action, Children, Condition, Controller, CustomResource, CustomResourceExt, FieldError, JsonSchema, Manifest, Object,
-        ObjectRef, Outcome, ReconcileError, Related, RelatedKind, Resource, ResourceExt, Time, embedded_crd, export_plugin, k8s_openapi,
-        schemars,
+        Action, Children, Condition, Controller, CustomResource, CustomResourceExt, FieldError, JsonSchema, Manifest, Object, ObjectRef, Outcome,
+        ReconcileError, Related, RelatedKind, Resource, ResourceExt, Time, embedded_crd, export_plugin, k8s_openapi, schemars,
     };
     pub use serde::{Deserialize, Serialize};
 }

@@ -138,16 +138,11 @@ impl Object {
     }
 
     pub fn finalizers(&self) -> Vec<String> {
-        self.meta("finalizers")
-            .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(Value::as_str).map(String::from).collect())
-            .unwrap_or_default()
+        self.meta("finalizers").and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_str).map(String::from).collect()).unwrap_or_default()
     }
 
     pub fn owner_references(&self) -> Vec<OwnerReference> {
-        self.meta("ownerReferences")
-            .and_then(|v| Vec::<OwnerReference>::deserialize(v).ok())
-            .unwrap_or_default()
+        self.meta("ownerReferences").and_then(|v| Vec::<OwnerReference>::deserialize(v).ok()).unwrap_or_default()
     }
 
     /// The owner reference with `controller: true`, if any.
@@ -175,12 +170,7 @@ impl Object {
 
     /// A reference to this object, for patch and delete actions.
     pub fn object_ref(&self) -> ObjectRef {
-        ObjectRef {
-            api_version: self.api_version().into(),
-            kind: self.kind().into(),
-            namespace: self.namespace().into(),
-            name: self.name().into(),
-        }
+        ObjectRef { api_version: self.api_version().into(), kind: self.kind().into(), namespace: self.namespace().into(), name: self.name().into() }
     }
 
     /// `spec`, or null.
@@ -210,10 +200,7 @@ impl Object {
 }
 
 fn string_map(value: Option<&Value>) -> BTreeMap<String, String> {
-    value
-        .and_then(Value::as_object)
-        .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect())
-        .unwrap_or_default()
+    value.and_then(Value::as_object).map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect()).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -252,7 +239,8 @@ mod tests {
 
     #[test]
     fn controller_ref_is_the_owner_marked_controller() {
-        let owner = Object(json!({"apiVersion": "batch.tutorial.kubebuilder.io/v1", "kind": "CronJob", "metadata": {"name": "hello", "uid": "u-cj"}}));
+        let owner =
+            Object(json!({"apiVersion": "batch.tutorial.kubebuilder.io/v1", "kind": "CronJob", "metadata": {"name": "hello", "uid": "u-cj"}}));
         let j = job();
         assert_eq!(j.controller_ref().unwrap().uid, "u-cj");
         assert!(j.is_controlled_by(&owner));

@@ -47,11 +47,7 @@ pub trait Plugin {
     #[doc(hidden)]
     fn reconcile_json(parent: &str, children: &[String], now_ms: i64) -> Result<Vec<Action>, ReconcileError> {
         let parent = parse("parent", parent)?;
-        let children = children
-            .iter()
-            .enumerate()
-            .map(|(i, c)| parse(&format!("child {i}"), c))
-            .collect::<Result<Vec<_>, _>>()?;
+        let children = children.iter().enumerate().map(|(i, c)| parse(&format!("child {i}"), c)).collect::<Result<Vec<_>, _>>()?;
         Self::reconcile(&parent, &children, Time::from_unix_millis(now_ms))
     }
 
@@ -60,9 +56,8 @@ pub trait Plugin {
     #[doc(hidden)]
     fn reconcile_related_json(parent: &str, children: &[String], related: &[String], now_ms: i64) -> Result<Vec<Action>, ReconcileError> {
         let parent = parse("parent", parent)?;
-        let parse_all = |what: &str, texts: &[String]| {
-            texts.iter().enumerate().map(|(i, t)| parse(&format!("{what} {i}"), t)).collect::<Result<Vec<_>, _>>()
-        };
+        let parse_all =
+            |what: &str, texts: &[String]| texts.iter().enumerate().map(|(i, t)| parse(&format!("{what} {i}"), t)).collect::<Result<Vec<_>, _>>();
         let (children, related) = (parse_all("child", children)?, parse_all("related object", related)?);
         Self::reconcile_with_related(&parent, &children, &related, Time::from_unix_millis(now_ms))
     }
@@ -70,7 +65,8 @@ pub trait Plugin {
     /// `validate` over JSON texts. Unparseable input is itself a field error.
     #[doc(hidden)]
     fn validate_json(object: &str, old: Option<&str>) -> Vec<FieldError> {
-        let unparseable = |e: ReconcileError| vec![FieldError { field: String::new(), kind: FieldErrorKind::Invalid, value: None, detail: e.message }];
+        let unparseable =
+            |e: ReconcileError| vec![FieldError { field: String::new(), kind: FieldErrorKind::Invalid, value: None, detail: e.message }];
         let object = match parse("object", object) {
             Ok(o) => o,
             Err(e) => return unparseable(e),
@@ -126,6 +122,8 @@ pub fn default<P: Plugin>(object: &str) -> Result<String, ReconcileError> {
 ///
 /// Natively the macro expands to nothing, so the crate also builds as a plain
 /// library for tests and benchmarks.
+// rustfmt's layout of this body is not stable (each run moves the export line).
+#[rustfmt::skip]
 #[macro_export]
 macro_rules! export_plugin {
     ($plugin:ty) => {

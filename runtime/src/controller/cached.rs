@@ -151,9 +151,12 @@ impl CachedObject {
         // Serialized as the whole text was, so found in it as they are.
         let labels = maybe(m.labels.as_ref().filter(|l| !l.is_empty()).map(json_text).as_deref());
         let finalizers = maybe(m.finalizers.as_ref().filter(|f| !f.is_empty()).map(json_text).as_deref());
-        let controller = m.owner_references.iter().flatten().find(|r| r.controller == Some(true)).map(|r| {
-            Box::new([at.place(&r.api_version), at.place(&r.kind), at.place(&r.name), at.place(&r.uid)])
-        });
+        let controller = m
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|r| r.controller == Some(true))
+            .map(|r| Box::new([at.place(&r.api_version), at.place(&r.kind), at.place(&r.name), at.place(&r.uid)]));
         let extra = at.extra.into_boxed_str();
         Self {
             namespace,

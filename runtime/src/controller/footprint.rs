@@ -76,7 +76,8 @@ fn seeded(i: usize) -> DynamicObject {
             "status": {"phase": "Pending", "qosClass": "BestEffort"}})
     } else {
         metadata["generation"] = 1.into();
-        let labels = json!({"batch.kubernetes.io/controller-uid": uid, "batch.kubernetes.io/job-name": name, "controller-uid": uid, "job-name": name});
+        let labels =
+            json!({"batch.kubernetes.io/controller-uid": uid, "batch.kubernetes.io/job-name": name, "controller-uid": uid, "job-name": name});
         json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": {
             "completions": 1, "parallelism": 1, "backoffLimit": 6, "completionMode": "NonIndexed", "suspend": false,
             "podReplacementPolicy": "TerminatingOrFailed", "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}},
@@ -100,6 +101,9 @@ fn a_cached_object_costs_at_most_its_budget() {
     let (requested, held) = (per_object(requested - requested_before), per_object(held - held_before));
     let texts: Vec<Arc<str>> = [&pods, &jobs].iter().flat_map(|c| c.keys().into_iter().map(|k| c.get(&k).unwrap().shared_json())).collect();
     let text = per_object(texts.iter().map(|t| chunk(t.len() + 16)).sum::<isize>());
-    eprintln!("per cached object: {requested:.0} B requested, {held:.0} B held by malloc, of which the JSON text {text:.0} B, the rest {:.0} B", held - text);
+    eprintln!(
+        "per cached object: {requested:.0} B requested, {held:.0} B held by malloc, of which the JSON text {text:.0} B, the rest {:.0} B",
+        held - text
+    );
     assert!(held < 1200.0, "a cached object holds {held:.0} B of heap (budget 1,200 B: 100,000 objects in < 150 MiB idle RSS)");
 }

@@ -8,10 +8,10 @@
 
 pub mod cache;
 pub mod cached;
-#[cfg(test)]
-mod footprint;
 mod ended;
 pub mod finalizer;
+#[cfg(test)]
+mod footprint;
 pub mod permanent;
 pub mod pipeline;
 pub mod queue;
@@ -158,7 +158,8 @@ impl Controller {
             let cache = caches.get(gvk).unwrap_or_else(|| panic!("no cache for {gvk:?}")).clone();
             mine.insert(gvk.clone(), cache);
         }
-        let related_caches = manifest.related.iter().map(|r| caches.get(&r.kind).unwrap_or_else(|| panic!("no cache for {:?}", r.kind)).clone()).collect();
+        let related_caches =
+            manifest.related.iter().map(|r| caches.get(&r.kind).unwrap_or_else(|| panic!("no cache for {:?}", r.kind)).clone()).collect();
         let resources = mine.iter().map(|(g, c)| (g.clone(), c.resource().clone())).collect();
         let queue = Arc::new(WorkQueue::new(config.backoff));
         metrics.add_queue(&name, queue.clone());
@@ -242,7 +243,9 @@ impl Controller {
             {
                 index.update_parent(&o.key(), new);
             }
-            if parent_changed(old, new) && let Some(o) = new.or(old) {
+            if parent_changed(old, new)
+                && let Some(o) = new.or(old)
+            {
                 queue.add(o.key());
             }
         }));

@@ -174,7 +174,8 @@ impl Controller {
     /// plugin would take a part for the whole) over the related cap, or when
     /// the parent's selector is malformed.
     fn gather(&self, plugin: &LoadedPlugin, parent: &CachedObject, parent_uid: &str) -> Result<CallInput, status::Verdict> {
-        let children = plugin.manifest().children.iter().flat_map(|gvk| self.caches[gvk].controlled_by(parent_uid)).map(|c| c.shared_json()).collect();
+        let children =
+            plugin.manifest().children.iter().flat_map(|gvk| self.caches[gvk].controlled_by(parent_uid)).map(|c| c.shared_json()).collect();
         let related = self.gather_related(plugin, parent)?;
         Ok(CallInput { parent: parent.shared_json(), children, related, now: self.clock.now() })
     }
@@ -359,4 +360,3 @@ impl Controller {
         }
     }
 }
-

@@ -91,9 +91,7 @@ impl Requirement {
         };
         match operator {
             Operator::In | Operator::NotIn if values.is_empty() => Err("for 'in', 'notin' operators, values set can't be empty".into()),
-            Operator::Exists | Operator::DoesNotExist if !values.is_empty() => {
-                Err("values set must be empty for exists and does not exist".into())
-            }
+            Operator::Exists | Operator::DoesNotExist if !values.is_empty() => Err("values set must be empty for exists and does not exist".into()),
             _ => Ok(Self { key, operator, values }),
         }
     }
@@ -310,7 +308,11 @@ mod tests {
 
     fn kinds() -> Vec<RelatedKind> {
         vec![
-            RelatedKind { kind: GroupVersionKind::new("", "v1", "Pod"), attach: Attachment::SelectorFrom("spec.selector".into()), cluster_scoped: false },
+            RelatedKind {
+                kind: GroupVersionKind::new("", "v1", "Pod"),
+                attach: Attachment::SelectorFrom("spec.selector".into()),
+                cluster_scoped: false,
+            },
             RelatedKind {
                 kind: GroupVersionKind::new("", "v1", "ConfigMap"),
                 attach: Attachment::NamesFrom(vec!["spec.configMapRef.name".into(), "spec.extra.name".into()]),
@@ -391,7 +393,11 @@ mod tests {
                 attach: Attachment::FixedSelector(json!({"matchLabels": {"shop": "yes"}})),
                 cluster_scoped: false,
             },
-            RelatedKind { kind: GroupVersionKind::new("", "v1", "Node"), attach: Attachment::NamesFrom(vec!["spec.node".into()]), cluster_scoped: true },
+            RelatedKind {
+                kind: GroupVersionKind::new("", "v1", "Node"),
+                attach: Attachment::NamesFrom(vec!["spec.node".into()]),
+                cluster_scoped: true,
+            },
         ];
         let index = RelatedIndex::new(kinds);
         let a = parent("ns", "a", json!({"node": "n1"}));

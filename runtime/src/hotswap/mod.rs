@@ -320,7 +320,12 @@ impl Reloader {
                 self.event(&decision.origin, "Warning", "PluginRolledBack", &message).await;
             }
             Err(e) => {
-                let message = format!("plugin {} should be rolled back to {} ({why}) but cannot be: {}", describe(&bad), describe(&previous), crate::error_chain(&e));
+                let message = format!(
+                    "plugin {} should be rolled back to {} ({why}) but cannot be: {}",
+                    describe(&bad),
+                    describe(&previous),
+                    crate::error_chain(&e)
+                );
                 tracing::error!(plugin = %id, "{message}");
                 self.event(&decision.origin, "Warning", "PluginRollbackFailed", &message).await;
             }

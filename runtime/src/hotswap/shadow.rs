@@ -257,7 +257,8 @@ impl Shadow {
         tokio::spawn(async move {
             let candidate = self.candidate.clone();
             let run = inputs.clone();
-            let result = tokio::task::spawn_blocking(move || candidate.reconcile_related_blocking(&run.parent, &run.children, &run.related, run.now)).await;
+            let result =
+                tokio::task::spawn_blocking(move || candidate.reconcile_related_blocking(&run.parent, &run.children, &run.related, run.now)).await;
             drop(slot);
             let Ok(result) = result else { return }; // the runtime is shutting down
             let verdict = compare::verdict(&active, &Answer::of(&result));

@@ -173,11 +173,7 @@ fn decode_signature(raw: &[u8]) -> Option<Signature> {
 
 fn parse_pin(pin: &str) -> Result<String, KeyError> {
     let hex = pin.strip_prefix("sha256:").unwrap_or_default().to_ascii_lowercase();
-    if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-        Ok(hex)
-    } else {
-        Err(KeyError::Digest { given: pin.into() })
-    }
+    if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) { Ok(hex) } else { Err(KeyError::Digest { given: pin.into() }) }
 }
 
 /// A signing key read from a PKCS#8 PEM file (`openssl genpkey -algorithm ed25519`).
@@ -204,8 +200,10 @@ mod tests {
     // Made with `openssl genpkey -algorithm ed25519` and `openssl pkey
     // -pubout`; SIGNED_BY_OPENSSL is `openssl pkeyutl -sign -rawin` of
     // MESSAGE, base64. They pin interoperability with the openssl tools.
-    const OPENSSL_PRIVATE: &str = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEICd/RMxAOkDuyc63rqwLEaasfzyMU/9X+1BPNLqfXAtL\n-----END PRIVATE KEY-----\n";
-    const OPENSSL_PUBLIC: &str = "-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEARYWmmH1Ui1HBGfz621fjpAFWt3QwHI+D+1OK3L0oTkg=\n-----END PUBLIC KEY-----\n";
+    const OPENSSL_PRIVATE: &str =
+        "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEICd/RMxAOkDuyc63rqwLEaasfzyMU/9X+1BPNLqfXAtL\n-----END PRIVATE KEY-----\n";
+    const OPENSSL_PUBLIC: &str =
+        "-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEARYWmmH1Ui1HBGfz621fjpAFWt3QwHI+D+1OK3L0oTkg=\n-----END PUBLIC KEY-----\n";
     const MESSAGE: &[u8] = b"\0asm plugin bytes";
     const SIGNED_BY_OPENSSL: &str = "Egk7UQNxdBfKqDXNvQumB74Sh8LVS793Zne94p77CrZwJrE4U7qrT+Uwe2icboqE10Nc9n7uMhS4Tu9zjd3uAA==";
 

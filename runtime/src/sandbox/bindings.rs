@@ -3,7 +3,9 @@
 //! conversion to the SDK's plain types, the one internal representation.
 //! Nothing outside this module sees generated code.
 
-use operator_plugin_sdk::{Action, Attachment, EventType, FieldError, FieldErrorKind, GroupVersionKind, Manifest, ObjectRef, Propagation, ReconcileError, RelatedKind};
+use operator_plugin_sdk::{
+    Action, Attachment, EventType, FieldError, FieldErrorKind, GroupVersionKind, Manifest, ObjectRef, Propagation, ReconcileError, RelatedKind,
+};
 
 /// Contract 0.1: no related kinds.
 pub(crate) mod v0_1 {
@@ -56,7 +58,9 @@ macro_rules! conversions {
             Ok(match a {
                 wit::Action::Create(o) => Action::Create(json_object(&format!("action {i} (create)"), &o)?),
                 wit::Action::Replace(o) => Action::Replace(json_object(&format!("action {i} (replace)"), &o)?),
-                wit::Action::Patch(p) => Action::Patch { target: object_ref(p.target), patch: json_object(&format!("action {i} (patch)"), &p.patch)? },
+                wit::Action::Patch(p) => {
+                    Action::Patch { target: object_ref(p.target), patch: json_object(&format!("action {i} (patch)"), &p.patch)? }
+                }
                 wit::Action::Delete(d) => Action::Delete {
                     target: object_ref(d.target),
                     propagation: match d.propagation {

@@ -141,7 +141,8 @@ impl PrecompiledCache {
         let Some(path) = self.path_for(engine, digest) else {
             return;
         };
-        let written = component.serialize().map_err(|e| e.to_string()).and_then(|bytes| write_atomically(&path, &bytes).map_err(|e| crate::error_chain(&e)));
+        let written =
+            component.serialize().map_err(|e| e.to_string()).and_then(|bytes| write_atomically(&path, &bytes).map_err(|e| crate::error_chain(&e)));
         if let Err(e) = written {
             tracing::warn!(error = %e, "plugin artifact not cached");
         }

@@ -140,7 +140,8 @@ impl Shared {
         }
         self.baseline
             .get_or_init(|| {
-                let made = Engine::new(&engine_config(&self.config, Strategy::Winch)).and_then(|engine| Ok(Baseline { linker: wasi::linker(&engine)?, engine }));
+                let made = Engine::new(&engine_config(&self.config, Strategy::Winch))
+                    .and_then(|engine| Ok(Baseline { linker: wasi::linker(&engine)?, engine }));
                 made.inspect_err(|e| tracing::warn!(error = %format!("{e:#}"), "no Winch engine; plugins are compiled by Cranelift before use")).ok()
             })
             .as_ref()

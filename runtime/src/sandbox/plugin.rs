@@ -428,7 +428,9 @@ impl LoadedPlugin {
             return (native.reconcile)(parent, children, related, now_ms).map_err(|error| CallError::Plugin { plugin: self.name().into(), error });
         }
         let result =
-            self.inner.call("reconcile", now_ms, parent.len() + text_bytes(children) + text_bytes(related), |store, instance, exports| exports.reconcile(store, instance, parent, children, related, now_ms))?;
+            self.inner.call("reconcile", now_ms, parent.len() + text_bytes(children) + text_bytes(related), |store, instance, exports| {
+                exports.reconcile(store, instance, parent, children, related, now_ms)
+            })?;
         match result {
             Ok(Ok(actions)) => Ok(actions),
             Ok(Err(error)) => Err(CallError::Plugin { plugin: self.name().into(), error }),
@@ -456,7 +458,8 @@ impl LoadedPlugin {
         if let Code::Native(native) = &self.inner.code {
             return Ok((native.validate)(object, old));
         }
-        self.inner.call("validate", 0, object.len() + old.map_or(0, str::len), |store, instance, exports| exports.validate(store, instance, object, old))
+        self.inner
+            .call("validate", 0, object.len() + old.map_or(0, str::len), |store, instance, exports| exports.validate(store, instance, object, old))
     }
 
     /// Runs `default` on the calling thread; the result is checked to be a

@@ -50,8 +50,14 @@ const REVISION_HISTORY: &str = "deployment.kubernetes.io/revision-history";
 const DESIRED_REPLICAS: &str = "deployment.kubernetes.io/desired-replicas";
 const MAX_REPLICAS: &str = "deployment.kubernetes.io/max-replicas";
 /// Deployment annotations not copied to its ReplicaSets.
-const NOT_COPIED: [&str; 6] =
-    ["kubectl.kubernetes.io/last-applied-configuration", REVISION, REVISION_HISTORY, DESIRED_REPLICAS, MAX_REPLICAS, "deprecated.deployment.rollback.to"];
+const NOT_COPIED: [&str; 6] = [
+    "kubectl.kubernetes.io/last-applied-configuration",
+    REVISION,
+    REVISION_HISTORY,
+    DESIRED_REPLICAS,
+    MAX_REPLICAS,
+    "deprecated.deployment.rollback.to",
+];
 /// Longest `revision-history` annotation (upstream's default `--deployment-controller-...`).
 const MAX_REVISION_HISTORY_CHARS: usize = 2000;
 /// How long a sync that failed for a reason other than a conflict waits before the next try.
@@ -88,7 +94,11 @@ impl DeploymentController {
         };
         let sets = by_namespace(core.store.list_shared(&rs_res.group_resource(), None).0);
         let any_recreate = deployments.iter().any(|d| !arithmetic::is_rolling(d));
-        let pods = if any_recreate { by_namespace(core.store.list_shared(&builtin(core, "", "v1", "pods").group_resource(), None).0) } else { HashMap::new() };
+        let pods = if any_recreate {
+            by_namespace(core.store.list_shared(&builtin(core, "", "v1", "pods").group_resource(), None).0)
+        } else {
+            HashMap::new()
+        };
         for d in &deployments {
             let ns = meta_str(d, "namespace");
             let mut rollout = Rollout::new(core, &dep_res, &rs_res, d);
@@ -180,7 +190,8 @@ impl<'a> Rollout<'a> {
     /// Upstream's `syncDeployment`; returns when to look again.
     fn sync(&mut self, candidates: &[Arc<Value>], pods: &[Arc<Value>]) -> Result<Option<Instant>, Retry> {
         let selector = self.d.pointer("/spec/selector").cloned().unwrap_or_default();
-        let empty = |k: &str| selector.get(k).is_none_or(|v| v.as_object().is_some_and(|m| m.is_empty()) || v.as_array().is_some_and(|a| a.is_empty()));
+        let empty =
+            |k: &str| selector.get(k).is_none_or(|v| v.as_object().is_some_and(|m| m.is_empty()) || v.as_array().is_some_and(|a| a.is_empty()));
         if empty("matchLabels") && empty("matchExpressions") {
             self.event(true, "SelectingAll", "This deployment is selecting all pods. A non-empty selector is required.");
             let generation = self.d.pointer("/metadata/generation").cloned().unwrap_or(json!(0));

@@ -9,7 +9,7 @@
 //!   size; during a rollout the change is shared among the active ReplicaSets in proportion to
 //!   their size (`max-replicas` annotation), larger ones first, leftovers to the largest.
 
-use super::{Halt, Rollout, Step, annotation, arithmetic, created, status, DESIRED_REPLICAS, MAX_REPLICAS};
+use super::{DESIRED_REPLICAS, Halt, MAX_REPLICAS, Rollout, Step, annotation, arithmetic, created, status};
 use crate::cluster::controller_ref::controller_uid;
 use crate::cluster::{meta_str, spec_replicas, status_count};
 use serde_json::Value;
@@ -92,7 +92,13 @@ impl Rollout<'_> {
         let to_add = allowed - self.spec_sum(active.iter().copied());
         // Larger first; equal sizes: newer first when growing, older first when shrinking.
         let size = |i: usize| spec_replicas(&self.sets[i]);
-        let operation = if to_add > 0 { "up" } else if to_add < 0 { "down" } else { "" };
+        let operation = if to_add > 0 {
+            "up"
+        } else if to_add < 0 {
+            "down"
+        } else {
+            ""
+        };
         if to_add != 0 {
             active.sort_by(|&a, &b| {
                 size(b).cmp(&size(a)).then_with(|| {

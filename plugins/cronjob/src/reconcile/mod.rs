@@ -43,12 +43,7 @@ pub fn reconcile(cron_job: &CronJob, children: &[Job], now: Time) -> Result<Outc
     let mut jobs: Vec<ChildJob<'_>> = children.iter().map(ChildJob::new).collect();
     jobs.sort_by(|a, b| a.name().cmp(b.name()));
 
-    let mut r = Reconciler {
-        cron_job,
-        jobs: &jobs,
-        now,
-        out: Outcome::new(),
-    };
+    let mut r = Reconciler { cron_job, jobs: &jobs, now, out: Outcome::new() };
     r.observe();
     let mut status = r.rebuild_status();
     r.delete_old_jobs();
@@ -77,9 +72,7 @@ fn rfc3339(t: DateTime<Utc>) -> String {
 }
 
 fn parse_time(text: Option<&str>) -> Option<DateTime<Utc>> {
-    DateTime::parse_from_rfc3339(text?)
-        .ok()
-        .map(|t| t.with_timezone(&Utc))
+    DateTime::parse_from_rfc3339(text?).ok().map(|t| t.with_timezone(&Utc))
 }
 
 fn reference(job: &ChildJob<'_>) -> JobReference {
@@ -99,11 +92,7 @@ impl Reconciler<'_> {
 
     /// A stored active reference matches a child by UID, or by name when it has none.
     fn refers_to(r: &JobReference, job: &ChildJob<'_>) -> bool {
-        if r.uid.is_empty() {
-            r.name == job.name()
-        } else {
-            r.uid == job.uid()
-        }
+        if r.uid.is_empty() { r.name == job.name() } else { r.uid == job.uid() }
     }
 
     /// Step 1: what changed since the status was written, as upstream reports it.
@@ -112,34 +101,16 @@ impl Reconciler<'_> {
             let was_active = self.stored().active.iter().any(|r| Self::refers_to(r, job));
             match job.finished {
                 Some(how) if was_active => {
-                    self.out.event_normal(
-                        "SawCompletedJob",
-                        format!(
-                            "Saw completed job: {}, condition: {}",
-                            job.name(),
-                            how.as_str()
-                        ),
-                    );
+                    self.out.event_normal("SawCompletedJob", format!("Saw completed job: {}, condition: {}", job.name(), how.as_str()));
                 }
                 None if !was_active && !job.is_ours(self.cron_job.name()) => {
-                    self.out.event_warning(
-                        "UnexpectedJob",
-                        format!(
-                            "Saw a job that the controller did not create or forgot: {}",
-                            job.name()
-                        ),
-                    );
+                    self.out.event_warning("UnexpectedJob", format!("Saw a job that the controller did not create or forgot: {}", job.name()));
                 }
                 _ => {}
             }
         }
-        let mut missing: Vec<String> = self
-            .stored()
-            .active
-            .iter()
-            .filter(|r| !self.jobs.iter().any(|j| Self::refers_to(r, j)))
-            .map(|r| r.name.clone())
-            .collect();
+        let mut missing: Vec<String> =
+            self.stored().active.iter().filter(|r| !self.jobs.iter().any(|j| Self::refers_to(r, j))).map(|r| r.name.clone()).collect();
         missing.sort();
         for name in missing {
             self.out.event_normal("MissingJob", format!("Active job went missing: {name}"));
@@ -149,12 +120,7 @@ impl Reconciler<'_> {
     /// Step 2: the status as the children show it.
     fn rebuild_status(&self) -> CronJobStatus {
         let stored = self.stored();
-        let last_schedule = self
-            .jobs
-            .iter()
-            .filter_map(|j| j.scheduled_at)
-            .chain(parse_time(stored.last_schedule_time.as_deref()))
-            .max();
+        let last_schedule = self.jobs.iter().filter_map(|j| j.scheduled_at).chain(parse_time(stored.last_schedule_time.as_deref())).max();
         let last_successful = self
             .jobs
             .iter()
@@ -163,12 +129,7 @@ impl Reconciler<'_> {
             .chain(parse_time(stored.last_successful_time.as_deref()))
             .max();
         CronJobStatus {
-            active: self
-                .jobs
-                .iter()
-                .filter(|j| j.is_active())
-                .map(reference)
-                .collect(),
+            active: self.jobs.iter().filter(|j| j.is_active()).map(reference).collect(),
             last_schedule_time: last_schedule.map(rfc3339),
             last_successful_time: last_successful.map(rfc3339),
             conditions: stored.conditions.clone(),
@@ -179,18 +140,11 @@ impl Reconciler<'_> {
     /// are neither counted nor deleted again.
     fn delete_old_jobs(&mut self) {
         let spec = &self.cron_job.spec;
-        for (limit, kind) in [
-            (spec.successful_jobs_history_limit, Finished::Complete),
-            (spec.failed_jobs_history_limit, Finished::Failed),
-        ] {
+        for (limit, kind) in [(spec.successful_jobs_history_limit, Finished::Complete), (spec.failed_jobs_history_limit, Finished::Failed)] {
             let Some(limit) = limit.and_then(|l| usize::try_from(l).ok()) else {
                 continue;
             };
-            let mut finished: Vec<&ChildJob<'_>> = self
-                .jobs
-                .iter()
-                .filter(|j| j.finished == Some(kind) && !j.is_being_deleted())
-                .collect();
+            let mut finished: Vec<&ChildJob<'_>> = self.jobs.iter().filter(|j| j.finished == Some(kind) && !j.is_being_deleted()).collect();
             if finished.len() <= limit {
                 continue;
             }
@@ -209,20 +163,12 @@ impl Reconciler<'_> {
 
     /// Sets the plugin's `Valid` condition; returns whether its status or
     /// message changed (a Warning is emitted only then, not on every pass).
-    fn set_valid(
-        &self,
-        status: &mut CronJobStatus,
-        valid: bool,
-        reason: &str,
-        message: String,
-    ) -> bool {
+    fn set_valid(&self, status: &mut CronJobStatus, valid: bool, reason: &str, message: String) -> bool {
         let before = conditions::find(&status.conditions, VALID_CONDITION).cloned();
-        let condition = Condition::new(VALID_CONDITION, valid, reason, message)
-            .observed(self.cron_job.generation());
+        let condition = Condition::new(VALID_CONDITION, valid, reason, message).observed(self.cron_job.generation());
         conditions::set(&mut status.conditions, condition, Time(self.now));
         let after = conditions::find(&status.conditions, VALID_CONDITION);
-        before.as_ref().map(|c| (&c.status, &c.reason, &c.message))
-            != after.map(|c| (&c.status, &c.reason, &c.message))
+        before.as_ref().map(|c| (&c.status, &c.reason, &c.message)) != after.map(|c| (&c.status, &c.reason, &c.message))
     }
 
     /// Steps 4-7: refuse an invalid spec, else schedule. Returns when to
@@ -242,8 +188,7 @@ impl Reconciler<'_> {
         let spec = &cron_job.spec;
         let schedule_text = spec.schedule.as_deref().unwrap_or_default();
         // validate() has checked both, so neither fails here; stay defensive anyway.
-        let zone: Tz =
-            schedule::zone::load(spec.time_zone.as_deref().unwrap_or("")).unwrap_or(chrono_tz::UTC);
+        let zone: Tz = schedule::zone::load(spec.time_zone.as_deref().unwrap_or("")).unwrap_or(chrono_tz::UTC);
         let Ok(schedule) = schedule::parse(schedule_text, zone) else {
             return Ok(None);
         };
@@ -255,24 +200,16 @@ impl Reconciler<'_> {
 
         let last = parse_time(status.last_schedule_time.as_deref());
         // Upstream: with no run recorded, count from the CronJob's creation.
-        let earliest = last
-            .or_else(|| cron_job.metadata.creation_timestamp.as_ref().and_then(jobs::utc))
-            .unwrap_or(self.now);
+        let earliest = last.or_else(|| cron_job.metadata.creation_timestamp.as_ref().and_then(jobs::utc)).unwrap_or(self.now);
         // A deadline too large to subtract from now (up to i64::MAX is
         // valid, as upstream) is no limit at all.
-        let deadline_start = spec
-            .starting_deadline_seconds
-            .and_then(Duration::try_seconds)
-            .and_then(|d| self.now.checked_sub_signed(d));
+        let deadline_start = spec.starting_deadline_seconds.and_then(Duration::try_seconds).and_then(|d| self.now.checked_sub_signed(d));
         let earliest_in_deadline = deadline_start.map_or(earliest, |t| earliest.max(t));
 
         let due = match runs::most_recent(&schedule, earliest_in_deadline, self.now) {
             Ok(due) => due,
             Err(e) => {
-                self.out.event_warning(
-                    "InvalidSchedule",
-                    format!("invalid schedule: {schedule_text} : {}", e.0),
-                );
+                self.out.event_warning("InvalidSchedule", format!("invalid schedule: {schedule_text} : {}", e.0));
                 return Ok(None);
             }
         };
@@ -299,10 +236,7 @@ impl Reconciler<'_> {
         let active: Vec<&ChildJob<'_>> = self.jobs.iter().filter(|j| j.is_active()).collect();
         match spec.concurrency_policy() {
             Some(ConcurrencyPolicy::Forbid) if !active.is_empty() => {
-                self.out.event_normal(
-                    "JobAlreadyActive",
-                    "Not starting job because prior execution is running and concurrency policy is Forbid",
-                );
+                self.out.event_normal("JobAlreadyActive", "Not starting job because prior execution is running and concurrency policy is Forbid");
                 return Ok(next);
             }
             Some(ConcurrencyPolicy::Replace) => {
@@ -322,32 +256,17 @@ impl Reconciler<'_> {
 
     /// Upstream's MissSchedule check can never fire (its search already starts
     /// at the deadline); here a run whose deadline passed unrun is reported.
-    fn report_missed_deadline(
-        &mut self,
-        schedule: &Schedule,
-        earliest: DateTime<Utc>,
-        earliest_in_deadline: DateTime<Utc>,
-    ) {
+    fn report_missed_deadline(&mut self, schedule: &Schedule, earliest: DateTime<Utc>, earliest_in_deadline: DateTime<Utc>) {
         if earliest_in_deadline == earliest {
             return;
         }
-        if let Ok(runs::Due {
-            most_recent: Some(missed),
-            ..
-        }) = runs::most_recent(schedule, earliest, self.now)
-        {
+        if let Ok(runs::Due { most_recent: Some(missed), .. }) = runs::most_recent(schedule, earliest, self.now) {
             self.push_miss_schedule(missed);
         }
     }
 
     fn push_miss_schedule(&mut self, scheduled: DateTime<Utc>) {
-        self.out.event_warning(
-            "MissSchedule",
-            format!(
-                "Missed scheduled time to start a job: {}",
-                scheduled.format("%a, %d %b %Y %H:%M:%S %z")
-            ),
-        );
+        self.out.event_warning("MissSchedule", format!("Missed scheduled time to start a job: {}", scheduled.format("%a, %d %b %Y %H:%M:%S %z")));
     }
 
     /// An invalid CronJob already stored (admission is not guaranteed): say
@@ -355,21 +274,10 @@ impl Reconciler<'_> {
     /// watch delivers the edit, and retrying cannot help before it.
     fn refuse(&mut self, status: &mut CronJobStatus, errors: &[FieldError]) {
         let spec = &self.cron_job.spec;
-        let message = errors
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("; ");
+        let message = errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
         let first = &errors[0];
         let (reason, event) = match first.field.as_str() {
-            "spec.timeZone" => (
-                "UnknownTimeZone",
-                format!(
-                    "invalid timeZone: {:?}: {}",
-                    spec.time_zone.clone().unwrap_or_default(),
-                    first.detail
-                ),
-            ),
+            "spec.timeZone" => ("UnknownTimeZone", format!("invalid timeZone: {:?}: {}", spec.time_zone.clone().unwrap_or_default(), first.detail)),
             "spec.schedule" if spec.schedule.as_deref().is_some_and(|s| s.contains("TZ")) => (
                 "UnsupportedSchedule",
                 format!(
@@ -377,14 +285,9 @@ impl Reconciler<'_> {
                     spec.schedule.clone().unwrap_or_default()
                 ),
             ),
-            "spec.schedule" => (
-                "UnparseableSchedule",
-                format!(
-                    "unparseable schedule: {:?} : {}",
-                    spec.schedule.clone().unwrap_or_default(),
-                    first.detail
-                ),
-            ),
+            "spec.schedule" => {
+                ("UnparseableSchedule", format!("unparseable schedule: {:?} : {}", spec.schedule.clone().unwrap_or_default(), first.detail))
+            }
             _ => ("InvalidSpec", message.clone()),
         };
         if self.set_valid(status, false, reason, message) {

@@ -17,9 +17,7 @@ fn reconcile(parent: &Object, children: &[Object], now: Time) -> Result<Vec<Acti
 const CREATED: &str = "2024-05-01T09:00:30Z";
 
 fn t(text: &str) -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339(text)
-        .unwrap()
-        .with_timezone(&Utc)
+    DateTime::parse_from_rfc3339(text).unwrap().with_timezone(&Utc)
 }
 
 /// A CronJob `hello` with the tutorial's defaults, `*/5 * * * *`, merged with `spec` and given `status`.
@@ -98,44 +96,19 @@ fn run(parent: &Object, children: &[Object], now: &str) -> Outcome {
 
 impl Outcome {
     fn created(&self) -> Vec<&Value> {
-        self.0
-            .iter()
-            .filter_map(|a| {
-                if let Action::Create(j) = a {
-                    Some(j)
-                } else {
-                    None
-                }
-            })
-            .collect()
+        self.0.iter().filter_map(|a| if let Action::Create(j) = a { Some(j) } else { None }).collect()
     }
     fn created_names(&self) -> Vec<&str> {
-        self.created()
-            .iter()
-            .map(|j| j["metadata"]["name"].as_str().unwrap())
-            .collect()
+        self.created().iter().map(|j| j["metadata"]["name"].as_str().unwrap()).collect()
     }
     fn deleted(&self) -> Vec<&str> {
-        self.0
-            .iter()
-            .filter_map(|a| {
-                if let Action::Delete { target, .. } = a {
-                    Some(target.name.as_str())
-                } else {
-                    None
-                }
-            })
-            .collect()
+        self.0.iter().filter_map(|a| if let Action::Delete { target, .. } = a { Some(target.name.as_str()) } else { None }).collect()
     }
     fn events(&self) -> Vec<(EventType, &str, &str)> {
         self.0
             .iter()
             .filter_map(|a| match a {
-                Action::Event {
-                    event_type,
-                    reason,
-                    message,
-                } => Some((*event_type, reason.as_str(), message.as_str())),
+                Action::Event { event_type, reason, message } => Some((*event_type, reason.as_str(), message.as_str())),
                 _ => None,
             })
             .collect()
@@ -144,25 +117,10 @@ impl Outcome {
         self.events().iter().map(|e| e.1).collect()
     }
     fn status(&self) -> &Value {
-        self.0
-            .iter()
-            .find_map(|a| {
-                if let Action::SetStatus(s) = a {
-                    Some(s)
-                } else {
-                    None
-                }
-            })
-            .expect("a status")
+        self.0.iter().find_map(|a| if let Action::SetStatus(s) = a { Some(s) } else { None }).expect("a status")
     }
     fn requeue_ms(&self) -> Option<u64> {
-        self.0.iter().find_map(|a| {
-            if let Action::RequeueAfterMs(ms) = a {
-                Some(*ms)
-            } else {
-                None
-            }
-        })
+        self.0.iter().find_map(|a| if let Action::RequeueAfterMs(ms) = a { Some(*ms) } else { None })
     }
     /// Milliseconds from `now` until `at`, plus upstream's 100 ms.
     fn requeue_at(&self, now: &str) -> Option<String> {
@@ -281,10 +239,7 @@ fn scheduling_decisions_follow_upstream() {
             what: "Forbid runs the pending run once the active job finished",
             spec: json!({"concurrencyPolicy": "Forbid"}),
             status: json!({"lastScheduleTime": "2024-05-01T09:00:00Z", "active": [active_ref("2024-05-01T09:00:00Z")]}),
-            children: vec![job(
-                "2024-05-01T09:00:00Z",
-                State::Complete("2024-05-01T09:00:01Z", "2024-05-01T09:06:00Z"),
-            )],
+            children: vec![job("2024-05-01T09:00:00Z", State::Complete("2024-05-01T09:00:01Z", "2024-05-01T09:06:00Z"))],
             now: "2024-05-01T09:06:01Z",
             created: vec![name("2024-05-01T09:05:00Z")],
             deleted: vec![],
@@ -419,22 +374,13 @@ fn scheduling_decisions_follow_upstream() {
         assert_eq!(out.created_names(), c.created, "{}: created", c.what);
         assert_eq!(out.deleted(), c.deleted, "{}: deleted", c.what);
         assert_eq!(out.reasons(), c.reasons, "{}: events", c.what);
-        assert_eq!(
-            out.requeue_at(c.now).as_deref(),
-            c.requeue_at,
-            "{}: requeue",
-            c.what
-        );
+        assert_eq!(out.requeue_at(c.now).as_deref(), c.requeue_at, "{}: requeue", c.what);
     }
 }
 
 #[test]
 fn the_job_carries_the_template_and_its_scheduled_time() {
-    let out = run(
-        &cron_job(json!({"timeZone": "America/New_York"}), json!({})),
-        &[],
-        "2024-05-01T09:05:10Z",
-    );
+    let out = run(&cron_job(json!({"timeZone": "America/New_York"}), json!({})), &[], "2024-05-01T09:05:10Z");
     let job = out.created()[0];
     assert_eq!(job["apiVersion"], "batch/v1");
     assert_eq!(job["kind"], "Job");
@@ -446,43 +392,20 @@ fn the_job_carries_the_template_and_its_scheduled_time() {
         json!({"team": "a", "batch.tutorial.kubebuilder.io/scheduled-at": "2024-05-01T09:05:00Z",
                "batch.kubernetes.io/cronjob-scheduled-timestamp": "2024-05-01T05:05:00-04:00"})
     );
-    assert_eq!(
-        job["spec"]["template"]["spec"]["restartPolicy"],
-        "OnFailure"
-    );
-    assert_eq!(
-        out.events()[0],
-        (
-            EventType::Normal,
-            "SuccessfulCreate",
-            "Created job hello-28575905"
-        )
-    );
+    assert_eq!(job["spec"]["template"]["spec"]["restartPolicy"], "OnFailure");
+    assert_eq!(out.events()[0], (EventType::Normal, "SuccessfulCreate", "Created job hello-28575905"));
 }
 
 #[test]
 fn the_status_is_rebuilt_from_the_children() {
     let children = [
-        job(
-            "2024-05-01T09:00:00Z",
-            State::Complete("2024-05-01T09:00:02Z", "2024-05-01T09:01:00Z"),
-        ),
-        job(
-            "2024-05-01T09:05:00Z",
-            State::Failed("2024-05-01T09:05:02Z"),
-        ),
+        job("2024-05-01T09:00:00Z", State::Complete("2024-05-01T09:00:02Z", "2024-05-01T09:01:00Z")),
+        job("2024-05-01T09:05:00Z", State::Failed("2024-05-01T09:05:02Z")),
         job("2024-05-01T09:10:00Z", State::Active),
     ];
-    let out = run(
-        &cron_job(json!({}), json!({})),
-        &children,
-        "2024-05-01T09:11:00Z",
-    );
+    let out = run(&cron_job(json!({}), json!({})), &children, "2024-05-01T09:11:00Z");
     let status = out.status();
-    assert_eq!(
-        status["active"],
-        json!([active_ref("2024-05-01T09:10:00Z")])
-    );
+    assert_eq!(status["active"], json!([active_ref("2024-05-01T09:10:00Z")]));
     assert_eq!(status["lastScheduleTime"], "2024-05-01T09:10:00Z");
     assert_eq!(status["lastSuccessfulTime"], "2024-05-01T09:01:00Z");
     assert_eq!(status["conditions"][0]["type"], "Valid");
@@ -495,15 +418,8 @@ fn the_status_is_rebuilt_from_the_children() {
 #[test]
 fn stored_times_never_move_backwards() {
     let status = json!({"lastScheduleTime": "2024-05-01T09:20:00Z", "lastSuccessfulTime": "2024-05-01T09:21:00Z"});
-    let children = [job(
-        "2024-05-01T09:00:00Z",
-        State::Complete("2024-05-01T09:00:02Z", "2024-05-01T09:01:00Z"),
-    )];
-    let out = run(
-        &cron_job(json!({}), status),
-        &children,
-        "2024-05-01T09:22:00Z",
-    );
+    let children = [job("2024-05-01T09:00:00Z", State::Complete("2024-05-01T09:00:02Z", "2024-05-01T09:01:00Z"))];
+    let out = run(&cron_job(json!({}), status), &children, "2024-05-01T09:22:00Z");
     assert_eq!(out.status()["lastScheduleTime"], "2024-05-01T09:20:00Z");
     assert_eq!(out.status()["lastSuccessfulTime"], "2024-05-01T09:21:00Z");
 }
@@ -513,153 +429,58 @@ fn a_new_run_is_recorded_as_the_last_scheduled_time_after_the_create() {
     let out = run(&cron_job(json!({}), json!({})), &[], "2024-05-01T09:05:10Z");
     assert_eq!(out.status()["lastScheduleTime"], "2024-05-01T09:05:00Z");
     let position = |pred: fn(&Action) -> bool| out.0.iter().position(pred).unwrap();
-    assert!(
-        position(|a| matches!(a, Action::Create(_)))
-            < position(|a| matches!(a, Action::SetStatus(_)))
-    );
+    assert!(position(|a| matches!(a, Action::Create(_))) < position(|a| matches!(a, Action::SetStatus(_))));
     assert!(matches!(out.0.last(), Some(Action::RequeueAfterMs(_))));
 }
 
 #[test]
 fn history_limits_delete_the_oldest_finished_jobs_first() {
     let children = [
-        job(
-            "2024-05-01T08:00:00Z",
-            State::Complete("2024-05-01T08:00:01Z", "2024-05-01T08:01:00Z"),
-        ),
-        job(
-            "2024-05-01T08:05:00Z",
-            State::Complete("2024-05-01T08:05:01Z", "2024-05-01T08:06:00Z"),
-        ),
-        job(
-            "2024-05-01T08:10:00Z",
-            State::Complete("2024-05-01T08:10:01Z", "2024-05-01T08:11:00Z"),
-        ),
-        job(
-            "2024-05-01T08:15:00Z",
-            State::Complete("2024-05-01T08:15:01Z", "2024-05-01T08:16:00Z"),
-        ),
-        job(
-            "2024-05-01T08:20:00Z",
-            State::Complete("2024-05-01T08:20:01Z", "2024-05-01T08:21:00Z"),
-        ),
-        job(
-            "2024-05-01T08:25:00Z",
-            State::Failed("2024-05-01T08:25:01Z"),
-        ),
-        job(
-            "2024-05-01T08:30:00Z",
-            State::Failed("2024-05-01T08:30:01Z"),
-        ),
+        job("2024-05-01T08:00:00Z", State::Complete("2024-05-01T08:00:01Z", "2024-05-01T08:01:00Z")),
+        job("2024-05-01T08:05:00Z", State::Complete("2024-05-01T08:05:01Z", "2024-05-01T08:06:00Z")),
+        job("2024-05-01T08:10:00Z", State::Complete("2024-05-01T08:10:01Z", "2024-05-01T08:11:00Z")),
+        job("2024-05-01T08:15:00Z", State::Complete("2024-05-01T08:15:01Z", "2024-05-01T08:16:00Z")),
+        job("2024-05-01T08:20:00Z", State::Complete("2024-05-01T08:20:01Z", "2024-05-01T08:21:00Z")),
+        job("2024-05-01T08:25:00Z", State::Failed("2024-05-01T08:25:01Z")),
+        job("2024-05-01T08:30:00Z", State::Failed("2024-05-01T08:30:01Z")),
         job("2024-05-01T08:35:00Z", State::Active),
     ];
     let status = json!({"lastScheduleTime": "2024-05-01T08:35:00Z"});
-    let out = run(
-        &cron_job(json!({}), status),
-        &children,
-        "2024-05-01T08:36:00Z",
-    );
-    let names = |at: &[&str]| {
-        at.iter()
-            .map(|a| job_name("hello", t(a)))
-            .collect::<Vec<_>>()
-    };
-    assert_eq!(
-        out.deleted(),
-        names(&[
-            "2024-05-01T08:00:00Z",
-            "2024-05-01T08:05:00Z",
-            "2024-05-01T08:25:00Z"
-        ])
-    );
+    let out = run(&cron_job(json!({}), status), &children, "2024-05-01T08:36:00Z");
+    let names = |at: &[&str]| at.iter().map(|a| job_name("hello", t(a))).collect::<Vec<_>>();
+    assert_eq!(out.deleted(), names(&["2024-05-01T08:00:00Z", "2024-05-01T08:05:00Z", "2024-05-01T08:25:00Z"]));
     assert_eq!(out.reasons(), vec!["SuccessfulDelete"; 3]);
-    assert_eq!(
-        out.events()[0].2,
-        format!(
-            "Deleted job {}",
-            job_name("hello", t("2024-05-01T08:00:00Z"))
-        )
-    );
+    assert_eq!(out.events()[0].2, format!("Deleted job {}", job_name("hello", t("2024-05-01T08:00:00Z"))));
 }
 
 #[test]
 fn history_limits_of_zero_keep_nothing_and_unset_limits_keep_everything() {
     let children = [
-        job(
-            "2024-05-01T08:00:00Z",
-            State::Complete("2024-05-01T08:00:01Z", "2024-05-01T08:01:00Z"),
-        ),
-        job(
-            "2024-05-01T08:05:00Z",
-            State::Failed("2024-05-01T08:05:01Z"),
-        ),
+        job("2024-05-01T08:00:00Z", State::Complete("2024-05-01T08:00:01Z", "2024-05-01T08:01:00Z")),
+        job("2024-05-01T08:05:00Z", State::Failed("2024-05-01T08:05:01Z")),
     ];
     let zero = json!({"successfulJobsHistoryLimit": 0, "failedJobsHistoryLimit": 0});
-    assert_eq!(
-        run(
-            &cron_job(zero, json!({})),
-            &children,
-            "2024-05-01T08:06:00Z"
-        )
-        .deleted()
-        .len(),
-        2
-    );
+    assert_eq!(run(&cron_job(zero, json!({})), &children, "2024-05-01T08:06:00Z").deleted().len(), 2);
     let unset = json!({"successfulJobsHistoryLimit": null, "failedJobsHistoryLimit": null});
-    assert_eq!(
-        run(
-            &cron_job(unset, json!({})),
-            &children,
-            "2024-05-01T08:06:00Z"
-        )
-        .deleted()
-        .len(),
-        0
-    );
+    assert_eq!(run(&cron_job(unset, json!({})), &children, "2024-05-01T08:06:00Z").deleted().len(), 0);
 }
 
 #[test]
 fn jobs_already_being_deleted_are_not_deleted_again() {
-    let mut old = job(
-        "2024-05-01T08:00:00Z",
-        State::Failed("2024-05-01T08:00:01Z"),
-    );
+    let mut old = job("2024-05-01T08:00:00Z", State::Failed("2024-05-01T08:00:01Z"));
     old.value_mut()["metadata"]["deletionTimestamp"] = json!("2024-05-01T08:06:00Z");
-    let newer = job(
-        "2024-05-01T08:05:00Z",
-        State::Failed("2024-05-01T08:05:01Z"),
-    );
-    let out = run(
-        &cron_job(json!({}), json!({})),
-        &[old, newer],
-        "2024-05-01T08:06:00Z",
-    );
+    let newer = job("2024-05-01T08:05:00Z", State::Failed("2024-05-01T08:05:01Z"));
+    let out = run(&cron_job(json!({}), json!({})), &[old, newer], "2024-05-01T08:06:00Z");
     assert_eq!(out.deleted(), Vec::<&str>::new());
 }
 
 #[test]
 fn history_is_cleaned_up_even_while_suspended_or_invalid() {
-    let children = [
-        job(
-            "2024-05-01T08:00:00Z",
-            State::Failed("2024-05-01T08:00:01Z"),
-        ),
-        job(
-            "2024-05-01T08:05:00Z",
-            State::Failed("2024-05-01T08:05:01Z"),
-        ),
-    ];
+    let children =
+        [job("2024-05-01T08:00:00Z", State::Failed("2024-05-01T08:00:01Z")), job("2024-05-01T08:05:00Z", State::Failed("2024-05-01T08:05:01Z"))];
     for spec in [json!({"suspend": true}), json!({"schedule": "bogus"})] {
-        let out = run(
-            &cron_job(spec.clone(), json!({})),
-            &children,
-            "2024-05-01T08:06:00Z",
-        );
-        assert_eq!(
-            out.deleted(),
-            vec![job_name("hello", t("2024-05-01T08:00:00Z"))],
-            "{spec}"
-        );
+        let out = run(&cron_job(spec.clone(), json!({})), &children, "2024-05-01T08:06:00Z");
+        assert_eq!(out.deleted(), vec![job_name("hello", t("2024-05-01T08:00:00Z"))], "{spec}");
         assert_eq!(out.requeue_ms(), None, "{spec}");
     }
 }
@@ -671,39 +492,17 @@ fn changes_since_the_stored_status_are_reported_as_upstream_does() {
     let mut stranger = job("2024-05-01T08:30:00Z", State::Active);
     stranger.value_mut()["metadata"]["name"] = json!("hand-made");
     stranger.value_mut()["metadata"]["annotations"] = json!({});
-    let children = [
-        job(
-            "2024-05-01T09:00:00Z",
-            State::Failed("2024-05-01T09:00:01Z"),
-        ),
-        stranger,
-    ];
-    let out = run(
-        &cron_job(json!({}), status),
-        &children,
-        "2024-05-01T09:06:00Z",
-    );
+    let children = [job("2024-05-01T09:00:00Z", State::Failed("2024-05-01T09:00:01Z")), stranger];
+    let out = run(&cron_job(json!({}), status), &children, "2024-05-01T09:06:00Z");
     let missing = job_name("hello", t("2024-05-01T08:55:00Z"));
     let completed = job_name("hello", t("2024-05-01T09:00:00Z"));
     assert_eq!(
         out.events(),
         vec![
             // Children are visited in name order.
-            (
-                EventType::Warning,
-                "UnexpectedJob",
-                "Saw a job that the controller did not create or forgot: hand-made"
-            ),
-            (
-                EventType::Normal,
-                "SawCompletedJob",
-                format!("Saw completed job: {completed}, condition: Failed").as_str()
-            ),
-            (
-                EventType::Normal,
-                "MissingJob",
-                format!("Active job went missing: {missing}").as_str()
-            ),
+            (EventType::Warning, "UnexpectedJob", "Saw a job that the controller did not create or forgot: hand-made"),
+            (EventType::Normal, "SawCompletedJob", format!("Saw completed job: {completed}, condition: Failed").as_str()),
+            (EventType::Normal, "MissingJob", format!("Active job went missing: {missing}").as_str()),
         ]
     );
 }
@@ -714,11 +513,7 @@ fn an_invalid_cronjob_warns_once_and_keeps_a_condition() {
     let first = run(&parent, &[], "2024-05-01T09:05:10Z");
     assert_eq!(
         first.events(),
-        vec![(
-            EventType::Warning,
-            "UnparseableSchedule",
-            "unparseable schedule: \"* * * *\" : expected exactly 5 fields, found 4: [* * * *]"
-        )]
+        vec![(EventType::Warning, "UnparseableSchedule", "unparseable schedule: \"* * * *\" : expected exactly 5 fields, found 4: [* * * *]")]
     );
     let condition = &first.status()["conditions"][0];
     assert_eq!(condition["type"], "Valid");
@@ -728,20 +523,12 @@ fn an_invalid_cronjob_warns_once_and_keeps_a_condition() {
     assert_eq!(first.requeue_ms(), None);
 
     // With that condition stored, a later pass says nothing new.
-    let again = run(
-        &cron_job(json!({"schedule": "* * * *"}), first.status().clone()),
-        &[],
-        "2024-05-01T09:20:00Z",
-    );
+    let again = run(&cron_job(json!({"schedule": "* * * *"}), first.status().clone()), &[], "2024-05-01T09:20:00Z");
     assert_eq!(again.events(), vec![]);
     assert_eq!(again.status(), first.status());
 
     // Fixed: the condition turns True and scheduling resumes.
-    let fixed = run(
-        &cron_job(json!({}), first.status().clone()),
-        &[],
-        "2024-05-01T09:20:00Z",
-    );
+    let fixed = run(&cron_job(json!({}), first.status().clone()), &[], "2024-05-01T09:20:00Z");
     assert_eq!(fixed.status()["conditions"][0]["status"], "True");
     assert_eq!(fixed.created_names().len(), 1);
 }
@@ -758,11 +545,7 @@ fn a_cronjob_being_deleted_starts_nothing() {
 #[test]
 fn objects_other_than_jobs_are_ignored() {
     let pod = Object::new(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}));
-    let out = run(
-        &cron_job(json!({}), json!({})),
-        &[pod],
-        "2024-05-01T09:03:00Z",
-    );
+    let out = run(&cron_job(json!({}), json!({})), &[pod], "2024-05-01T09:03:00Z");
     assert_eq!(out.status().get("active"), None);
 }
 
@@ -779,10 +562,7 @@ fn a_malformed_parent_is_a_permanent_error() {
 /// refused is still read, and reported through the `Valid` condition.
 #[test]
 fn a_stored_cronjob_the_schema_would_refuse_is_read_and_reported() {
-    let mut parent = cron_job(
-        json!({"concurrencyPolicy": "Sometimes", "successfulJobsHistoryLimit": 3_000_000_000i64}),
-        json!({}),
-    );
+    let mut parent = cron_job(json!({"concurrencyPolicy": "Sometimes", "successfulJobsHistoryLimit": 3_000_000_000i64}), json!({}));
     let spec = parent.value_mut()["spec"].as_object_mut().unwrap();
     spec.remove("schedule");
     spec.remove("jobTemplate");
@@ -821,10 +601,7 @@ fn a_daily_0230_in_new_york_follows_dst_as_upstream_does() {
             Some("2024-11-03T02:30:00-05:00"), "2024-11-04T07:30:00Z"),
     ];
     for (what, last, now, want, next) in cases {
-        let parent = cron_job(
-            spec.clone(),
-            json!({"lastScheduleTime": t(last).to_rfc3339()}),
-        );
+        let parent = cron_job(spec.clone(), json!({"lastScheduleTime": t(last).to_rfc3339()}));
         let now_utc = t(now).to_rfc3339();
         let out = run(&parent, &[], &now_utc);
         let want: Vec<String> = want.iter().map(|w| job_name("hello", t(w))).collect();
@@ -836,30 +613,10 @@ fn a_daily_0230_in_new_york_follows_dst_as_upstream_does() {
 #[test]
 fn a_daily_0130_in_new_york_runs_twice_when_clocks_fall_back() {
     let spec = json!({"schedule": "30 1 * * *", "timeZone": "America/New_York"});
-    let first = run(
-        &cron_job(
-            spec.clone(),
-            json!({"lastScheduleTime": "2024-11-02T05:30:00Z"}),
-        ),
-        &[],
-        "2024-11-03T05:30:05Z",
-    );
-    assert_eq!(
-        first.created()[0]["metadata"]["annotations"]["batch.kubernetes.io/cronjob-scheduled-timestamp"],
-        "2024-11-03T01:30:00-04:00"
-    );
-    assert_eq!(
-        first.requeue_at("2024-11-03T05:30:05Z").as_deref(),
-        Some("2024-11-03T06:30:00Z")
-    );
-    let second = run(
-        &cron_job(spec, first.status().clone()),
-        &[],
-        "2024-11-03T06:30:05Z",
-    );
-    assert_eq!(
-        second.created()[0]["metadata"]["annotations"]["batch.kubernetes.io/cronjob-scheduled-timestamp"],
-        "2024-11-03T01:30:00-05:00"
-    );
+    let first = run(&cron_job(spec.clone(), json!({"lastScheduleTime": "2024-11-02T05:30:00Z"})), &[], "2024-11-03T05:30:05Z");
+    assert_eq!(first.created()[0]["metadata"]["annotations"]["batch.kubernetes.io/cronjob-scheduled-timestamp"], "2024-11-03T01:30:00-04:00");
+    assert_eq!(first.requeue_at("2024-11-03T05:30:05Z").as_deref(), Some("2024-11-03T06:30:00Z"));
+    let second = run(&cron_job(spec, first.status().clone()), &[], "2024-11-03T06:30:05Z");
+    assert_eq!(second.created()[0]["metadata"]["annotations"]["batch.kubernetes.io/cronjob-scheduled-timestamp"], "2024-11-03T01:30:00-05:00");
     assert_ne!(first.created_names(), second.created_names());
 }

@@ -23,11 +23,7 @@ pub struct Wall {
 
 /// Go's `t.In(loc)` followed by field access.
 pub fn wall(unix: i64, zone: Tz) -> Wall {
-    let t = Utc
-        .timestamp_opt(unix, 0)
-        .single()
-        .unwrap_or_default()
-        .with_timezone(&zone);
+    let t = Utc.timestamp_opt(unix, 0).single().unwrap_or_default().with_timezone(&zone);
     Wall {
         year: t.year(),
         month: t.month(),
@@ -41,11 +37,7 @@ pub fn wall(unix: i64, zone: Tz) -> Wall {
 
 /// The zone's offset from UTC, in seconds, at an instant.
 pub fn offset_at(unix: i64, zone: Tz) -> i64 {
-    let utc = Utc
-        .timestamp_opt(unix, 0)
-        .single()
-        .unwrap_or_default()
-        .naive_utc();
+    let utc = Utc.timestamp_opt(unix, 0).single().unwrap_or_default().naive_utc();
     i64::from(zone.offset_from_utc_datetime(&utc).fix().local_minus_utc())
 }
 
@@ -59,24 +51,12 @@ pub fn offset_at(unix: i64, zone: Tz) -> i64 {
 /// from a non-zero offset, and a skipped time such as 02:30 on a
 /// spring-forward night resolves to an instant one hour earlier in wall terms
 /// (02:30 EDT, i.e. 01:30 EST), as Go's own `TestDate` cases pin.
-pub fn date(
-    zone: Tz,
-    year: i32,
-    month: i64,
-    day: i64,
-    hour: i64,
-    minute: i64,
-    second: i64,
-) -> Option<i64> {
+pub fn date(zone: Tz, year: i32, month: i64, day: i64, hour: i64, minute: i64, second: i64) -> Option<i64> {
     let months = i64::from(year) * 12 + (month - 1);
-    let (y, m) = (
-        i32::try_from(months.div_euclid(12)).ok()?,
-        u32::try_from(months.rem_euclid(12) + 1).ok()?,
-    );
+    let (y, m) = (i32::try_from(months.div_euclid(12)).ok()?, u32::try_from(months.rem_euclid(12) + 1).ok()?);
     let first = NaiveDate::from_ymd_opt(y, m, 1)?;
     let midnight: NaiveDateTime = first.and_hms_opt(0, 0, 0)?;
-    let local_as_utc =
-        midnight.and_utc().timestamp() + (day - 1) * 86_400 + hour * 3_600 + minute * 60 + second;
+    let local_as_utc = midnight.and_utc().timestamp() + (day - 1) * 86_400 + hour * 3_600 + minute * 60 + second;
     let guess = offset_at(local_as_utc, zone);
     let offset = offset_at(local_as_utc - guess, zone);
     Some(local_as_utc - offset)
@@ -85,15 +65,7 @@ pub fn date(
 /// Go's `t.AddDate(0, months, days)` for an instant in a zone.
 pub fn add_date(unix: i64, zone: Tz, months: i64, days: i64) -> Option<i64> {
     let w = wall(unix, zone);
-    date(
-        zone,
-        w.year,
-        i64::from(w.month) + months,
-        i64::from(w.day) + days,
-        i64::from(w.hour),
-        i64::from(w.minute),
-        i64::from(w.second),
-    )
+    date(zone, w.year, i64::from(w.month) + months, i64::from(w.day) + days, i64::from(w.hour), i64::from(w.minute), i64::from(w.second))
 }
 
 /// Go's `t.Truncate(d)` for whole-second `d`: Go truncates absolute time,
@@ -132,9 +104,7 @@ pub fn parse_duration(text: &str) -> Result<i128, String> {
         if int_part.is_empty() && frac_part.is_empty() {
             return Err(invalid());
         }
-        let unit_len = rest
-            .find(|c: char| c == '.' || c.is_ascii_digit())
-            .unwrap_or(rest.len());
+        let unit_len = rest.find(|c: char| c == '.' || c.is_ascii_digit()).unwrap_or(rest.len());
         let unit = &rest[..unit_len];
         rest = &rest[unit_len..];
         let scale: i128 = match unit {
@@ -147,11 +117,7 @@ pub fn parse_duration(text: &str) -> Result<i128, String> {
             "" => return Err(format!("time: missing unit in duration {text:?}")),
             other => return Err(format!("time: unknown unit {other:?} in duration {text:?}")),
         };
-        let whole: i128 = if int_part.is_empty() {
-            0
-        } else {
-            int_part.parse().map_err(|_| invalid())?
-        };
+        let whole: i128 = if int_part.is_empty() { 0 } else { int_part.parse().map_err(|_| invalid())? };
         let mut value = whole.checked_mul(scale).ok_or_else(invalid)?;
         let mut place = scale;
         for digit in frac_part.bytes().take(30) {
@@ -173,48 +139,28 @@ mod tests {
     use chrono_tz::Europe::London;
 
     fn at(text: &str) -> i64 {
-        chrono::DateTime::parse_from_rfc3339(text)
-            .unwrap()
-            .timestamp()
+        chrono::DateTime::parse_from_rfc3339(text).unwrap().timestamp()
     }
 
     #[test]
     fn a_skipped_wall_time_resolves_as_go_does() {
         // Go's time_test.go: {2011, 3, 13, 2, 30, ...} is "2:30:00 PDT ≡ 1:30 PST".
-        assert_eq!(
-            date(New_York, 2024, 3, 10, 2, 30, 0),
-            Some(at("2024-03-10T01:30:00-05:00"))
-        );
+        assert_eq!(date(New_York, 2024, 3, 10, 2, 30, 0), Some(at("2024-03-10T01:30:00-05:00")));
     }
 
     #[test]
     fn an_ambiguous_wall_time_resolves_as_go_does() {
         // Away from a non-zero offset Go picks the earlier instant...
-        assert_eq!(
-            date(New_York, 2024, 11, 3, 1, 30, 0),
-            Some(at("2024-11-03T01:30:00-04:00"))
-        );
+        assert_eq!(date(New_York, 2024, 11, 3, 1, 30, 0), Some(at("2024-11-03T01:30:00-04:00")));
         // ...and falling back to GMT (offset zero) it picks the later one.
-        assert_eq!(
-            date(London, 2024, 10, 27, 1, 30, 0),
-            Some(at("2024-10-27T01:30:00+00:00"))
-        );
+        assert_eq!(date(London, 2024, 10, 27, 1, 30, 0), Some(at("2024-10-27T01:30:00+00:00")));
     }
 
     #[test]
     fn months_and_days_out_of_range_are_normalised() {
-        assert_eq!(
-            date(chrono_tz::UTC, 2024, 13, 1, 0, 0, 0),
-            Some(at("2025-01-01T00:00:00Z"))
-        );
-        assert_eq!(
-            date(chrono_tz::UTC, 2024, 1, 32, 0, 0, 0),
-            Some(at("2024-02-01T00:00:00Z"))
-        );
-        assert_eq!(
-            add_date(at("2024-01-31T10:00:00Z"), chrono_tz::UTC, 1, 0),
-            Some(at("2024-03-02T10:00:00Z"))
-        );
+        assert_eq!(date(chrono_tz::UTC, 2024, 13, 1, 0, 0, 0), Some(at("2025-01-01T00:00:00Z")));
+        assert_eq!(date(chrono_tz::UTC, 2024, 1, 32, 0, 0, 0), Some(at("2024-02-01T00:00:00Z")));
+        assert_eq!(add_date(at("2024-01-31T10:00:00Z"), chrono_tz::UTC, 1, 0), Some(at("2024-03-02T10:00:00Z")));
     }
 
     #[test]

@@ -23,11 +23,7 @@ fn has(bits: u64, value: u32) -> bool {
 fn day_matches(spec: &SpecSchedule, w: &Wall) -> bool {
     let dom = has(spec.dom, w.day);
     let dow = has(spec.dow, w.weekday);
-    if spec.dom & STAR_BIT != 0 || spec.dow & STAR_BIT != 0 {
-        dom && dow
-    } else {
-        dom || dow
-    }
+    if spec.dom & STAR_BIT != 0 || spec.dow & STAR_BIT != 0 { dom && dow } else { dom || dow }
 }
 
 /// The next activation strictly after `after` (Unix seconds), or `None`
@@ -66,11 +62,7 @@ pub fn next(spec: &SpecSchedule, after: i64) -> Option<i64> {
             w = gotime::wall(t, zone);
             // Where DST moves midnight, the day starts at 01:00 or 23:00: pull back to the day.
             if w.hour != 0 {
-                t += if w.hour > 12 {
-                    i64::from(24 - w.hour) * HOUR
-                } else {
-                    -i64::from(w.hour) * HOUR
-                };
+                t += if w.hour > 12 { i64::from(24 - w.hour) * HOUR } else { -i64::from(w.hour) * HOUR };
                 w = gotime::wall(t, zone);
             }
             if w.day == 1 {
@@ -81,15 +73,7 @@ pub fn next(spec: &SpecSchedule, after: i64) -> Option<i64> {
         while !has(spec.hour, w.hour) {
             if !added {
                 added = true;
-                t = gotime::date(
-                    zone,
-                    w.year,
-                    i64::from(w.month),
-                    i64::from(w.day),
-                    i64::from(w.hour),
-                    0,
-                    0,
-                )?;
+                t = gotime::date(zone, w.year, i64::from(w.month), i64::from(w.day), i64::from(w.hour), 0, 0)?;
             }
             t += HOUR;
             w = gotime::wall(t, zone);

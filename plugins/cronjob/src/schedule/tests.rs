@@ -6,9 +6,7 @@ use super::*;
 use chrono_tz::Tz;
 
 fn t(text: &str) -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339(text)
-        .unwrap()
-        .with_timezone(&Utc)
+    DateTime::parse_from_rfc3339(text).unwrap().with_timezone(&Utc)
 }
 
 fn zone(name: &str) -> Tz {
@@ -21,9 +19,7 @@ fn upcoming(spec: &str, tz: &str, start: &str, n: usize) -> Vec<DateTime<Utc>> {
     let mut out = Vec::new();
     let mut at = t(start);
     for _ in 0..n {
-        at = schedule
-            .next(at)
-            .unwrap_or_else(|| panic!("{spec}: no next after {at}"));
+        at = schedule.next(at).unwrap_or_else(|| panic!("{spec}: no next after {at}"));
         out.push(at);
     }
     out
@@ -104,11 +100,7 @@ fn schedules_fire_when_upstream_fires_them() {
     ];
     for (what, spec, tz, start, want) in cases {
         let want: Vec<_> = want.iter().map(|w| t(w)).collect();
-        assert_eq!(
-            upcoming(spec, tz, start, want.len()),
-            want,
-            "{what}: {spec:?} in {tz} after {start}"
-        );
+        assert_eq!(upcoming(spec, tz, start, want.len()), want, "{what}: {spec:?} in {tz} after {start}");
     }
 }
 
@@ -141,11 +133,7 @@ fn malformed_schedules_are_refused_with_robfigs_reasons() {
         ("TZ=Nowhere/Land * * * * *", "provided bad location Nowhere/Land: unknown time zone Nowhere/Land"),
     ];
     for (spec, want) in cases {
-        assert_eq!(
-            parse(spec, chrono_tz::UTC).map(|_| ()),
-            Err(ScheduleError(want.to_string())),
-            "{spec:?}"
-        );
+        assert_eq!(parse(spec, chrono_tz::UTC).map(|_| ()), Err(ScheduleError(want.to_string())), "{spec:?}");
     }
 }
 

@@ -4,14 +4,21 @@
 
 use std::collections::BTreeMap;
 
+use operator_plugin_sdk::json;
 use operator_plugin_sdk::k8s_openapi::api::core::v1::ConfigMap;
 use operator_plugin_sdk::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use operator_plugin_sdk::json;
 use operator_plugin_sdk::prelude::*;
 
 /// The Hello kind's spec; the derive generates `Hello` and its CRD.
 #[derive(CustomResource, JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-#[kube(group = "example.operator.dev", version = "v1alpha1", kind = "Hello", namespaced, status = "HelloStatus", doc = "A Hello keeps one ConfigMap with its greeting.")]
+#[kube(
+    group = "example.operator.dev",
+    version = "v1alpha1",
+    kind = "Hello",
+    namespaced,
+    status = "HelloStatus",
+    doc = "A Hello keeps one ConfigMap with its greeting."
+)]
 #[kube(crates(
     kube_core = "::operator_plugin_sdk::kube_core",
     k8s_openapi = "::operator_plugin_sdk::k8s_openapi",
@@ -57,7 +64,8 @@ impl Controller for HelloController {
         let configmaps = children.of::<ConfigMap>()?;
         match configmaps.iter().find(|c| c.metadata.name.as_deref() == Some(name.as_str())) {
             None => {
-                let cm = ConfigMap { metadata: ObjectMeta { name: Some(name.clone()), ..Default::default() }, data: Some(desired), ..Default::default() };
+                let cm =
+                    ConfigMap { metadata: ObjectMeta { name: Some(name.clone()), ..Default::default() }, data: Some(desired), ..Default::default() };
                 out.create(&cm)?;
                 out.event_normal("Created", format!("created ConfigMap {name}"));
             }
@@ -117,7 +125,10 @@ mod tests {
     /// `UPDATE_CRD=1 cargo test -p hello` rewrites crd.json.
     #[test]
     fn crd_json_is_the_generated_crd() {
-        operator_plugin_sdk::testing::assert_crd_file_matches(&operator_plugin_sdk::crd::generated::<Hello>(), concat!(env!("CARGO_MANIFEST_DIR"), "/crd.json"));
+        operator_plugin_sdk::testing::assert_crd_file_matches(
+            &operator_plugin_sdk::crd::generated::<Hello>(),
+            concat!(env!("CARGO_MANIFEST_DIR"), "/crd.json"),
+        );
     }
 
     #[test]

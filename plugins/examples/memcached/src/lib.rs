@@ -74,7 +74,10 @@ pub fn decide(memcached: &Memcached, deployments: &[Deployment], pods: &[Pod], n
 
     if memcached.metadata.deletion_timestamp.is_some() {
         // The tutorial's doFinalizerOperationsForMemcached: an Event, Degraded=True, then release.
-        out.event_warning("Deleting", format!("Custom Resource {name} is being deleted from the namespace {}", memcached.namespace().unwrap_or_default()));
+        out.event_warning(
+            "Deleting",
+            format!("Custom Resource {name} is being deleted from the namespace {}", memcached.namespace().unwrap_or_default()),
+        );
         let done = format!("Finalizer operations for custom resource {name} name were successfully accomplished");
         conditions::set(&mut conditions, Condition::new(DEGRADED, true, "Finalizing", done), now);
         out.status(&MemcachedStatus { nodes: nodes(memcached, deployments, pods), conditions })?;
@@ -91,7 +94,12 @@ pub fn decide(memcached: &Memcached, deployments: &[Deployment], pods: &[Pod], n
         }
         Some(found) => {
             if found.spec.replicas != Some(size) {
-                let target = ObjectRef { api_version: "apps/v1".into(), kind: "Deployment".into(), namespace: memcached.namespace().unwrap_or_default(), name: name.clone() };
+                let target = ObjectRef {
+                    api_version: "apps/v1".into(),
+                    kind: "Deployment".into(),
+                    namespace: memcached.namespace().unwrap_or_default(),
+                    name: name.clone(),
+                };
                 out.patch(target, &json!({"spec": {"replicas": size}}))?;
                 out.event_normal("Scaled", format!("scaled Deployment {name} to {size} replicas"));
             }
@@ -107,8 +115,7 @@ pub fn decide(memcached: &Memcached, deployments: &[Deployment], pods: &[Pod], n
 /// being deleted no longer serve and are left out.
 pub fn nodes(memcached: &Memcached, deployments: &[Deployment], pods: &[Pod]) -> Vec<String> {
     let name = memcached.name_any();
-    let Some(selector) = deployments.iter().find(|d| d.metadata.name.as_deref() == Some(name.as_str())).map(|d| &d.spec.selector)
-    else {
+    let Some(selector) = deployments.iter().find(|d| d.metadata.name.as_deref() == Some(name.as_str())).map(|d| &d.spec.selector) else {
         return Vec::new();
     };
     let mut names: Vec<String> = pods
@@ -143,7 +150,8 @@ mod tests {
     fn nodes_are_the_live_pods_its_deployment_selects_sorted() {
         let m = memcached(3);
         let deployments = vec![deployment::desired(&m)];
-        let pods = vec![pod("cache-b", "cache", false), pod("other-a", "other", false), pod("cache-a", "cache", false), pod("cache-c", "cache", true)];
+        let pods =
+            vec![pod("cache-b", "cache", false), pod("other-a", "other", false), pod("cache-a", "cache", false), pod("cache-c", "cache", true)];
         assert_eq!(nodes(&m, &deployments, &pods), ["cache-a", "cache-b"]);
         assert!(nodes(&m, &[], &pods).is_empty(), "no Deployment yet: no selector, no nodes");
     }

@@ -42,11 +42,7 @@ fn read(path: &Path) -> String {
 }
 
 fn yaml_documents(text: &str, path: &Path) -> Vec<Value> {
-    serde_saphyr::from_multiple::<Value>(text)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-        .into_iter()
-        .filter(|v| !v.is_null())
-        .collect()
+    serde_saphyr::from_multiple::<Value>(text).unwrap_or_else(|e| panic!("{}: {e}", path.display())).into_iter().filter(|v| !v.is_null()).collect()
 }
 
 impl Fixture {
@@ -119,9 +115,8 @@ fn assert_children_controlled(f: &Fixture) {
     let uid = parent["metadata"]["uid"].as_str().unwrap_or_else(|| panic!("{}: parent has no metadata.uid", f.name()));
     for child in &f.children {
         let child: Value = serde_json::from_str(child).expect("child is JSON");
-        let controlled = child["metadata"]["ownerReferences"]
-            .as_array()
-            .is_some_and(|owners| owners.iter().any(|o| o["uid"] == uid && o["controller"] == true));
+        let controlled =
+            child["metadata"]["ownerReferences"].as_array().is_some_and(|owners| owners.iter().any(|o| o["uid"] == uid && o["controller"] == true));
         assert!(controlled, "{}: child {} is not controlled by the parent", f.name(), child["metadata"]["name"]);
     }
 }

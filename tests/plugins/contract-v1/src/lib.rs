@@ -2,7 +2,7 @@
 
 wit_bindgen::generate!({ path: "wit", world: "plugin" });
 
-use exports::operator::plugin::controller::{Action, FieldError, Guest, GroupVersionKind, PluginManifest, ReconcileError};
+use exports::operator::plugin::controller::{Action, FieldError, GroupVersionKind, Guest, PluginManifest, ReconcileError};
 
 struct Future;
 

@@ -118,7 +118,9 @@ mod tests {
     }
 
     fn data() -> Object {
-        Object::new(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "t-data", "namespace": "default"}, "data": {"content": "tidy"}}))
+        Object::new(
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "t-data", "namespace": "default"}, "data": {"content": "tidy"}}),
+        )
     }
 
     #[test]

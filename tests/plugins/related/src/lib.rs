@@ -59,7 +59,11 @@ impl Guest for Related {
             parent: gvk(GROUP, "v1", "Watcher"),
             children: vec![],
             related: vec![
-                RelatedKind { kind: gvk("", "v1", "ConfigMap"), attach: Attachment::NamesFrom(vec!["spec.configMapRef.name".into()]), cluster_scoped: false },
+                RelatedKind {
+                    kind: gvk("", "v1", "ConfigMap"),
+                    attach: Attachment::NamesFrom(vec!["spec.configMapRef.name".into()]),
+                    cluster_scoped: false,
+                },
                 RelatedKind { kind: gvk("", "v1", "Pod"), attach: Attachment::SelectorFrom("spec.selector".into()), cluster_scoped: false },
             ],
             crds: vec![crd().to_string()],
@@ -69,7 +73,8 @@ impl Guest for Related {
 
     fn reconcile(parent: String, _children: Vec<String>, related: Vec<String>, _now: i64) -> Result<Vec<Action>, ReconcileError> {
         let parent: Value = serde_json::from_str(&parent).map_err(|e| invalid(format!("parent: {e}")))?;
-        let related: Vec<Value> = related.iter().map(|r| serde_json::from_str(r)).collect::<Result<_, _>>().map_err(|e| invalid(format!("related: {e}")))?;
+        let related: Vec<Value> =
+            related.iter().map(|r| serde_json::from_str(r)).collect::<Result<_, _>>().map_err(|e| invalid(format!("related: {e}")))?;
         if parent["spec"]["mode"] == "patch-related"
             && let Some(first) = related.first()
         {
