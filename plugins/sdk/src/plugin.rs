@@ -122,11 +122,11 @@ pub fn default<P: Plugin>(object: &str) -> Result<String, ReconcileError> {
 ///
 /// Natively the macro expands to nothing, so the crate also builds as a plain
 /// library for tests and benchmarks.
-// rustfmt's layout of this body is not stable (each run moves the export line).
-#[rustfmt::skip]
 #[macro_export]
 macro_rules! export_plugin {
     ($plugin:ty) => {
+        // rustfmt's layout of this block is not stable (each run moves the export line).
+        #[rustfmt::skip]
         #[cfg(target_arch = "wasm32")]
         const _: () = {
             use $crate::__private as __p;
