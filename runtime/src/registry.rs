@@ -8,9 +8,18 @@ use std::sync::{Arc, RwLock};
 use crate::sandbox::LoadedPlugin;
 
 /// Shared, cheap to clone.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Registry {
     plugins: Arc<RwLock<BTreeMap<String, LoadedPlugin>>>,
+    /// Counts changes, so a watcher (the webhook configurations) hears of
+    /// every insert and remove without polling.
+    changes: Arc<tokio::sync::watch::Sender<u64>>,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Self { plugins: Arc::default(), changes: Arc::new(tokio::sync::watch::channel(0).0) }
+    }
 }
 
 impl std::fmt::Debug for Registry {
@@ -22,10 +31,18 @@ impl std::fmt::Debug for Registry {
 impl Registry {
     pub fn insert(&self, id: &str, plugin: LoadedPlugin) {
         self.plugins.write().unwrap().insert(id.to_string(), plugin);
+        self.changes.send_modify(|n| *n += 1);
     }
 
     pub fn remove(&self, id: &str) -> Option<LoadedPlugin> {
-        self.plugins.write().unwrap().remove(id)
+        let removed = self.plugins.write().unwrap().remove(id);
+        self.changes.send_modify(|n| *n += 1);
+        removed
+    }
+
+    /// Changes on every insert and remove (a new version of a plugin too).
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
     }
 
     /// Every plugin, ordered by id.

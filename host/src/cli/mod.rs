@@ -21,6 +21,7 @@ mod sign;
 #[cfg(feature = "embedded")]
 mod simulate;
 mod validate;
+mod webhook_args;
 
 use std::ffi::OsString;
 use std::path::PathBuf;

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::leader_args::LeaderElectionArgs;
+use super::webhook_args::{CertSource, WebhookArgs, WebhookPlan};
 use super::{Failure, SandboxArgs, parse_duration};
 use crate::clock::{SharedClock, SystemClock};
 use crate::controller::{self, queue::Backoff};
@@ -99,20 +100,6 @@ pub struct Args {
     /// Address for /metrics, /healthz and /readyz; `0` disables.
     #[arg(long, default_value = "127.0.0.1:8080")]
     metrics_addr: String,
-    /// Serve each plugin's default/validate as HTTPS admission webhooks on
-    /// this address (for a real cluster), e.g. `0.0.0.0:9443`. Off by default.
-    #[arg(long)]
-    webhook_addr: Option<SocketAddr>,
-    /// Directory holding the webhook's `tls.crt` and `tls.key`. When it holds
-    /// neither, a self-signed pair is generated and its certificate (the
-    /// caBundle) written to `<dir>/generated/ca.crt`.
-    #[arg(long, default_value = "/tmp/k8s-webhook-server/serving-certs")]
-    webhook_cert_dir: PathBuf,
-    /// A name the generated webhook certificate is valid for besides
-    /// localhost and 127.0.0.1, e.g. the Service's `name.namespace.svc`.
-    /// Repeatable.
-    #[arg(long = "webhook-host", value_name = "NAME")]
-    webhook_hosts: Vec<String>,
     /// How long shutdown waits for in-flight reconciles.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     shutdown_grace: Duration,
@@ -120,6 +107,8 @@ pub struct Args {
     /// (demos: `60` turns a minute into a second). Needs `--embedded`.
     #[arg(long, default_value_t = 1.0, requires = "embedded", conflicts_with = "leader_elect", value_parser = parse_clock_speed)]
     clock_speed: f64,
+    #[command(flatten)]
+    webhook: WebhookArgs,
     #[command(flatten)]
     leader_election: LeaderElectionArgs,
     #[command(flatten)]
@@ -204,6 +193,7 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
         a => Some(a.parse().map_err(|e| Failure::bad_input(format!("--metrics-addr {a}: {e}")))?),
     };
     let election = args.leader_election.config().map_err(|e| Failure::bad_input(e.to_string()))?;
+    let webhook = args.webhook.plan(election.is_some())?;
     let recorder = args.record.open()?;
     // A long-running host: a plugin that must be compiled (a new version
     // swapped in, an uncached start) runs from Winch until Cranelift is done.
@@ -228,7 +218,7 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
     manager::check_parents(&list).map_err(|e| Failure { code: e.exit_code(), message: e.to_string() })?;
     let runtime = if args.clock_speed == 1.0 { tokio::runtime::Builder::new_multi_thread().enable_all().build() } else { paused_runtime() };
     let runtime = runtime.map_err(|e| Failure::plugin(format!("tokio: {e}")))?;
-    let result = runtime.block_on(run_async(args, sandbox, trust, plugins, file_watch, metrics_addr, election, recorder.clone()));
+    let result = runtime.block_on(run_async(args, sandbox, trust, plugins, file_watch, metrics_addr, webhook, election, recorder.clone()));
     if let Some(r) = recorder {
         r.flush();
     }
@@ -270,6 +260,7 @@ async fn run_async(
     plugins: Vec<(String, LoadedPlugin)>,
     file_watch: Option<hotswap::files::FileWatch>,
     metrics_addr: Option<SocketAddr>,
+    webhook: Option<WebhookPlan>,
     election: Option<crate::leader::Config>,
     recorder: Option<Arc<crate::record::Recorder>>,
 ) -> Result<(), Failure> {
@@ -292,14 +283,23 @@ async fn run_async(
         .map_err(|e| Failure::bad_input(format!("--metrics-addr {addr}: {e}")))?;
         println!("metrics at http://{bound}/metrics");
     }
-    if let Some(addr) = args.webhook_addr {
-        let mut rx = stop_rx.clone();
-        let (bound, _task) = crate::webhook::serve(addr, &args.webhook_cert_dir, &args.webhook_hosts, registry.clone(), async move {
-            let _ = rx.wait_for(|s| *s).await;
-        })
-        .await
-        .map_err(|e| Failure::bad_input(format!("--webhook-addr {addr}: {}", crate::error_chain(&e))))?;
-        println!("admission webhooks at https://{bound}");
+    // The certificate in a Secret needs the API: that server starts once a client exists.
+    let mut webhook_waiting_for_secret = None;
+    let mut webhook_ca = None;
+    if let Some(plan) = &webhook {
+        let listener =
+            tokio::net::TcpListener::bind(plan.addr).await.map_err(|e| Failure::bad_input(format!("--webhook-addr {}: {e}", plan.addr)))?;
+        match &plan.cert {
+            CertSource::Dir => {
+                let certificate = crate::webhook::Certificate::Dir {
+                    dir: args.webhook.webhook_cert_dir.clone(),
+                    hosts: plan.hosts.clone(),
+                    poll: crate::webhook::CERT_POLL_INTERVAL,
+                };
+                webhook_ca = Some(serve_webhooks(listener, certificate, &registry, &stop_rx)?);
+            }
+            CertSource::Secret(..) => webhook_waiting_for_secret = Some(listener),
+        }
     }
     let config = if args.embedded { None } else { super::kubeconfig::config().await? };
     #[cfg(feature = "embedded")]
@@ -325,6 +325,15 @@ async fn run_async(
             client
         }
     };
+
+    if let (Some(listener), Some(WebhookPlan { cert: CertSource::Secret(namespace, name), hosts, .. })) = (webhook_waiting_for_secret, &webhook) {
+        let pair = tokio::select! {
+            pair = shared_webhook_cert(&client, namespace, name, hosts) => pair,
+            _ = shutdown_signal() => return Ok(()),
+        };
+        let certificate = crate::webhook::Certificate::Pair { cert: pair.cert, ca_pem: pair.ca_pem };
+        webhook_ca = Some(serve_webhooks(listener, certificate, &registry, &stop_rx)?);
+    }
 
     let shadow_config = ShadowConfig {
         promote_after: args.shadow.shadow_promote_after,
@@ -364,6 +373,10 @@ async fn run_async(
         _ = shutdown_signal() => return Ok(()),
     };
     let mut sources = Vec::new();
+    if let (Some(config), Some(ca_pem)) = (webhook.and_then(|w| w.configure), webhook_ca) {
+        let leading = election.as_ref().map(|e| e.leading());
+        sources.push(tokio::spawn(crate::webhook::configuration::run(client.clone(), config, registry.clone(), ca_pem, leading)));
+    }
     let mut selections = args.plugin_configmaps.clone();
     if let (Some(selector), Some(namespace)) = (&args.plugin_configmap_selector, &args.plugin_configmap_namespace) {
         selections.push(Selection::Labelled { namespace: namespace.clone(), selector: selector.clone() });
@@ -427,6 +440,44 @@ async fn run_async(
         e.handle.shutdown().await;
     }
     Ok(())
+}
+
+/// Serves the webhooks on `listener` until the host stops; the CA bundle
+/// served, for the webhook configurations.
+fn serve_webhooks(
+    listener: tokio::net::TcpListener,
+    certificate: crate::webhook::Certificate,
+    registry: &Registry,
+    stop: &tokio::sync::watch::Receiver<bool>,
+) -> Result<tokio::sync::watch::Receiver<Arc<str>>, Failure> {
+    let addr = listener.local_addr().map_err(|e| Failure::bad_input(format!("--webhook-addr: {e}")))?;
+    let mut stop = stop.clone();
+    let serving = crate::webhook::serve_on(listener, certificate, registry.clone(), async move {
+        let _ = stop.wait_for(|s| *s).await;
+    })
+    .map_err(|e| Failure::bad_input(format!("--webhook-addr {addr}: {}", crate::error_chain(&e))))?;
+    println!("admission webhooks at https://{}", serving.addr);
+    Ok(serving.ca_pem)
+}
+
+/// The pair in the `--webhook-cert-secret` Secret, created if missing;
+/// API errors are logged and retried (the host cannot serve without it).
+async fn shared_webhook_cert(client: &kube::Client, namespace: &str, name: &str, hosts: &[String]) -> crate::webhook::cert_secret::SharedPair {
+    let mut delay = Duration::from_secs(1);
+    loop {
+        match crate::webhook::cert_secret::create_or_get(client, namespace, name, hosts).await {
+            Ok(pair) => {
+                let how = if pair.created { "created" } else { "read" };
+                tracing::info!(secret = %format!("{namespace}/{name}"), "webhook certificate {how} from the shared Secret");
+                return pair;
+            }
+            Err(e) => {
+                tracing::warn!(secret = %format!("{namespace}/{name}"), error = %crate::error_chain(&e), retry_in = ?delay, "cannot get the shared webhook certificate; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(60));
+            }
+        }
+    }
 }
 
 /// The embedded cluster, serving, with each plugin's admission registered;

@@ -9,22 +9,31 @@
 //!
 //! e.g. `/validate-batch-tutorial-kubebuilder-io-v1-cronjob`. As with
 //! controller-runtime, the certificate comes from a directory holding
-//! `tls.crt` and `tls.key` (cert-manager's secret layout), and the
-//! Mutating/ValidatingWebhookConfiguration objects are deployment manifests,
-//! not written by the host. When the directory holds neither file, the host
+//! `tls.crt` and `tls.key` (cert-manager's secret layout; `ca.crt` beside
+//! them, when there, is the CA bundle), read again when the files change
+//! (a rotated Secret). When the directory holds neither file, the host
 //! generates a self-signed pair in memory ([`ServingCert::generate`]; names:
 //! `localhost`, `127.0.0.1` and each `--webhook-host`) and writes only the
 //! certificate, the configuration's `caBundle`, to `<dir>/generated/ca.crt`;
-//! the key never leaves the process, and a restart makes a new pair. On the embedded cluster the same plugin calls
-//! are in-process admission hooks instead (the `host` crate's `embedded` module).
+//! the key never leaves the process, and a restart makes a new pair. A
+//! generated pair can instead be shared by replicas through a Secret
+//! ([`cert_secret`]). The Mutating/ValidatingWebhookConfiguration objects
+//! are deployment manifests, or written by the host itself
+//! ([`configuration`], `run --webhook-configure`). On the embedded cluster
+//! the same plugin calls are in-process admission hooks instead (the `host`
+//! crate's `embedded` module).
 //!
 //! A failing plugin call refuses the request (the configuration's
 //! `failurePolicy` decides what the API server does when the webhook itself
 //! cannot be reached).
 
+pub mod cert_secret;
+pub mod configuration;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use base64::Engine;
 use bytes::Bytes;
@@ -169,6 +178,11 @@ impl ServingCert {
         Ok(Self { cert_pem: cert.pem(), key_pem: key.serialize_pem() })
     }
 
+    /// A pair given as PEM text (e.g. read from a Secret).
+    pub fn from_pem(cert_pem: String, key_pem: String) -> Self {
+        Self { cert_pem, key_pem }
+    }
+
     /// The private key, PEM (to write a pair to files).
     pub fn key_pem(&self) -> &str {
         &self.key_pem
@@ -240,6 +254,39 @@ fn server_config(
     Ok(config)
 }
 
+/// The CA bundle of the pair in `dir`: `ca.crt` when it is there (a
+/// CA-issued certificate, as cert-manager writes it), else `tls.crt` (a
+/// self-signed certificate is its own CA).
+pub fn ca_bundle_in(dir: &Path) -> Result<String, Error> {
+    let path = if dir.join("ca.crt").exists() { dir.join("ca.crt") } else { dir.join("tls.crt") };
+    std::fs::read_to_string(&path).map_err(|e| Error::Pem { path: path.display().to_string(), source: rustls::pki_types::pem::Error::Io(e) })
+}
+
+/// How often a certificate directory is read for a rotated pair (as
+/// controller-runtime's certwatcher polls, besides its file events).
+pub const CERT_POLL_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Where the serving certificate comes from.
+#[derive(Debug)]
+pub enum Certificate {
+    /// `tls.crt`/`tls.key` in `dir`, read again every `poll` when they
+    /// change; or, with neither file there, a pair generated for `hosts`
+    /// (see [`ServingCert::read_or_generate`]).
+    Dir { dir: PathBuf, hosts: Vec<String>, poll: Duration },
+    /// A pair held as it is, with its CA bundle (e.g. from [`cert_secret`]).
+    Pair { cert: ServingCert, ca_pem: String },
+}
+
+/// A webhook server running.
+#[derive(Debug)]
+pub struct Serving {
+    pub addr: SocketAddr,
+    pub task: tokio::task::JoinHandle<()>,
+    /// The CA bundle (PEM) of the certificate served now; changes when a
+    /// rotated pair is read from the certificate directory.
+    pub ca_pem: tokio::sync::watch::Receiver<Arc<str>>,
+}
+
 /// Serves the webhooks of the plugins in `registry` (read per request, so
 /// hot swaps apply) over HTTPS on `addr` until `shutdown`, with the pair in
 /// `cert_dir` or a generated one valid for `hosts` (see
@@ -251,22 +298,50 @@ pub async fn serve(
     registry: crate::registry::Registry,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(SocketAddr, tokio::task::JoinHandle<()>), Error> {
-    let (cert, generated) = ServingCert::read_or_generate(cert_dir, hosts)?;
-    match generated {
-        Some(ca_bundle) => tracing::info!(
-            ca_bundle = %ca_bundle.display(),
-            hosts = ?hosts,
-            "no tls.crt/tls.key in {}: generated a self-signed certificate; use the CA bundle file as the webhook configuration's caBundle",
-            cert_dir.display()
-        ),
-        None => tracing::info!(cert_dir = %cert_dir.display(), "webhook certificate from tls.crt/tls.key"),
-    }
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cert.tls_config()?));
     let listener = tokio::net::TcpListener::bind(addr).await?;
+    let certificate = Certificate::Dir { dir: cert_dir.to_path_buf(), hosts: hosts.to_vec(), poll: CERT_POLL_INTERVAL };
+    let serving = serve_on(listener, certificate, registry, shutdown)?;
+    Ok((serving.addr, serving.task))
+}
+
+/// [`serve`] on a listener bound beforehand (the host binds its ports before
+/// anything is announced, and may need the API to get its certificate).
+pub fn serve_on(
+    listener: tokio::net::TcpListener,
+    certificate: Certificate,
+    registry: crate::registry::Registry,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<Serving, Error> {
+    let (cert, ca_pem, watched_dir) = match certificate {
+        Certificate::Dir { dir, hosts, poll } => {
+            let (cert, generated) = ServingCert::read_or_generate(&dir, &hosts)?;
+            match generated {
+                Some(ca_bundle) => {
+                    tracing::info!(
+                        ca_bundle = %ca_bundle.display(),
+                        hosts = ?hosts,
+                        "no tls.crt/tls.key in {}: generated a self-signed certificate; use the CA bundle file as the webhook configuration's caBundle",
+                        dir.display()
+                    );
+                    let ca_pem = cert.cert_pem.clone();
+                    (cert, ca_pem, None)
+                }
+                None => {
+                    tracing::info!(cert_dir = %dir.display(), "webhook certificate from tls.crt/tls.key");
+                    let ca_pem = ca_bundle_in(&dir)?;
+                    (cert, ca_pem, Some((dir, poll)))
+                }
+            }
+        }
+        Certificate::Pair { cert, ca_pem } => (cert, ca_pem, None),
+    };
+    let (tls_tx, tls) = tokio::sync::watch::channel(Arc::new(cert.tls_config()?));
+    let (ca_tx, ca_rx) = tokio::sync::watch::channel(Arc::<str>::from(ca_pem.as_str()));
     let bound = listener.local_addr()?;
     for p in registry.all().iter() {
         tracing::info!(plugin = p.name(), mutate = %path_for("mutate", p), validate = %path_for("validate", p), "serving admission webhooks");
     }
+    let rotation = watched_dir.map(|(dir, poll)| tokio::spawn(watch_dir(dir, poll, cert, ca_pem, tls_tx, ca_tx)));
     let task = tokio::spawn(async move {
         tokio::pin!(shutdown);
         loop {
@@ -274,7 +349,7 @@ pub async fn serve(
                 _ = &mut shutdown => break,
                 accepted = listener.accept() => {
                     let Ok((stream, _)) = accepted else { continue };
-                    let acceptor = acceptor.clone();
+                    let acceptor = tokio_rustls::TlsAcceptor::from(tls.borrow().clone());
                     let registry = registry.clone();
                     tokio::spawn(async move {
                         let Ok(tls) = acceptor.accept(stream).await else { return };
@@ -298,6 +373,47 @@ pub async fn serve(
                 }
             }
         }
+        if let Some(r) = rotation {
+            r.abort();
+        }
     });
-    Ok((bound, task))
+    Ok(Serving { addr: bound, task, ca_pem: ca_rx })
+}
+
+/// Reads `dir` every `poll`; a changed, usable pair is served from the next
+/// connection on and its CA bundle published. A pair caught half-written
+/// (or otherwise unusable) is logged and the served one kept.
+async fn watch_dir(
+    dir: PathBuf,
+    poll: Duration,
+    mut cert: ServingCert,
+    mut ca_pem: String,
+    tls: tokio::sync::watch::Sender<Arc<rustls::ServerConfig>>,
+    ca: tokio::sync::watch::Sender<Arc<str>>,
+) {
+    loop {
+        tokio::time::sleep(poll).await;
+        let read = ServingCert::read(&dir).and_then(|new| Ok((ca_bundle_in(&dir)?, new)));
+        let (new_ca, new) = match read {
+            Ok(read) => read,
+            Err(e) => {
+                tracing::warn!(cert_dir = %dir.display(), error = %crate::error_chain(&e), "cannot read the webhook certificate; serving the previous one");
+                continue;
+            }
+        };
+        if new.cert_pem == cert.cert_pem && new.key_pem == cert.key_pem && new_ca == ca_pem {
+            continue;
+        }
+        match new.tls_config() {
+            Ok(config) => {
+                tracing::info!(cert_dir = %dir.display(), "webhook certificate changed: serving the new one");
+                tls.send_replace(Arc::new(config));
+                ca.send_replace(Arc::from(new_ca.as_str()));
+                (cert, ca_pem) = (new, new_ca);
+            }
+            Err(e) => {
+                tracing::warn!(cert_dir = %dir.display(), error = %crate::error_chain(&e), "the new webhook certificate is unusable; serving the previous one")
+            }
+        }
+    }
 }
