@@ -14,7 +14,11 @@
 //! - CRDs: get/list/watch/create/patch (installed by server-side apply);
 //! - `events.k8s.io` events: create/patch (the recorder creates, then patches `series`);
 //! - configmaps: get/list/watch (`--plugin-configmap`);
-//! - a Role in the leader election namespace: create leases, get/update the one named `--leader-election-id`.
+//! - a Role in the leader election namespace: create leases, get/update the one named `--leader-election-id`;
+//! - with `--webhook-configure` (as `run`'s): create mutating/validatingwebhookconfigurations,
+//!   patch the ones named `--webhook-configuration-name` (server-side apply; `create` is needed
+//!   when the apply creates the object, and cannot be limited by name);
+//! - with `--webhook-cert-secret NS/NAME`: a Role in NS to create secrets and get the one named NAME.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -61,6 +65,17 @@ struct RbacArgs {
     /// Prefix of the roles' and bindings' names.
     #[arg(long, default_value = "operator-host")]
     name_prefix: String,
+    /// Add what `run --webhook-configure` needs: writing the host's own
+    /// Mutating/ValidatingWebhookConfiguration.
+    #[arg(long)]
+    webhook_configure: bool,
+    /// The name `run --webhook-configuration-name` gives both configurations.
+    #[arg(long, default_value = "operator-host", requires = "webhook_configure")]
+    webhook_configuration_name: String,
+    /// Add what `run --webhook-cert-secret NAMESPACE/NAME` needs: a Role to
+    /// create that Secret and read it.
+    #[arg(long, value_name = "NAMESPACE/NAME")]
+    webhook_cert_secret: Option<String>,
 }
 
 /// What keeps a manifest from being generated.
@@ -72,6 +87,13 @@ pub enum Error {
     InvalidCrd { plugin: String, field: &'static str },
     #[error("--service-account {0}: expected NAMESPACE/NAME")]
     ServiceAccount(String),
+    #[error("--webhook-cert-secret {0}: expected NAMESPACE/NAME")]
+    CertSecret(String),
+}
+
+/// `NAMESPACE/NAME`, both non-empty.
+fn namespaced(text: &str) -> Option<(String, String)> {
+    text.split_once('/').filter(|(ns, n)| !ns.is_empty() && !n.is_empty() && !n.contains('/')).map(|(ns, n)| (ns.to_string(), n.to_string()))
 }
 
 pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
@@ -81,20 +103,31 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
     };
     let manifests = load(sandbox, plugins)?;
     let (docs, regenerate) = match &args.what {
-        What::Crds(_) => (crds(&manifests).map_err(|e| Failure::bad_input(e.to_string()))?, "crds"),
+        What::Crds(_) => (crds(&manifests).map_err(|e| Failure::bad_input(e.to_string()))?, "crds".to_string()),
         What::Rbac(r) => {
-            let (namespace, name) = r
-                .service_account
-                .split_once('/')
-                .filter(|(ns, n)| !ns.is_empty() && !n.is_empty())
-                .ok_or_else(|| Failure::bad_input(Error::ServiceAccount(r.service_account.clone()).to_string()))?;
+            let (namespace, name) =
+                namespaced(&r.service_account).ok_or_else(|| Failure::bad_input(Error::ServiceAccount(r.service_account.clone()).to_string()))?;
+            let webhook_cert_secret = match &r.webhook_cert_secret {
+                Some(text) => Some(namespaced(text).ok_or_else(|| Failure::bad_input(Error::CertSecret(text.clone()).to_string()))?),
+                None => None,
+            };
             let options = RbacOptions {
-                service_account: (namespace.to_string(), name.to_string()),
-                lease_namespace: r.leader_election_namespace.clone().unwrap_or_else(|| namespace.to_string()),
+                lease_namespace: r.leader_election_namespace.clone().unwrap_or_else(|| namespace.clone()),
+                service_account: (namespace, name),
                 lease_name: r.leader_election_id.clone(),
                 prefix: r.name_prefix.clone(),
+                webhook_configuration: r.webhook_configure.then(|| r.webhook_configuration_name.clone()),
+                webhook_cert_secret,
             };
-            (rbac(&manifests, &options).map_err(|e| Failure::bad_input(e.to_string()))?, "rbac")
+            // The header names the flags that changed what was generated, so a rerun gives the same.
+            let mut command = "rbac".to_string();
+            if let Some(name) = &options.webhook_configuration {
+                command.push_str(&format!(" --webhook-configure --webhook-configuration-name {name}"));
+            }
+            if let Some((namespace, name)) = &options.webhook_cert_secret {
+                command.push_str(&format!(" --webhook-cert-secret {namespace}/{name}"));
+            }
+            (rbac(&manifests, &options).map_err(|e| Failure::bad_input(e.to_string()))?, command)
         }
     };
     let names: Vec<String> = plugins.iter().map(|p| file_name(p)).collect();
@@ -158,6 +191,10 @@ pub struct RbacOptions {
     pub lease_name: String,
     /// Names are `<prefix>-manager-role`, `<prefix>-leader-election-role`, ...
     pub prefix: String,
+    /// `run --webhook-configure`: the configurations' name.
+    pub webhook_configuration: Option<String>,
+    /// `run --webhook-cert-secret`: (namespace, name) of the Secret.
+    pub webhook_cert_secret: Option<(String, String)>,
 }
 
 /// Verbs in the order Kubernetes documents them, so rules read naturally.
@@ -260,15 +297,25 @@ pub fn rbac(manifests: &[Manifest], o: &RbacOptions) -> Result<Vec<Value>, Error
     grant(&mut grants, "events.k8s.io", "events", &["create", "patch"]);
     grant(&mut grants, "", "configmaps", &["get", "list", "watch"]);
 
+    let mut manager_rules = rules(&grants);
+    if let Some(name) = &o.webhook_configuration {
+        // Server-side apply is a patch; one that creates the object is also
+        // authorized as `create`, which cannot be limited by name.
+        let resources = ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"];
+        manager_rules.push(json!({"apiGroups": ["admissionregistration.k8s.io"], "resources": resources, "verbs": ["create"]}));
+        manager_rules
+            .push(json!({"apiGroups": ["admissionregistration.k8s.io"], "resources": resources, "resourceNames": [name], "verbs": ["patch"]}));
+    }
+
     let (sa_namespace, sa_name) = &o.service_account;
     let subject = json!([{"kind": "ServiceAccount", "name": sa_name, "namespace": sa_namespace}]);
     let manager = format!("{}-manager-role", o.prefix);
     let election = format!("{}-leader-election-role", o.prefix);
-    Ok(vec![
+    let mut docs = vec![
         json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
             "metadata": {"name": manager},
-            "rules": rules(&grants),
+            "rules": manager_rules,
         }),
         json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
@@ -291,7 +338,26 @@ pub fn rbac(manifests: &[Manifest], o: &RbacOptions) -> Result<Vec<Value>, Error
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": election},
             "subjects": subject,
         }),
-    ])
+    ];
+    if let Some((namespace, name)) = &o.webhook_cert_secret {
+        let role = format!("{}-webhook-cert-role", o.prefix);
+        docs.push(json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": role, "namespace": namespace},
+            // The first replica creates the Secret; every replica reads it. Never updated.
+            "rules": [
+                {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+                {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [name], "verbs": ["get"]},
+            ],
+        }));
+        docs.push(json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": format!("{}-webhook-cert-rolebinding", o.prefix), "namespace": namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+            "subjects": subject,
+        }));
+    }
+    Ok(docs)
 }
 
 #[cfg(test)]
@@ -318,7 +384,14 @@ mod tests {
     }
 
     fn options() -> RbacOptions {
-        RbacOptions { service_account: ("sys".into(), "op".into()), lease_namespace: "sys".into(), lease_name: "op".into(), prefix: "op".into() }
+        RbacOptions {
+            service_account: ("sys".into(), "op".into()),
+            lease_namespace: "sys".into(),
+            lease_name: "op".into(),
+            prefix: "op".into(),
+            webhook_configuration: None,
+            webhook_cert_secret: None,
+        }
     }
 
     fn rule<'a>(docs: &'a [Value], resource: &str) -> Option<&'a Value> {
@@ -339,6 +412,44 @@ mod tests {
         assert_eq!(docs[0]["rules"].as_array().unwrap().len(), 7);
         assert_eq!(docs[2]["metadata"]["namespace"], "sys");
         assert_eq!(docs[3]["subjects"], json!([{"kind": "ServiceAccount", "name": "op", "namespace": "sys"}]));
+    }
+
+    #[test]
+    fn webhook_configure_may_create_both_configurations_and_patch_only_its_own() {
+        let plain = rbac(&[manifest(vec![])], &options()).unwrap();
+        let o = RbacOptions { webhook_configuration: Some("op-hooks".into()), ..options() };
+        let docs = rbac(&[manifest(vec![])], &o).unwrap();
+        assert_eq!(docs.len(), plain.len(), "no Secret asked for: no extra Role");
+        let rules = docs[0]["rules"].as_array().unwrap();
+        let admission: Vec<&Value> = rules.iter().filter(|r| r["apiGroups"][0] == "admissionregistration.k8s.io").collect();
+        assert_eq!(admission.len(), 2, "{admission:#?}");
+        assert_eq!(admission[0]["verbs"], json!(["create"]));
+        assert!(admission[0].get("resourceNames").is_none(), "create cannot be limited by name");
+        assert_eq!(admission[1]["resources"], json!(["mutatingwebhookconfigurations", "validatingwebhookconfigurations"]));
+        assert_eq!(admission[1]["resourceNames"], json!(["op-hooks"]));
+        assert_eq!(admission[1]["verbs"], json!(["patch"]));
+        assert!(
+            plain[0]["rules"].as_array().unwrap().iter().all(|r| r["apiGroups"][0] != "admissionregistration.k8s.io"),
+            "nothing without the flag"
+        );
+    }
+
+    #[test]
+    fn a_shared_webhook_cert_secret_gets_a_role_in_its_own_namespace() {
+        let o = RbacOptions { webhook_cert_secret: Some(("certs".into(), "op-webhook-cert".into())), ..options() };
+        let docs = rbac(&[manifest(vec![])], &o).unwrap();
+        let (role, binding) = (&docs[4], &docs[5]);
+        assert_eq!(role["kind"], "Role");
+        assert_eq!(role["metadata"]["namespace"], "certs");
+        assert_eq!(
+            role["rules"],
+            json!([
+                {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+                {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["op-webhook-cert"], "verbs": ["get"]},
+            ])
+        );
+        assert_eq!(binding["roleRef"]["name"], role["metadata"]["name"]);
+        assert_eq!(binding["subjects"], json!([{"kind": "ServiceAccount", "name": "op", "namespace": "sys"}]));
     }
 
     #[test]
