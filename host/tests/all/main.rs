@@ -31,3 +31,4 @@ mod trust;
 mod upgrades;
 mod validity;
 mod webhook;
+mod webhook_configuration;

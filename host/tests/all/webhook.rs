@@ -21,7 +21,7 @@ fn cronjob(schedule: &str) -> Value {
 }
 
 /// A review as kube-apiserver sends it (the fields its `AdmissionRequest` always carries).
-fn review(operation: &str, object: Value) -> Vec<u8> {
+pub(crate) fn review(operation: &str, object: Value) -> Vec<u8> {
     serde_json::to_vec(&json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
         "request": {"uid": "req-1", "operation": operation, "object": object, "name": "c", "namespace": "default",
             "kind": {"group": "batch.tutorial.kubebuilder.io", "version": "v1", "kind": "CronJob"},
@@ -146,7 +146,7 @@ async fn serve(dir: &Path, hosts: &[String]) -> Result<(SocketAddr, tokio::task:
 
 /// POSTs an AdmissionReview to `path` at `addr` over HTTPS, trusting only
 /// `ca_pem` and checking the certificate is valid for `server_name`.
-async fn post(addr: SocketAddr, server_name: &str, ca_pem: &str, path: &str, body: Vec<u8>) -> Result<Value, String> {
+pub(crate) async fn post(addr: SocketAddr, server_name: &str, ca_pem: &str, path: &str, body: Vec<u8>) -> Result<Value, String> {
     use http_body_util::BodyExt;
     use rustls::pki_types::pem::PemObject;
     let mut roots = rustls::RootCertStore::empty();

@@ -19,7 +19,13 @@ impl Running {
     /// Spawns `cmd` with stdout piped to the line reader and stderr inherited
     /// (the test's output shows the host's log when it fails).
     pub fn start(mut cmd: Command) -> Running {
-        let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("spawn host");
+        cmd.stderr(Stdio::inherit());
+        Self::start_logging_to_file(cmd)
+    }
+
+    /// [`Self::start`] with stderr where `cmd` already sends it (a log file).
+    pub fn start_logging_to_file(mut cmd: Command) -> Running {
+        let mut child = cmd.stdout(Stdio::piped()).spawn().expect("spawn host");
         let out = child.stdout.take().expect("piped stdout");
         let (tx, lines) = mpsc::channel();
         std::thread::spawn(move || {
