@@ -240,8 +240,12 @@ impl ControlPlane {
     /// Stops etcd (SIGKILL: a crash), waits `down`, starts it again on the
     /// same data and waits until kube-apiserver is ready again.
     pub fn restart_etcd(&mut self, down: Duration) {
+        let stopped = Instant::now();
         self.processes[ETCD].kill();
-        std::thread::sleep(down);
+        // kube-apiserver notices: its readiness check of etcd fails.
+        let admin = self.admin();
+        eventually_within("kube-apiserver to report etcd down", down, || (!admin.run(&["get", "--raw", "/readyz"]).status.success()).then_some(()));
+        std::thread::sleep(down.saturating_sub(stopped.elapsed()));
         self.processes[ETCD].restart();
         self.wait_for_etcd();
         self.wait_ready();

@@ -6,7 +6,10 @@
 //!    restarted: the host's watches resume from resourceVersions the new
 //!    watch cache no longer has, get 410 Gone, and relist;
 //! 2. kube-apiserver stopped for 10 s and started again;
-//! 3. etcd killed across a minute boundary, 20 s down, started again.
+//! 3. etcd killed across a minute boundary, 20 s down (kube-apiserver's
+//!    /readyz fails meanwhile), started again. A create sent meanwhile waits
+//!    in kube-apiserver for etcd, so its creationTimestamp is when it was
+//!    sent, not when it was stored.
 //!
 //! Afterwards every minute from the first Job to the last has exactly one
 //! Job: none lost, none duplicated, and the host never restarted.
@@ -20,18 +23,21 @@ use crate::common::{CRONJOB_CRD, host_with_both_plugins, jobs_of, wait_for_crds}
 
 const SCHEDULED_AT: &str = "batch.tutorial.kubebuilder.io/scheduled-at";
 
-/// Jobs of the CronJob by scheduled time (RFC 3339), each with its names.
-fn runs(kubectl: &Kubectl) -> BTreeMap<String, Vec<String>> {
-    let mut runs: BTreeMap<String, Vec<String>> = BTreeMap::new();
+/// Jobs of the CronJob by scheduled time (RFC 3339), each with its names
+/// and how many seconds after the scheduled time it was created.
+fn runs(kubectl: &Kubectl) -> BTreeMap<String, Vec<(String, i64)>> {
+    let mut runs: BTreeMap<String, Vec<(String, i64)>> = BTreeMap::new();
     for job in jobs_of(kubectl, "default", "every-minute") {
         let at = job["metadata"]["annotations"][SCHEDULED_AT].as_str().unwrap_or("unannotated").to_string();
-        runs.entry(at).or_default().push(job["metadata"]["name"].as_str().unwrap_or_default().to_string());
+        let created = job["metadata"]["creationTimestamp"].as_str().unwrap_or_default();
+        let late = seconds_of(created) - seconds_of(&at);
+        runs.entry(at).or_default().push((job["metadata"]["name"].as_str().unwrap_or_default().to_string(), late));
     }
     runs
 }
 
 /// Waits for a Job scheduled after every one in `seen`, and returns the runs.
-fn next_run(kubectl: &Kubectl, seen: usize) -> BTreeMap<String, Vec<String>> {
+fn next_run(kubectl: &Kubectl, seen: usize) -> BTreeMap<String, Vec<(String, i64)>> {
     eventually_within(&format!("run {} of the CronJob", seen + 1), Duration::from_secs(100), || {
         let r = runs(kubectl);
         (r.len() > seen).then_some(r)
@@ -77,22 +83,36 @@ fn a_cronjob_every_minute_loses_and_duplicates_no_job_through_compaction_restart
 
     assert!(host.process().exited().is_none(), "the host kept running:\n{}", host.log_tail(40));
     let log = host.log();
-    let gone = log.lines().filter(|l| l.contains("410") || l.contains("too old resource version") || l.contains("Gone")).count();
-    eprintln!("runs: {runs:#?}\nlog lines about 410 Gone: {gone}");
-    let duplicated: Vec<_> = runs.iter().filter(|(_, names)| names.len() > 1).collect();
+    // kube-runtime's watcher surfaces a 410 as an error (then relists), which the host logs.
+    let gone_lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("too old resource version") || (l.contains("410") && (l.contains("Gone") || l.contains("Expired"))))
+        .collect();
+    let gone = gone_lines.len();
+    if let Some(first) = gone_lines.first() {
+        eprintln!("a 410 as the host logged it: {first}");
+    }
+    let duplicated: Vec<_> = runs.iter().filter(|(_, jobs)| jobs.len() > 1).collect();
+    let delays: Vec<String> = runs.iter().map(|(at, jobs)| format!("{}+{}s", &at[11..16], jobs[0].1)).collect();
+    eprintln!(
+        "FIGURES runs={} (scheduled+created after: {}) duplicated={} host log lines about 410 Gone={gone}",
+        runs.len(),
+        delays.join(" "),
+        duplicated.len()
+    );
     assert!(duplicated.is_empty(), "more than one Job for a scheduled time: {duplicated:?}");
-    let minutes: Vec<i64> = runs.keys().map(|at| minute_of(at)).collect();
+    let minutes: Vec<i64> = runs.keys().map(|at| seconds_of(at) / 60).collect();
     let lost: Vec<i64> = (minutes[0]..=*minutes.last().unwrap()).filter(|m| !minutes.contains(m)).collect();
     assert!(lost.is_empty(), "minutes without a Job: {lost:?} (runs: {runs:?})");
     assert!(minutes.len() >= 5, "{runs:?}");
     assert!(gone > 0, "the host's watches saw 410 Gone after the compaction:\n{}", host.log_tail(60));
 }
 
-/// Minutes since the epoch of an RFC 3339 UTC time (`2026-01-01T00:01:00Z`).
-fn minute_of(rfc3339: &str) -> i64 {
+/// Seconds since the epoch of an RFC 3339 UTC time (`2026-01-01T00:01:00Z`).
+fn seconds_of(rfc3339: &str) -> i64 {
     let date: Vec<i64> = rfc3339[..10].split('-').map(|p| p.parse().unwrap()).collect();
     let time: Vec<i64> = rfc3339[11..19].split(':').map(|p| p.parse().unwrap()).collect();
-    days_from_civil(date[0], date[1], date[2]) * 1440 + time[0] * 60 + time[1]
+    days_from_civil(date[0], date[1], date[2]) * 86400 + time[0] * 3600 + time[1] * 60 + time[2]
 }
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).

@@ -84,8 +84,10 @@ fn the_host_runs_with_exactly_deploys_service_account_and_the_real_authorizer_re
     assert!(!secrets.status.success());
     let message = String::from_utf8_lossy(&secrets.stderr);
     assert!(message.contains("forbidden") && message.contains("cannot list resource \"secrets\""), "{message}");
-    assert_eq!(as_host.ok(&["auth", "can-i", "delete", "customresourcedefinitions"]).trim(), "no");
-    assert_eq!(as_host.ok(&["auth", "can-i", "create", "jobs", "-n", "default"]).trim(), "yes");
+    // `kubectl auth can-i` answers on stdout and exits 1 for "no".
+    let can_i = |args: &[&str]| String::from_utf8_lossy(&as_host.run(&[&["auth", "can-i"], args].concat()).stdout).trim().to_string();
+    assert_eq!(can_i(&["delete", "customresourcedefinitions.apiextensions.k8s.io"]), "no");
+    assert_eq!(can_i(&["create", "jobs.batch", "-n", "default"]), "yes");
 
     // deploy/ applied again after the host installed its CRDs: the CRDs in
     // deploy/crd are what the plugins declare, so the two appliers agree.

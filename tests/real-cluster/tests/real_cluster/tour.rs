@@ -15,15 +15,18 @@ fn the_cronjob_tour_makes_real_jobs_that_complete_and_prunes_history() {
     let _host = host_with_both_plugins(&cluster, "host", &[]);
     let kubectl = cluster.admin();
     wait_for_crds(&kubectl, &[CRONJOB_CRD, MYDEPLOYMENT_CRD]);
-    let crd = kubectl.json(&["get", "crd", CRONJOB_CRD]);
+    let crd = kubectl.json(&["get", "crd", CRONJOB_CRD, "--show-managed-fields"]);
     assert!(has_condition(&crd, "Established", "True"), "{crd}");
-    assert_eq!(crd["metadata"]["managedFields"][0]["manager"], "operator-host", "installed by the host's server-side apply");
+    let fields = crd["metadata"]["managedFields"].as_array().cloned().unwrap_or_default();
+    assert!(
+        fields.iter().any(|f| f["manager"] == "operator-host" && f["operation"] == "Apply"),
+        "installed by the host's server-side apply: {fields:?}"
+    );
 
     // The sample runs every minute; a history of one successful Job.
     let sample = std::fs::read_to_string(repo_file("plugins/cronjob/samples/batch_v1_cronjob.yaml")).unwrap();
     kubectl.apply(&sample.replace("  concurrencyPolicy: Allow", "  successfulJobsHistoryLimit: 1\n  concurrencyPolicy: Allow"));
     let cronjob = kubectl.json(&["get", "cronjobs.batch.tutorial.kubebuilder.io", "cronjob-sample"]);
-    assert_eq!(cronjob["spec"]["suspend"], false, "defaulted by the CRD's schema on the real server");
 
     // The first Job, at the next minute; kube-controller-manager's Job
     // controller runs it with a kwok Pod and marks it Complete.
