@@ -24,7 +24,8 @@
 //!   `--quick` for a smoke run.
 //! - `real-cluster`: builds the real control plane from upstream's Go modules
 //!   (`real_cluster`, also part of `test` where Go is installed), starts it on
-//!   loopback and prints `export KUBECONFIG=...` until interrupted.
+//!   loopback and prints `export KUBECONFIG=...` until interrupted;
+//!   `real-cluster build` only builds it.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -67,6 +68,9 @@ fn main() -> ExitCode {
             .and_then(|go| test(&args[1..], go)),
         Some("run") => setup().and_then(|()| build()).and_then(|()| run(&args[1..])),
         Some("bench") => setup().and_then(|()| build()).and_then(|()| bench(&args[1..])),
+        Some("real-cluster") if args.get(1).is_some_and(|a| a == "build") => {
+            real_cluster::build().and_then(|built| if built { Ok(()) } else { Err("the real control plane needs Go (1.26 or newer) on PATH".into()) })
+        }
         Some("real-cluster") => setup().and_then(|()| build()).and_then(|()| real_cluster_up(&args[1..])),
         _ => {
             eprintln!("usage: cargo xtask <setup|build|test|run|bench|real-cluster> [args...]");

@@ -31,11 +31,12 @@ pub const NODE: &str = "kwok-node-0";
 pub struct Builder {
     pods_run: bool,
     apiserver_flags: Vec<String>,
+    keep_on_failure: bool,
 }
 
 impl Default for Builder {
     fn default() -> Self {
-        Builder { pods_run: true, apiserver_flags: Vec::new() }
+        Builder { pods_run: true, apiserver_flags: Vec::new(), keep_on_failure: true }
     }
 }
 
@@ -50,6 +51,13 @@ impl Builder {
     /// An extra kube-apiserver flag, e.g. `--etcd-compaction-interval=30s`.
     pub fn apiserver_flag(mut self, flag: &str) -> Self {
         self.apiserver_flags.push(flag.to_string());
+        self
+    }
+
+    /// Whether a test that fails keeps the directory and prints the logs'
+    /// tails (default: yes; a test that panics on purpose says no).
+    pub fn keep_on_failure(mut self, yes: bool) -> Self {
+        self.keep_on_failure = yes;
         self
     }
 
@@ -71,6 +79,7 @@ pub struct ControlPlane {
     /// `https://127.0.0.1:PORT`.
     pub server: String,
     etcd_client: String,
+    keep_on_failure: bool,
     /// In start order; stopped in reverse.
     processes: Vec<Process>,
 }
@@ -97,7 +106,16 @@ impl ControlPlane {
         write_kubeconfig(&kubeconfig, &server, &pki.ca_pem, "admin", ADMIN_TOKEN);
         let tokens = root.join("tokens.csv");
         std::fs::write(&tokens, format!("{ADMIN_TOKEN},admin,admin-uid,\"system:masters\"\n")).expect("write the token file");
-        let mut plane = ControlPlane { dir: Some(dir), binaries, pki, kubeconfig, server, etcd_client, processes: Vec::new() };
+        let mut plane = ControlPlane {
+            dir: Some(dir),
+            binaries,
+            pki,
+            kubeconfig,
+            server,
+            etcd_client,
+            keep_on_failure: builder.keep_on_failure,
+            processes: Vec::new(),
+        };
 
         let peer = format!("http://127.0.0.1:{peer_port}");
         let etcd = Spec::new("etcd", plane.binaries.path("etcd")).args([
@@ -282,7 +300,7 @@ impl ControlPlane {
 
 impl Drop for ControlPlane {
     fn drop(&mut self) {
-        let failed = std::thread::panicking();
+        let failed = std::thread::panicking() && self.keep_on_failure;
         if failed {
             eprintln!("real-cluster: the test failed; the last lines of each control-plane log:\n{}", self.log_tails(40));
         }

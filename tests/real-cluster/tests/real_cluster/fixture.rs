@@ -54,7 +54,7 @@ fn a_panicking_test_leaves_no_control_plane_process_behind() {
     }
     let mut pids = Vec::new();
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let cluster = ControlPlane::builder().pods_run(false).start().expect("built");
+        let cluster = ControlPlane::builder().pods_run(false).keep_on_failure(false).start().expect("built");
         pids = cluster.pids();
         assert_eq!(pids.len(), 3, "etcd, kube-apiserver and kube-controller-manager run: {pids:?}");
         panic!("a failing test");
