@@ -10,7 +10,8 @@
 //! - `test`: `setup`, the plugins as `build` makes them, then cargo-component
 //!   0.21 (installed when missing; only the test proving the author toolchain
 //!   needs it) builds one plugin, then the benchmark's native comparator (the
-//!   bench's `--quick` tests load it), then every test of the workspace. The host
+//!   bench's `--quick` tests load it), then the real control plane where Go
+//!   is installed, then every test of the workspace. The host
 //!   binary is built by the test build, not by `cargo build -p host`: the two
 //!   resolve different features (dev-dependencies such as proptest turn on
 //!   `fnv/std`, which changes `gimli` and with it all of cranelift and
@@ -21,11 +22,16 @@
 //!   built with the plugins' codegen settings), then the benchmarks (`bench
 //!   all`), which write docs/benchmarks.md and docs/benchmarks/*.png;
 //!   `--quick` for a smoke run.
+//! - `real-cluster`: builds the real control plane from upstream's Go modules
+//!   (`real_cluster`, also part of `test` where Go is installed), starts it on
+//!   loopback and prints `export KUBECONFIG=...` until interrupted;
+//!   `real-cluster build` only builds it.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 mod languages;
+mod real_cluster;
 
 /// Plugins shipped to users, built to `target/plugins/<name>.wasm`.
 const SHIPPED: &[&str] = &["cronjob", "mydeployment"];
@@ -58,11 +64,16 @@ fn main() -> ExitCode {
             .and_then(|()| languages::build())
             .and_then(|()| component_build())
             .and_then(|()| native_comparator())
-            .and_then(|()| test(&args[1..])),
+            .and_then(|()| real_cluster::build())
+            .and_then(|go| test(&args[1..], go)),
         Some("run") => setup().and_then(|()| build()).and_then(|()| run(&args[1..])),
         Some("bench") => setup().and_then(|()| build()).and_then(|()| bench(&args[1..])),
+        Some("real-cluster") if args.get(1).is_some_and(|a| a == "build") => {
+            real_cluster::build().and_then(|built| if built { Ok(()) } else { Err("the real control plane needs Go (1.26 or newer) on PATH".into()) })
+        }
+        Some("real-cluster") => setup().and_then(|()| build()).and_then(|()| real_cluster_up(&args[1..])),
         _ => {
-            eprintln!("usage: cargo xtask <setup|build|test|run|bench> [args...]");
+            eprintln!("usage: cargo xtask <setup|build|test|run|bench|real-cluster> [args...]");
             return ExitCode::from(2);
         }
     };
@@ -248,14 +259,43 @@ fn workspace_test() -> Command {
     c
 }
 
-fn test(extra: &[String]) -> Result {
+fn test(extra: &[String], real_cluster_built: bool) -> Result {
     // First every test binary and the host binary (`target/release/host`, which
     // the e2e tests run) in one build with one feature set, whatever `extra`
     // selects; then the tests, which find everything compiled.
     let mut c = workspace_test();
     c.arg("--no-run");
     status(c)?;
+    // The real-cluster fixture records each test it skips here (Go absent), so
+    // the skips are counted below and never pass unseen.
+    let skipped = real_cluster::out_dir().join("skipped");
+    let _ = std::fs::remove_dir_all(&skipped);
     let mut c = workspace_test();
+    if real_cluster_built {
+        // Built, so a missing binary is a failure, not a skip.
+        c.env("REAL_CLUSTER_REQUIRED", "1");
+    }
+    c.args(extra);
+    let result = status(c);
+    let names: Vec<String> = std::fs::read_dir(&skipped)
+        .map(|dir| dir.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    if !names.is_empty() {
+        eprintln!("xtask: SKIPPED {} real-cluster tests (no real control plane: Go not found): {}", names.len(), names.join(", "));
+    }
+    result
+}
+
+/// Starts the real control plane (built first) and prints `export KUBECONFIG=...`
+/// for a person who wants to try the host on it; runs until interrupted.
+fn real_cluster_up(extra: &[String]) -> Result {
+    if !real_cluster::build()? {
+        return Err("the real control plane needs Go (1.26 or newer) on PATH".into());
+    }
+    let mut c = cargo();
+    c.args(["build", "--release", "-p", "real-cluster", "--bin", "real-cluster"]);
+    status(c)?;
+    let mut c = Command::new(target_dir().join("release/real-cluster"));
     c.args(extra);
     status(c)
 }

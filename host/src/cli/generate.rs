@@ -24,6 +24,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use operator_plugin_sdk::{GroupVersionKind, Manifest};
+use operator_runtime::manager::served_form;
 use serde_json::{Value, json};
 
 use super::{Failure, SandboxArgs};
@@ -168,14 +169,13 @@ fn crd_name(plugin: &str, crd: &Value) -> Result<String, Error> {
         .ok_or(Error::InvalidCrd { plugin: plugin.into(), field: "metadata.name" })
 }
 
-/// Every plugin's CRDs with `apiVersion` and `kind` set, sorted by name.
+/// Every plugin's CRDs as the host installs them (the API server's stored
+/// form, see [`served_form`]), sorted by name.
 pub fn crds(manifests: &[Manifest]) -> Result<Vec<Value>, Error> {
     let mut all = BTreeMap::new();
     for m in manifests {
         for crd in &m.crds {
-            let mut crd = crd.clone();
-            crd["apiVersion"] = "apiextensions.k8s.io/v1".into();
-            crd["kind"] = "CustomResourceDefinition".into();
+            let crd = served_form(crd);
             all.insert(crd_name(&m.name, &crd)?, crd);
         }
     }

@@ -30,7 +30,7 @@ use crate::controller::{self, Controller};
 use crate::metrics::Metrics;
 use crate::registry::Registry;
 use crate::sandbox::LoadedPlugin;
-pub use install::install_crd;
+pub use install::{install_crd, served_form};
 
 /// What can stop the manager from starting.
 #[derive(Debug, thiserror::Error)]

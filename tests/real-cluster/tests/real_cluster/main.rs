@@ -1,0 +1,13 @@
+//! The host on a real control plane (etcd, kube-apiserver,
+//! kube-controller-manager, kube-scheduler and kwok of upstream's
+//! release, built by `cargo xtask real-cluster`), run as a user runs it:
+//! `KUBECONFIG` at the API server, driven through the real kubectl.
+//! Without Go each test is skipped loudly (see `real_cluster::binaries`).
+
+mod common;
+mod faults;
+mod fixture;
+mod hotswap;
+mod leader;
+mod rbac;
+mod tour;
