@@ -4,6 +4,7 @@
 //! `KUBECONFIG` at the API server, driven through the real kubectl.
 //! Without Go each test is skipped loudly (see `real_cluster::binaries`).
 
+mod admission;
 mod common;
 mod faults;
 mod fixture;
