@@ -108,6 +108,15 @@ impl Default for ClusterConfig {
     }
 }
 
+impl ClusterConfig {
+    /// No simulated part but the API server's own (Event expiry), as envtest runs
+    /// kube-apiserver alone: no Nodes, scheduler or kubelet, Job runner, garbage collector,
+    /// ReplicaSet or Deployment controller.
+    pub fn api_server_only() -> Self {
+        Self { nodes: 0, garbage_collector: false, jobs: false, deployments: false, ..Self::default() }
+    }
+}
+
 /// The running controllers. Stop them with [`ClusterHandle::stop`] (dropping the handle stops
 /// them too).
 pub struct ClusterHandle {
