@@ -4,6 +4,7 @@
 //! topic: the scenarios share a build instead of linking once per file.
 
 mod api_server_only;
+mod book;
 mod cronjob;
 mod hotswap;
 mod memcached;
