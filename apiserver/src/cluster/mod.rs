@@ -5,7 +5,7 @@
 //! | --- | --- |
 //! | [`gc`] | the garbage collector: ownerReferences by uid; Background, Foreground and Orphan propagation; dangling dependents found at start or on a resync |
 //! | [`kubelet`] | fake Nodes (`node-1`..), a scheduler binding unscheduled Pods, kwok-style Pod lifecycle (Running, Ready after a delay, annotations), graceful deletion |
-//! | [`jobs`] | a Job runner: batch/v1 Jobs start, then complete (or fail) after a duration, with upstream's status shape |
+//! | [`jobs`] | a Job runner: batch/v1 Jobs start, then complete (or fail) after a duration, with upstream's status shape; fed by the watch through a work queue |
 //! | [`replicasets`] | the ReplicaSet controller: Pods from the template, adoption and release by selector, surplus deleted in upstream's order, status |
 //! | [`deployments`] | the Deployment controller: a ReplicaSet per template, RollingUpdate and Recreate at upstream's arithmetic, proportional scaling, revisions, history cleanup, conditions |
 //! | [`disruption`] | the disruption controller: PodDisruptionBudget status (healthy, desired, expected Pods, disruptions allowed), which `pods/eviction` reads; runs with the kubelet |
@@ -61,6 +61,10 @@ pub struct ClusterConfig {
     pub ready_after: Duration,
     /// How long a Job runs before it completes or fails (default 2 s).
     pub job_duration: Duration,
+    /// How long after the Job runner first sees a Job it writes the Job's first status
+    /// (default 100 ms): upstream's Job controller creates the Pods before that write, so a
+    /// client's own status write right after its create lands first, as on a real cluster.
+    pub job_first_status_after: Duration,
     /// Grace period for deleting Pods bound to a node when the request gives none (default 1 s;
     /// stands in for the pod's `terminationGracePeriodSeconds`, upstream 30 s). Whole seconds;
     /// zero deletes pods at once.
@@ -92,6 +96,7 @@ impl Default for ClusterConfig {
             nodes: 1,
             ready_after: Duration::from_secs(1),
             job_duration: Duration::from_secs(2),
+            job_first_status_after: Duration::from_millis(100),
             pod_grace_period: Duration::from_secs(1),
             resync_interval: Duration::from_secs(30),
             garbage_collector: true,
@@ -100,6 +105,15 @@ impl Default for ClusterConfig {
             event_ttl: Some(Duration::from_secs(3600)),
             pass_cost_factor: 2,
         }
+    }
+}
+
+impl ClusterConfig {
+    /// No simulated part but the API server's own (Event expiry), as envtest runs
+    /// kube-apiserver alone: no Nodes, scheduler or kubelet, Job runner, garbage collector,
+    /// ReplicaSet or Deployment controller.
+    pub fn api_server_only() -> Self {
+        Self { nodes: 0, garbage_collector: false, jobs: false, deployments: false, ..Self::default() }
     }
 }
 

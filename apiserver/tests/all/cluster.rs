@@ -336,6 +336,41 @@ async fn jobs_run_for_their_duration_in_virtual_time_under_a_paused_clock() {
     assert!(wall.elapsed() < Duration::from_secs(60), "virtual time, not wall time");
 }
 
+/// Regression: the Job runner wrote a new Job's status as soon as the create was committed,
+/// so a client that created a Job and at once wrote its status with the resourceVersion the
+/// create returned (the kubebuilder book's controller test does) was answered 409 Conflict.
+/// Over HTTP with kube-rs, on a multi-threaded runtime as `host cluster` serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_write_right_after_creating_a_job_is_not_raced_by_the_job_runner() {
+    use k8s_openapi::api::batch::v1::{Job, JobStatus};
+    use kube::api::{Api, PostParams};
+    let s = ApiServer::new();
+    let _c = cluster::start(&s, ClusterConfig { job_duration: Duration::from_millis(300), ..Default::default() });
+    let handle = s.serve().await.unwrap();
+    let jobs: Api<Job> = Api::namespaced(handle.kube_client().unwrap(), "default");
+    let names: Vec<String> = (0..20).map(|i| format!("faked-{i}")).collect();
+    for name in &names {
+        let created = jobs.create(&PostParams::default(), &serde_json::from_value(job(name, json!({}))).unwrap()).await.unwrap();
+        let mut running = created;
+        running.status = Some(JobStatus { active: Some(2), ..Default::default() });
+        if let Err(e) = jobs.replace_status(name, &PostParams::default(), &running).await {
+            panic!("status write of {name} right after its create: {e}");
+        }
+    }
+    // The runner still runs each Job, from the copy the client wrote.
+    eventually(30, "every Job completes", || async {
+        let mut done = true;
+        for name in &names {
+            done &= condition(&get(&s, &format!("{JOBS}/{name}")).await.1, "Complete")["status"] == "True";
+        }
+        done
+    })
+    .await;
+    let first = get(&s, &format!("{JOBS}/{}", names[0])).await.1;
+    assert!(first["status"]["startTime"].is_string(), "{first}");
+    assert_eq!(first["status"]["succeeded"], 1);
+}
+
 /// The real kubectl against the server + cluster over HTTP.
 struct Kubectl {
     dir: tempfile::TempDir,

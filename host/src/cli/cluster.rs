@@ -2,7 +2,9 @@
 //! simulated garbage collector, scheduler + kubelet and Job runner), served on
 //! loopback until SIGINT/SIGTERM, for a `host run` (or kubectl) in another
 //! process. With `--data-dir` it comes back from its directory after a
-//! restart, and `host run` processes can come and go against it.
+//! restart, and `host run` processes can come and go against it. With
+//! `--api-server-only` it is the API server alone, as envtest's: a test
+//! cluster for controller tests (`USE_EXISTING_CLUSTER=true` and `KUBECONFIG`).
 
 use std::path::PathBuf;
 

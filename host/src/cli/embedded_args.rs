@@ -49,6 +49,11 @@ pub struct EmbeddedArgs {
     /// Run without the ReplicaSet and Deployment controllers (Deployments get no Pods).
     #[arg(long, requires = "embedded")]
     pub no_sim_deployments: bool,
+    /// Serve the API server alone, as envtest does: no Nodes, scheduler or kubelet, Job
+    /// runner, garbage collector, ReplicaSet or Deployment controller (the API server's own
+    /// Event expiry stays). Only the operators of `host run` act on objects.
+    #[arg(long, requires = "embedded", conflicts_with_all = ["sim_nodes", "no_sim_gc", "no_sim_jobs", "no_sim_deployments"])]
+    pub api_server_only: bool,
 }
 
 fn parse_fault(text: &str) -> Result<FaultSpec, String> {
@@ -60,7 +65,7 @@ impl EmbeddedArgs {
     // `..default()` keeps this compiling when ClusterConfig gains fields.
     #[allow(clippy::needless_update)]
     pub fn options(&self) -> Options {
-        Options {
+        let mut options = Options {
             data_dir: self.data_dir.clone(),
             faults: self.faults.clone(),
             fault_seed: self.fault_seed,
@@ -75,6 +80,10 @@ impl EmbeddedArgs {
                 deployments: !self.no_sim_deployments,
                 ..ClusterConfig::default()
             },
+        };
+        if self.api_server_only {
+            options.cluster = ClusterConfig::api_server_only();
         }
+        options
     }
 }

@@ -14,6 +14,7 @@ pub mod jobs;
 pub mod reconcile;
 pub mod runs;
 pub mod schedule;
+pub mod status_conditions;
 pub mod validate;
 
 use operator_plugin_sdk::prelude::*;
@@ -32,7 +33,10 @@ impl Controller for CronJobPlugin {
     }
 
     fn reconcile(cron_job: &CronJob, children: &Children, now: Time) -> Result<Outcome, ReconcileError> {
-        reconcile::reconcile(cron_job, &children.of::<Job>()?, now)
+        match children.of::<Job>() {
+            Ok(jobs) => reconcile::reconcile(cron_job, &jobs, now),
+            Err(error) => reconcile::children_unreadable(cron_job, &error, now),
+        }
     }
 
     /// A stored CronJob the type cannot read (a field of the wrong JSON

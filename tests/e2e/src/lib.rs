@@ -186,3 +186,20 @@ pub fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
 pub fn read(relative: &str) -> String {
     std::fs::read_to_string(repo_file(relative)).unwrap_or_else(|e| panic!("{relative}: {e}"))
 }
+
+/// Records that `test` could not run here and why: said loudly on stderr, and kept as the
+/// empty file `target/real-cluster/skipped/<test>`, which `cargo xtask test` counts, so a skip
+/// is never taken for a pass.
+pub fn record_skip(test: &str, why: &str) {
+    // Straight to the stream: libtest captures `eprintln!` of a passing test.
+    let _ = writeln!(std::io::stderr(), "\n*** SKIPPED {test}: {why} ***\n");
+    let dir = target_dir().join("real-cluster").join("skipped");
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
+    std::fs::write(dir.join(test), "").unwrap_or_else(|e| panic!("record the skip of {test} in {}: {e}", dir.display()));
+}
+
+/// `go` on PATH, if it runs.
+pub fn go() -> Option<PathBuf> {
+    let go = PathBuf::from("go");
+    Command::new(&go).arg("version").output().ok().filter(|o| o.status.success()).map(|_| go)
+}

@@ -7,7 +7,9 @@
 //! 2. Rebuild the status from the children: active references, the last
 //!    scheduled time (the later of the stored one and the children's
 //!    scheduled-time annotations, so a lost status write is recovered from
-//!    the Jobs themselves) and the last successful time.
+//!    the Jobs themselves) and the last successful time. The book's
+//!    `Available`/`Progressing`/`Degraded` conditions are set from the
+//!    children as sorted here (`status_conditions`), once `Valid` is.
 //! 3. Delete finished Jobs beyond the history limits, oldest first.
 //! 4. Stop on an invalid spec (Warning Event, `Valid=False` condition, no
 //!    requeue), a parent being deleted, or a suspended CronJob.
@@ -31,6 +33,7 @@ use crate::api::{ConcurrencyPolicy, CronJob, CronJobStatus, JobReference, VALID_
 use crate::jobs::{self, ChildJob, Finished, Job};
 use crate::runs::{self, Missed};
 use crate::schedule::{self, Schedule};
+use crate::status_conditions::{self, Observed};
 use crate::validate;
 
 /// Upstream pads every requeue by 100 ms so that clock skew never wakes the
@@ -45,9 +48,12 @@ pub fn reconcile(cron_job: &CronJob, children: &[Job], now: Time) -> Result<Outc
 
     let mut r = Reconciler { cron_job, jobs: &jobs, now, out: Outcome::new() };
     r.observe();
+    let observed = r.observed();
     let mut status = r.rebuild_status();
     r.delete_old_jobs();
     let requeue = r.schedule(&mut status)?;
+    // After `Valid`, which so stays first in a new list; the children as listed at the start.
+    status_conditions::set_from_children(&mut status, observed, cron_job.generation(), Time(now));
     let mut out = r.out;
     out.status(&status)?;
     Ok(match requeue {
@@ -57,6 +63,19 @@ pub fn reconcile(cron_job: &CronJob, children: &[Job], now: Time) -> Result<Outc
         }
         None => out,
     })
+}
+
+/// A reconcile whose child Jobs cannot be read (one is not a `batch/v1`
+/// Job, which the API server never serves): the stored status with the
+/// book's `Degraded=True`/`ReconciliationError`, and nothing else. Without
+/// the children nothing else can be decided, and no requeue: retrying the
+/// same objects cannot help, a change to them arrives through the watch.
+pub fn children_unreadable(cron_job: &CronJob, error: &ReconcileError, now: Time) -> Result<Outcome, ReconcileError> {
+    let mut status = cron_job.stored_status().clone();
+    status_conditions::set_children_unreadable(&mut status, &error.message, cron_job.generation(), now);
+    let mut out = Outcome::new();
+    out.status(&status)?;
+    Ok(out)
 }
 
 struct Reconciler<'a> {
@@ -133,6 +152,16 @@ impl Reconciler<'_> {
             last_schedule_time: last_schedule.map(rfc3339),
             last_successful_time: last_successful.map(rfc3339),
             conditions: stored.conditions.clone(),
+        }
+    }
+
+    /// What the book's condition table reads: every child, as the book
+    /// lists them (Jobs being deleted included).
+    fn observed(&self) -> Observed {
+        Observed {
+            suspended: self.cron_job.spec.suspend == Some(true),
+            failed: self.jobs.iter().filter(|j| j.finished == Some(Finished::Failed)).count(),
+            active: self.jobs.iter().filter(|j| j.is_active()).count(),
         }
     }
 

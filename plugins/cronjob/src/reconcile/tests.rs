@@ -620,3 +620,141 @@ fn a_daily_0130_in_new_york_runs_twice_when_clocks_fall_back() {
     assert_eq!(second.created()[0]["metadata"]["annotations"]["batch.kubernetes.io/cronjob-scheduled-timestamp"], "2024-11-03T01:30:00-05:00");
     assert_ne!(first.created_names(), second.created_names());
 }
+
+fn condition<'a>(status: &'a Value, type_: &str) -> Option<&'a Value> {
+    status["conditions"].as_array()?.iter().find(|c| c["type"] == type_)
+}
+
+/// `(status, reason)` of each of the book's condition types (`None`: absent).
+fn book_conditions(status: &Value) -> [Option<(String, String)>; 3] {
+    ["Available", "Progressing", "Degraded"]
+        .map(|type_| condition(status, type_).map(|c| (c["status"].as_str().unwrap().to_string(), c["reason"].as_str().unwrap().to_string())))
+}
+
+#[test]
+fn the_books_conditions_follow_its_table() {
+    struct Case {
+        what: &'static str,
+        spec: Value,
+        status: Value,
+        children: Vec<Object>,
+        /// Available, Progressing, Degraded.
+        want: [Option<(&'static str, &'static str)>; 3],
+    }
+    let failed = || job("2024-05-01T08:50:00Z", State::Failed("2024-05-01T08:50:01Z"));
+    let active = || job("2024-05-01T08:55:00Z", State::Active);
+    let complete = || job("2024-05-01T08:45:00Z", State::Complete("2024-05-01T08:45:01Z", "2024-05-01T08:46:00Z"));
+    let degraded_before = json!({"conditions": [{"type": "Degraded", "status": "True", "reason": "JobsFailed",
+        "message": "1 job(s) have failed", "lastTransitionTime": "2024-05-01T08:51:00Z", "observedGeneration": 1}]});
+    let cases = vec![
+        Case {
+            what: "a first pass with no children: all completed, nothing active",
+            spec: json!({}),
+            status: json!({}),
+            children: vec![],
+            want: [Some(("True", "AllJobsCompleted")), Some(("False", "NoJobsActive")), None],
+        },
+        Case {
+            what: "a first pass while suspended: Progressing stays Unknown",
+            spec: json!({"suspend": true}),
+            status: json!({}),
+            children: vec![active()],
+            want: [Some(("False", "Suspended")), Some(("Unknown", "Reconciling")), None],
+        },
+        Case {
+            what: "suspended comes before failed Jobs",
+            spec: json!({"suspend": true}),
+            status: json!({}),
+            children: vec![failed()],
+            want: [Some(("False", "Suspended")), Some(("Unknown", "Reconciling")), None],
+        },
+        Case {
+            what: "a failed Job comes before an active one",
+            spec: json!({}),
+            status: json!({}),
+            children: vec![failed(), active(), complete()],
+            want: [Some(("False", "JobsFailed")), Some(("Unknown", "Reconciling")), Some(("True", "JobsFailed"))],
+        },
+        Case {
+            what: "an active Job",
+            spec: json!({}),
+            status: json!({}),
+            children: vec![active(), complete()],
+            want: [Some(("True", "JobsActive")), Some(("True", "JobsActive")), None],
+        },
+        Case {
+            what: "only completed Jobs",
+            spec: json!({}),
+            status: json!({}),
+            children: vec![complete()],
+            want: [Some(("True", "AllJobsCompleted")), Some(("False", "NoJobsActive")), None],
+        },
+        Case {
+            what: "a recorded book condition skips Progressing=Unknown, and Degraded is kept as the book keeps it",
+            spec: json!({"suspend": true}),
+            status: degraded_before.clone(),
+            children: vec![],
+            want: [Some(("False", "Suspended")), None, Some(("True", "JobsFailed"))],
+        },
+        Case {
+            what: "an invalid spec still gets the table",
+            spec: json!({"schedule": "not a schedule"}),
+            status: json!({}),
+            children: vec![active()],
+            want: [Some(("True", "JobsActive")), Some(("True", "JobsActive")), None],
+        },
+    ];
+    for case in cases {
+        let out = run(&cron_job(case.spec, case.status), &case.children, "2024-05-01T09:01:00Z");
+        let status = out.status();
+        let want = case.want.map(|w| w.map(|(s, r)| (s.to_string(), r.to_string())));
+        assert_eq!(book_conditions(status), want, "{}: {status}", case.what);
+        for type_ in ["Available", "Progressing", "Degraded"] {
+            let entries = status["conditions"].as_array().unwrap().iter().filter(|c| c["type"] == type_).count();
+            assert!(entries <= 1, "{}: {entries} {type_} entries", case.what);
+        }
+        assert!(condition(status, "Valid").is_some(), "{}: Valid is kept", case.what);
+    }
+}
+
+#[test]
+fn the_books_conditions_carry_counts_generation_and_transition_times() {
+    let two_failed =
+        [job("2024-05-01T08:50:00Z", State::Failed("2024-05-01T08:50:01Z")), job("2024-05-01T08:55:00Z", State::Failed("2024-05-01T08:55:01Z"))];
+    let spec = json!({"failedJobsHistoryLimit": 5});
+    let first = run(&cron_job(spec.clone(), json!({})), &two_failed, "2024-05-01T09:01:00Z");
+    let degraded = condition(first.status(), "Degraded").unwrap();
+    assert_eq!(degraded["message"], "2 job(s) have failed");
+    assert_eq!(condition(first.status(), "Available").unwrap()["message"], "2 job(s) have failed");
+    assert_eq!(degraded["observedGeneration"], 2);
+    assert_eq!(degraded["lastTransitionTime"], "2024-05-01T09:01:00Z");
+
+    // The same status an hour later: no transition. Then an active Job only: Available turns True.
+    let later = run(&cron_job(spec.clone(), first.status().clone()), &two_failed[..1], "2024-05-01T10:01:00Z");
+    let degraded = condition(later.status(), "Degraded").unwrap();
+    assert_eq!((degraded["message"].as_str(), degraded["lastTransitionTime"].as_str()), (Some("1 job(s) have failed"), Some("2024-05-01T09:01:00Z")));
+    let recovered = run(&cron_job(spec, later.status().clone()), &[job("2024-05-01T10:00:00Z", State::Active)], "2024-05-01T10:02:00Z");
+    let available = condition(recovered.status(), "Available").unwrap();
+    assert_eq!((available["status"].as_str(), available["reason"].as_str()), (Some("True"), Some("JobsActive")));
+    assert_eq!(available["lastTransitionTime"], "2024-05-01T10:02:00Z");
+    assert_eq!(available["message"], "1 job(s) are currently active");
+    let progressing = condition(recovered.status(), "Progressing").unwrap();
+    assert_eq!((progressing["status"].as_str(), progressing["lastTransitionTime"].as_str()), (Some("True"), Some("2024-05-01T10:02:00Z")));
+}
+
+/// The book's failed List: here, children the plugin cannot read.
+#[test]
+fn unreadable_children_keep_the_status_and_report_a_reconciliation_error() {
+    let stored = json!({"lastScheduleTime": "2024-05-01T08:55:00Z", "active": [active_ref("2024-05-01T08:55:00Z")]});
+    let mut broken = job("2024-05-01T08:55:00Z", State::Active);
+    broken.value_mut()["status"]["startTime"] = json!("yesterday");
+    let out = run(&cron_job(json!({}), stored), &[broken], "2024-05-01T09:01:00Z");
+    assert_eq!(out.0.len(), 1, "only the status: {:?}", out.0);
+    let status = out.status();
+    assert_eq!(status["lastScheduleTime"], "2024-05-01T08:55:00Z", "the stored status is kept");
+    assert_eq!(status["active"].as_array().unwrap().len(), 1);
+    let degraded = condition(status, "Degraded").unwrap();
+    assert_eq!((degraded["status"].as_str(), degraded["reason"].as_str()), (Some("True"), Some("ReconciliationError")));
+    assert!(degraded["message"].as_str().unwrap().starts_with("cannot read the child Jobs: "), "{degraded}");
+    assert_eq!(condition(status, "Progressing").unwrap()["status"], "Unknown");
+}

@@ -3,6 +3,8 @@
 //! One binary for all scenarios (as wasmtime's `tests/all`), one module per
 //! topic: the scenarios share a build instead of linking once per file.
 
+mod api_server_only;
+mod book;
 mod cronjob;
 mod hotswap;
 mod memcached;

@@ -1,0 +1,99 @@
+//! `--api-server-only`: `host cluster` and `host run --embedded` serve the API server alone, as
+//! envtest runs kube-apiserver, with none of the simulated cluster parts.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use e2e::{Host, built, eventually, json};
+
+const JOB: &str = r#"
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: nobody-runs-me
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: main
+        image: busybox
+"#;
+
+/// What a simulated cluster would have done within a second does not happen: no Node, a Job
+/// never started, a dependent of a deleted owner left in place.
+fn nothing_but_the_api_server_acts(kubectl: impl Fn(&[&str], Option<&str>) -> (bool, String)) {
+    let (ok, nodes) = kubectl(&["get", "nodes", "-o", "json"], None);
+    assert!(ok, "{nodes}");
+    assert_eq!(serde_json::from_str::<e2e::Value>(&nodes).unwrap()["items"], json!([]), "no Nodes");
+    let (ok, out) = kubectl(&["apply", "-f", "-"], Some(JOB));
+    assert!(ok, "{out}");
+    let (ok, owner) = kubectl(&["create", "configmap", "owner", "-o", "json"], None);
+    assert!(ok, "{owner}");
+    let owner: e2e::Value = serde_json::from_str(&owner).unwrap();
+    let dependent = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "dependent", "ownerReferences": [
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner["metadata"]["uid"]}]}});
+    let (ok, out) = kubectl(&["apply", "-f", "-"], Some(&dependent.to_string()));
+    assert!(ok, "{out}");
+    let (ok, out) = kubectl(&["delete", "configmap", "owner"], None);
+    assert!(ok, "{out}");
+    std::thread::sleep(Duration::from_millis(1500));
+    let (ok, job) = kubectl(&["get", "job", "nobody-runs-me", "-o", "json"], None);
+    assert!(ok, "{job}");
+    assert_eq!(serde_json::from_str::<e2e::Value>(&job).unwrap().get("status").and_then(|s| s.get("startTime")), None, "no Job runner: {job}");
+    let (ok, out) = kubectl(&["get", "configmap", "dependent"], None);
+    assert!(ok, "no garbage collector, the dependent stays: {out}");
+}
+
+#[test]
+fn host_run_embedded_api_server_only_runs_no_simulated_part() {
+    let host = Host::start(&["--api-server-only"]);
+    nothing_but_the_api_server_acts(|args, stdin| {
+        let o = host.kubectl_stdin(args, stdin);
+        (o.status.success(), String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr))
+    });
+}
+
+#[test]
+fn host_cluster_api_server_only_runs_no_simulated_part_and_the_default_has_a_node() {
+    let dir = tempfile::tempdir().unwrap();
+    for (extra, nodes) in [(None, 1), (Some("--api-server-only"), 0)] {
+        let kubeconfig = dir.path().join(format!("kubeconfig-{nodes}"));
+        let mut cluster = Command::new(built("release/host"))
+            .env("HOST_LOG", "warn")
+            .args(["cluster", "--kubeconfig-out"])
+            .arg(&kubeconfig)
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start host cluster");
+        let kubectl = |args: &[&str], stdin: Option<&str>| {
+            let mut c = Command::new(e2e::kubectl())
+                .arg("--kubeconfig")
+                .arg(&kubeconfig)
+                .args(args)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("run kubectl");
+            let mut input = c.stdin.take().unwrap();
+            if let Some(text) = stdin {
+                std::io::Write::write_all(&mut input, text.as_bytes()).unwrap();
+            }
+            drop(input);
+            let o = c.wait_with_output().unwrap();
+            (o.status.success(), String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr))
+        };
+        eventually("host cluster serves", || kubectl(&["get", "--raw", "/readyz"], None).0.then_some(()));
+        if nodes == 0 {
+            nothing_but_the_api_server_acts(kubectl);
+        } else {
+            let (ok, out) = kubectl(&["get", "nodes", "-o", "name"], None);
+            assert!(ok && out.trim() == "node/node-1", "{out}");
+        }
+        let _ = cluster.kill();
+        let _ = cluster.wait();
+    }
+}
