@@ -16,13 +16,13 @@ use std::time::{Duration, Instant};
 
 use apiserver::{ApiServer, ClusterConfig};
 use futures::{StreamExt, TryStreamExt};
-use host::clock::{ManualClock, SharedClock, SystemClock};
-use host::manager::{self, Options};
-use host::metrics::Metrics;
-use host::registry::Registry;
-use host::sandbox::LoadedPlugin;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use operator_runtime::clock::{ManualClock, SharedClock, SystemClock};
+use operator_runtime::manager::{self, Options};
+use operator_runtime::metrics::Metrics;
+use operator_runtime::registry::Registry;
+use operator_runtime::sandbox::LoadedPlugin;
 use serde_json::{Value, json};
 
 use crate::stats::Summary;
@@ -271,7 +271,7 @@ pub async fn run_once(plugins: &Plugins, kind: Kind, variant: Variant, count: us
     let plugin = plugin_for(plugins, kind, variant)?;
     let registry = Registry::default();
     registry.insert(plugin.name(), plugin.clone());
-    host::embedded::register_admission(&server, &registry, &plugin);
+    embedded_cluster::register_admission(&server, &registry, &plugin);
     install_crds(&client, &plugin).await?;
     create_parents(&client, kind, count).await?;
 
@@ -304,7 +304,7 @@ pub async fn run_once(plugins: &Plugins, kind: Kind, variant: Variant, count: us
     let running =
         manager::start_keyed(client, vec![(plugin.name().to_string(), plugin)], Options::default(), clock, Arc::new(Metrics::new()), registry)
             .await
-            .map_err(|e| anyhow::anyhow!("manager: {}", host::error_chain(&e)))?;
+            .map_err(|e| anyhow::anyhow!("manager: {}", operator_runtime::error_chain(&e)))?;
     running.wait_synced().await;
     let synced = start.elapsed();
     let mut last_report = Instant::now();

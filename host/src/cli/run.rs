@@ -11,17 +11,17 @@ use std::time::Duration;
 
 use super::leader_args::LeaderElectionArgs;
 use super::{Failure, SandboxArgs, parse_duration};
-use crate::clock::{SharedClock, SystemClock};
-use crate::controller::{self, queue::Backoff};
-use crate::events::Recorder;
-use crate::hotswap::configmap::Selection;
-use crate::hotswap::shadow::{ShadowConfig, Shadows};
-use crate::hotswap::trust::{NotAdmitted, Policy};
-use crate::hotswap::{self, Reloader, rollback};
-use crate::manager::{self, Options};
-use crate::metrics::Metrics;
-use crate::registry::Registry;
-use crate::sandbox::{LoadedPlugin, Sandbox, Tiering};
+use operator_runtime::clock::{SharedClock, SystemClock};
+use operator_runtime::controller::{self, queue::Backoff};
+use operator_runtime::events::Recorder;
+use operator_runtime::hotswap::configmap::Selection;
+use operator_runtime::hotswap::shadow::{ShadowConfig, Shadows};
+use operator_runtime::hotswap::trust::{NotAdmitted, Policy};
+use operator_runtime::hotswap::{self, Reloader, rollback};
+use operator_runtime::manager::{self, Options};
+use operator_runtime::metrics::Metrics;
+use operator_runtime::registry::Registry;
+use operator_runtime::sandbox::{LoadedPlugin, Sandbox, Tiering};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -148,11 +148,15 @@ pub struct RecordArgs {
 
 impl RecordArgs {
     /// Opens the record directory (a clear error if it is not writable).
-    pub fn open(&self) -> Result<Option<Arc<crate::record::Recorder>>, Failure> {
+    pub fn open(&self) -> Result<Option<Arc<operator_runtime::record::Recorder>>, Failure> {
         let Some(dir) = &self.record else { return Ok(None) };
-        let config =
-            crate::record::Config { max_bytes: self.record_max_mib << 20, keep_secrets: self.record_secrets, ..crate::record::Config::new(dir) };
-        let recorder = crate::record::Recorder::open(config).map_err(|e| Failure::bad_input(format!("--record: {}", crate::error_chain(&e))))?;
+        let config = operator_runtime::record::Config {
+            max_bytes: self.record_max_mib << 20,
+            keep_secrets: self.record_secrets,
+            ..operator_runtime::record::Config::new(dir)
+        };
+        let recorder = operator_runtime::record::Recorder::open(config)
+            .map_err(|e| Failure::bad_input(format!("--record: {}", operator_runtime::error_chain(&e))))?;
         let secrets = if self.record_secrets { "Secret values kept (--record-secrets)" } else { "Secret values redacted" };
         // On stderr: `host simulate` prints its timeline on stdout.
         eprintln!("recording reconcile calls to {} ({secrets})", dir.display());
@@ -208,7 +212,7 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
     // A long-running host: a plugin that must be compiled (a new version
     // swapped in, an uncached start) runs from Winch until Cranelift is done.
     let sandbox = sandbox.sandbox_tiered(Tiering::BaselineFirst).map_err(|e| Failure::bad_input(format!("{e:#}")))?;
-    let trust = Policy::load(&args.plugin_trust_keys, &args.plugin_digests).map_err(|e| Failure::bad_input(crate::error_chain(&e)))?;
+    let trust = Policy::load(&args.plugin_trust_keys, &args.plugin_digests).map_err(|e| Failure::bad_input(operator_runtime::error_chain(&e)))?;
     // Stamped before the files are read: a change made from here on is reloaded.
     let file_watch = args.watch.then(|| {
         // Each file and the candidate that may be staged beside it.
@@ -220,7 +224,7 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
             NotAdmitted::Untrusted(_) => Failure::bad_input(format!("plugin {} refused: {e}", path.display())),
             NotAdmitted::Unreadable(why) => Failure::bad_input(why),
         })?;
-        let p = sandbox.load(&path.display().to_string(), &admitted.component).map_err(|e| Failure::bad_input(crate::error_chain(&e)))?;
+        let p = sandbox.load(&path.display().to_string(), &admitted.component).map_err(|e| Failure::bad_input(operator_runtime::error_chain(&e)))?;
         tracing::info!(plugin = p.name(), parent = %p.manifest().parent.kind, "loaded");
         plugins.push((hotswap::Origin::File(path.clone()).id(), p));
     }
@@ -247,7 +251,7 @@ fn paused_runtime() -> std::io::Result<tokio::runtime::Runtime> {
 }
 
 /// The clock of the whole process: the system clock, or at `--clock-speed N`
-/// virtual time that runs N× as fast from now (see [`crate::clock`]).
+/// virtual time that runs N× as fast from now (see [`operator_runtime::clock`]).
 fn clock(args: &Args) -> (SharedClock, Option<tokio::task::JoinHandle<()>>) {
     if args.clock_speed == 1.0 {
         return (Arc::new(SystemClock), None);
@@ -256,8 +260,8 @@ fn clock(args: &Args) -> (SharedClock, Option<tokio::task::JoinHandle<()>>) {
     unreachable!("run() refuses --clock-speed: {NO_EMBEDDED}");
     #[cfg(feature = "embedded")]
     {
-        let clock = crate::clock::TokioClock::starting_at(chrono::Utc::now());
-        let pacer = crate::clock::drive_paused_clock(args.clock_speed);
+        let clock = operator_runtime::clock::TokioClock::starting_at(chrono::Utc::now());
+        let pacer = operator_runtime::clock::drive_paused_clock(args.clock_speed);
         println!("clock speed {}x: cluster and host time run {} times as fast as the wall clock", args.clock_speed, args.clock_speed);
         (Arc::new(clock), Some(pacer))
     }
@@ -270,8 +274,8 @@ async fn run_async(
     plugins: Vec<(String, LoadedPlugin)>,
     file_watch: Option<hotswap::files::FileWatch>,
     metrics_addr: Option<SocketAddr>,
-    election: Option<crate::leader::Config>,
-    recorder: Option<Arc<crate::record::Recorder>>,
+    election: Option<operator_runtime::leader::Config>,
+    recorder: Option<Arc<operator_runtime::record::Recorder>>,
 ) -> Result<(), Failure> {
     // Admission reads the running plugins from here on every request.
     let registry = Registry::default();
@@ -285,7 +289,7 @@ async fn run_async(
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     if let Some(addr) = metrics_addr {
         let mut rx = stop_rx.clone();
-        let (bound, _task) = crate::metrics::serve(addr, metrics.clone(), async move {
+        let (bound, _task) = operator_runtime::metrics::serve(addr, metrics.clone(), async move {
             let _ = rx.wait_for(|s| *s).await;
         })
         .await
@@ -294,11 +298,11 @@ async fn run_async(
     }
     if let Some(addr) = args.webhook_addr {
         let mut rx = stop_rx.clone();
-        let (bound, _task) = crate::webhook::serve(addr, &args.webhook_cert_dir, &args.webhook_hosts, registry.clone(), async move {
+        let (bound, _task) = operator_runtime::webhook::serve(addr, &args.webhook_cert_dir, &args.webhook_hosts, registry.clone(), async move {
             let _ = rx.wait_for(|s| *s).await;
         })
         .await
-        .map_err(|e| Failure::bad_input(format!("--webhook-addr {addr}: {}", crate::error_chain(&e))))?;
+        .map_err(|e| Failure::bad_input(format!("--webhook-addr {addr}: {}", operator_runtime::error_chain(&e))))?;
         println!("admission webhooks at https://{bound}");
     }
     let config = if args.embedded { None } else { super::kubeconfig::config().await? };
@@ -306,7 +310,7 @@ async fn run_async(
     let mut embedded = None;
     let client = match config {
         Some(config) => kube::Client::try_from(config)
-            .map_err(|e| Failure::bad_input(format!("cannot build a client from the kubeconfig: {}", crate::error_chain(&e))))?,
+            .map_err(|e| Failure::bad_input(format!("cannot build a client from the kubeconfig: {}", operator_runtime::error_chain(&e))))?,
         #[cfg(not(feature = "embedded"))]
         None => {
             return Err(Failure::bad_input(format!(
@@ -332,7 +336,7 @@ async fn run_async(
         ..ShadowConfig::default()
     };
     let shadows = Shadows::new(shadow_config, metrics.clone(), client.clone(), clock.clone());
-    let mut tap = crate::record::Tap::default().shadowing(shadows.clone());
+    let mut tap = operator_runtime::record::Tap::default().shadowing(shadows.clone());
     if let Some(r) = recorder {
         tap = tap.recording(r);
     }
@@ -351,7 +355,8 @@ async fn run_async(
     };
     let mut election = match election {
         Some(config) => {
-            let e = crate::leader::Election::start(client.clone(), config, metrics.clone()).map_err(|e| Failure::bad_input(e.to_string()))?;
+            let e =
+                operator_runtime::leader::Election::start(client.clone(), config, metrics.clone()).map_err(|e| Failure::bad_input(e.to_string()))?;
             options.leadership = Some(e.leading());
             Some(e)
         }
@@ -359,7 +364,7 @@ async fn run_async(
     };
     let running = tokio::select! {
         r = manager::start_keyed(client.clone(), plugins, options, clock.clone(), metrics.clone(), registry.clone()) => {
-            r.map_err(|e| Failure { code: e.exit_code(), message: crate::error_chain(&e) })?
+            r.map_err(|e| Failure { code: e.exit_code(), message: operator_runtime::error_chain(&e) })?
         }
         _ = shutdown_signal() => return Ok(()),
     };
@@ -380,7 +385,7 @@ async fn run_async(
         #[cfg(feature = "embedded")]
         let on_applied: Option<hotswap::OnApplied> = embedded.as_ref().map(|e| {
             let (server, registry) = (e.server.clone(), registry.clone());
-            Arc::new(move |p: &LoadedPlugin| crate::embedded::register_admission(&server, &registry, p)) as hotswap::OnApplied
+            Arc::new(move |p: &LoadedPlugin| embedded_cluster::register_admission(&server, &registry, p)) as hotswap::OnApplied
         });
         #[cfg(not(feature = "embedded"))]
         let on_applied = None;
@@ -437,13 +442,13 @@ async fn start_embedded(
     clock: &SharedClock,
     registry: &Registry,
     plugins: &[(String, LoadedPlugin)],
-) -> Result<crate::embedded::Embedded, Failure> {
-    let path = args.kubeconfig_out.clone().unwrap_or_else(crate::embedded::default_kubeconfig_path);
-    let e = crate::embedded::start_with_clock(args.embedded_port, &path, &args.embedded_args.options(), clock.clone())
+) -> Result<embedded_cluster::Embedded, Failure> {
+    let path = args.kubeconfig_out.clone().unwrap_or_else(embedded_cluster::default_kubeconfig_path);
+    let e = embedded_cluster::start_with_clock(args.embedded_port, &path, &args.embedded_args.options(), clock.clone())
         .await
         .map_err(|e| Failure::bad_input(format!("embedded API server: {e}")))?;
     for (_, p) in plugins {
-        crate::embedded::register_admission(&e.server, registry, p);
+        embedded_cluster::register_admission(&e.server, registry, p);
     }
     println!("embedded API server at {}", e.handle.url());
     println!("kubeconfig written to {}", path.display());

@@ -12,12 +12,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use apiserver::ApiServer;
-use host::clock::SystemClock;
-use host::manager::{self, Options, Running};
-use host::metrics::Metrics;
-use host::sandbox::Sandbox;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use operator_runtime::clock::SystemClock;
+use operator_runtime::manager::{self, Options, Running};
+use operator_runtime::metrics::Metrics;
+use operator_runtime::sandbox::Sandbox;
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(90);
@@ -61,7 +61,7 @@ async fn start(plugins: &[&str], max_related: Option<usize>) -> (ApiServer, kube
     }
     let running = manager::start(client.clone(), loaded, options, Arc::new(SystemClock), Arc::new(Metrics::new()))
         .await
-        .unwrap_or_else(|e| panic!("manager: {}", host::error_chain(&e)));
+        .unwrap_or_else(|e| panic!("manager: {}", operator_runtime::error_chain(&e)));
     tokio::time::timeout(WAIT, running.wait_synced()).await.expect("caches sync");
     (server, client, running)
 }

@@ -7,8 +7,8 @@ use crate::common;
 use std::time::{Duration, Instant};
 
 use common::{config, load, wasm, wasm_for};
-use host::sandbox::{CacheOutcome, CallError, LoadError, LoadedPlugin, PrecompiledCache, Sandbox, SandboxConfig, Tier, Tiering};
 use operator_plugin_sdk::{Action, json};
+use operator_runtime::sandbox::{CacheOutcome, CallError, LoadError, LoadedPlugin, PrecompiledCache, Sandbox, SandboxConfig, Tier, Tiering};
 
 const DEADLINE: Duration = Duration::from_millis(300);
 const NOW: i64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z

@@ -11,13 +11,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use apiserver::ApiServer;
-use host::clock::SystemClock;
-use host::manager::{self, Options, Running};
-use host::metrics::Metrics;
-use host::sandbox::Sandbox;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
+use operator_runtime::clock::SystemClock;
+use operator_runtime::manager::{self, Options, Running};
+use operator_runtime::metrics::Metrics;
+use operator_runtime::sandbox::Sandbox;
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(90);
@@ -37,7 +37,7 @@ impl Env {
         common::install_hostile_crd(client.clone()).await;
         let running = manager::start(client.clone(), vec![plugin], Options::default(), Arc::new(SystemClock), Arc::new(Metrics::new()))
             .await
-            .unwrap_or_else(|e| panic!("manager: {}", host::error_chain(&e)));
+            .unwrap_or_else(|e| panic!("manager: {}", operator_runtime::error_chain(&e)));
         tokio::time::timeout(WAIT, running.wait_synced()).await.expect("caches sync");
         Env { _server: server, client, running }
     }

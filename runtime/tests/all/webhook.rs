@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
-use host::webhook;
+use operator_runtime::webhook;
 use serde_json::{Value, json};
 
 fn cronjob(schedule: &str) -> Value {
@@ -31,13 +31,13 @@ fn review(operation: &str, object: Value) -> Vec<u8> {
 }
 
 /// The answer as JSON, as the API server reads it.
-fn answer(plugins: &[host::sandbox::LoadedPlugin], path: &str, body: &[u8]) -> Value {
+fn answer(plugins: &[operator_runtime::sandbox::LoadedPlugin], path: &str, body: &[u8]) -> Value {
     serde_json::from_slice(&webhook::to_wire(&webhook::review(plugins, path, body))).unwrap()
 }
 
 #[test]
 fn webhook_paths_follow_kubebuilder() {
-    let sandbox = host::sandbox::Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
+    let sandbox = operator_runtime::sandbox::Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
     let p = common::load(&sandbox, "cronjob");
     assert_eq!(webhook::path_for("validate", &p), "/validate-batch-tutorial-kubebuilder-io-v1-cronjob");
     assert_eq!(webhook::path_for("mutate", &p), "/mutate-batch-tutorial-kubebuilder-io-v1-cronjob");
@@ -45,7 +45,7 @@ fn webhook_paths_follow_kubebuilder() {
 
 #[test]
 fn an_invalid_object_is_denied_with_the_plugins_field_errors() {
-    let sandbox = host::sandbox::Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
+    let sandbox = operator_runtime::sandbox::Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
     let plugins = vec![common::load(&sandbox, "cronjob")];
     let r = answer(&plugins, "/validate-batch-tutorial-kubebuilder-io-v1-cronjob", &review("CREATE", cronjob("nope")));
     assert_eq!(r["response"]["uid"], "req-1");
@@ -69,7 +69,7 @@ fn stored(schedule: &str, uid: &str) -> Value {
 
 #[test]
 fn only_an_allowed_create_is_remembered_for_the_controller() {
-    let sandbox = host::sandbox::Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
+    let sandbox = operator_runtime::sandbox::Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
     let plugins = vec![common::load(&sandbox, "cronjob")];
     let path = "/validate-batch-tutorial-kubebuilder-io-v1-cronjob";
     let [created, denied, updated, dry_run] = [
@@ -100,7 +100,7 @@ fn only_an_allowed_create_is_remembered_for_the_controller() {
 
 #[test]
 fn defaulting_answers_with_a_json_patch() {
-    let sandbox = host::sandbox::Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
+    let sandbox = operator_runtime::sandbox::Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
     let plugins = vec![common::load(&sandbox, "cronjob")];
     let object = cronjob("*/5 * * * *");
     let r = answer(&plugins, "/mutate-batch-tutorial-kubebuilder-io-v1-cronjob", &review("CREATE", object.clone()));
@@ -117,7 +117,7 @@ fn defaulting_answers_with_a_json_patch() {
 
 #[test]
 fn a_review_that_does_not_decode_is_refused_as_invalid() {
-    let sandbox = host::sandbox::Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
+    let sandbox = operator_runtime::sandbox::Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
     let plugins = vec![common::load(&sandbox, "cronjob")];
     let r = answer(&plugins, VALIDATE, br#"{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": 7}}"#);
     assert_eq!(r["kind"], "AdmissionReview");
@@ -128,7 +128,7 @@ fn a_review_that_does_not_decode_is_refused_as_invalid() {
 
 #[test]
 fn an_unknown_path_is_refused() {
-    let sandbox = host::sandbox::Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
+    let sandbox = operator_runtime::sandbox::Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
     let plugins = vec![common::load(&sandbox, "cronjob")];
     let r = answer(&plugins, "/validate-nothing", &review("CREATE", cronjob("* * * * *")));
     assert_eq!(r["response"]["allowed"], false);
@@ -138,8 +138,8 @@ fn an_unknown_path_is_refused() {
 const VALIDATE: &str = "/validate-batch-tutorial-kubebuilder-io-v1-cronjob";
 
 async fn serve(dir: &Path, hosts: &[String]) -> Result<(SocketAddr, tokio::task::JoinHandle<()>), webhook::Error> {
-    let sandbox = host::sandbox::Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
-    let registry = host::registry::Registry::default();
+    let sandbox = operator_runtime::sandbox::Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
+    let registry = operator_runtime::registry::Registry::default();
     registry.insert("cronjob", common::load(&sandbox, "cronjob"));
     webhook::serve("127.0.0.1:0".parse().unwrap(), dir, hosts, registry, std::future::pending()).await
 }
