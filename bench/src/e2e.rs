@@ -19,8 +19,7 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use operator_runtime::clock::{ManualClock, SharedClock, SystemClock};
-use operator_runtime::manager::{self, Options};
-use operator_runtime::metrics::Metrics;
+use operator_runtime::manager;
 use operator_runtime::registry::Registry;
 use operator_runtime::sandbox::LoadedPlugin;
 use serde_json::{Value, json};
@@ -301,10 +300,13 @@ pub async fn run_once(plugins: &Plugins, kind: Kind, variant: Variant, count: us
     if profiled {
         perf_control("enable");
     }
-    let running =
-        manager::start_keyed(client, vec![(plugin.name().to_string(), plugin)], Options::default(), clock, Arc::new(Metrics::new()), registry)
-            .await
-            .map_err(|e| anyhow::anyhow!("manager: {}", operator_runtime::error_chain(&e)))?;
+    let running = manager::Builder::new(client)
+        .plugins([plugin])
+        .clock(clock)
+        .registry(registry)
+        .start()
+        .await
+        .map_err(|e| anyhow::anyhow!("manager: {}", operator_runtime::error_chain(&e)))?;
     running.wait_synced().await;
     let synced = start.elapsed();
     let mut last_report = Instant::now();

@@ -232,7 +232,8 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
     manager::check_parents(&list).map_err(|e| Failure { code: e.exit_code(), message: e.to_string() })?;
     let runtime = if args.clock_speed == 1.0 { tokio::runtime::Builder::new_multi_thread().enable_all().build() } else { paused_runtime() };
     let runtime = runtime.map_err(|e| Failure::plugin(format!("tokio: {e}")))?;
-    let result = runtime.block_on(run_async(args, sandbox, trust, plugins, file_watch, metrics_addr, election, recorder.clone()));
+    let prepared = Prepared { sandbox, trust, plugins, file_watch, metrics_addr, election, recorder: recorder.clone() };
+    let result = runtime.block_on(run_async(args, prepared));
     if let Some(r) = recorder {
         r.flush();
     }
@@ -267,153 +268,62 @@ fn clock(args: &Args) -> (SharedClock, Option<tokio::task::JoinHandle<()>>) {
     }
 }
 
-async fn run_async(
-    args: &Args,
+/// What `run` prepares before the async runtime starts: every input checked
+/// and every plugin file loaded, so a bad one fails before anything binds.
+struct Prepared {
     sandbox: Sandbox,
     trust: Policy,
+    /// The `--plugin` files, by source id.
     plugins: Vec<(String, LoadedPlugin)>,
+    /// `--watch`: stamped before the files were read.
     file_watch: Option<hotswap::files::FileWatch>,
     metrics_addr: Option<SocketAddr>,
     election: Option<operator_runtime::leader::Config>,
     recorder: Option<Arc<operator_runtime::record::Recorder>>,
-) -> Result<(), Failure> {
-    // Admission reads the running plugins from here on every request.
-    let registry = Registry::default();
-    for (id, p) in &plugins {
-        registry.insert(id, p.clone());
-    }
+}
+
+/// The host's life: endpoints, cluster, manager, hot swap, then drain on a
+/// signal (or exit on a lost election).
+async fn run_async(args: &Args, prepared: Prepared) -> Result<(), Failure> {
+    let Prepared { sandbox, trust, plugins, file_watch, metrics_addr, election, recorder } = prepared;
+    let registry = registry_of(&plugins);
     let (clock, pacer) = clock(args);
-    // Every port is bound before anything is announced: a script that waits
-    // for `export KUBECONFIG=` must never see it from a host about to fail.
     let metrics = Arc::new(Metrics::new());
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    if let Some(addr) = metrics_addr {
-        let mut rx = stop_rx.clone();
-        let (bound, _task) = operator_runtime::metrics::serve(addr, metrics.clone(), async move {
-            let _ = rx.wait_for(|s| *s).await;
-        })
-        .await
-        .map_err(|e| Failure::bad_input(format!("--metrics-addr {addr}: {e}")))?;
-        println!("metrics at http://{bound}/metrics");
-    }
-    if let Some(addr) = args.webhook_addr {
-        let mut rx = stop_rx.clone();
-        let (bound, _task) = operator_runtime::webhook::serve(addr, &args.webhook_cert_dir, &args.webhook_hosts, registry.clone(), async move {
-            let _ = rx.wait_for(|s| *s).await;
-        })
-        .await
-        .map_err(|e| Failure::bad_input(format!("--webhook-addr {addr}: {}", operator_runtime::error_chain(&e))))?;
-        println!("admission webhooks at https://{bound}");
-    }
-    let config = if args.embedded { None } else { super::kubeconfig::config().await? };
-    #[cfg(feature = "embedded")]
-    let mut embedded = None;
-    let client = match config {
-        Some(config) => kube::Client::try_from(config)
-            .map_err(|e| Failure::bad_input(format!("cannot build a client from the kubeconfig: {}", operator_runtime::error_chain(&e))))?,
-        #[cfg(not(feature = "embedded"))]
-        None => {
-            return Err(Failure::bad_input(format!(
-                "{}, and this host was built without the embedded cluster (cargo feature `embedded`): set KUBECONFIG",
-                super::kubeconfig::NONE_CONFIGURED
-            )));
-        }
-        #[cfg(feature = "embedded")]
-        None => {
-            if !args.embedded {
-                println!("{}: starting the embedded cluster (as --embedded)", super::kubeconfig::NONE_CONFIGURED);
-            }
-            let e = start_embedded(args, &clock, &registry, &plugins).await?;
-            let client = e.server.kube_client();
-            embedded = Some(e);
-            client
-        }
-    };
-
-    let shadow_config = ShadowConfig {
-        promote_after: args.shadow.shadow_promote_after,
-        concurrency: usize::from(args.shadow.shadow_concurrency),
-        ..ShadowConfig::default()
-    };
-    let shadows = Shadows::new(shadow_config, metrics.clone(), client.clone(), clock.clone());
-    let mut tap = operator_runtime::record::Tap::default().shadowing(shadows.clone());
-    if let Some(r) = recorder {
-        tap = tap.recording(r);
-    }
-    let mut options = Options {
-        namespaces: args.namespaces.clone(),
-        selector: args.selector.clone(),
-        resync: args.resync,
-        controller: controller::Config {
-            concurrency: usize::from(args.concurrency),
-            max_related: args.max_related as usize,
-            backoff: Backoff { max: args.max_backoff, ..Backoff::default() },
-            tap,
-            ..controller::Config::default()
-        },
-        ..Options::default()
-    };
-    let mut election = match election {
-        Some(config) => {
-            let e =
-                operator_runtime::leader::Election::start(client.clone(), config, metrics.clone()).map_err(|e| Failure::bad_input(e.to_string()))?;
-            options.leadership = Some(e.leading());
-            Some(e)
-        }
-        None => None,
-    };
+    // Every port is bound before anything is announced: a script that waits
+    // for `export KUBECONFIG=` must never see it from a host about to fail.
+    serve_endpoints(args, metrics_addr, &metrics, &registry, &stop_rx).await?;
+    let cluster = Cluster::connect(args, &clock, &registry, &plugins).await?;
+    let client = cluster.client.clone();
+    let shadows = Shadows::new(shadow_config(args), metrics.clone(), client.clone(), clock.clone());
+    let mut options = manager_options(args, tap(&shadows, recorder));
+    let mut election = start_election(&client, election, &metrics, &mut options)?;
+    let manager = manager::Builder::new(client.clone())
+        .plugins_by_source(plugins)
+        .options(options)
+        .clock(clock.clone())
+        .metrics(metrics.clone())
+        .registry(registry.clone());
     let running = tokio::select! {
-        r = manager::start_keyed(client.clone(), plugins, options, clock.clone(), metrics.clone(), registry.clone()) => {
-            r.map_err(|e| Failure { code: e.exit_code(), message: operator_runtime::error_chain(&e) })?
-        }
+        r = manager.start() => r.map_err(|e| Failure { code: e.exit_code(), message: operator_runtime::error_chain(&e) })?,
         _ = shutdown_signal() => return Ok(()),
     };
-    let mut sources = Vec::new();
-    let mut selections = args.plugin_configmaps.clone();
-    if let (Some(selector), Some(namespace)) = (&args.plugin_configmap_selector, &args.plugin_configmap_namespace) {
-        selections.push(Selection::Labelled { namespace: namespace.clone(), selector: selector.clone() });
-    }
-    if file_watch.is_some() || !selections.is_empty() {
-        let (tx, rx) = tokio::sync::mpsc::channel(16);
-        for selection in selections {
-            println!("plugins from {selection}");
-            sources.push(tokio::spawn(hotswap::configmap::watch(client.clone(), selection, tx.clone())));
-        }
-        if let Some(watch) = file_watch {
-            sources.push(tokio::spawn(watch.run(args.watch_interval, tx.clone())));
-        }
-        #[cfg(feature = "embedded")]
-        let on_applied: Option<hotswap::OnApplied> = embedded.as_ref().map(|e| {
-            let (server, registry) = (e.server.clone(), registry.clone());
-            Arc::new(move |p: &LoadedPlugin| embedded_cluster::register_admission(&server, &registry, p)) as hotswap::OnApplied
-        });
-        #[cfg(not(feature = "embedded"))]
-        let on_applied = None;
-        let rollback = rollback::Config { window: args.rollback_window, threshold: args.rollback_threshold, min_calls: args.rollback_min_calls };
-        let reloader = Reloader {
-            sandbox,
-            manager: running.clone(),
-            metrics,
-            recorder: Recorder::new(client, "hotswap", clock),
-            on_applied,
-            shadows: Some(shadows),
-            trust,
-            rollback: rollback::Watchdog::new(rollback),
-        };
-        sources.push(tokio::spawn(reloader.run(rx)));
-    }
-    match election.as_mut() {
-        Some(e) => tokio::select! {
-            () = shutdown_signal() => {}
-            lost = e.lost() => {
-                // As controller-runtime: exiting is the surest way that no
-                // in-flight reconcile writes after another replica took over.
-                tracing::error!(error = %lost, "leader election lost; exiting");
-                std::process::exit(1);
-            }
-        },
-        None => shutdown_signal().await,
-    }
+    let reloader = Reloader {
+        sandbox,
+        manager: running.clone(),
+        metrics,
+        recorder: Recorder::new(client.clone(), "hotswap", clock),
+        on_applied: cluster.on_applied(&registry),
+        shadows: Some(shadows),
+        trust,
+        rollback: rollback::Watchdog::new(rollback::Config {
+            window: args.rollback_window,
+            threshold: args.rollback_threshold,
+            min_calls: args.rollback_min_calls,
+        }),
+    };
+    let sources = watch_plugin_sources(args, &client, file_watch, reloader);
+    wait_for_shutdown(election.as_mut()).await;
     tracing::info!("shutting down: draining in-flight reconciles");
     for s in sources {
         s.abort();
@@ -427,11 +337,203 @@ async fn run_async(
         p.abort();
     }
     let _ = stop_tx.send(true);
-    #[cfg(feature = "embedded")]
-    if let Some(e) = embedded {
-        e.handle.shutdown().await;
+    cluster.stop().await;
+    Ok(())
+}
+
+/// The registry admission reads the running plugins from on every request,
+/// holding the start-up plugins.
+fn registry_of(plugins: &[(String, LoadedPlugin)]) -> Registry {
+    let registry = Registry::default();
+    for (id, p) in plugins {
+        registry.insert(id, p.clone());
+    }
+    registry
+}
+
+/// Binds `/metrics` (unless off) and the admission webhooks (if asked) and
+/// prints where they are; both stop when `stop` turns true.
+async fn serve_endpoints(
+    args: &Args,
+    metrics_addr: Option<SocketAddr>,
+    metrics: &Arc<Metrics>,
+    registry: &Registry,
+    stop: &tokio::sync::watch::Receiver<bool>,
+) -> Result<(), Failure> {
+    if let Some(addr) = metrics_addr {
+        let mut rx = stop.clone();
+        let (bound, _task) = operator_runtime::metrics::serve(addr, metrics.clone(), async move {
+            let _ = rx.wait_for(|s| *s).await;
+        })
+        .await
+        .map_err(|e| Failure::bad_input(format!("--metrics-addr {addr}: {e}")))?;
+        println!("metrics at http://{bound}/metrics");
+    }
+    if let Some(addr) = args.webhook_addr {
+        let mut rx = stop.clone();
+        let (bound, _task) = operator_runtime::webhook::serve(addr, &args.webhook_cert_dir, &args.webhook_hosts, registry.clone(), async move {
+            let _ = rx.wait_for(|s| *s).await;
+        })
+        .await
+        .map_err(|e| Failure::bad_input(format!("--webhook-addr {addr}: {}", operator_runtime::error_chain(&e))))?;
+        println!("admission webhooks at https://{bound}");
     }
     Ok(())
+}
+
+/// The cluster the host talks to: the kubeconfig's, or the embedded one it
+/// started (with `--embedded`, or when no cluster is configured).
+struct Cluster {
+    client: kube::Client,
+    #[cfg(feature = "embedded")]
+    embedded: Option<embedded_cluster::Embedded>,
+}
+
+impl Cluster {
+    async fn connect(args: &Args, clock: &SharedClock, registry: &Registry, plugins: &[(String, LoadedPlugin)]) -> Result<Cluster, Failure> {
+        let config = if args.embedded { None } else { super::kubeconfig::config().await? };
+        if let Some(config) = config {
+            let client = kube::Client::try_from(config)
+                .map_err(|e| Failure::bad_input(format!("cannot build a client from the kubeconfig: {}", operator_runtime::error_chain(&e))))?;
+            #[cfg(feature = "embedded")]
+            return Ok(Cluster { client, embedded: None });
+            #[cfg(not(feature = "embedded"))]
+            return Ok(Cluster { client });
+        }
+        #[cfg(not(feature = "embedded"))]
+        {
+            let _ = (clock, registry, plugins);
+            Err(Failure::bad_input(format!(
+                "{}, and this host was built without the embedded cluster (cargo feature `embedded`): set KUBECONFIG",
+                super::kubeconfig::NONE_CONFIGURED
+            )))
+        }
+        #[cfg(feature = "embedded")]
+        {
+            if !args.embedded {
+                println!("{}: starting the embedded cluster (as --embedded)", super::kubeconfig::NONE_CONFIGURED);
+            }
+            let e = start_embedded(args, clock, registry, plugins).await?;
+            Ok(Cluster { client: e.server.kube_client(), embedded: Some(e) })
+        }
+    }
+
+    /// On the embedded cluster, a swapped-in plugin's admission is
+    /// registered in-process (a real cluster calls the webhooks instead).
+    fn on_applied(&self, registry: &Registry) -> Option<hotswap::OnApplied> {
+        #[cfg(feature = "embedded")]
+        return self.embedded.as_ref().map(|e| {
+            let (server, registry) = (e.server.clone(), registry.clone());
+            Arc::new(move |p: &LoadedPlugin| embedded_cluster::register_admission(&server, &registry, p)) as hotswap::OnApplied
+        });
+        #[cfg(not(feature = "embedded"))]
+        {
+            let _ = registry;
+            None
+        }
+    }
+
+    /// Stops serving the embedded cluster, if the host started one.
+    async fn stop(self) {
+        #[cfg(feature = "embedded")]
+        if let Some(e) = self.embedded {
+            e.handle.shutdown().await;
+        }
+    }
+}
+
+fn shadow_config(args: &Args) -> ShadowConfig {
+    ShadowConfig {
+        promote_after: args.shadow.shadow_promote_after,
+        concurrency: usize::from(args.shadow.shadow_concurrency),
+        ..ShadowConfig::default()
+    }
+}
+
+/// Every reconcile is offered to the shadow candidates and, with
+/// `--record`, written to the record directory.
+fn tap(shadows: &Shadows, recorder: Option<Arc<operator_runtime::record::Recorder>>) -> operator_runtime::record::Tap {
+    let tap = operator_runtime::record::Tap::default().shadowing(shadows.clone());
+    match recorder {
+        Some(r) => tap.recording(r),
+        None => tap,
+    }
+}
+
+/// The manager's options from the flags.
+fn manager_options(args: &Args, tap: operator_runtime::record::Tap) -> Options {
+    Options {
+        namespaces: args.namespaces.clone(),
+        selector: args.selector.clone(),
+        resync: args.resync,
+        controller: controller::Config {
+            concurrency: usize::from(args.concurrency),
+            max_related: args.max_related as usize,
+            backoff: Backoff { max: args.max_backoff, ..Backoff::default() },
+            tap,
+            ..controller::Config::default()
+        },
+        ..Options::default()
+    }
+}
+
+/// With `--leader-elect`, starts campaigning; the manager's workers wait
+/// until this replica leads.
+fn start_election(
+    client: &kube::Client,
+    config: Option<operator_runtime::leader::Config>,
+    metrics: &Arc<Metrics>,
+    options: &mut Options,
+) -> Result<Option<operator_runtime::leader::Election>, Failure> {
+    let Some(config) = config else { return Ok(None) };
+    let e = operator_runtime::leader::Election::start(client.clone(), config, metrics.clone()).map_err(|e| Failure::bad_input(e.to_string()))?;
+    options.leadership = Some(e.leading());
+    Ok(Some(e))
+}
+
+/// Watches the plugin sources (`--plugin-configmap`, the selector,
+/// `--watch`) and hands what they publish to `reloader`; no tasks without
+/// a source.
+fn watch_plugin_sources(
+    args: &Args,
+    client: &kube::Client,
+    file_watch: Option<hotswap::files::FileWatch>,
+    reloader: Reloader,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut selections = args.plugin_configmaps.clone();
+    if let (Some(selector), Some(namespace)) = (&args.plugin_configmap_selector, &args.plugin_configmap_namespace) {
+        selections.push(Selection::Labelled { namespace: namespace.clone(), selector: selector.clone() });
+    }
+    let mut sources = Vec::new();
+    if file_watch.is_none() && selections.is_empty() {
+        return sources;
+    }
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    for selection in selections {
+        println!("plugins from {selection}");
+        sources.push(tokio::spawn(hotswap::configmap::watch(client.clone(), selection, tx.clone())));
+    }
+    if let Some(watch) = file_watch {
+        sources.push(tokio::spawn(watch.run(args.watch_interval, tx.clone())));
+    }
+    sources.push(tokio::spawn(reloader.run(rx)));
+    sources
+}
+
+/// Returns on SIGINT/SIGTERM. A replica that loses its election exits 1 at
+/// once instead (as controller-runtime: exiting is the surest way that no
+/// in-flight reconcile writes after another replica took over).
+async fn wait_for_shutdown(election: Option<&mut operator_runtime::leader::Election>) {
+    match election {
+        Some(e) => tokio::select! {
+            () = shutdown_signal() => {}
+            lost = e.lost() => {
+                tracing::error!(error = %lost, "leader election lost; exiting");
+                std::process::exit(1);
+            }
+        },
+        None => shutdown_signal().await,
+    }
 }
 
 /// The embedded cluster, serving, with each plugin's admission registered;

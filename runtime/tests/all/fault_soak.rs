@@ -28,8 +28,7 @@ use chrono::{DateTime, Utc};
 use common::soak::{Change, Ledger, complete, cronjob, image_patch, mydeployment, rolled_out};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use operator_runtime::clock::TokioClock;
-use operator_runtime::manager::{self, Options};
-use operator_runtime::metrics::Metrics;
+use operator_runtime::manager;
 use operator_runtime::sandbox::Sandbox;
 use serde_json::Value;
 
@@ -141,7 +140,11 @@ fn soak(w: Workload) {
             embedded_cluster::register_admission(&server, &registry, &p);
             keyed.push((name.to_string(), p));
         }
-        let running = manager::start_keyed(server.kube_client(), keyed, Options::default(), Arc::new(clock), Arc::new(Metrics::new()), registry)
+        let running = manager::Builder::new(server.kube_client())
+            .plugins_by_source(keyed)
+            .clock(Arc::new(clock))
+            .registry(registry)
+            .start()
             .await
             .unwrap_or_else(|e| panic!("manager: {}", operator_runtime::error_chain(&e)));
         running.wait_synced().await;

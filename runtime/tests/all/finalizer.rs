@@ -6,15 +6,12 @@
 
 use crate::common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use apiserver::ApiServer;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
-use operator_runtime::clock::SystemClock;
-use operator_runtime::manager::{self, Options, Running};
-use operator_runtime::metrics::Metrics;
+use operator_runtime::manager::{self, Running};
 use operator_runtime::sandbox::Sandbox;
 use serde_json::json;
 
@@ -40,7 +37,9 @@ async fn start() -> (ApiServer, kube::Client, Running) {
     let sandbox = Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
     let plugins = vec![common::load(&sandbox, "finalizing"), common::load(&sandbox, "hello")];
     let client = server.kube_client();
-    let running = manager::start(client.clone(), plugins, Options::default(), Arc::new(SystemClock), Arc::new(Metrics::new()))
+    let running = manager::Builder::new(client.clone())
+        .plugins(plugins)
+        .start()
         .await
         .unwrap_or_else(|e| panic!("manager: {}", operator_runtime::error_chain(&e)));
     tokio::time::timeout(WAIT, running.wait_synced()).await.expect("caches sync");

@@ -16,16 +16,13 @@
 
 use crate::common;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use apiserver::ApiServer;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
-use operator_runtime::clock::SystemClock;
-use operator_runtime::manager::{self, Options, Running};
-use operator_runtime::metrics::Metrics;
+use operator_runtime::manager::{self, Running};
 use operator_runtime::sandbox::Sandbox;
 use serde_json::{Value, json};
 
@@ -83,7 +80,9 @@ impl Env {
         let good = sandbox.load_file(&common::built_plugin("mydeployment")).unwrap();
         let client = server.kube_client();
         common::install_hostile_crd(client.clone()).await;
-        let running = manager::start(client.clone(), vec![hostile, good], Options::default(), Arc::new(SystemClock), Arc::new(Metrics::new()))
+        let running = manager::Builder::new(client.clone())
+            .plugins(vec![hostile, good])
+            .start()
             .await
             .unwrap_or_else(|e| panic!("manager: {}", operator_runtime::error_chain(&e)));
         tokio::time::timeout(WAIT, running.wait_synced()).await.expect("caches sync");

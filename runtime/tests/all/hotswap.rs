@@ -24,7 +24,6 @@ use operator_runtime::hotswap::trust::Policy;
 use operator_runtime::hotswap::{Origin, Reloader, files, rollback};
 use operator_runtime::manager::{self, Options, Running};
 use operator_runtime::metrics::Metrics;
-use operator_runtime::registry::Registry;
 use operator_runtime::sandbox::Sandbox;
 
 pub const WAIT: Duration = Duration::from_secs(60);
@@ -75,7 +74,7 @@ impl Env {
         let options = Options { resync: Duration::from_secs(3600), ..Options::default() };
         // Stamped now, as `host run` does before it reads the files.
         let file_watch = (!files.is_empty()).then(|| files::FileWatch::new(files));
-        let manager = manager::start_keyed(client.clone(), vec![], options, clock.clone(), metrics.clone(), Registry::default()).await.unwrap();
+        let manager = manager::Builder::new(client.clone()).options(options).clock(clock.clone()).metrics(metrics.clone()).start().await.unwrap();
         let sandbox = Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
         let (tx, rx) = tokio::sync::mpsc::channel(16);
         let selection = Selection::Named { namespace: NS.into(), name: SOURCE.into() };

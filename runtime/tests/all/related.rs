@@ -8,15 +8,12 @@
 
 use crate::common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use apiserver::ApiServer;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
-use operator_runtime::clock::SystemClock;
 use operator_runtime::manager::{self, Options, Running};
-use operator_runtime::metrics::Metrics;
 use operator_runtime::sandbox::Sandbox;
 use serde_json::{Value, json};
 
@@ -47,7 +44,7 @@ fn watchers(client: &kube::Client) -> Api<DynamicObject> {
 async fn start(plugins: &[&str], max_related: Option<usize>) -> (ApiServer, kube::Client, Running) {
     let server = ApiServer::new();
     let sandbox = Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
-    let loaded = plugins
+    let loaded: Vec<_> = plugins
         .iter()
         .map(|p| match *p {
             "hello-js" => sandbox.load_file(&common::built_plugin("hello-js")).expect("load hello-js"),
@@ -59,7 +56,10 @@ async fn start(plugins: &[&str], max_related: Option<usize>) -> (ApiServer, kube
     if let Some(cap) = max_related {
         options.controller.max_related = cap;
     }
-    let running = manager::start(client.clone(), loaded, options, Arc::new(SystemClock), Arc::new(Metrics::new()))
+    let running = manager::Builder::new(client.clone())
+        .plugins(loaded)
+        .options(options)
+        .start()
         .await
         .unwrap_or_else(|e| panic!("manager: {}", operator_runtime::error_chain(&e)));
     tokio::time::timeout(WAIT, running.wait_synced()).await.expect("caches sync");

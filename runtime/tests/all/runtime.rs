@@ -15,7 +15,6 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use operator_runtime::clock::SystemClock;
 use operator_runtime::manager::{self, Options, Running};
-use operator_runtime::metrics::Metrics;
 use operator_runtime::sandbox::Sandbox;
 use serde_json::{Value, json};
 
@@ -64,7 +63,12 @@ impl Env {
         }
         let client = server.kube_client();
         before(client.clone()).await;
-        let running = manager::start_keyed(client.clone(), keyed, options, clock, Arc::new(Metrics::new()), registry)
+        let running = manager::Builder::new(client.clone())
+            .plugins_by_source(keyed)
+            .options(options)
+            .clock(clock)
+            .registry(registry)
+            .start()
             .await
             .unwrap_or_else(|e| panic!("manager: {}", operator_runtime::error_chain(&e)));
         tokio::time::timeout(WAIT, running.wait_synced()).await.expect("caches sync");
@@ -353,7 +357,7 @@ async fn two_plugins_claiming_one_parent_kind_are_refused() {
     let server = ApiServer::new();
     let sandbox = Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
     let plugins = vec![common::load(&sandbox, "hello"), common::load(&sandbox, "hello")];
-    let err = manager::start(server.kube_client(), plugins, Options::default(), Arc::new(SystemClock), Arc::new(Metrics::new())).await.unwrap_err();
+    let err = manager::Builder::new(server.kube_client()).plugins(plugins).start().await.unwrap_err();
     assert_eq!(err.exit_code(), 2);
     assert!(err.to_string().contains("both reconcile"), "{err}");
 }

@@ -28,7 +28,6 @@ use operator_runtime::hotswap::shadow::{PROMOTE_ANNOTATION, ShadowConfig, Shadow
 use operator_runtime::manager::{self, Options, Running};
 use operator_runtime::metrics::Metrics;
 use operator_runtime::record::Tap;
-use operator_runtime::registry::Registry;
 use operator_runtime::sandbox::Sandbox;
 
 const WAIT: Duration = Duration::from_secs(90);
@@ -85,7 +84,7 @@ impl Env {
             controller: controller::Config { tap: Tap::default().shadowing(shadows.clone()), ..controller::Config::default() },
             ..Options::default()
         };
-        let manager = manager::start_keyed(client.clone(), vec![], options, clock.clone(), metrics.clone(), Registry::default()).await.unwrap();
+        let manager = manager::Builder::new(client.clone()).options(options).clock(clock.clone()).metrics(metrics.clone()).start().await.unwrap();
         let sandbox = Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
         let (tx, rx) = tokio::sync::mpsc::channel(16);
         let selection = Selection::Named { namespace: NS.into(), name: SOURCE.into() };

@@ -5,15 +5,12 @@
 
 use crate::common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use apiserver::ApiServer;
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams};
-use operator_runtime::clock::SystemClock;
-use operator_runtime::manager::{self, Options};
-use operator_runtime::metrics::Metrics;
+use operator_runtime::manager;
 use operator_runtime::sandbox::Sandbox;
 use serde_json::{Value, json};
 
@@ -48,10 +45,11 @@ async fn an_invalid_stored_cronjob_is_flagged_not_reconciled_until_it_is_fixed()
     let sandbox = Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
     let client = server.kube_client();
     // No embedded_cluster::register_admission: nothing checks the object on write.
-    let running =
-        manager::start(client.clone(), vec![common::load(&sandbox, "cronjob")], Options::default(), Arc::new(SystemClock), Arc::new(Metrics::new()))
-            .await
-            .unwrap_or_else(|e| panic!("manager: {}", operator_runtime::error_chain(&e)));
+    let running = manager::Builder::new(client.clone())
+        .plugins(vec![common::load(&sandbox, "cronjob")])
+        .start()
+        .await
+        .unwrap_or_else(|e| panic!("manager: {}", operator_runtime::error_chain(&e)));
     tokio::time::timeout(WAIT, running.wait_synced()).await.expect("caches sync");
 
     let cjs = cronjobs(&client);
@@ -117,7 +115,9 @@ async fn a_cronjob_admitted_by_the_same_build_is_not_validated_again() {
     let registry = operator_runtime::registry::Registry::default();
     registry.insert("cronjob", plugin.clone());
     embedded_cluster::register_admission(&server, &registry, &plugin);
-    let running = manager::start(client.clone(), vec![plugin.clone()], Options::default(), Arc::new(SystemClock), Arc::new(Metrics::new()))
+    let running = manager::Builder::new(client.clone())
+        .plugins(vec![plugin.clone()])
+        .start()
         .await
         .unwrap_or_else(|e| panic!("manager: {}", operator_runtime::error_chain(&e)));
     tokio::time::timeout(WAIT, running.wait_synced()).await.expect("caches sync");

@@ -26,7 +26,6 @@ use serde_json::Value;
 use super::{Failure, SandboxArgs, input, parse_duration};
 use operator_runtime::clock::TokioClock;
 use operator_runtime::manager::{self, Options};
-use operator_runtime::metrics::Metrics;
 use operator_runtime::sandbox::LoadedPlugin;
 use record::{Recording, RecordingService, StoreFeed};
 
@@ -145,8 +144,12 @@ async fn simulate(
     if let Some(r) = recorder {
         options.controller.tap = operator_runtime::record::Tap::default().recording(r);
     }
-    let keyed = plugins.into_iter().map(|p| (p.name().to_string(), p)).collect();
-    let running = manager::start_keyed(client, keyed, options, Arc::new(clock), Arc::new(Metrics::new()), registry)
+    let running = manager::Builder::new(client)
+        .plugins(plugins)
+        .options(options)
+        .clock(Arc::new(clock))
+        .registry(registry)
+        .start()
         .await
         .map_err(|e| Failure { code: e.exit_code(), message: operator_runtime::error_chain(&e) })?;
     running.wait_synced().await;
