@@ -89,7 +89,7 @@ pub struct Admitted {
 }
 
 /// The trust policy: keys whose signatures are accepted, and pinned digests.
-/// The default policy trusts every plugin (as before trust existed).
+/// The default policy (no keys, no pins) trusts every plugin.
 #[derive(Clone, Debug, Default)]
 pub struct Policy {
     keys: Vec<VerifyingKey>,

@@ -201,7 +201,7 @@ async fn a_contract_0_1_plugin_runs_unchanged_next_to_a_0_2_one() {
         running.controllers().iter().map(|c| (c.name().to_string(), c.plugin().info().contract_version.clone())).collect();
     assert!(versions.contains(&("hello-js".into(), "0.1.0".into())), "{versions:?}");
     assert!(versions.contains(&("related".into(), "0.2.0".into())), "{versions:?}");
-    // The 0.1 plugin keeps its child as before; the 0.2 one reads that child as related.
+    // The 0.1 plugin keeps writing its child; the 0.2 one reads that child as related.
     let hellos = Api::<DynamicObject>::namespaced_with(
         client.clone(),
         "default",

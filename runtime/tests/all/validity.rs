@@ -1,4 +1,4 @@
-//! Validity re-checked on reconcile (seed 004): a CronJob stored with a bad
+//! Validity re-checked on reconcile: a CronJob stored with a bad
 //! schedule while no admission ran (the embedded server here has none
 //! registered, as a cluster before the webhook existed) is flagged, not
 //! reconciled, and is reconciled normally once fixed.
