@@ -251,12 +251,11 @@ fn profiled(variant: Variant, counted: bool) -> bool {
 }
 
 fn perf_control(command: &str) {
-    if let Some(fifo) = std::env::var_os("BENCH_PERF_CTL") {
-        if let Err(e) =
+    if let Some(fifo) = std::env::var_os("BENCH_PERF_CTL")
+        && let Err(e) =
             std::fs::OpenOptions::new().write(true).open(&fifo).and_then(|mut f| std::io::Write::write_all(&mut f, format!("{command}\n").as_bytes()))
-        {
-            eprintln!("bench: BENCH_PERF_CTL {}: {e}", std::path::Path::new(&fifo).display());
-        }
+    {
+        eprintln!("bench: BENCH_PERF_CTL {}: {e}", std::path::Path::new(&fifo).display());
     }
 }
 

@@ -59,7 +59,7 @@ enum Command {
     /// Check one object through the plugin's `default` and `validate`, as admission would.
     Validate(validate::Args),
     /// Run plugins as controllers against a cluster (or `--embedded`); the default command.
-    Run(run::Args),
+    Run(Box<run::Args>),
     /// Run plugins against the embedded cluster under virtual time and print what happened.
     #[cfg(feature = "embedded")]
     Simulate(simulate::Args),

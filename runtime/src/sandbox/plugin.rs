@@ -55,6 +55,10 @@ struct Inner {
 /// What runs a call: a Wasm component (always), or, with the
 /// `native-plugins` feature, the same plugin logic linked into the host
 /// (for benchmarks against the sandbox; no isolation, no limits).
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one Code per loaded plugin, matched on every call: boxing the Wasm build would add an indirection to every call for a variant only benchmarks build"
+)]
 enum Code {
     Wasm(Tiered),
     #[cfg(feature = "native-plugins")]

@@ -129,7 +129,7 @@ fn soak(w: Workload) {
         let start = DateTime::parse_from_rfc3339(START).unwrap().with_timezone(&Utc);
         let clock = TokioClock::starting_at(start);
         let ledger = Arc::new(Mutex::new(Ledger::default()));
-        let server = ApiServer::with_backend(Config { clock: Arc::new(clock.clone()), ..Config::default() }, Box::new(Observer(ledger.clone())));
+        let server = ApiServer::with_backend(Config { clock: Arc::new(clock), ..Config::default() }, Box::new(Observer(ledger.clone())));
         let cluster = apiserver::cluster::start(&server, apiserver::ClusterConfig::default());
         let sandbox = Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
         let registry = operator_runtime::registry::Registry::default();
@@ -187,6 +187,8 @@ fn soak(w: Workload) {
         // minute still being retried, the last Pods terminating).
         tokio::time::sleep(Duration::from_secs(120)).await;
 
+        // The ledger is read, then released before the host shuts down.
+        {
         let l = ledger.lock().unwrap();
         let (mut runs, mut lost) = (0, Vec::new());
         for (name, at) in &created {
@@ -237,7 +239,7 @@ fn soak(w: Workload) {
         for rule in faults["rules"].as_array().unwrap() {
             assert!(rule["injected"].as_u64().unwrap() > 0, "fault {} never fired: {faults}", rule["spec"]);
         }
-        drop(l);
+        }
         running.shutdown(Duration::from_secs(30)).await;
         cluster.stop().await;
     });

@@ -269,7 +269,7 @@ fn a_second_load_uses_the_cache_and_a_corrupt_artifact_is_rebuilt() {
 #[test]
 fn a_plugin_of_another_contract_major_is_refused_naming_both_versions() {
     let sandbox = Sandbox::new(config(DEADLINE)).unwrap();
-    let err = sandbox.load_file(&wasm("contract-v1")).err().expect("must be refused");
+    let err = sandbox.load_file(&wasm("contract-v1")).expect_err("must be refused");
     assert!(matches!(err, LoadError::ContractMismatch { .. }), "{err:?}");
     let message = err.to_string();
     assert!(message.contains("operator:plugin@1.0.0") && message.contains("operator:plugin@0.1.x"), "{message}");

@@ -239,7 +239,7 @@ async fn a_candidate_that_differs_is_reported_never_promoted_and_promoted_by_ann
     assert_eq!(env.shadow_count("agree"), 0);
     assert!(env.events("ShadowDiffers").await.len() <= 3, "Events are rate-limited");
     assert_eq!(env.manager.plugin(&id(KEY)).unwrap().manifest().version, "1.0.0", "never promoted automatically");
-    assert!(env.configmaps().get(SOURCE).await.unwrap().metadata.annotations.unwrap_or_default().get(PROMOTE_ANNOTATION).is_none());
+    assert!(!env.configmaps().get(SOURCE).await.unwrap().metadata.annotations.unwrap_or_default().contains_key(PROMOTE_ANNOTATION));
 
     // An operator promotes it anyway, at once, by annotation.
     let patch = json!({"metadata": {"annotations": {PROMOTE_ANNOTATION: KEY}}});
