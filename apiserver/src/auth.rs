@@ -2,7 +2,7 @@
 //!
 //! 1. A request without credentials is the embedded server's administrator (`embedded-admin`,
 //!    in `system:masters`), which is what the kubeconfig the server writes uses, so kubectl and
-//!    tests keep working as before.
+//!    tests need no credentials.
 //! 2. `Authorization: Bearer <token>` names a user registered with [`Access::add_token`], as
 //!    kube-apiserver's static token file does; an unknown token is `401 Unauthorized`. (kube-rs
 //!    sends tokens over the server's plain HTTP; kubectl, like all of client-go, sends
@@ -23,38 +23,7 @@ use http::HeaderMap;
 use crate::rbac::{self, Attributes};
 use crate::status::ApiError;
 use crate::store::Store;
-
-/// An authenticated identity, as upstream's `user.Info`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct UserInfo {
-    pub name: String,
-    pub groups: Vec<String>,
-}
-
-impl UserInfo {
-    /// The identity of requests that carry no credentials.
-    pub fn admin() -> Self {
-        Self { name: "embedded-admin".into(), groups: vec!["system:masters".into(), "system:authenticated".into()] }
-    }
-
-    /// A user with the given groups (plus `system:authenticated`, which every user has).
-    pub fn user(name: impl Into<String>, groups: impl IntoIterator<Item = impl Into<String>>) -> Self {
-        let mut groups: Vec<String> = groups.into_iter().map(Into::into).collect();
-        if !groups.iter().any(|g| g == "system:authenticated") {
-            groups.push("system:authenticated".into());
-        }
-        Self { name: name.into(), groups }
-    }
-
-    /// A service account's identity: `system:serviceaccount:NS:NAME` in the groups
-    /// `system:serviceaccounts` and `system:serviceaccounts:NS`.
-    pub fn service_account(namespace: &str, name: &str) -> Self {
-        Self::user(
-            format!("system:serviceaccount:{namespace}:{name}"),
-            ["system:serviceaccounts".to_string(), format!("system:serviceaccounts:{namespace}")],
-        )
-    }
-}
+pub use crate::user::UserInfo;
 
 /// One refused request.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -117,7 +117,7 @@ impl Req<'_> {
             return json(code, &table::to_table(res, &[obj], meta, include, core.config.clock.now()));
         }
         if self.wants_metadata() {
-            return json(code, &partial_metadata(&obj));
+            return json(code, &crate::wire::partial_metadata(&obj));
         }
         json(code, &obj)
     }
@@ -311,11 +311,6 @@ fn unserved_subresource(core: &Core, res: &Resource, ns: &str, name: &str, sub: 
 /// Whether a body is a `v1 Status` (never transformed, as upstream's `doTransformObject`).
 fn is_status(v: &Value) -> bool {
     v.get("kind").and_then(Value::as_str) == Some("Status") && v.get("apiVersion").and_then(Value::as_str) == Some("v1")
-}
-
-/// `meta.k8s.io/v1 PartialObjectMetadata` of an object (what metadata-only clients ask for).
-pub fn partial_metadata(obj: &Value) -> Value {
-    serde_json::json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]})
 }
 
 fn aggregated_response(v: Value) -> Response<Body> {
@@ -514,7 +509,7 @@ async fn resource(core: &Arc<Core>, group: &str, version: &str, rest: &[&str], r
                 ));
             }
             if r.wants_metadata() {
-                let items: Vec<Value> = list["items"].as_array().cloned().unwrap_or_default().iter().map(partial_metadata).collect();
+                let items: Vec<Value> = list["items"].as_array().cloned().unwrap_or_default().iter().map(crate::wire::partial_metadata).collect();
                 return Ok(json(
                     200,
                     &serde_json::json!({

@@ -9,6 +9,10 @@
 //!
 //! Layers, one way: `store` (objects, resourceVersions, event window) → `rest` (verb semantics)
 //! → `watch` / `table` / `discovery` / `openapi` → `http` (routing) → `server` (serving).
+//! Beside them, also one way: `user` (who asks) ← `rbac` (may they) ← `auth` (who is it);
+//! `validation` (naming and field rules) ← `rest` ← `bootstrap` (the objects every cluster
+//! starts with, and what keeps them); `wire` (body forms) ← `watch` ← `http`. No module imports
+//! one that imports it back.
 
 // `ApiError` mirrors a whole `Status` (≈160 bytes); errors are the rare path, so it is not boxed.
 #![allow(clippy::result_large_err)]
@@ -44,6 +48,7 @@ pub mod services;
 pub mod status;
 pub mod store;
 pub mod table;
+pub mod user;
 pub mod validation;
 pub mod watch;
 pub mod wire;

@@ -5,7 +5,7 @@
 //!
 //! The rules come from the stored `rbac.authorization.k8s.io/v1` objects at the time of each
 //! request, so `kubectl apply` of a Role changes what is allowed at once. The bootstrap roles
-//! and bindings are stored like any ([`crate::bootstrap::policy`]), and aggregated ClusterRoles
+//! and bindings are stored like any (the `bootstrap` module's `policy`), and aggregated ClusterRoles
 //! hold the rules the aggregation controller copied into them. Two things are also built in:
 //! `system:masters` may do anything (as upstream, before any RBAC check), and every
 //! authenticated user gets what the bootstrap roles `system:discovery`,
@@ -14,9 +14,9 @@
 
 use serde_json::Value;
 
-use crate::auth::UserInfo;
 use crate::resources::GroupResource;
 use crate::store::Store;
+use crate::user::UserInfo;
 
 /// What a request asks to do, as upstream's `authorizer.Attributes`.
 #[derive(Clone, Debug, PartialEq, Eq)]

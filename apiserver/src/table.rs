@@ -104,7 +104,9 @@ fn i(v: &Value, p: &str) -> i64 {
 }
 
 /// Column definitions plus the function computing one row's cells.
-type Columns = (Vec<PrinterColumn>, Box<dyn Fn(&Value) -> Vec<Value>>);
+/// One row's cells of an object, in the order of its kind's columns.
+type Cells = Box<dyn Fn(&Value) -> Vec<Value>>;
+type Columns = (Vec<PrinterColumn>, Cells);
 
 fn builtin(res: &Resource, now: DateTime<Utc>) -> Option<Columns> {
     let name = col("Name", "string", "name", 0);
@@ -658,8 +660,7 @@ pub fn to_table(res: &Resource, objects: &[Value], list_meta: Value, include: &s
         custom(res, now)
     } else {
         builtin(res, now).or_else(|| kinds::columns(&res.group, &res.kind, now)).unwrap_or_else(|| {
-            let cells: Box<dyn Fn(&Value) -> Vec<Value>> =
-                Box::new(|o| vec![json!(s(o, "/metadata/name")), json!(s(o, "/metadata/creationTimestamp"))]);
+            let cells: Cells = Box::new(|o| vec![json!(s(o, "/metadata/name")), json!(s(o, "/metadata/creationTimestamp"))]);
             (kinds::default_columns(), cells)
         })
     };

@@ -123,6 +123,8 @@ fn pod_update(old: &Value, new: &Value, causes: &mut Vec<Cause>) {
     }
 }
 
+/// `field.Error`'s wording for a name that is not a DNS-1123 subdomain.
+pub(crate) const DNS1123_SUBDOMAIN: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 const LABEL_VALUE: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
 const QUALIFIED_NAME: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
 /// Longest label value and name part of a qualified name (`LabelValueMaxLength`, `qualifiedNameMaxLength`).
@@ -162,7 +164,7 @@ fn qualified_name_errors(key: &str) -> Vec<String> {
                         && !l.ends_with('-')
                 });
                 if !labels_ok {
-                    errs.push(format!("prefix part {}", crate::rest::DNS1123_SUBDOMAIN));
+                    errs.push(format!("prefix part {}", DNS1123_SUBDOMAIN));
                 }
             }
             *name

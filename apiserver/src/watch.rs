@@ -79,7 +79,7 @@ impl State {
     /// The wire form of an object: itself, or a one-row Table (headers only on the first).
     fn render(&mut self, obj: Value) -> Value {
         if self.params.metadata_only {
-            return crate::http::partial_metadata(&obj);
+            return crate::wire::partial_metadata(&obj);
         }
         match self.params.table.clone() {
             None => obj,

@@ -13,6 +13,11 @@
 use crate::protobuf::layout::{self, Child, Layout};
 use serde_json::{Map, Value};
 
+/// `meta.k8s.io/v1 PartialObjectMetadata` of an object (what metadata-only clients ask for).
+pub fn partial_metadata(obj: &Value) -> Value {
+    serde_json::json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]})
+}
+
 /// A JSON body in Go member order, ending with a newline.
 pub fn to_vec(v: &Value) -> Vec<u8> {
     let mut out = Vec::with_capacity(256);

@@ -16,13 +16,12 @@ use std::time::{Duration, Instant};
 
 use apiserver::{ApiServer, ClusterConfig};
 use futures::{StreamExt, TryStreamExt};
-use host::clock::{ManualClock, SharedClock, SystemClock};
-use host::manager::{self, Options};
-use host::metrics::Metrics;
-use host::registry::Registry;
-use host::sandbox::LoadedPlugin;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use operator_runtime::clock::{ManualClock, SharedClock, SystemClock};
+use operator_runtime::manager;
+use operator_runtime::registry::Registry;
+use operator_runtime::sandbox::LoadedPlugin;
 use serde_json::{Value, json};
 
 use crate::stats::Summary;
@@ -252,12 +251,11 @@ fn profiled(variant: Variant, counted: bool) -> bool {
 }
 
 fn perf_control(command: &str) {
-    if let Some(fifo) = std::env::var_os("BENCH_PERF_CTL") {
-        if let Err(e) =
+    if let Some(fifo) = std::env::var_os("BENCH_PERF_CTL")
+        && let Err(e) =
             std::fs::OpenOptions::new().write(true).open(&fifo).and_then(|mut f| std::io::Write::write_all(&mut f, format!("{command}\n").as_bytes()))
-        {
-            eprintln!("bench: BENCH_PERF_CTL {}: {e}", std::path::Path::new(&fifo).display());
-        }
+    {
+        eprintln!("bench: BENCH_PERF_CTL {}: {e}", std::path::Path::new(&fifo).display());
     }
 }
 
@@ -271,7 +269,7 @@ pub async fn run_once(plugins: &Plugins, kind: Kind, variant: Variant, count: us
     let plugin = plugin_for(plugins, kind, variant)?;
     let registry = Registry::default();
     registry.insert(plugin.name(), plugin.clone());
-    host::embedded::register_admission(&server, &registry, &plugin);
+    embedded_cluster::register_admission(&server, &registry, &plugin);
     install_crds(&client, &plugin).await?;
     create_parents(&client, kind, count).await?;
 
@@ -301,10 +299,13 @@ pub async fn run_once(plugins: &Plugins, kind: Kind, variant: Variant, count: us
     if profiled {
         perf_control("enable");
     }
-    let running =
-        manager::start_keyed(client, vec![(plugin.name().to_string(), plugin)], Options::default(), clock, Arc::new(Metrics::new()), registry)
-            .await
-            .map_err(|e| anyhow::anyhow!("manager: {}", host::error_chain(&e)))?;
+    let running = manager::Builder::new(client)
+        .plugins([plugin])
+        .clock(clock)
+        .registry(registry)
+        .start()
+        .await
+        .map_err(|e| anyhow::anyhow!("manager: {}", operator_runtime::error_chain(&e)))?;
     running.wait_synced().await;
     let synced = start.elapsed();
     let mut last_report = Instant::now();

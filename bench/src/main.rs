@@ -21,7 +21,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use host::sandbox::{LoadedPlugin, PrecompiledCache, Sandbox, SandboxConfig};
+use operator_runtime::sandbox::{LoadedPlugin, PrecompiledCache, Sandbox, SandboxConfig};
 
 use workload::Kind;
 
@@ -205,7 +205,7 @@ pub struct Plugins {
 impl Plugins {
     fn load(paths: &Paths, perf_map: bool) -> anyhow::Result<Plugins> {
         let sandbox = Sandbox::new(SandboxConfig { cache: PrecompiledCache::disabled(), perf_map, ..SandboxConfig::default() })?;
-        let load = |name: &str| sandbox.load_file(&paths.plugin(name)).map_err(|e| anyhow::anyhow!("{}", host::error_chain(&e)));
+        let load = |name: &str| sandbox.load_file(&paths.plugin(name)).map_err(|e| anyhow::anyhow!("{}", operator_runtime::error_chain(&e)));
         Ok(Plugins {
             cronjob: load("cronjob")?,
             mydeployment: load("mydeployment")?,
@@ -282,7 +282,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Compare { plugin, before, after } => {
             let kind = Kind::ALL.into_iter().find(|k| k.plugin() == plugin).ok_or_else(|| anyhow::anyhow!("no plugin {plugin}"))?;
-            let load = |p: &PathBuf| plugins.sandbox.load_file(p).map_err(|e| anyhow::anyhow!("{}", host::error_chain(&e)));
+            let load = |p: &PathBuf| plugins.sandbox.load_file(p).map_err(|e| anyhow::anyhow!("{}", operator_runtime::error_chain(&e)));
             reconcile::compare(&profile, kind, &load(&before)?, &load(&after)?)?;
             return Ok(());
         }

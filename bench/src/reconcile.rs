@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use host::sandbox::LoadedPlugin;
+use operator_runtime::sandbox::LoadedPlugin;
 
 use crate::Profile;
 use crate::stats::Summary;

@@ -11,7 +11,8 @@
 mod fixture;
 pub mod policy;
 
-use crate::rest::{Core, WriteOptions};
+use crate::resources::Resource;
+use crate::rest::{Core, WriteOptions, meta_str};
 use crate::selector::LabelSelector;
 use crate::status::Result;
 use serde_json::{Value, json};
@@ -141,6 +142,24 @@ impl Core {
             if let Err(e) = result {
                 tracing::warn!(resource = plural, error = %e, "the kubernetes service object was not written");
             }
+        }
+    }
+
+    /// What the controllers of this module do after a write or delete of `obj` (the write path
+    /// calls it): a
+    /// namespace gets (back) its default ServiceAccount and root CA ConfigMap, a ClusterRole
+    /// change re-runs aggregation.
+    pub(crate) fn keep_cluster_objects(&self, res: &Resource, obj: &Value) {
+        match (res.group.as_str(), res.plural.as_str()) {
+            ("", "namespaces") => self.ensure_namespace_defaults(&meta_str(obj, "name")),
+            ("", "serviceaccounts" | "configmaps") => {
+                let name = meta_str(obj, "name");
+                if name == DEFAULT_SERVICE_ACCOUNT || name == ROOT_CA_CONFIGMAP {
+                    self.ensure_namespace_defaults(&meta_str(obj, "namespace"));
+                }
+            }
+            ("rbac.authorization.k8s.io", "clusterroles") => self.aggregate_cluster_roles(),
+            _ => {}
         }
     }
 

@@ -4,7 +4,8 @@
 //! generated from upstream's OpenAPI), so a row cannot misspell them; what OpenAPI does not
 //! carry (short names, categories, verbs, subresources) is written beside each row as upstream's
 //! discovery documents list it (`api/discovery/*.json` in kubernetes/kubernetes). The test
-//! `tests/discovery.rs` compares the result with the fixture `tests/fixtures/api-resources-v1.32.txt`.
+//! `apiserver/tests/all/kinds.rs` compares the result with the fixture
+//! `apiserver/tests/all/fixtures/api-resources-v1.32.txt`.
 
 use super::{ALL_VERBS, GroupResource, Resource, ScaleSpec, Subresource};
 use k8s_openapi::api::{

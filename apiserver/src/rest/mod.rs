@@ -1,7 +1,7 @@
 //! The verbs: get, list, create, update, patch, delete and deletecollection on a [`Resource`],
 //! with upstream's object semantics (system metadata, generation, status isolation, finalizers
 //! and deletionTimestamp, generateName, admission and CRD schema). HTTP concerns live in
-//! [`crate::http`]; this module takes parsed requests and returns JSON objects or [`ApiError`]s.
+//! the `http` module; this module takes parsed requests and returns JSON objects or [`ApiError`]s.
 
 use crate::admission::Admission;
 use crate::clock::timestamp;
@@ -14,6 +14,7 @@ use crate::schema;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::status::{ApiError, Cause, Result, success};
 use crate::store::{ObjectKey, Store, StoreError, Write, object_rv};
+use crate::validation::DNS1123_SUBDOMAIN;
 use base64::Engine;
 
 mod delete;
@@ -200,7 +201,7 @@ fn meta(obj: &mut Value) -> &mut Map<String, Value> {
     m.get_mut("metadata").and_then(Value::as_object_mut).expect("metadata")
 }
 
-fn meta_str(obj: &Value, field: &str) -> String {
+pub(crate) fn meta_str(obj: &Value, field: &str) -> String {
     obj.get("metadata").and_then(|m| m.get(field)).and_then(Value::as_str).unwrap_or_default().to_string()
 }
 
@@ -211,7 +212,6 @@ fn finalizers(obj: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-pub(crate) const DNS1123_SUBDOMAIN: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 const DNS1123_LABEL: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
 
 fn valid_subdomain(name: &str) -> bool {
@@ -283,7 +283,7 @@ impl Core {
         }
     }
 
-    /// Create the namespaces and objects every cluster starts with ([`crate::bootstrap`]).
+    /// Create the namespaces and objects every cluster starts with (the `bootstrap` module).
     pub fn bootstrap(&self) {
         let crds = self.registry.find("apiextensions.k8s.io", "v1", "customresourcedefinitions").expect("crds");
         for crd in self.store.list(&crds.group_resource(), None).0 {
@@ -653,23 +653,6 @@ impl Core {
             self.registry.set_custom(group, plural, crd::resources(obj));
         }
         self.keep_cluster_objects(res, obj);
-    }
-
-    /// What the controllers of [`crate::bootstrap`] do after a write or delete of `obj`: a
-    /// namespace gets (back) its default ServiceAccount and root CA ConfigMap, a ClusterRole
-    /// change re-runs aggregation.
-    pub(crate) fn keep_cluster_objects(&self, res: &Resource, obj: &Value) {
-        match (res.group.as_str(), res.plural.as_str()) {
-            ("", "namespaces") => self.ensure_namespace_defaults(&meta_str(obj, "name")),
-            ("", "serviceaccounts" | "configmaps") => {
-                let name = meta_str(obj, "name");
-                if name == crate::bootstrap::DEFAULT_SERVICE_ACCOUNT || name == crate::bootstrap::ROOT_CA_CONFIGMAP {
-                    self.ensure_namespace_defaults(&meta_str(obj, "namespace"));
-                }
-            }
-            ("rbac.authorization.k8s.io", "clusterroles") => self.aggregate_cluster_roles(),
-            _ => {}
-        }
     }
 
     /// Compute the object an update of `old` to `new` stores. Returns `None` when nothing

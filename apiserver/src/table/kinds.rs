@@ -330,7 +330,7 @@ pub(super) fn columns(group: &str, kind: &str, now: DateTime<Utc>) -> Option<Col
         ("autoscaling", "HorizontalPodAutoscaler") => {
             let cols = ["Reference", "Targets", "MinPods", "MaxPods", "Replicas"].map(string);
             (
-                vec![vec![name()], cols.to_vec(), vec![age_col()]].concat(),
+                [vec![name()], cols.to_vec(), vec![age_col()]].concat(),
                 Box::new(move |o| {
                     let reference = format!("{}/{}", s(o, "/spec/scaleTargetRef/kind"), s(o, "/spec/scaleTargetRef/name"));
                     let min = o.pointer("/spec/minReplicas").and_then(Value::as_i64).map_or("<unset>".to_string(), |m| m.to_string());
@@ -449,7 +449,7 @@ pub(super) fn columns(group: &str, kind: &str, now: DateTime<Utc>) -> Option<Col
         ("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration") => {
             let cols = ["Type", "NominalConcurrencyShares", "Queues", "HandSize", "QueueLengthLimit"].map(string);
             (
-                vec![vec![name()], cols.to_vec(), vec![age_col()]].concat(),
+                [vec![name()], cols.to_vec(), vec![age_col()]].concat(),
                 Box::new(move |o| {
                     let none = || json!("<none>");
                     let limited = o.pointer("/spec/limited").filter(|l| !l.is_null());

@@ -30,8 +30,8 @@ pub struct Args {
 pub fn run(args: &Args) -> Result<(), Failure> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| Failure::plugin(format!("tokio: {e}")))?;
     runtime.block_on(async {
-        let path = args.kubeconfig_out.clone().unwrap_or_else(crate::embedded::default_kubeconfig_path);
-        let e = crate::embedded::start(args.port, &path, &args.embedded_args.options())
+        let path = args.kubeconfig_out.clone().unwrap_or_else(embedded_cluster::default_kubeconfig_path);
+        let e = embedded_cluster::start(args.port, &path, &args.embedded_args.options())
             .await
             .map_err(|e| Failure::bad_input(format!("embedded API server: {e}")))?;
         println!("embedded API server at {}", e.handle.url());

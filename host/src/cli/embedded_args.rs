@@ -8,7 +8,7 @@ use std::time::Duration;
 use apiserver::{ClusterConfig, FaultSpec};
 
 use super::parse_duration;
-use crate::embedded::Options;
+use embedded_cluster::Options;
 
 #[derive(Debug, Clone, clap::Args)]
 #[command(next_help_heading = "Embedded cluster (with --embedded)")]
@@ -61,7 +61,7 @@ fn parse_fault(text: &str) -> Result<FaultSpec, String> {
 }
 
 impl EmbeddedArgs {
-    /// What `crate::embedded::start` needs.
+    /// What `embedded_cluster::start` needs.
     // `..default()` keeps this compiling when ClusterConfig gains fields.
     #[allow(clippy::needless_update)]
     pub fn options(&self) -> Options {

@@ -144,9 +144,9 @@ fn load(sandbox: &SandboxArgs, paths: &[PathBuf]) -> Result<Vec<Manifest>, Failu
     let sandbox = sandbox.sandbox().map_err(|e| Failure::bad_input(format!("{e:#}")))?;
     let mut plugins = Vec::new();
     for path in paths {
-        plugins.push(sandbox.load_file(path).map_err(|e| Failure::plugin(crate::error_chain(&e)))?);
+        plugins.push(sandbox.load_file(path).map_err(|e| Failure::plugin(operator_runtime::error_chain(&e)))?);
     }
-    crate::manager::check_parents(&plugins).map_err(|e| Failure { code: e.exit_code(), message: e.to_string() })?;
+    operator_runtime::manager::check_parents(&plugins).map_err(|e| Failure { code: e.exit_code(), message: e.to_string() })?;
     Ok(plugins.iter().map(|p| p.manifest().clone()).collect())
 }
 

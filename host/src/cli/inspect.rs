@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use serde_json::json;
 
 use super::{Failure, OutputFormat, SandboxArgs};
-use crate::sandbox::contract;
+use operator_runtime::sandbox::contract;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -18,7 +18,7 @@ pub struct Args {
 
 pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
     let sandbox = sandbox.sandbox().map_err(|e| Failure::bad_input(format!("{e:#}")))?;
-    let plugin = sandbox.load_file(&args.plugin).map_err(|e| Failure::plugin(crate::error_chain(&e)))?;
+    let plugin = sandbox.load_file(&args.plugin).map_err(|e| Failure::plugin(operator_runtime::error_chain(&e)))?;
     let m = plugin.manifest();
     let info = plugin.info();
     let crd_names: Vec<&str> = m.crds.iter().filter_map(|c| c["metadata"]["name"].as_str()).collect();

@@ -31,26 +31,28 @@ pub async fn config() -> Result<Option<Config>, Failure> {
         if !in_pod {
             return Ok(None);
         }
-        return Config::incluster()
-            .map(Some)
-            .map_err(|e| Failure::bad_input(format!("running in a Pod, but its service account cannot be used: {}", crate::error_chain(&e))));
+        return Config::incluster().map(Some).map_err(|e| {
+            Failure::bad_input(format!("running in a Pod, but its service account cannot be used: {}", operator_runtime::error_chain(&e)))
+        });
     }
     let mut merged: Option<Kubeconfig> = None;
     for path in &paths {
         let text = std::fs::read_to_string(path).map_err(|e| Failure::bad_input(format!("cannot read kubeconfig {}: {e}", path.display())))?;
         Kubeconfig::from_yaml(&text)
-            .map_err(|e| Failure::bad_input(format!("kubeconfig {} is not valid: {}", path.display(), crate::error_chain(&e))))?;
+            .map_err(|e| Failure::bad_input(format!("kubeconfig {} is not valid: {}", path.display(), operator_runtime::error_chain(&e))))?;
         // read_from also makes relative certificate paths absolute.
-        let file =
-            Kubeconfig::read_from(path).map_err(|e| Failure::bad_input(format!("kubeconfig {}: {}", path.display(), crate::error_chain(&e))))?;
+        let file = Kubeconfig::read_from(path)
+            .map_err(|e| Failure::bad_input(format!("kubeconfig {}: {}", path.display(), operator_runtime::error_chain(&e))))?;
         merged = Some(match merged {
             None => file,
-            Some(m) => m.merge(file).map_err(|e| Failure::bad_input(format!("kubeconfig {}: {}", path.display(), crate::error_chain(&e))))?,
+            Some(m) => {
+                m.merge(file).map_err(|e| Failure::bad_input(format!("kubeconfig {}: {}", path.display(), operator_runtime::error_chain(&e))))?
+            }
         });
     }
     let names: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
     Config::from_custom_kubeconfig(merged.unwrap_or_default(), &KubeConfigOptions::default())
         .await
         .map(Some)
-        .map_err(|e| Failure::bad_input(format!("kubeconfig {}: {}", names.join(":"), crate::error_chain(&e))))
+        .map_err(|e| Failure::bad_input(format!("kubeconfig {}: {}", names.join(":"), operator_runtime::error_chain(&e))))
 }

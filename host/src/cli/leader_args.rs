@@ -4,7 +4,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::parse_duration;
-use crate::leader;
+use operator_runtime::leader;
 
 /// Where a Pod's service account namespace is mounted.
 const IN_CLUSTER_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";

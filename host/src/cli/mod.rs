@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 
-use crate::sandbox::{PrecompiledCache, Sandbox, SandboxConfig, Tiering};
+use operator_runtime::sandbox::{PrecompiledCache, Sandbox, SandboxConfig, Tiering};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -60,7 +60,7 @@ enum Command {
     /// Check one object through the plugin's `default` and `validate`, as admission would.
     Validate(validate::Args),
     /// Run plugins as controllers against a cluster (or `--embedded`); the default command.
-    Run(run::Args),
+    Run(Box<run::Args>),
     /// Run plugins against the embedded cluster under virtual time and print what happened.
     #[cfg(feature = "embedded")]
     Simulate(simulate::Args),
@@ -131,9 +131,9 @@ fn default_cache_dir() -> PathBuf {
 }
 
 /// Parses `1s`, `250ms`, `2m`, `1h30m`: the one syntax of every flag and spec
-/// ([`crate::clock::parse_duration`], humantime).
+/// ([`operator_runtime::clock::parse_duration`], humantime).
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    crate::clock::parse_duration(text)
+    operator_runtime::clock::parse_duration(text)
 }
 
 #[derive(Clone, Copy, Debug, Default, ValueEnum)]

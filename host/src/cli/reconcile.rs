@@ -10,7 +10,7 @@ use operator_plugin_sdk::Time;
 use serde_json::{Value, json};
 
 use super::{Failure, OutputFormat, SandboxArgs, input, validate};
-use crate::sandbox::CallError;
+use operator_runtime::sandbox::CallError;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -54,7 +54,7 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
     };
     let now = args.now.unwrap_or_else(|| Time::from(chrono::Utc::now()));
     let sandbox = sandbox.sandbox().map_err(|e| Failure::bad_input(format!("{e:#}")))?;
-    let plugin = sandbox.load_file(&args.plugin).map_err(|e| Failure::plugin(crate::error_chain(&e)))?;
+    let plugin = sandbox.load_file(&args.plugin).map_err(|e| Failure::plugin(operator_runtime::error_chain(&e)))?;
     let parent = if args.no_admission { parent } else { validate::admit(&plugin, &parent, None)? };
     check_controlled(&parent, &children)?;
     let related = match &args.related {
@@ -139,7 +139,7 @@ fn check_related(manifest: &operator_plugin_sdk::Manifest, related: &[Value]) ->
             strangers.join(", ")
         )));
     }
-    let cap = crate::controller::DEFAULT_MAX_RELATED;
+    let cap = operator_runtime::controller::DEFAULT_MAX_RELATED;
     if related.len() > cap {
         return Err(Failure::bad_input(format!(
             "{} related objects; the host passes at most {cap} per reconcile and would refuse this call",

@@ -1,6 +1,6 @@
 //! `host replay --plugin NEW.wasm DIR...`: runs every reconcile recorded with
 //! `--record DIR` again on NEW and compares NEW's answer with the recorded
-//! one ([`crate::record::compare`]). Per call: agree, or the differing
+//! one ([`operator_runtime::record::compare`]). Per call: agree, or the differing
 //! actions (action, JSON path, old → new), or NEW's error; then
 //! `N calls, A agree, D differ, E errors`.
 //!
@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use super::{Failure, SandboxArgs};
-use crate::record::{self, Answer, Difference, Verdict, compare, redact};
+use operator_runtime::record::{self, Answer, Difference, Verdict, compare, redact};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -66,13 +66,13 @@ impl std::fmt::Display for Summary {
 }
 
 pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
-    let calls = record::log::read(&args.dirs).map_err(|e| Failure::bad_input(crate::error_chain(&e)))?;
+    let calls = record::log::read(&args.dirs).map_err(|e| Failure::bad_input(operator_runtime::error_chain(&e)))?;
     if calls.is_empty() {
         let dirs: Vec<String> = args.dirs.iter().map(|d| d.display().to_string()).collect();
         return Err(Failure::bad_input(format!("no recorded calls in {}", dirs.join(", "))));
     }
     let sandbox = sandbox.sandbox().map_err(|e| Failure::bad_input(format!("{e:#}")))?;
-    let plugin = sandbox.load_file(&args.plugin).map_err(|e| Failure::bad_input(crate::error_chain(&e)))?;
+    let plugin = sandbox.load_file(&args.plugin).map_err(|e| Failure::bad_input(operator_runtime::error_chain(&e)))?;
     let kind = &plugin.manifest().parent;
     if let Some((at, call)) = calls.iter().find(|(_, c)| c.parent_kind != *kind) {
         return Err(Failure::bad_input(format!(

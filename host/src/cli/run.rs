@@ -12,17 +12,17 @@ use std::time::Duration;
 use super::leader_args::LeaderElectionArgs;
 use super::webhook_args::{CertSource, WebhookArgs, WebhookPlan};
 use super::{Failure, SandboxArgs, parse_duration};
-use crate::clock::{SharedClock, SystemClock};
-use crate::controller::{self, queue::Backoff};
-use crate::events::Recorder;
-use crate::hotswap::configmap::Selection;
-use crate::hotswap::shadow::{ShadowConfig, Shadows};
-use crate::hotswap::trust::{NotAdmitted, Policy};
-use crate::hotswap::{self, Reloader, rollback};
-use crate::manager::{self, Options};
-use crate::metrics::Metrics;
-use crate::registry::Registry;
-use crate::sandbox::{LoadedPlugin, Sandbox, Tiering};
+use operator_runtime::clock::{SharedClock, SystemClock};
+use operator_runtime::controller::{self, queue::Backoff};
+use operator_runtime::events::Recorder;
+use operator_runtime::hotswap::configmap::Selection;
+use operator_runtime::hotswap::shadow::{ShadowConfig, Shadows};
+use operator_runtime::hotswap::trust::{NotAdmitted, Policy};
+use operator_runtime::hotswap::{self, Reloader, rollback};
+use operator_runtime::manager::{self, Options};
+use operator_runtime::metrics::Metrics;
+use operator_runtime::registry::Registry;
+use operator_runtime::sandbox::{LoadedPlugin, Sandbox, Tiering};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -137,11 +137,15 @@ pub struct RecordArgs {
 
 impl RecordArgs {
     /// Opens the record directory (a clear error if it is not writable).
-    pub fn open(&self) -> Result<Option<Arc<crate::record::Recorder>>, Failure> {
+    pub fn open(&self) -> Result<Option<Arc<operator_runtime::record::Recorder>>, Failure> {
         let Some(dir) = &self.record else { return Ok(None) };
-        let config =
-            crate::record::Config { max_bytes: self.record_max_mib << 20, keep_secrets: self.record_secrets, ..crate::record::Config::new(dir) };
-        let recorder = crate::record::Recorder::open(config).map_err(|e| Failure::bad_input(format!("--record: {}", crate::error_chain(&e))))?;
+        let config = operator_runtime::record::Config {
+            max_bytes: self.record_max_mib << 20,
+            keep_secrets: self.record_secrets,
+            ..operator_runtime::record::Config::new(dir)
+        };
+        let recorder = operator_runtime::record::Recorder::open(config)
+            .map_err(|e| Failure::bad_input(format!("--record: {}", operator_runtime::error_chain(&e))))?;
         let secrets = if self.record_secrets { "Secret values kept (--record-secrets)" } else { "Secret values redacted" };
         // On stderr: `host simulate` prints its timeline on stdout.
         eprintln!("recording reconcile calls to {} ({secrets})", dir.display());
@@ -198,7 +202,7 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
     // A long-running host: a plugin that must be compiled (a new version
     // swapped in, an uncached start) runs from Winch until Cranelift is done.
     let sandbox = sandbox.sandbox_tiered(Tiering::BaselineFirst).map_err(|e| Failure::bad_input(format!("{e:#}")))?;
-    let trust = Policy::load(&args.plugin_trust_keys, &args.plugin_digests).map_err(|e| Failure::bad_input(crate::error_chain(&e)))?;
+    let trust = Policy::load(&args.plugin_trust_keys, &args.plugin_digests).map_err(|e| Failure::bad_input(operator_runtime::error_chain(&e)))?;
     // Stamped before the files are read: a change made from here on is reloaded.
     let file_watch = args.watch.then(|| {
         // Each file and the candidate that may be staged beside it.
@@ -210,7 +214,7 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
             NotAdmitted::Untrusted(_) => Failure::bad_input(format!("plugin {} refused: {e}", path.display())),
             NotAdmitted::Unreadable(why) => Failure::bad_input(why),
         })?;
-        let p = sandbox.load(&path.display().to_string(), &admitted.component).map_err(|e| Failure::bad_input(crate::error_chain(&e)))?;
+        let p = sandbox.load(&path.display().to_string(), &admitted.component).map_err(|e| Failure::bad_input(operator_runtime::error_chain(&e)))?;
         tracing::info!(plugin = p.name(), parent = %p.manifest().parent.kind, "loaded");
         plugins.push((hotswap::Origin::File(path.clone()).id(), p));
     }
@@ -218,7 +222,8 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
     manager::check_parents(&list).map_err(|e| Failure { code: e.exit_code(), message: e.to_string() })?;
     let runtime = if args.clock_speed == 1.0 { tokio::runtime::Builder::new_multi_thread().enable_all().build() } else { paused_runtime() };
     let runtime = runtime.map_err(|e| Failure::plugin(format!("tokio: {e}")))?;
-    let result = runtime.block_on(run_async(args, sandbox, trust, plugins, file_watch, metrics_addr, webhook, election, recorder.clone()));
+    let prepared = Prepared { sandbox, trust, plugins, file_watch, metrics_addr, webhook, election, recorder: recorder.clone() };
+    let result = runtime.block_on(run_async(args, prepared));
     if let Some(r) = recorder {
         r.flush();
     }
@@ -237,7 +242,7 @@ fn paused_runtime() -> std::io::Result<tokio::runtime::Runtime> {
 }
 
 /// The clock of the whole process: the system clock, or at `--clock-speed N`
-/// virtual time that runs N× as fast from now (see [`crate::clock`]).
+/// virtual time that runs N× as fast from now (see [`operator_runtime::clock`]).
 fn clock(args: &Args) -> (SharedClock, Option<tokio::task::JoinHandle<()>>) {
     if args.clock_speed == 1.0 {
         return (Arc::new(SystemClock), None);
@@ -246,182 +251,91 @@ fn clock(args: &Args) -> (SharedClock, Option<tokio::task::JoinHandle<()>>) {
     unreachable!("run() refuses --clock-speed: {NO_EMBEDDED}");
     #[cfg(feature = "embedded")]
     {
-        let clock = crate::clock::TokioClock::starting_at(chrono::Utc::now());
-        let pacer = crate::clock::drive_paused_clock(args.clock_speed);
+        let clock = operator_runtime::clock::TokioClock::starting_at(chrono::Utc::now());
+        let pacer = operator_runtime::clock::drive_paused_clock(args.clock_speed);
         println!("clock speed {}x: cluster and host time run {} times as fast as the wall clock", args.clock_speed, args.clock_speed);
         (Arc::new(clock), Some(pacer))
     }
 }
 
-async fn run_async(
-    args: &Args,
+/// What `run` prepares before the async runtime starts: every input checked
+/// and every plugin file loaded, so a bad one fails before anything binds.
+struct Prepared {
     sandbox: Sandbox,
     trust: Policy,
+    /// The `--plugin` files, by source id.
     plugins: Vec<(String, LoadedPlugin)>,
+    /// `--watch`: stamped before the files were read.
     file_watch: Option<hotswap::files::FileWatch>,
     metrics_addr: Option<SocketAddr>,
+    /// `--webhook-*`: where and how admission is served and configured.
     webhook: Option<WebhookPlan>,
-    election: Option<crate::leader::Config>,
-    recorder: Option<Arc<crate::record::Recorder>>,
-) -> Result<(), Failure> {
-    // Admission reads the running plugins from here on every request.
-    let registry = Registry::default();
-    for (id, p) in &plugins {
-        registry.insert(id, p.clone());
-    }
+    election: Option<operator_runtime::leader::Config>,
+    recorder: Option<Arc<operator_runtime::record::Recorder>>,
+}
+
+/// The host's life: endpoints, cluster, manager, hot swap, then drain on a
+/// signal (or exit on a lost election).
+async fn run_async(args: &Args, prepared: Prepared) -> Result<(), Failure> {
+    let Prepared { sandbox, trust, plugins, file_watch, metrics_addr, webhook, election, recorder } = prepared;
+    let registry = registry_of(&plugins);
     let (clock, pacer) = clock(args);
-    // Every port is bound before anything is announced: a script that waits
-    // for `export KUBECONFIG=` must never see it from a host about to fail.
     let metrics = Arc::new(Metrics::new());
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    if let Some(addr) = metrics_addr {
-        let mut rx = stop_rx.clone();
-        let (bound, _task) = crate::metrics::serve(addr, metrics.clone(), async move {
-            let _ = rx.wait_for(|s| *s).await;
-        })
-        .await
-        .map_err(|e| Failure::bad_input(format!("--metrics-addr {addr}: {e}")))?;
-        println!("metrics at http://{bound}/metrics");
-    }
-    // The certificate in a Secret needs the API: that server starts once a client exists.
-    let mut webhook_waiting_for_secret = None;
-    let mut webhook_ca = None;
-    if let Some(plan) = &webhook {
-        let listener =
-            tokio::net::TcpListener::bind(plan.addr).await.map_err(|e| Failure::bad_input(format!("--webhook-addr {}: {e}", plan.addr)))?;
-        match &plan.cert {
-            CertSource::Dir => {
-                let certificate = crate::webhook::Certificate::Dir {
-                    dir: args.webhook.webhook_cert_dir.clone(),
-                    hosts: plan.hosts.clone(),
-                    poll: crate::webhook::CERT_POLL_INTERVAL,
-                };
-                webhook_ca = Some(serve_webhooks(listener, certificate, &registry, &stop_rx)?);
-            }
-            CertSource::Secret(..) => webhook_waiting_for_secret = Some(listener),
-        }
-    }
-    let config = if args.embedded { None } else { super::kubeconfig::config().await? };
-    #[cfg(feature = "embedded")]
-    let mut embedded = None;
-    let client = match config {
-        Some(config) => kube::Client::try_from(config)
-            .map_err(|e| Failure::bad_input(format!("cannot build a client from the kubeconfig: {}", crate::error_chain(&e))))?,
-        #[cfg(not(feature = "embedded"))]
-        None => {
-            return Err(Failure::bad_input(format!(
-                "{}, and this host was built without the embedded cluster (cargo feature `embedded`): set KUBECONFIG",
-                super::kubeconfig::NONE_CONFIGURED
-            )));
-        }
-        #[cfg(feature = "embedded")]
-        None => {
-            if !args.embedded {
-                println!("{}: starting the embedded cluster (as --embedded)", super::kubeconfig::NONE_CONFIGURED);
-            }
-            let e = start_embedded(args, &clock, &registry, &plugins).await?;
-            let client = e.server.kube_client();
-            embedded = Some(e);
-            client
+    // Every port is bound before anything is announced: a script that waits
+    // for `export KUBECONFIG=` must never see it from a host about to fail.
+    let webhooks = serve_endpoints(args, metrics_addr, webhook.as_ref(), &metrics, &registry, &stop_rx).await?;
+    let cluster = Cluster::connect(args, &clock, &registry, &plugins).await?;
+    let client = cluster.client.clone();
+    // A certificate kept in a Secret needs the API: that server starts once a client exists.
+    let webhook_ca = match webhooks {
+        Webhooks::Off => None,
+        Webhooks::Serving(ca) => Some(ca),
+        Webhooks::WaitingForSecret(listener) => {
+            let Some(WebhookPlan { cert: CertSource::Secret(namespace, name), hosts, .. }) = &webhook else {
+                unreachable!("a listener waits for a Secret only when the plan names one")
+            };
+            let pair = tokio::select! {
+                pair = shared_webhook_cert(&client, namespace, name, hosts) => pair,
+                _ = shutdown_signal() => return Ok(()),
+            };
+            let certificate = operator_runtime::webhook::Certificate::Pair { cert: pair.cert, ca_pem: pair.ca_pem };
+            Some(serve_webhooks(listener, certificate, &registry, &stop_rx)?)
         }
     };
-
-    if let (Some(listener), Some(WebhookPlan { cert: CertSource::Secret(namespace, name), hosts, .. })) = (webhook_waiting_for_secret, &webhook) {
-        let pair = tokio::select! {
-            pair = shared_webhook_cert(&client, namespace, name, hosts) => pair,
-            _ = shutdown_signal() => return Ok(()),
-        };
-        let certificate = crate::webhook::Certificate::Pair { cert: pair.cert, ca_pem: pair.ca_pem };
-        webhook_ca = Some(serve_webhooks(listener, certificate, &registry, &stop_rx)?);
-    }
-
-    let shadow_config = ShadowConfig {
-        promote_after: args.shadow.shadow_promote_after,
-        concurrency: usize::from(args.shadow.shadow_concurrency),
-        ..ShadowConfig::default()
-    };
-    let shadows = Shadows::new(shadow_config, metrics.clone(), client.clone(), clock.clone());
-    let mut tap = crate::record::Tap::default().shadowing(shadows.clone());
-    if let Some(r) = recorder {
-        tap = tap.recording(r);
-    }
-    let mut options = Options {
-        namespaces: args.namespaces.clone(),
-        selector: args.selector.clone(),
-        resync: args.resync,
-        controller: controller::Config {
-            concurrency: usize::from(args.concurrency),
-            max_related: args.max_related as usize,
-            backoff: Backoff { max: args.max_backoff, ..Backoff::default() },
-            tap,
-            ..controller::Config::default()
-        },
-        ..Options::default()
-    };
-    let mut election = match election {
-        Some(config) => {
-            let e = crate::leader::Election::start(client.clone(), config, metrics.clone()).map_err(|e| Failure::bad_input(e.to_string()))?;
-            options.leadership = Some(e.leading());
-            Some(e)
-        }
-        None => None,
-    };
+    let shadows = Shadows::new(shadow_config(args), metrics.clone(), client.clone(), clock.clone());
+    let mut options = manager_options(args, tap(&shadows, recorder));
+    let mut election = start_election(&client, election, &metrics, &mut options)?;
+    let manager = manager::Builder::new(client.clone())
+        .plugins_by_source(plugins)
+        .options(options)
+        .clock(clock.clone())
+        .metrics(metrics.clone())
+        .registry(registry.clone());
     let running = tokio::select! {
-        r = manager::start_keyed(client.clone(), plugins, options, clock.clone(), metrics.clone(), registry.clone()) => {
-            r.map_err(|e| Failure { code: e.exit_code(), message: crate::error_chain(&e) })?
-        }
+        r = manager.start() => r.map_err(|e| Failure { code: e.exit_code(), message: operator_runtime::error_chain(&e) })?,
         _ = shutdown_signal() => return Ok(()),
     };
-    let mut sources = Vec::new();
+    let reloader = Reloader {
+        sandbox,
+        manager: running.clone(),
+        metrics,
+        recorder: Recorder::new(client.clone(), "hotswap", clock),
+        on_applied: cluster.on_applied(&registry),
+        shadows: Some(shadows),
+        trust,
+        rollback: rollback::Watchdog::new(rollback::Config {
+            window: args.rollback_window,
+            threshold: args.rollback_threshold,
+            min_calls: args.rollback_min_calls,
+        }),
+    };
+    let mut sources = watch_plugin_sources(args, &client, file_watch, reloader);
     if let (Some(config), Some(ca_pem)) = (webhook.and_then(|w| w.configure), webhook_ca) {
         let leading = election.as_ref().map(|e| e.leading());
-        sources.push(tokio::spawn(crate::webhook::configuration::run(client.clone(), config, registry.clone(), ca_pem, leading)));
+        sources.push(tokio::spawn(operator_runtime::webhook::configuration::run(client.clone(), config, registry.clone(), ca_pem, leading)));
     }
-    let mut selections = args.plugin_configmaps.clone();
-    if let (Some(selector), Some(namespace)) = (&args.plugin_configmap_selector, &args.plugin_configmap_namespace) {
-        selections.push(Selection::Labelled { namespace: namespace.clone(), selector: selector.clone() });
-    }
-    if file_watch.is_some() || !selections.is_empty() {
-        let (tx, rx) = tokio::sync::mpsc::channel(16);
-        for selection in selections {
-            println!("plugins from {selection}");
-            sources.push(tokio::spawn(hotswap::configmap::watch(client.clone(), selection, tx.clone())));
-        }
-        if let Some(watch) = file_watch {
-            sources.push(tokio::spawn(watch.run(args.watch_interval, tx.clone())));
-        }
-        #[cfg(feature = "embedded")]
-        let on_applied: Option<hotswap::OnApplied> = embedded.as_ref().map(|e| {
-            let (server, registry) = (e.server.clone(), registry.clone());
-            Arc::new(move |p: &LoadedPlugin| crate::embedded::register_admission(&server, &registry, p)) as hotswap::OnApplied
-        });
-        #[cfg(not(feature = "embedded"))]
-        let on_applied = None;
-        let rollback = rollback::Config { window: args.rollback_window, threshold: args.rollback_threshold, min_calls: args.rollback_min_calls };
-        let reloader = Reloader {
-            sandbox,
-            manager: running.clone(),
-            metrics,
-            recorder: Recorder::new(client, "hotswap", clock),
-            on_applied,
-            shadows: Some(shadows),
-            trust,
-            rollback: rollback::Watchdog::new(rollback),
-        };
-        sources.push(tokio::spawn(reloader.run(rx)));
-    }
-    match election.as_mut() {
-        Some(e) => tokio::select! {
-            () = shutdown_signal() => {}
-            lost = e.lost() => {
-                // As controller-runtime: exiting is the surest way that no
-                // in-flight reconcile writes after another replica took over.
-                tracing::error!(error = %lost, "leader election lost; exiting");
-                std::process::exit(1);
-            }
-        },
-        None => shutdown_signal().await,
-    }
+    wait_for_shutdown(election.as_mut()).await;
     tracing::info!("shutting down: draining in-flight reconciles");
     for s in sources {
         s.abort();
@@ -435,48 +349,259 @@ async fn run_async(
         p.abort();
     }
     let _ = stop_tx.send(true);
-    #[cfg(feature = "embedded")]
-    if let Some(e) = embedded {
-        e.handle.shutdown().await;
-    }
+    cluster.stop().await;
     Ok(())
+}
+
+/// The registry admission reads the running plugins from on every request,
+/// holding the start-up plugins.
+fn registry_of(plugins: &[(String, LoadedPlugin)]) -> Registry {
+    let registry = Registry::default();
+    for (id, p) in plugins {
+        registry.insert(id, p.clone());
+    }
+    registry
+}
+
+/// The admission webhooks' server, as [`serve_endpoints`] leaves it.
+enum Webhooks {
+    Off,
+    /// Serving; the CA bundle it serves, for the webhook configurations.
+    Serving(tokio::sync::watch::Receiver<Arc<str>>),
+    /// Bound, to serve once the certificate is read from its Secret.
+    WaitingForSecret(tokio::net::TcpListener),
+}
+
+/// Binds `/metrics` (unless off) and the admission webhooks (if asked) and
+/// prints where they are; both stop when `stop` turns true. Every port is
+/// bound here, before anything touches a cluster.
+async fn serve_endpoints(
+    args: &Args,
+    metrics_addr: Option<SocketAddr>,
+    webhook: Option<&WebhookPlan>,
+    metrics: &Arc<Metrics>,
+    registry: &Registry,
+    stop: &tokio::sync::watch::Receiver<bool>,
+) -> Result<Webhooks, Failure> {
+    if let Some(addr) = metrics_addr {
+        let mut rx = stop.clone();
+        let (bound, _task) = operator_runtime::metrics::serve(addr, metrics.clone(), async move {
+            let _ = rx.wait_for(|s| *s).await;
+        })
+        .await
+        .map_err(|e| Failure::bad_input(format!("--metrics-addr {addr}: {e}")))?;
+        println!("metrics at http://{bound}/metrics");
+    }
+    let Some(plan) = webhook else { return Ok(Webhooks::Off) };
+    let listener = tokio::net::TcpListener::bind(plan.addr).await.map_err(|e| Failure::bad_input(format!("--webhook-addr {}: {e}", plan.addr)))?;
+    match &plan.cert {
+        CertSource::Dir => {
+            let certificate = operator_runtime::webhook::Certificate::Dir {
+                dir: args.webhook.webhook_cert_dir.clone(),
+                hosts: plan.hosts.clone(),
+                poll: operator_runtime::webhook::CERT_POLL_INTERVAL,
+            };
+            Ok(Webhooks::Serving(serve_webhooks(listener, certificate, registry, stop)?))
+        }
+        CertSource::Secret(..) => Ok(Webhooks::WaitingForSecret(listener)),
+    }
 }
 
 /// Serves the webhooks on `listener` until the host stops; the CA bundle
 /// served, for the webhook configurations.
 fn serve_webhooks(
     listener: tokio::net::TcpListener,
-    certificate: crate::webhook::Certificate,
+    certificate: operator_runtime::webhook::Certificate,
     registry: &Registry,
     stop: &tokio::sync::watch::Receiver<bool>,
 ) -> Result<tokio::sync::watch::Receiver<Arc<str>>, Failure> {
     let addr = listener.local_addr().map_err(|e| Failure::bad_input(format!("--webhook-addr: {e}")))?;
     let mut stop = stop.clone();
-    let serving = crate::webhook::serve_on(listener, certificate, registry.clone(), async move {
+    let serving = operator_runtime::webhook::serve_on(listener, certificate, registry.clone(), async move {
         let _ = stop.wait_for(|s| *s).await;
     })
-    .map_err(|e| Failure::bad_input(format!("--webhook-addr {addr}: {}", crate::error_chain(&e))))?;
+    .map_err(|e| Failure::bad_input(format!("--webhook-addr {addr}: {}", operator_runtime::error_chain(&e))))?;
     println!("admission webhooks at https://{}", serving.addr);
     Ok(serving.ca_pem)
 }
 
 /// The pair in the `--webhook-cert-secret` Secret, created if missing;
 /// API errors are logged and retried (the host cannot serve without it).
-async fn shared_webhook_cert(client: &kube::Client, namespace: &str, name: &str, hosts: &[String]) -> crate::webhook::cert_secret::SharedPair {
+async fn shared_webhook_cert(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    hosts: &[String],
+) -> operator_runtime::webhook::cert_secret::SharedPair {
     let mut delay = Duration::from_secs(1);
     loop {
-        match crate::webhook::cert_secret::create_or_get(client, namespace, name, hosts).await {
+        match operator_runtime::webhook::cert_secret::create_or_get(client, namespace, name, hosts).await {
             Ok(pair) => {
                 let how = if pair.created { "created" } else { "read" };
                 tracing::info!(secret = %format!("{namespace}/{name}"), "webhook certificate {how} from the shared Secret");
                 return pair;
             }
             Err(e) => {
-                tracing::warn!(secret = %format!("{namespace}/{name}"), error = %crate::error_chain(&e), retry_in = ?delay, "cannot get the shared webhook certificate; retrying");
+                tracing::warn!(secret = %format!("{namespace}/{name}"), error = %operator_runtime::error_chain(&e), retry_in = ?delay, "cannot get the shared webhook certificate; retrying");
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_secs(60));
             }
         }
+    }
+}
+
+/// The cluster the host talks to: the kubeconfig's, or the embedded one it
+/// started (with `--embedded`, or when no cluster is configured).
+struct Cluster {
+    client: kube::Client,
+    #[cfg(feature = "embedded")]
+    embedded: Option<embedded_cluster::Embedded>,
+}
+
+impl Cluster {
+    async fn connect(args: &Args, clock: &SharedClock, registry: &Registry, plugins: &[(String, LoadedPlugin)]) -> Result<Cluster, Failure> {
+        let config = if args.embedded { None } else { super::kubeconfig::config().await? };
+        if let Some(config) = config {
+            let client = kube::Client::try_from(config)
+                .map_err(|e| Failure::bad_input(format!("cannot build a client from the kubeconfig: {}", operator_runtime::error_chain(&e))))?;
+            #[cfg(feature = "embedded")]
+            return Ok(Cluster { client, embedded: None });
+            #[cfg(not(feature = "embedded"))]
+            return Ok(Cluster { client });
+        }
+        #[cfg(not(feature = "embedded"))]
+        {
+            let _ = (clock, registry, plugins);
+            Err(Failure::bad_input(format!(
+                "{}, and this host was built without the embedded cluster (cargo feature `embedded`): set KUBECONFIG",
+                super::kubeconfig::NONE_CONFIGURED
+            )))
+        }
+        #[cfg(feature = "embedded")]
+        {
+            if !args.embedded {
+                println!("{}: starting the embedded cluster (as --embedded)", super::kubeconfig::NONE_CONFIGURED);
+            }
+            let e = start_embedded(args, clock, registry, plugins).await?;
+            Ok(Cluster { client: e.server.kube_client(), embedded: Some(e) })
+        }
+    }
+
+    /// On the embedded cluster, a swapped-in plugin's admission is
+    /// registered in-process (a real cluster calls the webhooks instead).
+    fn on_applied(&self, registry: &Registry) -> Option<hotswap::OnApplied> {
+        #[cfg(feature = "embedded")]
+        return self.embedded.as_ref().map(|e| {
+            let (server, registry) = (e.server.clone(), registry.clone());
+            Arc::new(move |p: &LoadedPlugin| embedded_cluster::register_admission(&server, &registry, p)) as hotswap::OnApplied
+        });
+        #[cfg(not(feature = "embedded"))]
+        {
+            let _ = registry;
+            None
+        }
+    }
+
+    /// Stops serving the embedded cluster, if the host started one.
+    async fn stop(self) {
+        #[cfg(feature = "embedded")]
+        if let Some(e) = self.embedded {
+            e.handle.shutdown().await;
+        }
+    }
+}
+
+fn shadow_config(args: &Args) -> ShadowConfig {
+    ShadowConfig {
+        promote_after: args.shadow.shadow_promote_after,
+        concurrency: usize::from(args.shadow.shadow_concurrency),
+        ..ShadowConfig::default()
+    }
+}
+
+/// Every reconcile is offered to the shadow candidates and, with
+/// `--record`, written to the record directory.
+fn tap(shadows: &Shadows, recorder: Option<Arc<operator_runtime::record::Recorder>>) -> operator_runtime::record::Tap {
+    let tap = operator_runtime::record::Tap::default().shadowing(shadows.clone());
+    match recorder {
+        Some(r) => tap.recording(r),
+        None => tap,
+    }
+}
+
+/// The manager's options from the flags.
+fn manager_options(args: &Args, tap: operator_runtime::record::Tap) -> Options {
+    Options {
+        namespaces: args.namespaces.clone(),
+        selector: args.selector.clone(),
+        resync: args.resync,
+        controller: controller::Config {
+            concurrency: usize::from(args.concurrency),
+            max_related: args.max_related as usize,
+            backoff: Backoff { max: args.max_backoff, ..Backoff::default() },
+            tap,
+            ..controller::Config::default()
+        },
+        ..Options::default()
+    }
+}
+
+/// With `--leader-elect`, starts campaigning; the manager's workers wait
+/// until this replica leads.
+fn start_election(
+    client: &kube::Client,
+    config: Option<operator_runtime::leader::Config>,
+    metrics: &Arc<Metrics>,
+    options: &mut Options,
+) -> Result<Option<operator_runtime::leader::Election>, Failure> {
+    let Some(config) = config else { return Ok(None) };
+    let e = operator_runtime::leader::Election::start(client.clone(), config, metrics.clone()).map_err(|e| Failure::bad_input(e.to_string()))?;
+    options.leadership = Some(e.leading());
+    Ok(Some(e))
+}
+
+/// Watches the plugin sources (`--plugin-configmap`, the selector,
+/// `--watch`) and hands what they publish to `reloader`; no tasks without
+/// a source.
+fn watch_plugin_sources(
+    args: &Args,
+    client: &kube::Client,
+    file_watch: Option<hotswap::files::FileWatch>,
+    reloader: Reloader,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut selections = args.plugin_configmaps.clone();
+    if let (Some(selector), Some(namespace)) = (&args.plugin_configmap_selector, &args.plugin_configmap_namespace) {
+        selections.push(Selection::Labelled { namespace: namespace.clone(), selector: selector.clone() });
+    }
+    let mut sources = Vec::new();
+    if file_watch.is_none() && selections.is_empty() {
+        return sources;
+    }
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    for selection in selections {
+        println!("plugins from {selection}");
+        sources.push(tokio::spawn(hotswap::configmap::watch(client.clone(), selection, tx.clone())));
+    }
+    if let Some(watch) = file_watch {
+        sources.push(tokio::spawn(watch.run(args.watch_interval, tx.clone())));
+    }
+    sources.push(tokio::spawn(reloader.run(rx)));
+    sources
+}
+
+/// Returns on SIGINT/SIGTERM. A replica that loses its election exits 1 at
+/// once instead (as controller-runtime: exiting is the surest way that no
+/// in-flight reconcile writes after another replica took over).
+async fn wait_for_shutdown(election: Option<&mut operator_runtime::leader::Election>) {
+    match election {
+        Some(e) => tokio::select! {
+            () = shutdown_signal() => {}
+            lost = e.lost() => {
+                tracing::error!(error = %lost, "leader election lost; exiting");
+                std::process::exit(1);
+            }
+        },
+        None => shutdown_signal().await,
     }
 }
 
@@ -488,13 +613,13 @@ async fn start_embedded(
     clock: &SharedClock,
     registry: &Registry,
     plugins: &[(String, LoadedPlugin)],
-) -> Result<crate::embedded::Embedded, Failure> {
-    let path = args.kubeconfig_out.clone().unwrap_or_else(crate::embedded::default_kubeconfig_path);
-    let e = crate::embedded::start_with_clock(args.embedded_port, &path, &args.embedded_args.options(), clock.clone())
+) -> Result<embedded_cluster::Embedded, Failure> {
+    let path = args.kubeconfig_out.clone().unwrap_or_else(embedded_cluster::default_kubeconfig_path);
+    let e = embedded_cluster::start_with_clock(args.embedded_port, &path, &args.embedded_args.options(), clock.clone())
         .await
         .map_err(|e| Failure::bad_input(format!("embedded API server: {e}")))?;
     for (_, p) in plugins {
-        crate::embedded::register_admission(&e.server, registry, p);
+        embedded_cluster::register_admission(&e.server, registry, p);
     }
     println!("embedded API server at {}", e.handle.url());
     println!("kubeconfig written to {}", path.display());

@@ -1,13 +1,13 @@
 //! `host sign --key PRIVATE FILE`: writes `FILE.sig`, the detached Ed25519
 //! signature `host run --plugin-trust-key` checks (see
-//! [`crate::hotswap::trust`]). The signature covers FILE as stored, gzipped
+//! [`operator_runtime::hotswap::trust`]). The signature covers FILE as stored, gzipped
 //! or not, so it is the signature `openssl pkeyutl -sign -rawin` makes; it
 //! prints the component's digest for `--plugin-digest`.
 
 use std::path::PathBuf;
 
 use super::Failure;
-use crate::hotswap::{gunzip_if_gzipped, trust};
+use operator_runtime::hotswap::{gunzip_if_gzipped, trust};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -19,7 +19,7 @@ pub struct Args {
 }
 
 pub fn run(args: &Args) -> Result<(), Failure> {
-    let key = trust::PrivateKey::read(&args.key).map_err(|e| Failure::bad_input(crate::error_chain(&e)))?;
+    let key = trust::PrivateKey::read(&args.key).map_err(|e| Failure::bad_input(operator_runtime::error_chain(&e)))?;
     let file = args.file.display();
     let stored = std::fs::read(&args.file).map_err(|e| Failure::bad_input(format!("cannot read {file}: {e}")))?;
     let component = gunzip_if_gzipped(stored.clone()).map_err(|e| Failure::bad_input(format!("{file}: {e}")))?;
@@ -31,6 +31,6 @@ pub fn run(args: &Args) -> Result<(), Failure> {
     let out = trust::signature_path(&args.file);
     std::fs::write(&out, key.sign(&stored)).map_err(|e| Failure::bad_input(format!("cannot write {}: {e}", out.display())))?;
     println!("wrote {} (Ed25519 signature of {file} as stored)", out.display());
-    println!("digest sha256:{} (the component; pin it with --plugin-digest)", crate::sandbox::cache::digest(&component));
+    println!("digest sha256:{} (the component; pin it with --plugin-digest)", operator_runtime::sandbox::cache::digest(&component));
     Ok(())
 }

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use crate::sandbox::LoadedPlugin;
+use operator_runtime::sandbox::LoadedPlugin;
 use serde_json::Value;
 
 use super::{Failure, SandboxArgs, input};
@@ -25,7 +25,7 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
     let object = input::read_object(&args.file).map_err(Failure::bad_input)?;
     let old = args.old.as_deref().map(input::read_object).transpose().map_err(Failure::bad_input)?;
     let sandbox = sandbox.sandbox().map_err(|e| Failure::bad_input(format!("{e:#}")))?;
-    let plugin = sandbox.load_file(&args.plugin).map_err(|e| Failure::plugin(crate::error_chain(&e)))?;
+    let plugin = sandbox.load_file(&args.plugin).map_err(|e| Failure::plugin(operator_runtime::error_chain(&e)))?;
     let admitted = admit(&plugin, &object, old.as_ref())?;
     println!("{} {:?} is valid{}", kind_of(&admitted), name_of(&admitted), if admitted == object { "" } else { " (after defaulting)" });
     Ok(())

@@ -1,13 +1,13 @@
 //! `host run`'s admission webhook flags: serving (`--webhook-addr`, the
 //! certificate) and the host's own webhook configurations
-//! (`--webhook-configure`, see [`crate::webhook::configuration`]).
+//! (`--webhook-configure`, see [`operator_runtime::webhook::configuration`]).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use super::{Failure, parse_duration};
-use crate::webhook::configuration::{self, DEFAULT_TIMEOUT_SECONDS, Endpoint, FailurePolicy, MAX_TIMEOUT_SECONDS};
+use operator_runtime::webhook::configuration::{self, DEFAULT_TIMEOUT_SECONDS, Endpoint, FailurePolicy, MAX_TIMEOUT_SECONDS};
 
 #[derive(Debug, clap::Args)]
 pub struct WebhookArgs {

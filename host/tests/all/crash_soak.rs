@@ -165,10 +165,10 @@ async fn watch_pods(client: kube::Client, ledger: Arc<Mutex<Ledger>>, stop: Arc<
 /// waited for (at most 3 minutes); returns the rollouts completed and the last image number.
 async fn roll(client: kube::Client, name: String, stop: Arc<AtomicBool>) -> (usize, usize) {
     let mds = api(&client, "apps.example.com", "v1", "MyDeployment", "mydeployments");
-    let mut done = 0;
     for n in 1.. {
         if stop.load(Ordering::SeqCst) {
-            return (done, n - 1);
+            // Rollouts 1..n-1 each completed before the next began.
+            return (n - 1, n - 1);
         }
         let (patch, params) = (image_patch(n), PatchParams::default());
         let patch = Patch::Merge(&patch);
@@ -182,7 +182,6 @@ async fn roll(client: kube::Client, name: String, stop: Arc<AtomicBool>) -> (usi
             assert!(Instant::now() < deadline, "rollout {n} of {name} did not complete in 3 minutes: {}", md["status"]);
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
-        done += 1;
     }
     unreachable!()
 }
@@ -265,13 +264,14 @@ async fn run(w: Workload, seed: u64, dir: PathBuf, wall: Instant) {
     // The last rollouts' old Pods finish terminating (the watch still runs).
     let deadline = Instant::now() + Duration::from_secs(60);
     while Instant::now() < deadline {
-        let l = ledger.lock().unwrap();
-        let settled = (0..w.mydeployments).all(|i| {
-            let (active, all) = l.pods_of("default", &format!("md-{i}"));
-            let bound = mydeployment(i).1;
-            active == bound.replicas && all == bound.replicas
-        });
-        drop(l);
+        let settled = {
+            let l = ledger.lock().unwrap();
+            (0..w.mydeployments).all(|i| {
+                let (active, all) = l.pods_of("default", &format!("md-{i}"));
+                let bound = mydeployment(i).1;
+                active == bound.replicas && all == bound.replicas
+            })
+        };
         if settled {
             break;
         }
@@ -285,36 +285,39 @@ async fn run(w: Workload, seed: u64, dir: PathBuf, wall: Instant) {
     let deadline = Instant::now() + Duration::from_secs(60);
     let (runs, lost) = loop {
         let listed = retry(|| jobs.list(&lp)).await;
-        let mut l = ledger.lock().unwrap();
-        for job in &listed.items {
-            let mut job = serde_json::to_value(job).unwrap();
-            job["kind"] = "Job".into();
-            l.observe_job(Change::Added, &job);
-        }
-        let (mut runs, mut lost) = (0, Vec::new());
-        for (name, at) in &created {
-            let (n, missing) = l.every_minute("default", name, *at, window_end);
-            runs += n;
-            lost.extend(missing.into_iter().map(|t| format!("{name} at {t}")));
-        }
+        let (runs, lost) = {
+            let mut l = ledger.lock().unwrap();
+            for job in &listed.items {
+                let mut job = serde_json::to_value(job).unwrap();
+                job["kind"] = "Job".into();
+                l.observe_job(Change::Added, &job);
+            }
+            let (mut runs, mut lost) = (0, Vec::new());
+            for (name, at) in &created {
+                let (n, missing) = l.every_minute("default", name, *at, window_end);
+                runs += n;
+                lost.extend(missing.into_iter().map(|t| format!("{name} at {t}")));
+            }
+            (runs, lost)
+        };
         if lost.is_empty() || Instant::now() > deadline {
             break (runs, lost);
         }
-        drop(l);
         tokio::time::sleep(Duration::from_secs(1)).await;
     };
-    let l = ledger.lock().unwrap();
-    let (duplicates, extra) = l.duplicates();
     let mut unsettled = Vec::new();
     for (i, last) in last_image.iter().enumerate() {
         let (_, bound) = mydeployment(i);
         let name = format!("md-{i}");
         let md = serde_json::to_value(retry(|| mds.get(&name)).await).unwrap();
-        let (active, all) = l.pods_of("default", &name);
+        let (active, all) = ledger.lock().unwrap().pods_of("default", &name);
         if !rolled_out(&md, *last) || active != bound.replicas {
             unsettled.push(format!("{name}: {active} active / {all} Pods, status {}", md["status"]));
         }
     }
+    // The watch has stopped: the ledger is final.
+    let l = ledger.lock().unwrap();
+    let (duplicates, extra) = l.duplicates();
     println!(
         "FIGURES crash-soak {}: seed={seed} host_kills={host_kills} cluster_restarts={cluster_restarts} cronjobs={} runs={runs} jobs_created={} lost={} \
          duplicates={extra} misnamed={} mydeployments={} rollouts={rollouts} pod_changes={} pod_relists={relists} max_pods_over_surge={} wall={:.0}s",

@@ -1,9 +1,9 @@
-//! Leader election: the Lease protocol against the embedded API server
-//! (in-process candidates), then two real `host run --leader-elect` processes
+//! Leader election between two real `host run --leader-elect` processes
 //! sharing one server: exactly one reconciles, `kill -9` of the leader hands
 //! over after the lease expires, SIGTERM hands over at once (the lease is
 //! released). No timed assertion is tight: waits poll with generous limits,
-//! and the takeover bounds are far from what a noisy machine needs.
+//! and the takeover bounds are far from what a noisy machine needs. The Lease
+//! protocol itself is runtime/tests/all/leader.rs.
 
 use crate::common;
 
@@ -14,7 +14,6 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use apiserver::{ApiServer, ServerHandle};
-use host::leader::{Config, LeaderElector};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
@@ -23,110 +22,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const WAIT: Duration = Duration::from_secs(90);
 const LEASE: &str = "operator-host";
-
-fn config(identity: &str, lease: Duration) -> Config {
-    Config {
-        namespace: "default".into(),
-        name: LEASE.into(),
-        identity: identity.into(),
-        lease_duration: lease,
-        renew_deadline: lease / 2,
-        retry_period: lease / 10,
-    }
-}
-
-async fn lease(client: &kube::Client) -> Option<Lease> {
-    Api::<Lease>::namespaced(client.clone(), "default").get_opt(LEASE).await.unwrap()
-}
-
-async fn holder(client: &kube::Client) -> String {
-    lease(client).await.and_then(|l| l.spec?.holder_identity).unwrap_or_default()
-}
-
-async fn transitions(client: &kube::Client) -> i32 {
-    lease(client).await.and_then(|l| l.spec?.lease_transitions).unwrap_or(-1)
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_candidate_wins_the_other_stands_by_and_a_release_hands_over_at_once() {
-    let server = ApiServer::new();
-    let client = server.kube_client();
-    let mut a = LeaderElector::new(client.clone(), config("a", Duration::from_secs(60))).unwrap();
-    let mut b = LeaderElector::new(client.clone(), config("b", Duration::from_secs(60))).unwrap();
-
-    let (won_a, won_b) = tokio::join!(a.try_acquire_or_renew(), b.try_acquire_or_renew());
-    let (mut leader, mut standby) = match (won_a.unwrap(), won_b.unwrap()) {
-        (true, false) => (a, b),
-        (false, true) => (b, a),
-        other => panic!("exactly one candidate must win a race for a missing lease, got {other:?}"),
-    };
-    let first = lease(&client).await.unwrap().spec.unwrap();
-    assert_eq!(first.holder_identity.as_deref(), Some(leader.config().identity.as_str()));
-    assert_eq!(first.lease_transitions, Some(0));
-    assert_eq!(first.lease_duration_seconds, Some(60));
-    assert!(!standby.try_acquire_or_renew().await.unwrap(), "a held, unexpired lease is not taken");
-
-    tokio::time::sleep(Duration::from_millis(5)).await;
-    assert!(leader.try_acquire_or_renew().await.unwrap(), "the holder renews");
-    let renewed = lease(&client).await.unwrap().spec.unwrap();
-    assert_eq!(renewed.acquire_time, first.acquire_time, "a renewal keeps acquireTime");
-    assert!(renewed.renew_time.as_ref().unwrap().0 > first.renew_time.as_ref().unwrap().0, "a renewal moves renewTime");
-    assert_eq!(renewed.lease_transitions, Some(0));
-
-    leader.release().await.unwrap();
-    let released = lease(&client).await.unwrap().spec.unwrap();
-    assert_eq!(released.holder_identity.as_deref(), Some(""));
-    assert_eq!(released.lease_duration_seconds, Some(1));
-    assert!(standby.try_acquire_or_renew().await.unwrap(), "a released lease is free at once");
-    assert_eq!(holder(&client).await, standby.config().identity);
-    assert_eq!(transitions(&client).await, 1);
-    assert!(!leader.try_acquire_or_renew().await.unwrap(), "the old leader is now the standby");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lease_nobody_renews_is_taken_once_it_expired_as_observed_locally() {
-    let server = ApiServer::new();
-    let client = server.kube_client();
-    let lease_duration = Duration::from_secs(1);
-    let mut a = LeaderElector::new(client.clone(), config("a", lease_duration)).unwrap();
-    let mut b = LeaderElector::new(client.clone(), config("b", lease_duration)).unwrap();
-    assert!(a.try_acquire_or_renew().await.unwrap());
-    let seen = Instant::now();
-    assert!(!b.try_acquire_or_renew().await.unwrap());
-    // `a` stops renewing. `b` counts the lease duration from when it saw the
-    // record change, so it must not win before that much time has passed.
-    let won = loop {
-        if b.try_acquire_or_renew().await.unwrap() {
-            break seen.elapsed();
-        }
-        assert!(seen.elapsed() < WAIT, "the expired lease was never taken");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    assert!(won >= lease_duration, "taken after {won:?}, before the lease duration passed");
-    assert_eq!(holder(&client).await, "b");
-    assert_eq!(transitions(&client).await, 1);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_renewal_that_cannot_succeed_loses_leadership_within_the_renew_deadline() {
-    let server = ApiServer::new();
-    let client = server.kube_client();
-    let mut a = LeaderElector::new(client.clone(), config("a", Duration::from_secs(2))).unwrap();
-    assert!(a.try_acquire_or_renew().await.unwrap());
-    // Someone else overwrites the record (as a leader that saw our lease
-    // expire would): our renewals are refused from now on.
-    let api = Api::<Lease>::namespaced(client.clone(), "default");
-    let mut l = api.get(LEASE).await.unwrap();
-    l.spec.as_mut().unwrap().holder_identity = Some("usurper".into());
-    api.replace(LEASE, &PostParams::default(), &l).await.unwrap();
-    let started = Instant::now();
-    let lost = tokio::time::timeout(WAIT, a.renew_until_lost()).await.expect("leadership is lost");
-    assert!(matches!(lost, host::leader::Error::Lost { .. }), "{lost}");
-    assert!(started.elapsed() >= Duration::from_secs(1), "lost after {:?}, before the renew deadline", started.elapsed());
-    assert_eq!(holder(&client).await, "usurper", "losing does not write");
-}
-
-// ---- two `host run` processes ------------------------------------------------
 
 struct Cluster {
     server: ApiServer,
@@ -276,7 +171,7 @@ async fn hello_is_reconciled(client: &kube::Client, name: &str) {
 /// Waits until exactly one of the two leads and the Lease names it; returns (leader, standby).
 async fn elect(client: &kube::Client, a: HostProcess, b: HostProcess) -> (HostProcess, HostProcess) {
     let which = eventually("one host leads and holds the lease", || async {
-        let h = holder(client).await;
+        let h = common::lease_holder(client, LEASE).await;
         let (la, lb) = (leads(&a).await, leads(&b).await);
         match (la, lb) {
             (true, false) if h == a.identity => Some(true),
@@ -309,7 +204,10 @@ async fn after_kill_9_of_the_leader_the_standby_takes_over_once_the_lease_expire
     leader.child.kill().unwrap(); // SIGKILL: no release
     let killed = Instant::now();
     leader.child.wait().unwrap();
-    eventually("the standby holds the lease", || async { (holder(&client).await == standby.identity && leads(&standby).await).then_some(()) }).await;
+    eventually("the standby holds the lease", || async {
+        (common::lease_holder(&client, LEASE).await == standby.identity && leads(&standby).await).then_some(())
+    })
+    .await;
     let took = killed.elapsed();
     eprintln!("kill -9: the standby took over after {took:?}");
     // lease duration (10 s) + one jittered retry (<= 2.2 s), with room for a slow machine.
@@ -317,7 +215,7 @@ async fn after_kill_9_of_the_leader_the_standby_takes_over_once_the_lease_expire
     // The standby last saw a renewal at most ~2.2 s before the kill: it must
     // have waited out most of the 10 s lease, not taken it early.
     assert!(took > Duration::from_secs(5), "taken over after {took:?}, before the lease could expire");
-    assert_eq!(transitions(&client).await, 1);
+    assert_eq!(common::lease_transitions(&client, LEASE).await, 1);
     assert!(!leader.log().contains("released the leader lease"));
 
     hello_is_reconciled(&client, "two").await;
@@ -345,11 +243,14 @@ async fn on_sigterm_the_leader_releases_the_lease_and_the_standby_takes_over_bef
     .await;
     assert!(exit.success(), "graceful shutdown exits 0, got {exit}; log:\n{}", leader.log());
     assert!(leader.log().contains("released the leader lease"), "log:\n{}", leader.log());
-    eventually("the standby holds the lease", || async { (holder(&client).await == standby.identity && leads(&standby).await).then_some(()) }).await;
+    eventually("the standby holds the lease", || async {
+        (common::lease_holder(&client, LEASE).await == standby.identity && leads(&standby).await).then_some(())
+    })
+    .await;
     let took = signalled.elapsed();
     eprintln!("SIGTERM: the standby took over after {took:?}");
     assert!(took < Duration::from_secs(60), "takeover took {took:?}, as long as waiting out the lease");
-    assert_eq!(transitions(&client).await, 1);
+    assert_eq!(common::lease_transitions(&client, LEASE).await, 1);
 
     hello_is_reconciled(&client, "two").await;
     has_reconciled(&standby, "the new leader counts a reconcile").await;
@@ -361,7 +262,8 @@ async fn a_leader_whose_lease_is_taken_stops_at_once_by_exiting_1_without_taking
     let client = c.server.kube_client();
     let flags = ["--leader-election-lease-duration", "4s", "--leader-election-renew-deadline", "3s", "--leader-election-retry-period", "500ms"];
     let mut leader = spawn_host(&c, "a", &flags).await;
-    eventually("the host leads", || async { (holder(&client).await == leader.identity && leads(&leader).await).then_some(()) }).await;
+    eventually("the host leads", || async { (common::lease_holder(&client, LEASE).await == leader.identity && leads(&leader).await).then_some(()) })
+        .await;
     // Another candidate overwrites the record (as one that judged it expired
     // would); the leader's renewals are refused from now on.
     let api = Api::<Lease>::namespaced(client.clone(), "default");
@@ -378,7 +280,7 @@ async fn a_leader_whose_lease_is_taken_stops_at_once_by_exiting_1_without_taking
     .await;
     assert_eq!(exit.code(), Some(1), "log:\n{}", leader.log());
     assert!(leader.log().contains("leader election lost; exiting"), "log:\n{}", leader.log());
-    assert_eq!(holder(&client).await, "usurper", "the old leader did not write the lease again");
+    assert_eq!(common::lease_holder(&client, LEASE).await, "usurper", "the old leader did not write the lease again");
 }
 
 #[test]

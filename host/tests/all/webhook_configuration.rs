@@ -7,7 +7,7 @@
 //! The real API server calling them is tests/real-cluster's `admission`.
 
 use crate::common;
-use crate::webhook::{post, review};
+use crate::common::admission::{post, review};
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -17,11 +17,11 @@ use std::time::Duration;
 
 use apiserver::{ApiServer, ServerHandle};
 use base64::Engine;
-use host::webhook::{self, ServingCert};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, Patch, PatchParams};
+use operator_runtime::webhook::{self, ServingCert};
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(120);

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::crd::{MyDeploymentSpec, MyDeploymentStatus};
 
-/// API group. Seed 003 used `cloud.alipay.com`, a domain that is not ours to
+/// API group. The tutorial used `cloud.alipay.com`, a domain that is not ours to
 /// claim; `example.com` is reserved for exactly this kind of use.
 pub const GROUP: &str = "apps.example.com";
 pub const VERSION: &str = "v1";

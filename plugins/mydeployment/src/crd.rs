@@ -37,7 +37,7 @@ use crate::api::{DeploymentCondition, LabelSelector, Strategy};
     category = "all",
     namespaced,
     status = "Lenient<MyDeploymentStatus>",
-    doc = "A Deployment that owns its Pods directly (seed 003), keeping revisions as ControllerRevisions."
+    doc = "A Deployment that owns its Pods directly, keeping revisions as ControllerRevisions."
 )]
 #[kube(scale(spec_replicas_path = ".spec.replicas", status_replicas_path = ".status.replicas", label_selector_path = ".status.selector"))]
 #[kube(printcolumn = r#"{"name":"Desired","type":"integer","jsonPath":".spec.replicas","priority":0,"description":"Desired Pods"}"#)]

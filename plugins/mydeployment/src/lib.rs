@@ -1,11 +1,11 @@
-//! MyDeployment: seed 003's simplified Deployment that owns its Pods
-//! directly, with upstream Kubernetes Deployment semantics (rolling update
+//! MyDeployment: a simplified Deployment that owns its Pods directly (the
+//! MyDeployment of the Fabric8 CRD tutorial the README names), with upstream Kubernetes Deployment semantics (rolling update
 //! within maxSurge / maxUnavailable, Recreate, minReadySeconds, paused,
 //! revision history as ControllerRevisions, level-based rollback,
 //! Available / Progressing conditions), as an operator-host plugin.
 //!
 //! See README.md for the API and every place it follows upstream rather
-//! than the seed.
+//! than the tutorial.
 
 pub mod api;
 pub mod config_hash;

@@ -18,7 +18,7 @@ const PERCENT_FORMAT: &str =
 
 /// Field errors of `object` as sent; `old` is the stored object on update.
 /// It reads the raw object rather than the typed MyDeployment so that a
-/// spec the types cannot hold is one error on `spec`, worded as before, and
+/// spec the types cannot hold is one error on `spec` ("cannot be read: ..."), and
 /// a malformed `metadata` or `status` does not hide the spec's errors.
 pub fn validate(object: &Object, old: Option<&Object>) -> Vec<FieldError> {
     let spec = match parse_spec(object.spec()) {

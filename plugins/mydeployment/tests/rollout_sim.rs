@@ -334,7 +334,7 @@ fn recreate_removes_every_old_pod_before_creating_new_ones() {
 
 #[test]
 fn scale_and_image_change_together_roll_out_to_the_new_count() {
-    // Seed 003 case 8: replicas 3 -> 5 and nginx 1.14 in one edit.
+    // The tutorial's case 8: replicas 3 -> 5 and nginx 1.14 in one edit.
     let mut c = settled(3, rolling(json!("25%"), json!("25%")));
     c.edit(json!({"replicas": 5, "template": template("nginx:1.14")}));
     // 5 replicas: surge ceil(1.25) = 2, unavailable floor(1.25) = 1.
@@ -449,7 +449,7 @@ fn scaling_to_zero_and_back() {
     assert_rolled_out(&c, 3, "nginx:1.7.9");
 }
 
-/// Seed 003's use cases, applied from the shipped samples in order, each
+/// The tutorial's use cases, applied from the shipped samples in order, each
 /// driven to completion.
 #[test]
 fn seed_use_cases_from_the_samples_in_order() {

@@ -1,5 +1,5 @@
 //! The shipped samples are valid MyDeployments once defaulted, as admission
-//! would see them, each is a valid update of the one before (the seed's use
+//! would see them, each is a valid update of the one before (the tutorial's use
 //! cases are applied in this order), and the manifest names what the host
 //! needs.
 
@@ -10,7 +10,7 @@ use mydeployment::MyDeploymentPlugin;
 use operator_plugin_sdk::serde_json::{self, Value};
 use operator_plugin_sdk::{Plugin, plugin};
 
-/// The MyDeployment samples in the order of seed 003's use cases.
+/// The MyDeployment samples in the order of the tutorial's use cases.
 pub const SEQUENCE: [&str; 6] = [
     "my-deployment-instance.yaml",
     "my-deployment-instance-update-image-1.9.1.yaml",

@@ -69,7 +69,7 @@ fn seeded(i: usize) -> DynamicObject {
         "creationTimestamp": "2026-11-24T21:50:00Z", "labels": {"app": "seed", "tier": format!("t{}", i % 10)}});
     let container = json!({"name": "main", "image": "nginx:1.7.9", "ports": [{"containerPort": 80, "protocol": "TCP"}],
         "imagePullPolicy": "IfNotPresent", "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File", "resources": {}});
-    let v: Value = if i % 2 == 0 {
+    let v: Value = if i.is_multiple_of(2) {
         json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": {"containers": [container],
             "restartPolicy": "Always", "dnsPolicy": "ClusterFirst", "schedulerName": "default-scheduler", "terminationGracePeriodSeconds": 30,
             "securityContext": {}, "enableServiceLinks": true, "serviceAccountName": "default", "serviceAccount": "default", "priority": 0},

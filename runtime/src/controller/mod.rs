@@ -296,7 +296,7 @@ impl Controller {
         // As controller-runtime's WaitForCacheSync: until every cache a
         // reconcile reads has listed once, a parent can be seen without its
         // children, and the plugin would create them again (a restarted host
-        // doubled a MyDeployment's Pods this way; `tests/crash_soak.rs`).
+        // doubled a MyDeployment's Pods this way; `host/tests/all/crash_soak.rs`).
         for cache in self.caches.values().chain(&self.related_caches) {
             cache.wait_synced().await;
         }

@@ -235,6 +235,10 @@ impl Controller {
     }
 
     /// The policy check of the plugin's answer ([`actions::check`]).
+    #[allow(
+        clippy::result_large_err,
+        reason = "the Err side is the pass ending early with its verdict, as common as Ok and returned once per reconcile, not an error to box"
+    )]
     fn check(&self, plugin: &LoadedPlugin, target: &Target, lookup: &CacheLookup<'_>, actions: Vec<Action>) -> Result<Plan, Pass> {
         actions::check(&target.parent, &plugin.manifest().children, lookup, actions).map_err(|refusal| {
             self.metrics.plugin_call_error(&self.name, "action_refused");

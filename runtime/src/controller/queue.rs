@@ -23,8 +23,8 @@ use tokio::time::Instant;
 pub struct Backoff {
     /// Delay after the first failure. Default 5 ms (controller-runtime).
     pub base: Duration,
-    /// Upper bound. Default 6 h (seed 004: a broken object is retried a few
-    /// times a day, not hammered).
+    /// Upper bound. Default 6 h: an object that keeps failing is retried a
+    /// few times a day, not hammered.
     pub max: Duration,
 }
 

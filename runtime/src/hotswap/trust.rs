@@ -89,7 +89,7 @@ pub struct Admitted {
 }
 
 /// The trust policy: keys whose signatures are accepted, and pinned digests.
-/// The default policy trusts every plugin (as before trust existed).
+/// The default policy (no keys, no pins) trusts every plugin.
 #[derive(Clone, Debug, Default)]
 pub struct Policy {
     keys: Vec<VerifyingKey>,
@@ -283,7 +283,7 @@ mod tests {
     fn a_key_that_is_not_an_ed25519_public_key_is_named_with_what_is_expected() {
         let dir = tempfile::tempdir().unwrap();
         let private = file(dir.path(), "private.pem", OPENSSL_PRIVATE.as_bytes());
-        let e = Policy::load(&[private.clone()], &[]).unwrap_err().to_string();
+        let e = Policy::load(std::slice::from_ref(&private), &[]).unwrap_err().to_string();
         assert!(e.contains("private.pem") && e.contains("BEGIN PUBLIC KEY"), "{e}");
         assert!(Policy::load(&[dir.path().join("missing.pem")], &[]).unwrap_err().to_string().contains("cannot read key"));
     }

@@ -210,90 +210,153 @@ fn related_kinds(m: &Manifest) -> impl Iterator<Item = GroupVersionKind> + '_ {
     m.related.iter().map(|r| r.kind.clone())
 }
 
-/// Starts the manager with `plugins` (each identified by its name); returns
-/// once every CRD is installed and the watches run (not necessarily synced:
-/// see [`Running::wait_synced`]).
-pub async fn start(
-    client: kube::Client,
-    plugins: Vec<LoadedPlugin>,
-    options: Options,
-    clock: SharedClock,
-    metrics: Arc<Metrics>,
-) -> Result<Running, Error> {
-    let keyed = plugins.into_iter().map(|p| (p.name().to_string(), p)).collect();
-    start_keyed(client, keyed, options, clock, metrics, Registry::default()).await
-}
-
-/// [`start`] with an id per plugin (its source) and the [`Registry`] that
-/// admission reads, kept up to date with every change.
-pub async fn start_keyed(
+/// Assembles a manager, then starts it (kube-runtime's
+/// `Controller::new(..).owns(..).run(..)` shape):
+///
+/// ```no_run
+/// # async fn example(client: kube::Client, plugins: Vec<operator_runtime::sandbox::LoadedPlugin>) -> Result<(), operator_runtime::manager::Error> {
+/// use operator_runtime::manager::{Builder, Options};
+/// let running = Builder::new(client).plugins(plugins).options(Options::default()).start().await?;
+/// running.wait_synced().await;
+/// # Ok(()) }
+/// ```
+///
+/// Everything but the client has a default, documented on its setter.
+#[must_use = "a Builder starts nothing until `.start()` is awaited"]
+pub struct Builder {
     client: kube::Client,
     plugins: Vec<(String, LoadedPlugin)>,
     options: Options,
     clock: SharedClock,
     metrics: Arc<Metrics>,
     registry: Registry,
-) -> Result<Running, Error> {
-    let list: Vec<LoadedPlugin> = plugins.iter().map(|(_, p)| p.clone()).collect();
-    check_parents(&list)?;
-    let parents: HashSet<GroupVersionKind> = list.iter().map(|p| p.manifest().parent.clone()).collect();
-    let children: HashSet<GroupVersionKind> = list.iter().flat_map(|p| p.manifest().children.clone()).collect();
-    let running = Running {
-        inner: Arc::new(Inner {
+}
+
+impl Builder {
+    /// A manager of no plugins against the cluster `client` talks to.
+    pub fn new(client: kube::Client) -> Self {
+        Self {
             client,
-            options,
-            clock,
-            metrics: metrics.clone(),
-            registry,
-            changing: tokio::sync::Mutex::new(()),
-            state: Mutex::new(State::default()),
-        }),
-    };
-    let _changing = running.inner.changing.lock().await;
-    for p in &list {
-        running.prepare(p).await?;
-    }
-    // Caches first (unstarted), so every controller's handlers see the initial lists.
-    for gvk in parents.iter().chain(&children) {
-        let selected = parents.contains(gvk) && !children.contains(gvk);
-        running.ensure_cache(gvk, selected).await?;
-    }
-    // Related kinds are never filtered by the parents' selector.
-    for gvk in list.iter().flat_map(|p| related_kinds(p.manifest()).collect::<Vec<_>>()) {
-        running.ensure_cache(&gvk, false).await?;
-    }
-    for (id, p) in plugins {
-        running.start_controller(id, p);
-    }
-    running.start_caches();
-    let synced: Vec<Arc<KindCache>> = running.inner.state.lock().unwrap().caches.values().map(|c| c.cache.clone()).collect();
-    let resync = {
-        let weak = Arc::downgrade(&running.inner);
-        let every = running.inner.options.resync;
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
-            loop {
-                tick.tick().await;
-                let Some(inner) = weak.upgrade() else { return };
-                for c in (Running { inner }).controllers() {
-                    c.resync();
-                }
-            }
-        })
-    };
-    let ready = tokio::spawn(async move {
-        for c in &synced {
-            c.wait_synced().await;
+            plugins: Vec::new(),
+            options: Options::default(),
+            clock: Arc::new(crate::clock::SystemClock),
+            metrics: Arc::new(Metrics::new()),
+            registry: Registry::default(),
         }
-        // Start-up's garbage (compilation, the initial lists) stays free but
-        // resident otherwise.
-        crate::heap::release_free_pages();
-        metrics.set_ready(true);
-        tracing::info!("caches synced; ready");
-    });
-    running.inner.state.lock().unwrap().background.extend([resync, ready]);
-    drop(_changing);
-    Ok(running)
+    }
+
+    /// Adds `plugins`, each identified by its name. Default: none (plugins
+    /// can be added to the running manager with [`Running::apply`]).
+    pub fn plugins(mut self, plugins: impl IntoIterator<Item = LoadedPlugin>) -> Self {
+        self.plugins.extend(plugins.into_iter().map(|p| (p.name().to_string(), p)));
+        self
+    }
+
+    /// Adds `plugins`, each identified by where it came from (a file path, a
+    /// ConfigMap key): the id [`Running::apply`] and [`Running::remove`] take.
+    pub fn plugins_by_source(mut self, plugins: impl IntoIterator<Item = (String, LoadedPlugin)>) -> Self {
+        self.plugins.extend(plugins);
+        self
+    }
+
+    /// Namespaces, selector, resync, CRD wait, controller settings and
+    /// leadership. Default: [`Options::default`] (every namespace, no
+    /// selector, a resync every 10 min, always leading).
+    pub fn options(mut self, options: Options) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// The one source of "now" for plugins, queues and Events. Default: the
+    /// wall clock ([`SystemClock`](crate::clock::SystemClock)).
+    pub fn clock(mut self, clock: SharedClock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Where controllers count reconciles, queue depth and readiness.
+    /// Default: a registry of its own, which nothing serves (pass the one
+    /// `/metrics` serves to see them).
+    pub fn metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// The plugin per parent kind, kept up to date with every change, which
+    /// admission (webhook or in-process) reads. Default: a registry of its
+    /// own, which no admission reads.
+    pub fn registry(mut self, registry: Registry) -> Self {
+        self.registry = registry;
+        self
+    }
+
+    /// Starts the manager: refuses two plugins with one parent kind, installs
+    /// every CRD, starts the watches and one controller per plugin; returns
+    /// once the watches run (not necessarily synced: see
+    /// [`Running::wait_synced`]).
+    pub async fn start(self) -> Result<Running, Error> {
+        let Builder { client, plugins, options, clock, metrics, registry } = self;
+        let list: Vec<LoadedPlugin> = plugins.iter().map(|(_, p)| p.clone()).collect();
+        check_parents(&list)?;
+        let parents: HashSet<GroupVersionKind> = list.iter().map(|p| p.manifest().parent.clone()).collect();
+        let children: HashSet<GroupVersionKind> = list.iter().flat_map(|p| p.manifest().children.clone()).collect();
+        let running = Running {
+            inner: Arc::new(Inner {
+                client,
+                options,
+                clock,
+                metrics: metrics.clone(),
+                registry,
+                changing: tokio::sync::Mutex::new(()),
+                state: Mutex::new(State::default()),
+            }),
+        };
+        let _changing = running.inner.changing.lock().await;
+        for p in &list {
+            running.prepare(p).await?;
+        }
+        // Caches first (unstarted), so every controller's handlers see the initial lists.
+        for gvk in parents.iter().chain(&children) {
+            let selected = parents.contains(gvk) && !children.contains(gvk);
+            running.ensure_cache(gvk, selected).await?;
+        }
+        // Related kinds are never filtered by the parents' selector.
+        for gvk in list.iter().flat_map(|p| related_kinds(p.manifest()).collect::<Vec<_>>()) {
+            running.ensure_cache(&gvk, false).await?;
+        }
+        for (id, p) in plugins {
+            running.start_controller(id, p);
+        }
+        running.start_caches();
+        let synced: Vec<Arc<KindCache>> = running.inner.state.lock().unwrap().caches.values().map(|c| c.cache.clone()).collect();
+        let resync = {
+            let weak = Arc::downgrade(&running.inner);
+            let every = running.inner.options.resync;
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+                loop {
+                    tick.tick().await;
+                    let Some(inner) = weak.upgrade() else { return };
+                    for c in (Running { inner }).controllers() {
+                        c.resync();
+                    }
+                }
+            })
+        };
+        let ready = tokio::spawn(async move {
+            for c in &synced {
+                c.wait_synced().await;
+            }
+            // Start-up's garbage (compilation, the initial lists) stays free but
+            // resident otherwise.
+            crate::heap::release_free_pages();
+            metrics.set_ready(true);
+            tracing::info!("caches synced; ready");
+        });
+        running.inner.state.lock().unwrap().background.extend([resync, ready]);
+        drop(_changing);
+        Ok(running)
+    }
 }
 
 impl Running {

@@ -44,10 +44,10 @@ pub fn object_text(text: &str) -> Option<String> {
 pub fn actions(actions: &mut [Action]) {
     for a in actions {
         match a {
-            Action::Create(obj) | Action::Replace(obj) => {
-                if is_secret(obj["kind"].as_str().unwrap_or_default(), obj["apiVersion"].as_str().unwrap_or_default()) {
-                    values(obj);
-                }
+            Action::Create(obj) | Action::Replace(obj)
+                if is_secret(obj["kind"].as_str().unwrap_or_default(), obj["apiVersion"].as_str().unwrap_or_default()) =>
+            {
+                values(obj);
             }
             Action::Patch { target, patch } if is_secret(&target.kind, &target.api_version) => {
                 values(patch);

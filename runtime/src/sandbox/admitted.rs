@@ -17,7 +17,7 @@
 //! between versions. The memo is a hint and never a verdict of its own: a
 //! record is taken once and forgotten, the oldest records go past
 //! [`CAPACITY`] (a replica that serves the webhook but is not the leader
-//! never takes any), and whatever is not found is validated as before.
+//! never takes any), and whatever is not found is validated again by calling the plugin.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::Mutex;

@@ -204,9 +204,9 @@ impl Sandbox {
 /// in place. 8 MiB covers the pages a reconcile of 1,000 children dirties
 /// (5.4 MiB for cronjob, 4 MiB for mydeployment): with 2 MiB, such a call
 /// page-faulted its arena's pages back in every time (~860 faults per
-/// call) and ran ~1.25x slower. What lies beyond is released as before, and
+/// call) and ran ~1.25x slower. What lies beyond is released after every call, and
 /// only pages a call dirtied are kept, so this bounds the RSS an idle slot
-/// keeps after a large call; small calls keep what they dirtied, as before.
+/// keeps after a large call; small calls keep what they dirtied.
 const KEEP_RESIDENT: usize = 8 << 20;
 /// Without PAGEMAP_SCAN every reset memsets the whole kept size, dirtied or
 /// not: there, keep the 2 MiB a reconcile of dozens of children needs.

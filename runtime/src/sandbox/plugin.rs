@@ -55,6 +55,10 @@ struct Inner {
 /// What runs a call: a Wasm component (always), or, with the
 /// `native-plugins` feature, the same plugin logic linked into the host
 /// (for benchmarks against the sandbox; no isolation, no limits).
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one Code per loaded plugin, matched on every call: boxing the Wasm build would add an indirection to every call for a variant only benchmarks build"
+)]
 enum Code {
     Wasm(Tiered),
     #[cfg(feature = "native-plugins")]
@@ -524,7 +528,7 @@ impl LoadedPlugin {
     /// blocking thread and back), which on a small VM were as long as a
     /// 10-child reconcile. A current-thread runtime (virtual time, tests)
     /// cannot give its only worker away, so there the call goes to the
-    /// blocking pool as before.
+    /// blocking pool (`spawn_blocking`).
     async fn off_executor<R: Send + 'static>(&self, f: impl FnOnce() -> Result<R, CallError> + Send + 'static) -> Result<R, CallError> {
         let _permit = self.inner.shared.calls.acquire().await.map_err(|_| CallError::ShuttingDown)?;
         match tokio::runtime::Handle::current().runtime_flavor() {

@@ -84,7 +84,7 @@ impl SizeClasses {
         // component it compiled or loaded, unchanged, which is what
         // `deserialize` requires.
         let copy = unsafe { Component::deserialize(component.engine(), &bytes)? };
-        Ok(Pre::new(&self.linker, &copy, self.minor, &self.label).map_err(wasmtime::Error::new)?)
+        Pre::new(&self.linker, &copy, self.minor, &self.label).map_err(wasmtime::Error::new)
     }
 }
 

@@ -24,10 +24,9 @@ use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::Value;
 
 use super::{Failure, SandboxArgs, input, parse_duration};
-use crate::clock::TokioClock;
-use crate::manager::{self, Options};
-use crate::metrics::Metrics;
-use crate::sandbox::LoadedPlugin;
+use operator_runtime::clock::TokioClock;
+use operator_runtime::manager::{self, Options};
+use operator_runtime::sandbox::LoadedPlugin;
 use record::{Recording, RecordingService, StoreFeed};
 
 /// The default `--start`: a fixed instant, so runs are reproducible.
@@ -71,7 +70,7 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
     let sandbox = sandbox.sandbox().map_err(|e| Failure::bad_input(format!("{e:#}")))?;
     let mut plugins = Vec::new();
     for path in &args.plugins {
-        plugins.push(sandbox.load_file(path).map_err(|e| Failure::plugin(crate::error_chain(&e)))?);
+        plugins.push(sandbox.load_file(path).map_err(|e| Failure::plugin(operator_runtime::error_chain(&e)))?);
     }
     manager::check_parents(&plugins).map_err(|e| Failure { code: e.exit_code(), message: e.to_string() })?;
     let mut objects = Vec::new();
@@ -110,14 +109,14 @@ async fn simulate(
     args: &Args,
     plugins: Vec<LoadedPlugin>,
     objects: Vec<(PathBuf, Value)>,
-    recorder: Option<Arc<crate::record::Recorder>>,
+    recorder: Option<Arc<operator_runtime::record::Recorder>>,
 ) -> Result<Vec<timeline::Entry>, Failure> {
     let clock = TokioClock::starting_at(args.start);
     let server = apiserver::ApiServer::with_config(apiserver::Config { clock: Arc::new(clock), ..apiserver::Config::default() });
-    let registry = crate::registry::Registry::default();
+    let registry = operator_runtime::registry::Registry::default();
     for p in &plugins {
         registry.insert(p.name(), p.clone());
-        crate::embedded::register_admission(&server, &registry, p);
+        embedded_cluster::register_admission(&server, &registry, p);
     }
     // The simulated cluster's controllers wake on every relevant commit; their
     // resync only catches wake-ups lost to a busy machine, which an in-process
@@ -143,12 +142,16 @@ async fn simulate(
     let client = kube::Client::new(RecordingService::new(&server, recording.clone()), "default");
     let mut options = Options { resync: args.resync, ..Options::default() };
     if let Some(r) = recorder {
-        options.controller.tap = crate::record::Tap::default().recording(r);
+        options.controller.tap = operator_runtime::record::Tap::default().recording(r);
     }
-    let keyed = plugins.into_iter().map(|p| (p.name().to_string(), p)).collect();
-    let running = manager::start_keyed(client, keyed, options, Arc::new(clock), Arc::new(Metrics::new()), registry)
+    let running = manager::Builder::new(client)
+        .plugins(plugins)
+        .options(options)
+        .clock(Arc::new(clock))
+        .registry(registry)
+        .start()
         .await
-        .map_err(|e| Failure { code: e.exit_code(), message: crate::error_chain(&e) })?;
+        .map_err(|e| Failure { code: e.exit_code(), message: operator_runtime::error_chain(&e) })?;
     running.wait_synced().await;
 
     recording.start();
@@ -158,7 +161,7 @@ async fn simulate(
         let created = create(&user, obj).await.map_err(|e| {
             let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
             let kind = obj.get("kind").and_then(Value::as_str).unwrap_or_default();
-            Failure::bad_input(format!("{}: cannot create {kind} {name}: {}", path.display(), crate::error_chain(&e)))
+            Failure::bad_input(format!("{}: cannot create {kind} {name}: {}", path.display(), operator_runtime::error_chain(&e)))
         })?;
         recording.applied(obj, &created);
     }

@@ -20,7 +20,7 @@ use http_body_util::{BodyExt, Full};
 use serde_json::Value;
 
 use super::timeline::{self, Category, ObjectRef, Timeline};
-use crate::clock::{Clock, TokioClock};
+use operator_runtime::clock::{Clock, TokioClock};
 
 /// The timeline being recorded, shared by the recorders.
 #[derive(Debug)]

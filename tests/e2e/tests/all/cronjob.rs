@@ -1,4 +1,4 @@
-//! The kubebuilder tutorial's CronJob (seed 002) through kubectl only: Jobs
+//! The kubebuilder tutorial's CronJob through kubectl only: Jobs
 //! on schedule that complete (simulated), status shown by `kubectl get -o
 //! yaml`, history pruned to the limits, suspend, Forbid and Replace, refusal
 //! of a bad schedule and of a too-long name by `kubectl apply`, and Jobs

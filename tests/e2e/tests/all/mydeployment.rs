@@ -1,6 +1,6 @@
-//! Seed 003's MyDeployment use cases, in the seed's order, through kubectl
-//! only, plus the seed's TODOs that the plugin implements (status columns,
-//! rollback, `kubectl describe` Events, `kubectl scale`). The seed's
+//! The MyDeployment tutorial's use cases (plugins/mydeployment/README.md), in its order, through kubectl
+//! only, plus the tutorial's TODOs that the plugin implements (status columns,
+//! rollback, `kubectl describe` Events, `kubectl scale`). The tutorial's
 //! Service + curl case needs real Pod networking, which the embedded
 //! cluster does not simulate: out of scope (docs/operations.md).
 
@@ -83,7 +83,7 @@ fn the_seeds_nine_use_cases_and_its_todos_through_kubectl() {
     replace(&host, "my-deployment-instance-update-image-and-scaleup-1.14.yaml");
     settle(&host, 5, "nginx:1.14");
 
-    // TODO of the seed: status, as columns of `kubectl get md`.
+    // The tutorial's TODO: status, as columns of `kubectl get md`.
     let table = eventually("kubectl get md to show 5 available", || {
         let t = host.ok(&["get", "md", "my-nginx-app"]);
         let row: Vec<String> = t.lines().nth(1)?.split_whitespace().map(String::from).collect();
@@ -92,13 +92,13 @@ fn the_seeds_nine_use_cases_and_its_todos_through_kubectl() {
     let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
     assert_eq!(header[..6], ["NAME", "DESIRED", "CURRENT", "READY", "UP-TO-DATE", "AVAILABLE"], "{table}");
 
-    // TODO of the seed: `kubectl scale` (the scale subresource).
+    // The tutorial's TODO: `kubectl scale` (the scale subresource).
     host.ok(&["scale", "md/my-nginx-app", "--replicas=4"]);
     settle(&host, 4, "nginx:1.14");
     host.ok(&["scale", "md/my-nginx-app", "--replicas=5"]);
     settle(&host, 5, "nginx:1.14");
 
-    // TODO of the seed: rollback to revision 2 (nginx:1.9.1).
+    // The tutorial's TODO: rollback to revision 2 (nginx:1.9.1).
     let revisions = host.items(&["get", "controllerrevisions", "-l", "app=my-nginx-app"]);
     assert!(revisions.iter().any(|r| r["revision"] == 2), "revisions: {revisions:?}");
     replace(&host, "my-deployment-instance-rollback.yaml");
@@ -109,7 +109,7 @@ fn the_seeds_nine_use_cases_and_its_todos_through_kubectl() {
     });
     assert_eq!(md["spec"]["template"]["spec"]["containers"][0]["image"], "nginx:1.14", "spec.template itself is unchanged");
 
-    // TODO of the seed: `kubectl describe` shows the Events.
+    // The tutorial's TODO: `kubectl describe` shows the Events.
     let described = host.ok(&["describe", "md", "my-nginx-app"]);
     assert!(described.contains("Events:"), "{described}");
     assert!(

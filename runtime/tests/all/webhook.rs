@@ -4,14 +4,14 @@
 //! certificate (as the API server trusts only the caBundle).
 
 use crate::common;
+use crate::common::admission::{post, review};
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
-use host::webhook;
+use operator_runtime::webhook;
 use serde_json::{Value, json};
 
 fn cronjob(schedule: &str) -> Value {
@@ -20,24 +20,14 @@ fn cronjob(schedule: &str) -> Value {
             "containers": [{"name": "x", "image": "busybox"}], "restartPolicy": "OnFailure"}}}}}})
 }
 
-/// A review as kube-apiserver sends it (the fields its `AdmissionRequest` always carries).
-pub(crate) fn review(operation: &str, object: Value) -> Vec<u8> {
-    serde_json::to_vec(&json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-        "request": {"uid": "req-1", "operation": operation, "object": object, "name": "c", "namespace": "default",
-            "kind": {"group": "batch.tutorial.kubebuilder.io", "version": "v1", "kind": "CronJob"},
-            "resource": {"group": "batch.tutorial.kubebuilder.io", "version": "v1", "resource": "cronjobs"},
-            "userInfo": {"username": "kubernetes-admin", "groups": ["system:masters", "system:authenticated"]}}}))
-    .unwrap()
-}
-
 /// The answer as JSON, as the API server reads it.
-fn answer(plugins: &[host::sandbox::LoadedPlugin], path: &str, body: &[u8]) -> Value {
+fn answer(plugins: &[operator_runtime::sandbox::LoadedPlugin], path: &str, body: &[u8]) -> Value {
     serde_json::from_slice(&webhook::to_wire(&webhook::review(plugins, path, body))).unwrap()
 }
 
 #[test]
 fn webhook_paths_follow_kubebuilder() {
-    let sandbox = host::sandbox::Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
+    let sandbox = operator_runtime::sandbox::Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
     let p = common::load(&sandbox, "cronjob");
     assert_eq!(webhook::path_for("validate", &p), "/validate-batch-tutorial-kubebuilder-io-v1-cronjob");
     assert_eq!(webhook::path_for("mutate", &p), "/mutate-batch-tutorial-kubebuilder-io-v1-cronjob");
@@ -45,7 +35,7 @@ fn webhook_paths_follow_kubebuilder() {
 
 #[test]
 fn an_invalid_object_is_denied_with_the_plugins_field_errors() {
-    let sandbox = host::sandbox::Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
+    let sandbox = operator_runtime::sandbox::Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
     let plugins = vec![common::load(&sandbox, "cronjob")];
     let r = answer(&plugins, "/validate-batch-tutorial-kubebuilder-io-v1-cronjob", &review("CREATE", cronjob("nope")));
     assert_eq!(r["response"]["uid"], "req-1");
@@ -69,7 +59,7 @@ fn stored(schedule: &str, uid: &str) -> Value {
 
 #[test]
 fn only_an_allowed_create_is_remembered_for_the_controller() {
-    let sandbox = host::sandbox::Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
+    let sandbox = operator_runtime::sandbox::Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
     let plugins = vec![common::load(&sandbox, "cronjob")];
     let path = "/validate-batch-tutorial-kubebuilder-io-v1-cronjob";
     let [created, denied, updated, dry_run] = [
@@ -100,7 +90,7 @@ fn only_an_allowed_create_is_remembered_for_the_controller() {
 
 #[test]
 fn defaulting_answers_with_a_json_patch() {
-    let sandbox = host::sandbox::Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
+    let sandbox = operator_runtime::sandbox::Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
     let plugins = vec![common::load(&sandbox, "cronjob")];
     let object = cronjob("*/5 * * * *");
     let r = answer(&plugins, "/mutate-batch-tutorial-kubebuilder-io-v1-cronjob", &review("CREATE", object.clone()));
@@ -117,7 +107,7 @@ fn defaulting_answers_with_a_json_patch() {
 
 #[test]
 fn a_review_that_does_not_decode_is_refused_as_invalid() {
-    let sandbox = host::sandbox::Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
+    let sandbox = operator_runtime::sandbox::Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
     let plugins = vec![common::load(&sandbox, "cronjob")];
     let r = answer(&plugins, VALIDATE, br#"{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": 7}}"#);
     assert_eq!(r["kind"], "AdmissionReview");
@@ -128,7 +118,7 @@ fn a_review_that_does_not_decode_is_refused_as_invalid() {
 
 #[test]
 fn an_unknown_path_is_refused() {
-    let sandbox = host::sandbox::Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
+    let sandbox = operator_runtime::sandbox::Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
     let plugins = vec![common::load(&sandbox, "cronjob")];
     let r = answer(&plugins, "/validate-nothing", &review("CREATE", cronjob("* * * * *")));
     assert_eq!(r["response"]["allowed"], false);
@@ -138,39 +128,10 @@ fn an_unknown_path_is_refused() {
 const VALIDATE: &str = "/validate-batch-tutorial-kubebuilder-io-v1-cronjob";
 
 async fn serve(dir: &Path, hosts: &[String]) -> Result<(SocketAddr, tokio::task::JoinHandle<()>), webhook::Error> {
-    let sandbox = host::sandbox::Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
-    let registry = host::registry::Registry::default();
+    let sandbox = operator_runtime::sandbox::Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
+    let registry = operator_runtime::registry::Registry::default();
     registry.insert("cronjob", common::load(&sandbox, "cronjob"));
     webhook::serve("127.0.0.1:0".parse().unwrap(), dir, hosts, registry, std::future::pending()).await
-}
-
-/// POSTs an AdmissionReview to `path` at `addr` over HTTPS, trusting only
-/// `ca_pem` and checking the certificate is valid for `server_name`.
-pub(crate) async fn post(addr: SocketAddr, server_name: &str, ca_pem: &str, path: &str, body: Vec<u8>) -> Result<Value, String> {
-    use http_body_util::BodyExt;
-    use rustls::pki_types::pem::PemObject;
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let name = rustls::pki_types::ServerName::try_from(server_name.to_string()).unwrap();
-    let tcp = tokio::net::TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(config)).connect(name, tcp).await.map_err(|e| format!("TLS: {e}"))?;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls)).await.map_err(|e| e.to_string())?;
-    tokio::spawn(conn);
-    let request = hyper::Request::post(path)
-        .header("host", server_name)
-        .header("content-type", "application/json")
-        .body(http_body_util::Full::new(bytes::Bytes::from(body)))
-        .unwrap();
-    let response = tokio::time::timeout(Duration::from_secs(60), sender.send_request(request)).await.unwrap().map_err(|e| e.to_string())?;
-    let body = response.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
-    serde_json::from_slice(&body).map_err(|e| format!("{e}: {}", String::from_utf8_lossy(&body)))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,20 +1,17 @@
-//! Validity re-checked on reconcile (seed 004): a CronJob stored with a bad
+//! Validity re-checked on reconcile: a CronJob stored with a bad
 //! schedule while no admission ran (the embedded server here has none
 //! registered, as a cluster before the webhook existed) is flagged, not
 //! reconciled, and is reconciled normally once fixed.
 
 use crate::common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use apiserver::ApiServer;
-use host::clock::SystemClock;
-use host::manager::{self, Options};
-use host::metrics::Metrics;
-use host::sandbox::Sandbox;
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams};
+use operator_runtime::manager;
+use operator_runtime::sandbox::Sandbox;
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(90);
@@ -47,11 +44,12 @@ async fn an_invalid_stored_cronjob_is_flagged_not_reconciled_until_it_is_fixed()
     let server = ApiServer::new();
     let sandbox = Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
     let client = server.kube_client();
-    // No host::embedded::register_admission: nothing checks the object on write.
-    let running =
-        manager::start(client.clone(), vec![common::load(&sandbox, "cronjob")], Options::default(), Arc::new(SystemClock), Arc::new(Metrics::new()))
-            .await
-            .unwrap_or_else(|e| panic!("manager: {}", host::error_chain(&e)));
+    // No embedded_cluster::register_admission: nothing checks the object on write.
+    let running = manager::Builder::new(client.clone())
+        .plugins(vec![common::load(&sandbox, "cronjob")])
+        .start()
+        .await
+        .unwrap_or_else(|e| panic!("manager: {}", operator_runtime::error_chain(&e)));
     tokio::time::timeout(WAIT, running.wait_synced()).await.expect("caches sync");
 
     let cjs = cronjobs(&client);
@@ -114,12 +112,14 @@ async fn a_cronjob_admitted_by_the_same_build_is_not_validated_again() {
     let sandbox = Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
     let client = server.kube_client();
     let plugin = common::load(&sandbox, "cronjob");
-    let registry = host::registry::Registry::default();
+    let registry = operator_runtime::registry::Registry::default();
     registry.insert("cronjob", plugin.clone());
-    host::embedded::register_admission(&server, &registry, &plugin);
-    let running = manager::start(client.clone(), vec![plugin.clone()], Options::default(), Arc::new(SystemClock), Arc::new(Metrics::new()))
+    embedded_cluster::register_admission(&server, &registry, &plugin);
+    let running = manager::Builder::new(client.clone())
+        .plugins(vec![plugin.clone()])
+        .start()
         .await
-        .unwrap_or_else(|e| panic!("manager: {}", host::error_chain(&e)));
+        .unwrap_or_else(|e| panic!("manager: {}", operator_runtime::error_chain(&e)));
     tokio::time::timeout(WAIT, running.wait_synced()).await.expect("caches sync");
 
     let cjs = cronjobs(&client);

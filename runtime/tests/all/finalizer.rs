@@ -6,16 +6,13 @@
 
 use crate::common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use apiserver::ApiServer;
-use host::clock::SystemClock;
-use host::manager::{self, Options, Running};
-use host::metrics::Metrics;
-use host::sandbox::Sandbox;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use operator_runtime::manager::{self, Running};
+use operator_runtime::sandbox::Sandbox;
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(90);
@@ -40,9 +37,11 @@ async fn start() -> (ApiServer, kube::Client, Running) {
     let sandbox = Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
     let plugins = vec![common::load(&sandbox, "finalizing"), common::load(&sandbox, "hello")];
     let client = server.kube_client();
-    let running = manager::start(client.clone(), plugins, Options::default(), Arc::new(SystemClock), Arc::new(Metrics::new()))
+    let running = manager::Builder::new(client.clone())
+        .plugins(plugins)
+        .start()
         .await
-        .unwrap_or_else(|e| panic!("manager: {}", host::error_chain(&e)));
+        .unwrap_or_else(|e| panic!("manager: {}", operator_runtime::error_chain(&e)));
     tokio::time::timeout(WAIT, running.wait_synced()).await.expect("caches sync");
     (server, client, running)
 }

@@ -8,16 +8,13 @@
 
 use crate::common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use apiserver::ApiServer;
-use host::clock::SystemClock;
-use host::manager::{self, Options, Running};
-use host::metrics::Metrics;
-use host::sandbox::Sandbox;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use operator_runtime::manager::{self, Options, Running};
+use operator_runtime::sandbox::Sandbox;
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(90);
@@ -47,7 +44,7 @@ fn watchers(client: &kube::Client) -> Api<DynamicObject> {
 async fn start(plugins: &[&str], max_related: Option<usize>) -> (ApiServer, kube::Client, Running) {
     let server = ApiServer::new();
     let sandbox = Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
-    let loaded = plugins
+    let loaded: Vec<_> = plugins
         .iter()
         .map(|p| match *p {
             "hello-js" => sandbox.load_file(&common::built_plugin("hello-js")).expect("load hello-js"),
@@ -59,9 +56,12 @@ async fn start(plugins: &[&str], max_related: Option<usize>) -> (ApiServer, kube
     if let Some(cap) = max_related {
         options.controller.max_related = cap;
     }
-    let running = manager::start(client.clone(), loaded, options, Arc::new(SystemClock), Arc::new(Metrics::new()))
+    let running = manager::Builder::new(client.clone())
+        .plugins(loaded)
+        .options(options)
+        .start()
         .await
-        .unwrap_or_else(|e| panic!("manager: {}", host::error_chain(&e)));
+        .unwrap_or_else(|e| panic!("manager: {}", operator_runtime::error_chain(&e)));
     tokio::time::timeout(WAIT, running.wait_synced()).await.expect("caches sync");
     (server, client, running)
 }
@@ -167,7 +167,7 @@ async fn a_write_to_a_related_object_is_refused() {
     );
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let cm = cms.get("cm-a").await.unwrap();
-    assert!(cm.metadata.labels.unwrap_or_default().get("touched").is_none(), "the related ConfigMap was not written");
+    assert!(!cm.metadata.labels.unwrap_or_default().contains_key("touched"), "the related ConfigMap was not written");
     running.shutdown(Duration::from_secs(30)).await;
 }
 
@@ -201,7 +201,7 @@ async fn a_contract_0_1_plugin_runs_unchanged_next_to_a_0_2_one() {
         running.controllers().iter().map(|c| (c.name().to_string(), c.plugin().info().contract_version.clone())).collect();
     assert!(versions.contains(&("hello-js".into(), "0.1.0".into())), "{versions:?}");
     assert!(versions.contains(&("related".into(), "0.2.0".into())), "{versions:?}");
-    // The 0.1 plugin keeps its child as before; the 0.2 one reads that child as related.
+    // The 0.1 plugin keeps writing its child; the 0.2 one reads that child as related.
     let hellos = Api::<DynamicObject>::namespaced_with(
         client.clone(),
         "default",

@@ -13,7 +13,7 @@
 //!
 //! The default test is the quick variant; the long one (the figures:
 //! at least 1,000 runs and 100 rollouts) is ignored by default:
-//! `cargo test --release -p host --test all fault_soak:: -- --ignored`. `SOAK_SEED=N`
+//! `cargo test --release -p operator-runtime --test all fault_soak:: -- --ignored`. `SOAK_SEED=N`
 //! changes the seed of the faults.
 
 use crate::common;
@@ -26,11 +26,10 @@ use apiserver::store::{Backend, BackendError, Event, EventType, ObjectKey};
 use apiserver::{ApiServer, Config, FaultSpec};
 use chrono::{DateTime, Utc};
 use common::soak::{Change, Ledger, complete, cronjob, image_patch, mydeployment, rolled_out};
-use host::clock::TokioClock;
-use host::manager::{self, Options};
-use host::metrics::Metrics;
-use host::sandbox::Sandbox;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use operator_runtime::clock::TokioClock;
+use operator_runtime::manager;
+use operator_runtime::sandbox::Sandbox;
 use serde_json::Value;
 
 /// Every fault the server knows, at once. Shares are per matching request.
@@ -130,20 +129,24 @@ fn soak(w: Workload) {
         let start = DateTime::parse_from_rfc3339(START).unwrap().with_timezone(&Utc);
         let clock = TokioClock::starting_at(start);
         let ledger = Arc::new(Mutex::new(Ledger::default()));
-        let server = ApiServer::with_backend(Config { clock: Arc::new(clock.clone()), ..Config::default() }, Box::new(Observer(ledger.clone())));
+        let server = ApiServer::with_backend(Config { clock: Arc::new(clock), ..Config::default() }, Box::new(Observer(ledger.clone())));
         let cluster = apiserver::cluster::start(&server, apiserver::ClusterConfig::default());
         let sandbox = Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
-        let registry = host::registry::Registry::default();
+        let registry = operator_runtime::registry::Registry::default();
         let mut keyed = Vec::new();
         for name in ["cronjob", "mydeployment"] {
             let p = common::load(&sandbox, name);
             registry.insert(name, p.clone());
-            host::embedded::register_admission(&server, &registry, &p);
+            embedded_cluster::register_admission(&server, &registry, &p);
             keyed.push((name.to_string(), p));
         }
-        let running = manager::start_keyed(server.kube_client(), keyed, Options::default(), Arc::new(clock), Arc::new(Metrics::new()), registry)
+        let running = manager::Builder::new(server.kube_client())
+            .plugins_by_source(keyed)
+            .clock(Arc::new(clock))
+            .registry(registry)
+            .start()
             .await
-            .unwrap_or_else(|e| panic!("manager: {}", host::error_chain(&e)));
+            .unwrap_or_else(|e| panic!("manager: {}", operator_runtime::error_chain(&e)));
         running.wait_synced().await;
 
         server.faults().set_seed(seed);
@@ -184,6 +187,8 @@ fn soak(w: Workload) {
         // minute still being retried, the last Pods terminating).
         tokio::time::sleep(Duration::from_secs(120)).await;
 
+        // The ledger is read, then released before the host shuts down.
+        {
         let l = ledger.lock().unwrap();
         let (mut runs, mut lost) = (0, Vec::new());
         for (name, at) in &created {
@@ -234,7 +239,7 @@ fn soak(w: Workload) {
         for rule in faults["rules"].as_array().unwrap() {
             assert!(rule["injected"].as_u64().unwrap() > 0, "fault {} never fired: {faults}", rule["spec"]);
         }
-        drop(l);
+        }
         running.shutdown(Duration::from_secs(30)).await;
         cluster.stop().await;
     });
@@ -246,7 +251,7 @@ fn under_every_fault_at_once_no_run_is_lost_or_doubled_and_max_surge_holds() {
 }
 
 #[test]
-#[ignore = "long soak (the issue's figures, a few minutes): cargo test --release -p host --test all fault_soak:: -- --ignored"]
+#[ignore = "long soak (the issue's figures, a few minutes): cargo test --release -p operator-runtime --test all fault_soak:: -- --ignored"]
 fn over_a_thousand_runs_and_a_hundred_rollouts_under_faults_nothing_is_lost_or_doubled() {
     soak(Workload { name: "long", cronjobs: 20, minutes: 60, mydeployments: 10, rollouts_each: 10 });
 }

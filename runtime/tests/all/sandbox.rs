@@ -7,8 +7,8 @@ use crate::common;
 use std::time::{Duration, Instant};
 
 use common::{config, load, wasm, wasm_for};
-use host::sandbox::{CacheOutcome, CallError, LoadError, LoadedPlugin, PrecompiledCache, Sandbox, SandboxConfig, Tier, Tiering};
 use operator_plugin_sdk::{Action, json};
+use operator_runtime::sandbox::{CacheOutcome, CallError, LoadError, LoadedPlugin, PrecompiledCache, Sandbox, SandboxConfig, Tier, Tiering};
 
 const DEADLINE: Duration = Duration::from_millis(300);
 const NOW: i64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
@@ -269,7 +269,7 @@ fn a_second_load_uses_the_cache_and_a_corrupt_artifact_is_rebuilt() {
 #[test]
 fn a_plugin_of_another_contract_major_is_refused_naming_both_versions() {
     let sandbox = Sandbox::new(config(DEADLINE)).unwrap();
-    let err = sandbox.load_file(&wasm("contract-v1")).err().expect("must be refused");
+    let err = sandbox.load_file(&wasm("contract-v1")).expect_err("must be refused");
     assert!(matches!(err, LoadError::ContractMismatch { .. }), "{err:?}");
     let message = err.to_string();
     assert!(message.contains("operator:plugin@1.0.0") && message.contains("operator:plugin@0.1.x"), "{message}");

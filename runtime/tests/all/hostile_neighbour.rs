@@ -16,17 +16,14 @@
 
 use crate::common;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use apiserver::ApiServer;
-use host::clock::SystemClock;
-use host::manager::{self, Options, Running};
-use host::metrics::Metrics;
-use host::sandbox::Sandbox;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
+use operator_runtime::manager::{self, Running};
+use operator_runtime::sandbox::Sandbox;
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(120);
@@ -83,9 +80,11 @@ impl Env {
         let good = sandbox.load_file(&common::built_plugin("mydeployment")).unwrap();
         let client = server.kube_client();
         common::install_hostile_crd(client.clone()).await;
-        let running = manager::start(client.clone(), vec![hostile, good], Options::default(), Arc::new(SystemClock), Arc::new(Metrics::new()))
+        let running = manager::Builder::new(client.clone())
+            .plugins(vec![hostile, good])
+            .start()
             .await
-            .unwrap_or_else(|e| panic!("manager: {}", host::error_chain(&e)));
+            .unwrap_or_else(|e| panic!("manager: {}", operator_runtime::error_chain(&e)));
         tokio::time::timeout(WAIT, running.wait_synced()).await.expect("caches sync");
         Env { _server: server, client, running }
     }
@@ -229,9 +228,9 @@ async fn a_looping_validate_does_not_stall_other_requests() {
     let server = ApiServer::new();
     let sandbox = Sandbox::new(common::config(DEADLINE)).unwrap();
     let hostile = common::load(&sandbox, "hostile");
-    let registry = host::registry::Registry::default();
+    let registry = operator_runtime::registry::Registry::default();
     registry.insert("hostile", hostile.clone());
-    host::embedded::register_admission(&server, &registry, &hostile);
+    embedded_cluster::register_admission(&server, &registry, &hostile);
     let client = server.kube_client();
     common::install_hostile_crd(client.clone()).await;
 

@@ -7,17 +7,14 @@
 
 use crate::common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use apiserver::ApiServer;
-use host::clock::SystemClock;
-use host::manager::{self, Options, Running};
-use host::metrics::Metrics;
-use host::sandbox::Sandbox;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
+use operator_runtime::manager::{self, Running};
+use operator_runtime::sandbox::Sandbox;
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(90);
@@ -35,9 +32,11 @@ impl Env {
         let plugin = common::load(&sandbox, "hostile");
         let client = server.kube_client();
         common::install_hostile_crd(client.clone()).await;
-        let running = manager::start(client.clone(), vec![plugin], Options::default(), Arc::new(SystemClock), Arc::new(Metrics::new()))
+        let running = manager::Builder::new(client.clone())
+            .plugins(vec![plugin])
+            .start()
             .await
-            .unwrap_or_else(|e| panic!("manager: {}", host::error_chain(&e)));
+            .unwrap_or_else(|e| panic!("manager: {}", operator_runtime::error_chain(&e)));
         tokio::time::timeout(WAIT, running.wait_synced()).await.expect("caches sync");
         Env { _server: server, client, running }
     }

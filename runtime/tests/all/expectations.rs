@@ -12,16 +12,16 @@ use std::time::Duration;
 
 use apiserver::ApiServer;
 use futures::StreamExt;
-use host::clock::SystemClock;
-use host::controller::cache::KindCache;
-use host::controller::{self, Controller};
-use host::metrics::Metrics;
-use host::sandbox::Sandbox;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
 use kube::runtime::watcher::{self, Event};
 use operator_plugin_sdk::GroupVersionKind;
+use operator_runtime::clock::SystemClock;
+use operator_runtime::controller::cache::KindCache;
+use operator_runtime::controller::{self, Controller};
+use operator_runtime::metrics::Metrics;
+use operator_runtime::sandbox::Sandbox;
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(90);
@@ -34,7 +34,7 @@ async fn a_lagging_pod_cache_does_not_make_the_controller_create_duplicate_pods(
     let sandbox = Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
     let plugin = common::load(&sandbox, "mydeployment");
     for crd in &plugin.manifest().crds {
-        host::manager::install_crd(&client, "mydeployment", crd, Duration::from_secs(30)).await.unwrap();
+        operator_runtime::manager::install_crd(&client, "mydeployment", crd, Duration::from_secs(30)).await.unwrap();
     }
     let md_ar = ApiResource {
         group: "apps.example.com".into(),

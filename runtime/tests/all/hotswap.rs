@@ -17,15 +17,14 @@ use kube::Api;
 use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use host::clock::SystemClock;
-use host::events::Recorder;
-use host::hotswap::configmap::{self, Selection};
-use host::hotswap::trust::Policy;
-use host::hotswap::{Origin, Reloader, files, rollback};
-use host::manager::{self, Options, Running};
-use host::metrics::Metrics;
-use host::registry::Registry;
-use host::sandbox::Sandbox;
+use operator_runtime::clock::SystemClock;
+use operator_runtime::events::Recorder;
+use operator_runtime::hotswap::configmap::{self, Selection};
+use operator_runtime::hotswap::trust::Policy;
+use operator_runtime::hotswap::{Origin, Reloader, files, rollback};
+use operator_runtime::manager::{self, Options, Running};
+use operator_runtime::metrics::Metrics;
+use operator_runtime::sandbox::Sandbox;
 
 pub const WAIT: Duration = Duration::from_secs(60);
 const NS: &str = "default";
@@ -71,11 +70,11 @@ impl Env {
         let server = ApiServer::new();
         let client = server.kube_client();
         let metrics = Arc::new(Metrics::new());
-        let clock: host::clock::SharedClock = Arc::new(SystemClock);
+        let clock: operator_runtime::clock::SharedClock = Arc::new(SystemClock);
         let options = Options { resync: Duration::from_secs(3600), ..Options::default() };
         // Stamped now, as `host run` does before it reads the files.
         let file_watch = (!files.is_empty()).then(|| files::FileWatch::new(files));
-        let manager = manager::start_keyed(client.clone(), vec![], options, clock.clone(), metrics.clone(), Registry::default()).await.unwrap();
+        let manager = manager::Builder::new(client.clone()).options(options).clock(clock.clone()).metrics(metrics.clone()).start().await.unwrap();
         let sandbox = Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
         let (tx, rx) = tokio::sync::mpsc::channel(16);
         let selection = Selection::Named { namespace: NS.into(), name: SOURCE.into() };

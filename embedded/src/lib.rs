@@ -1,5 +1,6 @@
-//! `host run --embedded`: the project's own API server in-process, served
-//! over HTTP on loopback with a kubeconfig for kubectl, and each plugin's
+//! The embedded cluster as `host run --embedded` runs it: the project's own
+//! API server in-process, served over HTTP on loopback with a kubeconfig for
+//! kubectl, its simulated cluster parts beside it, and each plugin's
 //! `default` and `validate` registered as in-process admission for its
 //! parent kind (what a webhook does on a real cluster).
 
@@ -10,8 +11,8 @@ use apiserver::{ApiServer, Cause, ClusterConfig, ClusterHandle, Config, Denial, 
 use futures::FutureExt;
 use serde_json::Value;
 
-use crate::registry::Registry;
-use crate::sandbox::LoadedPlugin;
+use operator_runtime::registry::Registry;
+use operator_runtime::sandbox::LoadedPlugin;
 
 /// A running embedded cluster.
 pub struct Embedded {

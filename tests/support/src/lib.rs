@@ -1,18 +1,23 @@
-//! Shared helpers for the host's integration tests: where the built plugins
-//! are, and a sandbox with test limits.
+//! Shared helpers of the runtime's and the host's integration tests (a
+//! dev-dependency of both): where the built plugins are, a sandbox with test
+//! limits, waiting for a condition, the Hostile test CRD, Events, per-process
+//! plugin caches; [`process`] for tests that run the `host` binary and
+//! [`soak`] for the soak suites' ledger; [`admission`] to call a webhook as
+//! kube-apiserver does.
 
-#![allow(dead_code)]
-
+pub mod admission;
 pub mod process;
 pub mod soak;
+pub mod trust_keys;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use host::sandbox::{LoadedPlugin, PrecompiledCache, Sandbox, SandboxConfig};
+use operator_runtime::sandbox::{LoadedPlugin, PrecompiledCache, Sandbox, SandboxConfig};
 
+/// The workspace's root directory (this crate is `tests/support` in it).
 pub fn workspace_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("host/ has a parent").to_path_buf()
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).expect("tests/support/ is two levels below the workspace root").to_path_buf()
 }
 
 fn target_dir() -> PathBuf {
@@ -36,7 +41,12 @@ pub fn config(deadline: Duration) -> SandboxConfig {
 }
 
 pub fn load(sandbox: &Sandbox, crate_name: &str) -> LoadedPlugin {
-    sandbox.load_file(&wasm(crate_name)).unwrap_or_else(|e| panic!("load {crate_name}: {}", host::error_chain(&e)))
+    sandbox.load_file(&wasm(crate_name)).unwrap_or_else(|e| panic!("load {crate_name}: {}", operator_runtime::error_chain(&e)))
+}
+
+/// The hello plugin in each language, by label: Rust, JavaScript, Python.
+pub fn hello_in_each_language() -> [(&'static str, PathBuf); 3] {
+    [("rust", wasm("hello")), ("javascript", built_plugin("hello-js")), ("python", built_plugin("hello-py"))]
 }
 
 /// A plugin built by `cargo xtask build` into `target/plugins/` (the shipped
@@ -84,7 +94,22 @@ pub async fn install_hostile_crd(client: kube::Client) {
             "versions": [{"name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
                 "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
     });
-    host::manager::install_crd(&client, "test", &crd, Duration::from_secs(30)).await.unwrap();
+    operator_runtime::manager::install_crd(&client, "test", &crd, Duration::from_secs(30)).await.unwrap();
+}
+
+/// The Lease `name` in `default`, if there is one.
+pub async fn lease(client: &kube::Client, name: &str) -> Option<k8s_openapi::api::coordination::v1::Lease> {
+    kube::Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(client.clone(), "default").get_opt(name).await.unwrap()
+}
+
+/// Who holds the Lease `name` in `default` (empty when nobody or no Lease).
+pub async fn lease_holder(client: &kube::Client, name: &str) -> String {
+    lease(client, name).await.and_then(|l| l.spec?.holder_identity).unwrap_or_default()
+}
+
+/// How often the Lease `name` in `default` changed hands (-1 without a Lease).
+pub async fn lease_transitions(client: &kube::Client, name: &str) -> i32 {
+    lease(client, name).await.and_then(|l| l.spec?.lease_transitions).unwrap_or(-1)
 }
 
 /// The first `events.k8s.io` Event in `default` about the object with `uid`

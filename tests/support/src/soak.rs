@@ -290,7 +290,7 @@ pub fn cronjob(name: &str, duration: &str, history: Option<i64>) -> Value {
 /// TerminationComplete`; image `app:v0`.
 pub fn mydeployment(i: usize) -> (Value, Bound) {
     let replicas = 3 + (i % 3) as i64;
-    let surge = if i % 2 == 0 { json!(1) } else { json!("50%") };
+    let surge = if i.is_multiple_of(2) { json!(1) } else { json!("50%") };
     let policy = if i % 4 < 2 { "TerminationStarted" } else { "TerminationComplete" };
     let name = format!("md-{i}");
     let md = json!({

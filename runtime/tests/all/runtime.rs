@@ -9,14 +9,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use apiserver::ApiServer;
-use host::clock::SystemClock;
-use host::manager::{self, Options, Running};
-use host::metrics::Metrics;
-use host::sandbox::Sandbox;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use operator_runtime::clock::SystemClock;
+use operator_runtime::manager::{self, Options, Running};
+use operator_runtime::sandbox::Sandbox;
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(90);
@@ -48,7 +47,7 @@ impl Env {
         Self::start_clocked(plugins, options, Arc::new(SystemClock), before).await
     }
 
-    async fn start_clocked<F, Fut>(plugins: &[&str], options: Options, clock: host::clock::SharedClock, before: F) -> Env
+    async fn start_clocked<F, Fut>(plugins: &[&str], options: Options, clock: operator_runtime::clock::SharedClock, before: F) -> Env
     where
         F: FnOnce(kube::Client) -> Fut,
         Fut: std::future::Future<Output = ()>,
@@ -56,17 +55,22 @@ impl Env {
         let server = ApiServer::new();
         let sandbox = Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
         let plugins: Vec<_> = plugins.iter().map(|p| common::load(&sandbox, p)).collect();
-        let registry = host::registry::Registry::default();
+        let registry = operator_runtime::registry::Registry::default();
         let keyed: Vec<_> = plugins.into_iter().map(|p| (p.name().to_string(), p)).collect();
         for (id, p) in &keyed {
             registry.insert(id, p.clone());
-            host::embedded::register_admission(&server, &registry, p);
+            embedded_cluster::register_admission(&server, &registry, p);
         }
         let client = server.kube_client();
         before(client.clone()).await;
-        let running = manager::start_keyed(client.clone(), keyed, options, clock, Arc::new(Metrics::new()), registry)
+        let running = manager::Builder::new(client.clone())
+            .plugins_by_source(keyed)
+            .options(options)
+            .clock(clock)
+            .registry(registry)
+            .start()
             .await
-            .unwrap_or_else(|e| panic!("manager: {}", host::error_chain(&e)));
+            .unwrap_or_else(|e| panic!("manager: {}", operator_runtime::error_chain(&e)));
         tokio::time::timeout(WAIT, running.wait_synced()).await.expect("caches sync");
         Env { server, client, running: Some(running) }
     }
@@ -353,7 +357,7 @@ async fn two_plugins_claiming_one_parent_kind_are_refused() {
     let server = ApiServer::new();
     let sandbox = Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
     let plugins = vec![common::load(&sandbox, "hello"), common::load(&sandbox, "hello")];
-    let err = manager::start(server.kube_client(), plugins, Options::default(), Arc::new(SystemClock), Arc::new(Metrics::new())).await.unwrap_err();
+    let err = manager::Builder::new(server.kube_client()).plugins(plugins).start().await.unwrap_err();
     assert_eq!(err.exit_code(), 2);
     assert!(err.to_string().contains("both reconcile"), "{err}");
 }
@@ -563,7 +567,7 @@ async fn a_panicking_plugin_is_contained_and_counted_by_kind() {
 async fn the_plugin_sees_the_host_clock_so_a_minutely_cronjob_runs_when_the_clock_says_so() {
     // The host's clock is 61 s ahead of the API server's: the first */1 run
     // is already due when the CronJob is created.
-    let clock = Arc::new(host::clock::ManualClock::new(chrono::Utc::now()));
+    let clock = Arc::new(operator_runtime::clock::ManualClock::new(chrono::Utc::now()));
     let env = Env::start_clocked(&["cronjob"], Options::default(), clock.clone(), |_| async {}).await;
     let cjs = env.api("batch.tutorial.kubebuilder.io/v1", "CronJob", "cronjobs");
     let mut cj = sample("plugins/cronjob/samples/batch_v1_cronjob.yaml");
@@ -641,8 +645,8 @@ async fn a_create_whose_name_is_taken_by_an_unowned_object_is_an_error_not_done(
 /// reference never requeues the parent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_already_exists_the_cache_has_not_seen_yet_is_checked_with_the_api_server() {
-    use host::actions::{Executor, Existing, Lookup, Write};
     use operator_plugin_sdk::GroupVersionKind;
+    use operator_runtime::actions::{Executor, Existing, Lookup, Write};
     struct NotSeenYet;
     impl Lookup for NotSeenYet {
         fn find(&self, _: &GroupVersionKind, _: &str, _: &str) -> Option<Existing> {
@@ -662,8 +666,8 @@ async fn an_already_exists_the_cache_has_not_seen_yet_is_checked_with_the_api_se
     }
     let gvk = GroupVersionKind { group: String::new(), version: "v1".into(), kind: "ConfigMap".into() };
     let resources = [(gvk.clone(), ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()))].into();
-    let recorder = host::events::Recorder::new(client.clone(), "test", Arc::new(SystemClock));
-    let regarding = host::events::Regarding {
+    let recorder = operator_runtime::events::Recorder::new(client.clone(), "test", Arc::new(SystemClock));
+    let regarding = operator_runtime::events::Regarding {
         api_version: "example.operator.dev/v1alpha1".into(),
         kind: "Hello".into(),
         namespace: "default".into(),

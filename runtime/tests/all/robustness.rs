@@ -9,8 +9,8 @@ use crate::common;
 
 use std::time::Duration;
 
-use host::sandbox::{CallError, LoadedPlugin, Sandbox};
 use operator_plugin_sdk::testing::robustness::{self, Subject};
+use operator_runtime::sandbox::{CallError, LoadedPlugin, Sandbox};
 
 struct InSandbox(LoadedPlugin);
 
