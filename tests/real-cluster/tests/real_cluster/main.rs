@@ -5,6 +5,7 @@
 //! Without Go each test is skipped loudly (see `real_cluster::binaries`).
 
 mod admission;
+mod book;
 mod common;
 mod faults;
 mod fixture;
