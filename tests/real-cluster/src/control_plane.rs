@@ -32,11 +32,12 @@ pub struct Builder {
     pods_run: bool,
     apiserver_flags: Vec<String>,
     keep_on_failure: bool,
+    disabled_controllers: Vec<String>,
 }
 
 impl Default for Builder {
     fn default() -> Self {
-        Builder { pods_run: true, apiserver_flags: Vec::new(), keep_on_failure: true }
+        Builder { pods_run: true, apiserver_flags: Vec::new(), keep_on_failure: true, disabled_controllers: Vec::new() }
     }
 }
 
@@ -51,6 +52,14 @@ impl Builder {
     /// An extra kube-apiserver flag, e.g. `--etcd-compaction-interval=30s`.
     pub fn apiserver_flag(mut self, flag: &str) -> Self {
         self.apiserver_flags.push(flag.to_string());
+        self
+    }
+
+    /// Runs kube-controller-manager without one of its controllers (its
+    /// `--controllers` name, e.g. `job-controller`), for a test that plays
+    /// that controller itself.
+    pub fn without_controller(mut self, name: &str) -> Self {
+        self.disabled_controllers.push(name.to_string());
         self
     }
 
@@ -159,7 +168,10 @@ impl ControlPlane {
         let controller_manager = Spec::new("kube-controller-manager", plane.binaries.path("kube-controller-manager")).args([
             format!("--kubeconfig={kubeconfig}"),
             "--leader-elect=false".to_string(),
-            "--controllers=*".to_string(),
+            std::iter::once("--controllers=*".to_string())
+                .chain(builder.disabled_controllers.iter().map(|c| format!("-{c}")))
+                .collect::<Vec<_>>()
+                .join(","),
             format!("--service-account-private-key-file={}", pki.service_account_key.display()),
             format!("--root-ca-file={}", pki.ca_cert.display()),
             "--bind-address=127.0.0.1".to_string(),
