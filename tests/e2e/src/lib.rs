@@ -203,3 +203,20 @@ pub fn go() -> Option<PathBuf> {
     let go = PathBuf::from("go");
     Command::new(&go).arg("version").output().ok().filter(|o| o.status.success()).map(|_| go)
 }
+
+/// `go test` in `tests/book` against the cluster `kubeconfig` names (any cluster where the
+/// cronjob plugin runs); fails with Go's output when it fails.
+pub fn book_test_passes_against(go: &Path, kubeconfig: &Path) {
+    let out = std::process::Command::new(go)
+        .current_dir(repo_file("tests/book"))
+        .args(["test", "-count=1", "-timeout=5m", "-v", "./..."])
+        .env("KUBECONFIG", kubeconfig)
+        .env_remove("USE_EXISTING_CLUSTER")
+        .env_remove("BOOK_TEST_NAMESPACE")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run go test");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "go test in tests/book failed ({}):\n{text}", out.status);
+    assert!(text.contains("--- PASS: TestCronJobControllerKeepsStatusConditionsAndHistoryLimits"), "the Go test did not run:\n{text}");
+}

@@ -4,9 +4,7 @@
 //! (`--api-server-only`, as envtest). The Go test reads only `KUBECONFIG`. Where Go is absent
 //! each test says so on stderr and records the skip (`e2e::record_skip`).
 
-use e2e::{Host, go, record_skip, repo_file};
-use std::path::Path;
-use std::process::{Command, Stdio};
+use e2e::{Host, book_test_passes_against, go, record_skip};
 
 /// Starts the host with `host_args` and runs `go test` in `tests/book` against it; fails with
 /// Go's output when it fails.
@@ -17,23 +15,6 @@ fn book_test_passes_against_a_host_with(host_args: &[&str], test: &str) {
     };
     let host = Host::start(host_args);
     book_test_passes_against(&go, &host.kubeconfig);
-}
-
-/// `go test` in `tests/book` against the cluster `kubeconfig` names (any cluster where the
-/// cronjob plugin runs); fails with Go's output when it fails.
-pub fn book_test_passes_against(go: &Path, kubeconfig: &Path) {
-    let out = Command::new(go)
-        .current_dir(repo_file("tests/book"))
-        .args(["test", "-count=1", "-timeout=5m", "-v", "./..."])
-        .env("KUBECONFIG", kubeconfig)
-        .env_remove("USE_EXISTING_CLUSTER")
-        .env_remove("BOOK_TEST_NAMESPACE")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run go test");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "go test in tests/book failed ({}):\n{text}", out.status);
-    assert!(text.contains("--- PASS: TestCronJobControllerKeepsStatusConditionsAndHistoryLimits"), "the Go test did not run:\n{text}");
 }
 
 #[test]

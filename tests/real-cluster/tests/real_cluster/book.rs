@@ -7,9 +7,7 @@
 //! two Pods really runs them (kwok), completes, and joins the successful
 //! history the test counts. The Go test reads only `KUBECONFIG`.
 
-use std::process::{Command, Stdio};
-
-use real_cluster::{ControlPlane, built, repo_file};
+use real_cluster::{ControlPlane, built};
 
 use crate::common::{CRONJOB_CRD, wait_for_crds};
 
@@ -21,16 +19,5 @@ fn the_books_cronjob_test_passes_against_the_host_on_a_real_control_plane() {
     host.wait_ready();
     wait_for_crds(&cluster.admin(), &[CRONJOB_CRD]);
     // The control plane was built with Go, so `go` is on PATH here.
-    let out = Command::new("go")
-        .current_dir(repo_file("tests/book"))
-        .args(["test", "-count=1", "-timeout=5m", "-v", "./..."])
-        .env("KUBECONFIG", &cluster.kubeconfig)
-        .env_remove("USE_EXISTING_CLUSTER")
-        .env_remove("BOOK_TEST_NAMESPACE")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run go test");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "go test in tests/book failed ({}):\n{text}", out.status);
-    assert!(text.contains("--- PASS: TestCronJobControllerKeepsStatusConditionsAndHistoryLimits"), "the Go test did not run:\n{text}");
+    e2e::book_test_passes_against(std::path::Path::new("go"), &cluster.kubeconfig);
 }
