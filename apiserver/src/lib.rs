@@ -22,7 +22,7 @@ pub mod auth;
 pub mod bootstrap;
 pub mod builtin_schema;
 pub mod clock;
-pub mod cluster;
+
 pub mod config;
 pub mod convert;
 pub mod crd;
@@ -57,7 +57,7 @@ pub mod yaml;
 pub use admission::{Admission, Denial};
 pub use auth::{Access, Refusal, UserInfo};
 pub use clock::{Clock, SystemClock};
-pub use cluster::{ClusterConfig, ClusterHandle};
+
 pub use config::Config;
 pub use faults::{Fault, FaultAction, FaultId, FaultSpec, Faults};
 pub use kubeconfig::{kubeconfig_yaml, write_kubeconfig};

@@ -14,7 +14,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use apiserver::{ApiServer, ClusterConfig};
+use apiserver::ApiServer;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
@@ -23,6 +23,7 @@ use operator_runtime::manager;
 use operator_runtime::registry::Registry;
 use operator_runtime::sandbox::LoadedPlugin;
 use serde_json::{Value, json};
+use simulated_cluster::ClusterConfig;
 
 use crate::stats::Summary;
 use crate::workload::Kind;
@@ -282,7 +283,7 @@ pub async fn run_once(plugins: &Plugins, kind: Kind, variant: Variant, count: us
         Kind::MyDeployment => {
             let nodes = (count * 3).div_ceil(100).max(1);
             let config = ClusterConfig { nodes, ready_after: Duration::ZERO, jobs: false, ..ClusterConfig::default() };
-            (Arc::new(SystemClock), Some(apiserver::cluster::start(&server, config)))
+            (Arc::new(SystemClock), Some(simulated_cluster::start(&server, config)))
         }
     };
     let goal = match kind {

@@ -7,9 +7,10 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use apiserver::{ApiServer, Cause, ClusterConfig, ClusterHandle, Config, Denial, FaultSpec, PersistError, ServerHandle};
+use apiserver::{ApiServer, Cause, Config, Denial, FaultSpec, PersistError, ServerHandle};
 use futures::FutureExt;
 use serde_json::Value;
+use simulated_cluster::{ClusterConfig, ClusterHandle};
 
 use operator_runtime::registry::Registry;
 use operator_runtime::sandbox::LoadedPlugin;
@@ -95,7 +96,7 @@ pub async fn start_with_clock(port: u16, kubeconfig: &Path, options: &Options, c
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let handle = server.serve_on(addr).await.map_err(|source| StartError::Io { what: format!("serving on {addr}"), source })?;
     handle.write_kubeconfig(kubeconfig).map_err(|source| StartError::Io { what: format!("writing {}", kubeconfig.display()), source })?;
-    let cluster = apiserver::cluster::start(&server, options.cluster.clone());
+    let cluster = simulated_cluster::start(&server, options.cluster.clone());
     let own = (kubeconfig == default_kubeconfig_path()).then(|| OwnKubeconfig(kubeconfig.to_path_buf()));
     Ok(Embedded { server, handle, kubeconfig: kubeconfig.to_path_buf(), cluster, _own_kubeconfig: own })
 }

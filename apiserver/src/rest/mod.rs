@@ -806,7 +806,7 @@ impl Core {
 /// registered, so the write never waits), the server's side-effect writes and the simulated
 /// controllers' passes. Only a hook registered for the kind written makes it wait.
 /// Unlike `futures::executor::block_on` it may nest (a write's side effects write too).
-pub(crate) fn wait<T>(write: impl std::future::Future<Output = T>) -> T {
+pub fn wait<T>(write: impl std::future::Future<Output = T>) -> T {
     use std::task::{Context, Poll, Wake, Waker};
     struct Unpark(std::thread::Thread);
     impl Wake for Unpark {

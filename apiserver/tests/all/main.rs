@@ -7,8 +7,6 @@
 #[path = "../common/mod.rs"]
 mod common;
 
-mod cluster;
-mod deployments;
 mod fault_control;
 mod faults;
 mod fidelity;

@@ -301,38 +301,3 @@ async fn every_acknowledged_write_survives_kill_9_and_nothing_is_half_written() 
     assert!(unacked <= WRITERS, "at most one unacknowledged create per writer: {unacked}");
     println!("{} acknowledged writes before kill -9, all present after restart", acked.len());
 }
-
-#[tokio::test]
-async fn dependents_of_an_owner_deleted_before_a_restart_are_collected_by_the_collector_after_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let cm = |name: &str, owner: Option<&Value>| {
-        let mut body = json!({"metadata": {"name": name}});
-        if let Some(o) = owner {
-            body["metadata"]["ownerReferences"] =
-                json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": o["metadata"]["name"], "uid": o["metadata"]["uid"]}]);
-        }
-        body
-    };
-    const CMS: &str = "/api/v1/namespaces/default/configmaps";
-    {
-        // The host is "down": no cluster parts run next to this server.
-        let server = open(dir.path());
-        let (_, parent) = common::post(&server, CMS, cm("parent", None)).await;
-        let (_, child) = common::post(&server, CMS, cm("child", Some(&parent))).await;
-        assert_eq!(common::post(&server, CMS, cm("grandchild", Some(&child))).await.0, 201);
-        assert_eq!(common::delete(&server, &format!("{CMS}/parent"), None).await.0, 200);
-    }
-    {
-        let server = reopen(dir.path()).await;
-        assert_eq!(common::get(&server, &format!("{CMS}/grandchild")).await.0, 200, "nothing collected while down");
-        let cluster = apiserver::cluster::start(&server, apiserver::ClusterConfig { nodes: 0, jobs: false, ..Default::default() });
-        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
-        while common::get(&server, &format!("{CMS}/child")).await.0 != 404 || common::get(&server, &format!("{CMS}/grandchild")).await.0 != 404 {
-            assert!(tokio::time::Instant::now() < deadline, "the dependents are still there");
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-        cluster.stop().await;
-    }
-    let server = reopen(dir.path()).await;
-    assert_eq!(common::get(&server, &format!("{CMS}/child")).await.0, 404, "the collection was persisted");
-}

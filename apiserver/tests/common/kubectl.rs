@@ -1,15 +1,13 @@
-//! The real kubectl (/usr/bin/kubectl) against a server of this crate over HTTP: one server (and,
-//! if asked, the simulated cluster) per test, a kubeconfig and kubectl's cache in a temporary
-//! directory.
+//! The real kubectl (/usr/bin/kubectl) against an API server over HTTP: one server per test, a
+//! kubeconfig and kubectl's cache in a temporary directory. The simulated cluster's tests use it
+//! too and keep their controllers next to it.
 
-use apiserver::cluster::{self, ClusterConfig, ClusterHandle};
 use apiserver::{ApiServer, ServerHandle};
 use serde_json::Value;
 use std::path::PathBuf;
 
 pub struct Cluster {
     pub server: ApiServer,
-    pub cluster: Option<ClusterHandle>,
     pub handle: ServerHandle,
     pub dir: tempfile::TempDir,
 }
@@ -35,22 +33,15 @@ impl Out {
 impl Cluster {
     /// The API server alone.
     pub async fn start() -> Cluster {
-        Cluster::serve(ApiServer::new(), None).await
-    }
-
-    /// The API server with the simulated cluster.
-    pub async fn simulated(config: ClusterConfig) -> Cluster {
-        let server = ApiServer::new();
-        let cluster = cluster::start(&server, config);
-        Cluster::serve(server, Some(cluster)).await
+        Cluster::serve(ApiServer::new()).await
     }
 
     /// `server` over HTTP on a free port, with a kubeconfig for it.
-    pub async fn serve(server: ApiServer, cluster: Option<ClusterHandle>) -> Cluster {
+    pub async fn serve(server: ApiServer) -> Cluster {
         let handle = server.serve().await.unwrap();
         let dir = tempfile::tempdir().unwrap();
         handle.write_kubeconfig(dir.path().join("kubeconfig")).unwrap();
-        Cluster { server, cluster, handle, dir }
+        Cluster { server, handle, dir }
     }
 
     /// A file in the test's directory.

@@ -1,11 +1,12 @@
 //! Flags of `host run --embedded` for the embedded cluster: where its store lives, which
 //! faults its API server injects, and what the simulated cluster parts do
-//! (`apiserver::ClusterConfig`).
+//! (`simulated_cluster::ClusterConfig`).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use apiserver::{ClusterConfig, FaultSpec};
+use apiserver::FaultSpec;
+use simulated_cluster::ClusterConfig;
 
 use super::parse_duration;
 use embedded_cluster::Options;

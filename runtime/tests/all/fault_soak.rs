@@ -130,7 +130,7 @@ fn soak(w: Workload) {
         let clock = TokioClock::starting_at(start);
         let ledger = Arc::new(Mutex::new(Ledger::default()));
         let server = ApiServer::with_backend(Config { clock: Arc::new(clock), ..Config::default() }, Box::new(Observer(ledger.clone())));
-        let cluster = apiserver::cluster::start(&server, apiserver::ClusterConfig::default());
+        let cluster = simulated_cluster::start(&server, simulated_cluster::ClusterConfig::default());
         let sandbox = Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
         let registry = operator_runtime::registry::Registry::default();
         let mut keyed = Vec::new();

@@ -124,9 +124,12 @@ async fn simulate(
     // the garbage collector's full scans over a long run.
     // A fixed pass spacing: one scaled by wall-clock pass time would make the
     // timeline depend on the machine.
-    let cluster_config =
-        apiserver::ClusterConfig { resync_interval: Duration::from_secs(600), pass_cost_factor: 0, ..apiserver::ClusterConfig::default() };
-    let cluster = apiserver::cluster::start(&server, cluster_config);
+    let cluster_config = simulated_cluster::ClusterConfig {
+        resync_interval: Duration::from_secs(600),
+        pass_cost_factor: 0,
+        ..simulated_cluster::ClusterConfig::default()
+    };
+    let cluster = simulated_cluster::start(&server, cluster_config);
 
     let mut tracked = std::collections::HashSet::new();
     for p in &plugins {

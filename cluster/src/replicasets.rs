@@ -25,9 +25,9 @@ use super::{
     Next, Retry, builtin, deleting, instant_at, meta_str, opts, parse_time, pod_available, pod_ready, pod_ready_condition, put, recorder,
     spec_replicas,
 };
-use crate::resources::Resource;
-use crate::rest::{Core, DeleteOptions, Sub};
-use crate::selector::LabelSelector;
+use apiserver::resources::Resource;
+use apiserver::rest::{Core, DeleteOptions, Sub};
+use apiserver::selector::LabelSelector;
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value, json};
 use std::cmp::Ordering;
@@ -45,7 +45,7 @@ const DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
 pub struct ReplicaSetController {}
 
 /// Whether a commit concerns the ReplicaSet controller: ReplicaSets and Pods.
-pub(crate) fn relevant(e: &crate::store::Event) -> bool {
+pub(crate) fn relevant(e: &apiserver::store::Event) -> bool {
     let gr = &e.key.gr;
     (gr.group == "apps" && gr.resource == "replicasets") || (gr.group.is_empty() && gr.resource == "pods")
 }
@@ -124,7 +124,7 @@ impl Pass<'_> {
         if diff < 0 {
             for _ in 0..(-diff as usize).min(BURST) {
                 let pod = pod_from_template(rs);
-                match crate::rest::wait(self.core.create(self.pod_res, meta_str(rs, "namespace"), pod, &opts(MANAGER))) {
+                match apiserver::rest::wait(self.core.create(self.pod_res, meta_str(rs, "namespace"), pod, &opts(MANAGER))) {
                     Ok(p) => self.event(rs, false, "SuccessfulCreate", &format!("Created pod: {}", meta_str(&p, "name"))),
                     Err(e) => {
                         self.event(rs, true, "FailedCreate", &format!("Error creating: {}", e.message));
@@ -205,7 +205,7 @@ fn status(rs: &Value, owned: &[Value], failure: Option<(String, String)>, now: D
     let has_failure = conditions.iter().any(|c| c["type"] == "ReplicaFailure");
     match failure {
         Some((reason, message)) if !has_failure => conditions.push(json!({
-            "type": "ReplicaFailure", "status": "True", "lastTransitionTime": crate::clock::timestamp(now),
+            "type": "ReplicaFailure", "status": "True", "lastTransitionTime": apiserver::clock::timestamp(now),
             "reason": reason, "message": message,
         })),
         None if has_failure => conditions.retain(|c| c["type"] != "ReplicaFailure"),

@@ -6,7 +6,7 @@
 //! `progressDeadlineSeconds`; `DeploymentPaused`/`DeploymentResumed` around a pause).
 
 use super::{Rollout, arithmetic};
-use crate::cluster::{instant_at, parse_time, spec_replicas, status_count};
+use crate::{instant_at, parse_time, spec_replicas, status_count};
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use tokio::time::Instant;
@@ -26,7 +26,7 @@ pub(super) fn condition<'v>(d: &'v Value, kind: &str) -> Option<&'v Value> {
 }
 
 pub(super) fn new_condition(kind: &str, status: &str, reason: &str, message: &str, now: DateTime<Utc>) -> Value {
-    let ts = crate::clock::timestamp(now);
+    let ts = apiserver::clock::timestamp(now);
     json!({"type": kind, "status": status, "lastUpdateTime": ts, "lastTransitionTime": ts, "reason": reason, "message": message})
 }
 
@@ -147,8 +147,8 @@ impl Rollout<'_> {
         let n = |f: &str| next["status"].get(f).and_then(Value::as_i64).unwrap_or(0);
         let rollout_done = n("replicas") == n("updatedReplicas") && current.as_ref().is_some_and(|c| c["reason"] == "NewReplicaSetAvailable");
         let subject = match new {
-            Some(i) => format!("ReplicaSet {:?}", crate::cluster::meta_str(&self.sets[i], "name")),
-            None => format!("Deployment {:?}", crate::cluster::meta_str(&self.d, "name")),
+            Some(i) => format!("ReplicaSet {:?}", crate::meta_str(&self.sets[i], "name")),
+            None => format!("Deployment {:?}", crate::meta_str(&self.d, "name")),
         };
         if with_deadline && !rollout_done {
             if complete(&self.d, &next["status"]) {

@@ -5,7 +5,7 @@
 //! of virtual time, say) piles up Events that every garbage-collector pass has to read.
 
 use super::{Next, builtin, meta_str};
-use crate::rest::{Core, DeleteOptions};
+use apiserver::rest::{Core, DeleteOptions};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use std::time::Duration;
@@ -21,7 +21,7 @@ pub struct EventExpiry {
 /// Event expires, and an Event written since is picked up by the next resync (it expires an
 /// hour later at the earliest), so Events are deleted at most one resync interval late and the
 /// busiest kind in a cluster does not cost a pass per write.
-pub(crate) fn relevant(_: &crate::store::Event) -> bool {
+pub(crate) fn relevant(_: &apiserver::store::Event) -> bool {
     false
 }
 
@@ -58,7 +58,7 @@ impl EventExpiry {
             }
             let o = DeleteOptions { resource_version: Some(meta_str(&event, "resourceVersion").into()), ..Default::default() };
             match core.delete(&res, meta_str(&event, "namespace"), meta_str(&event, "name"), &o) {
-                Ok(_) | Err(crate::ApiError { code: 404, .. }) => {}
+                Ok(_) | Err(apiserver::ApiError { code: 404, .. }) => {}
                 // Written again since it was listed: look again (its TTL restarted).
                 Err(e) if e.code == 409 => next.retry = true,
                 Err(e) => {

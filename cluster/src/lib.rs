@@ -12,10 +12,10 @@
 //! | [`events`] | Event expiry, as kube-apiserver's `--event-ttl` (1 h): Events not written for that long are deleted |
 //!
 //! Start them with [`start`]; every controller reads and writes through the server's
-//! [`Core`](crate::rest::Core) (the same verbs HTTP clients use), wakes on every store commit
-//! ([`Store::subscribe`](crate::store::Store::subscribe)) and re-reads the whole state it cares
+//! [`Core`](apiserver::rest::Core) (the same verbs HTTP clients use), wakes on every store commit
+//! ([`Store::subscribe`](apiserver::store::Store::subscribe)) and re-reads the whole state it cares
 //! about (level-based, so no event can be missed), and waits on tokio time only: under a paused
-//! tokio clock with an injected [`Clock`](crate::Clock) that follows it, the cluster runs in
+//! tokio clock with an injected [`Clock`](apiserver::Clock) that follows it, the cluster runs in
 //! virtual time. Timestamps come from the server's clock; delays are measured from when a
 //! controller first saw an object.
 //!
@@ -40,10 +40,10 @@ pub mod kubelet;
 mod recorder;
 pub mod replicasets;
 
-use crate::resources::Resource;
-use crate::rest::Core;
-use crate::server::ApiServer;
-use crate::store::Event;
+use apiserver::resources::Resource;
+use apiserver::rest::Core;
+use apiserver::server::ApiServer;
+use apiserver::store::Event;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
@@ -166,7 +166,7 @@ impl Drop for ClusterHandle {
 /// ```
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
 /// let server = apiserver::ApiServer::new();
-/// let cluster = apiserver::cluster::start(&server, apiserver::cluster::ClusterConfig::default());
+/// let cluster = simulated_cluster::start(&server, simulated_cluster::ClusterConfig::default());
 /// assert_eq!(cluster.nodes(), ["node-1"]);
 /// cluster.stop().await;
 /// # });
@@ -385,11 +385,11 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
 
 /// The server's "now" as a Kubernetes timestamp.
 pub(crate) fn now(core: &Core) -> String {
-    crate::clock::timestamp(core.config.clock.now())
+    apiserver::clock::timestamp(core.config.clock.now())
 }
 
-pub(crate) fn opts(manager: &str) -> crate::rest::WriteOptions {
-    crate::rest::WriteOptions { field_manager: manager.into(), ..Default::default() }
+pub(crate) fn opts(manager: &str) -> apiserver::rest::WriteOptions {
+    apiserver::rest::WriteOptions { field_manager: manager.into(), ..Default::default() }
 }
 
 /// A write of this pass failed (a conflict with a newer copy, the object gone, a transient
@@ -399,9 +399,9 @@ pub(crate) struct Retry;
 
 /// PUT `obj` to `sub`. `obj` carries the resourceVersion it was read at, so a write based on a
 /// stale copy fails (409) instead of overwriting what another writer did.
-pub(crate) fn put(core: &Core, res: &Resource, obj: Value, sub: crate::rest::Sub, manager: &str) -> Result<Value, Retry> {
+pub(crate) fn put(core: &Core, res: &Resource, obj: Value, sub: apiserver::rest::Sub, manager: &str) -> Result<Value, Retry> {
     let (ns, name) = (meta_str(&obj, "namespace").to_string(), meta_str(&obj, "name").to_string());
-    crate::rest::wait(core.update(res, &ns, &name, obj, sub, &opts(manager))).map_err(|e| {
+    apiserver::rest::wait(core.update(res, &ns, &name, obj, sub, &opts(manager))).map_err(|e| {
         tracing::debug!(%name, error = %e.message, manager, "simulated controller write failed");
         Retry
     })

@@ -33,9 +33,9 @@ mod template;
 
 use super::controller_ref::{Claimant, controller_ref, controller_uid};
 use super::{Next, Retry, builtin, deleting, meta_str, opts, put, recorder, spec_replicas, status_count};
-use crate::resources::Resource;
-use crate::rest::{Core, DeleteOptions, Sub};
-use crate::selector::LabelSelector;
+use apiserver::resources::Resource;
+use apiserver::rest::{Core, DeleteOptions, Sub};
+use apiserver::selector::LabelSelector;
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -69,10 +69,10 @@ pub struct DeploymentController {}
 
 /// Whether a commit concerns the Deployment controller: Deployments, ReplicaSets, and Pods
 /// going away (a Recreate rollout waits for the old ones).
-pub(crate) fn relevant(e: &crate::store::Event) -> bool {
+pub(crate) fn relevant(e: &apiserver::store::Event) -> bool {
     let gr = &e.key.gr;
     (gr.group == "apps" && (gr.resource == "deployments" || gr.resource == "replicasets"))
-        || (gr.group.is_empty() && gr.resource == "pods" && e.kind == crate::store::EventType::Deleted)
+        || (gr.group.is_empty() && gr.resource == "pods" && e.kind == apiserver::store::EventType::Deleted)
 }
 
 impl DeploymentController {
@@ -320,30 +320,31 @@ impl<'a> Rollout<'a> {
         let replicas = arithmetic::new_rs_new_replicas(&self.d, all, 0);
         rs["spec"]["replicas"] = json!(replicas);
         self.set_new_rs_annotations(&mut rs, new_revision, false);
-        let (created, already_existed) = match crate::rest::wait(self.core.create(self.rs_res, meta_str(&self.d, "namespace"), rs, &opts(MANAGER))) {
-            Ok(rs) => (rs, false),
-            Err(e) if e.code == 409 && e.reason == "AlreadyExists" => {
-                let key = self.core.key(self.rs_res, meta_str(&self.d, "namespace"), &name);
-                let Some(taken) = self.core.store.get(&key) else { return Err(Halt::Retry) };
-                let ours = controller_uid(&taken) == meta_str(self.read, "uid")
-                    && template::equal_ignore_hash(&self.d["spec"]["template"], taken.pointer("/spec/template").unwrap_or(&Value::Null));
-                if !ours {
-                    // A hash collision: another hash next time.
-                    self.d["status"]["collisionCount"] = json!(collisions.unwrap_or(0) + 1);
+        let (created, already_existed) =
+            match apiserver::rest::wait(self.core.create(self.rs_res, meta_str(&self.d, "namespace"), rs, &opts(MANAGER))) {
+                Ok(rs) => (rs, false),
+                Err(e) if e.code == 409 && e.reason == "AlreadyExists" => {
+                    let key = self.core.key(self.rs_res, meta_str(&self.d, "namespace"), &name);
+                    let Some(taken) = self.core.store.get(&key) else { return Err(Halt::Retry) };
+                    let ours = controller_uid(&taken) == meta_str(self.read, "uid")
+                        && template::equal_ignore_hash(&self.d["spec"]["template"], taken.pointer("/spec/template").unwrap_or(&Value::Null));
+                    if !ours {
+                        // A hash collision: another hash next time.
+                        self.d["status"]["collisionCount"] = json!(collisions.unwrap_or(0) + 1);
+                        return Err(Halt::Failed);
+                    }
+                    (taken, true)
+                }
+                Err(e) => {
+                    let msg = format!("Failed to create new replica set {name:?}: {}", e.message);
+                    if status::has_progress_deadline(&self.d) {
+                        let c = status::new_condition("Progressing", "False", "ReplicaSetCreateError", &msg, self.now);
+                        status::set_condition(&mut self.d, c);
+                    }
+                    self.event(true, "ReplicaSetCreateError", &msg);
                     return Err(Halt::Failed);
                 }
-                (taken, true)
-            }
-            Err(e) => {
-                let msg = format!("Failed to create new replica set {name:?}: {}", e.message);
-                if status::has_progress_deadline(&self.d) {
-                    let c = status::new_condition("Progressing", "False", "ReplicaSetCreateError", &msg, self.now);
-                    status::set_condition(&mut self.d, c);
-                }
-                self.event(true, "ReplicaSetCreateError", &msg);
-                return Err(Halt::Failed);
-            }
-        };
+            };
         if !already_existed && replicas > 0 {
             self.event(false, "ScalingReplicaSet", &format!("Scaled up replica set {name} from 0 to {replicas}"));
         }

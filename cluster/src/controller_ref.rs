@@ -3,9 +3,9 @@
 //! matches and releases the ones it owns that the selector no longer matches.
 
 use super::{Retry, deleting, meta_str, put};
-use crate::resources::Resource;
-use crate::rest::{Core, Sub};
-use crate::selector::LabelSelector;
+use apiserver::resources::Resource;
+use apiserver::rest::{Core, Sub};
+use apiserver::selector::LabelSelector;
 use serde_json::{Value, json};
 use std::sync::Arc;
 

@@ -3,7 +3,7 @@
 //! down; both zero means one may be unavailable), how far the new ReplicaSet may grow, and the
 //! share of a scaling event each ReplicaSet gets.
 
-use crate::cluster::spec_replicas;
+use crate::spec_replicas;
 use serde_json::Value;
 
 /// `intstr.GetScaledValueFromIntOrPercent`: an int as is; `"N%"` of `total`, rounded up or

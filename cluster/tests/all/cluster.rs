@@ -3,10 +3,10 @@
 
 use crate::common;
 
-use apiserver::cluster::{self, ClusterConfig};
 use apiserver::{ApiServer, Config};
 use common::{delete, get, post, put};
 use serde_json::{Value, json};
+use simulated_cluster::{self as cluster, ClusterConfig};
 use std::sync::Arc;
 use std::time::Duration;
 

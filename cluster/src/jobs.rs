@@ -28,8 +28,8 @@
 //! Suspended Jobs are left alone (no `Suspended` condition is written).
 
 use super::{ClusterConfig, Next, annotation, builtin, deleting, flag, meta_str, now, opts, parse_duration};
-use crate::rest::{Core, Sub};
-use crate::store::EventType;
+use apiserver::rest::{Core, Sub};
+use apiserver::store::EventType;
 use serde_json::{Value, json};
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -107,7 +107,7 @@ fn condition(t: &str, reason: &str, message: &str, ts: &str) -> Value {
 }
 
 /// Whether a commit concerns the Job runner: Jobs.
-pub(crate) fn relevant(e: &crate::store::Event) -> bool {
+pub(crate) fn relevant(e: &apiserver::store::Event) -> bool {
     e.key.gr.group == "batch" && e.key.gr.resource == "jobs"
 }
 
@@ -139,7 +139,7 @@ impl JobRunner {
 
     /// Reads the Job events since the last pass into the queue; lists every Job instead at
     /// the start, after the event window moved past the runner, and at each resync.
-    fn watch(&mut self, core: &Core, res: &crate::resources::Resource, clock: Instant) {
+    fn watch(&mut self, core: &Core, res: &apiserver::resources::Resource, clock: Instant) {
         let gr = res.group_resource();
         let events = match self.watched_to {
             Some(rv) if self.resync_at.is_none_or(|at| clock < at) => core.store.events_since(&gr, rv).ok(),
@@ -170,7 +170,7 @@ impl JobRunner {
     }
 
     /// Syncs one Job from its latest copy. False when a write failed (try again).
-    fn sync(&mut self, core: &Core, res: &crate::resources::Resource, (namespace, name): &(String, String), clock: Instant) -> bool {
+    fn sync(&mut self, core: &Core, res: &apiserver::resources::Resource, (namespace, name): &(String, String), clock: Instant) -> bool {
         let Some(job) = core.store.get(&core.key(res, namespace, name)) else {
             return true;
         };
@@ -238,10 +238,10 @@ impl JobRunner {
 
 /// PUTs `status` on `job` (at the resourceVersion it was read at): the Job as written, or
 /// `None` when the write failed. A Job gone meanwhile needs nothing more: it is returned as is.
-fn write_status(core: &Core, res: &crate::resources::Resource, job: &Value, status: Value) -> Option<Value> {
+fn write_status(core: &Core, res: &apiserver::resources::Resource, job: &Value, status: Value) -> Option<Value> {
     let mut new = job.clone();
     new["status"] = status;
-    match crate::rest::wait(core.update(res, meta_str(job, "namespace"), meta_str(job, "name"), new, Sub::Status, &opts(MANAGER))) {
+    match apiserver::rest::wait(core.update(res, meta_str(job, "namespace"), meta_str(job, "name"), new, Sub::Status, &opts(MANAGER))) {
         Ok(written) => Some(written),
         Err(e) if e.code == 404 => Some(job.clone()),
         Err(e) => {

@@ -4,7 +4,7 @@
 //! folded into one Event with a count.
 
 use super::{builtin, meta_str, opts};
-use crate::rest::Core;
+use apiserver::rest::Core;
 use serde_json::{Value, json};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -39,7 +39,7 @@ pub(crate) fn record(core: &Core, component: &str, subject: Subject<'_>, warning
         "type": if warning { "Warning" } else { "Normal" },
         "reportingComponent": component, "reportingInstance": "",
     });
-    if let Err(e) = crate::rest::wait(core.create(&res, ns, event, &opts(component))) {
+    if let Err(e) = apiserver::rest::wait(core.create(&res, ns, event, &opts(component))) {
         tracing::debug!(error = %e.message, reason, "could not record an Event");
     }
 }

@@ -13,8 +13,8 @@
 //!   the `DisruptionAllowed` condition (`SufficientPods` / `InsufficientPods`).
 
 use super::{Next, builtin, deleting, meta_str, opts};
-use crate::rest::{Core, Sub};
-use crate::selector::LabelSelector;
+use apiserver::rest::{Core, Sub};
+use apiserver::selector::LabelSelector;
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value, json};
 
@@ -23,7 +23,7 @@ const MANAGER: &str = "disruption-controller";
 const DISRUPTED_POD_TIMEOUT_SECONDS: i64 = 120;
 
 /// Whether a commit concerns the disruption controller: budgets and Pods.
-pub(crate) fn relevant(e: &crate::store::Event) -> bool {
+pub(crate) fn relevant(e: &apiserver::store::Event) -> bool {
     (e.key.gr.group == "policy" && e.key.gr.resource == "poddisruptionbudgets") || (e.key.gr.group.is_empty() && e.key.gr.resource == "pods")
 }
 
@@ -73,7 +73,7 @@ pub fn status_of(pdb: &Value, pods: &[&Value], now: DateTime<Utc>) -> Value {
     let old_cond = pdb.pointer("/status/conditions/0");
     let transition = match old_cond {
         Some(c) if c["status"] == cond_status => c["lastTransitionTime"].clone(),
-        _ => json!(crate::clock::timestamp(now)),
+        _ => json!(apiserver::clock::timestamp(now)),
     };
     let mut status = json!({
         "observedGeneration": generation, "disruptionsAllowed": allowed, "currentHealthy": healthy,
@@ -104,7 +104,7 @@ pub(crate) fn pass(core: &Core) -> Next {
         }
         let mut new = Value::clone(pdb);
         new["status"] = status;
-        match crate::rest::wait(core.update(&res, ns, meta_str(pdb, "name"), new, Sub::Status, &opts(MANAGER))) {
+        match apiserver::rest::wait(core.update(&res, ns, meta_str(pdb, "name"), new, Sub::Status, &opts(MANAGER))) {
             Ok(_) => {}
             Err(e) if e.code == 404 => {}
             Err(e) => {
@@ -141,7 +141,7 @@ mod tests {
         // 34% of 3 rounds up to 2 unavailable: desired 1, allowed 1.
         assert_eq!((s["desiredHealthy"].as_i64(), s["disruptionsAllowed"].as_i64()), (Some(1), Some(1)));
         let mut evicted = min.clone();
-        evicted["status"] = json!({"disruptedPods": {"a": crate::clock::timestamp(now)}});
+        evicted["status"] = json!({"disruptedPods": {"a": apiserver::clock::timestamp(now)}});
         assert_eq!(status_of(&evicted, &refs, now)["currentHealthy"], 1);
     }
 }

@@ -5,10 +5,11 @@
 use crate::common;
 
 use crate::common::kubectl::Cluster;
-use apiserver::cluster::{self, ClusterConfig};
+use crate::{Simulated, simulated};
 use apiserver::{ApiServer, Config};
 use common::{delete, get, patch, post};
 use serde_json::{Value, json};
+use simulated_cluster::{self as cluster, ClusterConfig};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,8 +18,8 @@ const SETS: &str = "/apis/apps/v1/namespaces/default/replicasets";
 const PODS: &str = "/api/v1/namespaces/default/pods";
 
 /// A server over HTTP with the simulated cluster; Pods are Ready 200 ms after starting.
-async fn kubectl_cluster() -> Cluster {
-    Cluster::simulated(ClusterConfig { ready_after: Duration::from_millis(200), ..Default::default() }).await
+async fn kubectl_cluster() -> Simulated {
+    simulated(ClusterConfig { ready_after: Duration::from_millis(200), ..Default::default() }).await
 }
 
 impl Cluster {

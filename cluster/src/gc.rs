@@ -17,8 +17,8 @@
 //! running are found at start and on every resync.
 
 use super::{Next, deleting, finalizers, meta_str, opts, stored_resources};
-use crate::resources::Resource;
-use crate::rest::{Core, DeleteOptions, Sub};
+use apiserver::resources::Resource;
+use apiserver::rest::{Core, DeleteOptions, Sub};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -48,8 +48,8 @@ fn refs(obj: &Value) -> Vec<Value> {
 /// something), an object appeared with ownerReferences (its owner may be gone already), its
 /// ownerReferences changed, or it is being deleted. Other writes to a dependent (a Job's or
 /// Pod's status, many per object) cannot make garbage and do not cost a pass.
-pub(crate) fn relevant(e: &crate::store::Event) -> bool {
-    use crate::store::EventType;
+pub(crate) fn relevant(e: &apiserver::store::Event) -> bool {
+    use apiserver::store::EventType;
     match (e.kind, e.prev.as_deref()) {
         (EventType::Deleted, _) => true,
         (EventType::Modified, Some(prev)) => refs(prev) != refs(&e.object) || deleting(prev) || deleting(&e.object),
@@ -169,7 +169,7 @@ impl GarbageCollector {
         } else {
             m.insert("ownerReferences".into(), json!(kept));
         }
-        match crate::rest::wait(core.update(res, meta_str(dep, "namespace"), meta_str(dep, "name"), new, Sub::Main, &opts(MANAGER))) {
+        match apiserver::rest::wait(core.update(res, meta_str(dep, "namespace"), meta_str(dep, "name"), new, Sub::Main, &opts(MANAGER))) {
             Ok(_) => true,
             Err(e) if e.code == 404 => true,
             Err(e) => {
@@ -185,7 +185,7 @@ fn remove_finalizer(core: &Core, res: &Resource, obj: &Value, finalizer: &str) -
     let mut new = obj.clone();
     let kept: Vec<String> = finalizers(obj).into_iter().filter(|f| f != finalizer).collect();
     new["metadata"]["finalizers"] = json!(kept);
-    match crate::rest::wait(core.update(res, meta_str(obj, "namespace"), meta_str(obj, "name"), new, Sub::Main, &opts(MANAGER))) {
+    match apiserver::rest::wait(core.update(res, meta_str(obj, "namespace"), meta_str(obj, "name"), new, Sub::Main, &opts(MANAGER))) {
         Ok(_) => true,
         Err(e) if e.code == 404 => true,
         Err(e) => {

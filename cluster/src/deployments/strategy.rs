@@ -10,8 +10,8 @@
 //!   their size (`max-replicas` annotation), larger ones first, leftovers to the largest.
 
 use super::{DESIRED_REPLICAS, Halt, MAX_REPLICAS, Rollout, Step, annotation, arithmetic, created, status};
-use crate::cluster::controller_ref::controller_uid;
-use crate::cluster::{meta_str, spec_replicas, status_count};
+use crate::controller_ref::controller_uid;
+use crate::{meta_str, spec_replicas, status_count};
 use serde_json::Value;
 use std::sync::Arc;
 

@@ -15,7 +15,7 @@
 //!   garbage collector would for a node that does not exist.
 
 use super::{ClusterConfig, Next, annotation, builtin, deleting, flag, meta_str, now, opts, parse_duration};
-use crate::rest::{Core, DeleteOptions, Sub};
+use apiserver::rest::{Core, DeleteOptions, Sub};
 use serde_json::{Value, json};
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -64,7 +64,7 @@ pub fn create_nodes(core: &Core, count: usize) -> Vec<String> {
                 },
             });
             if core.store.get(&core.key(&res, "", &name)).is_none()
-                && let Err(e) = crate::rest::wait(core.create(&res, "", node, &opts(MANAGER)))
+                && let Err(e) = apiserver::rest::wait(core.create(&res, "", node, &opts(MANAGER)))
                 && e.code != 409
             {
                 tracing::warn!(node = %name, error = %e.message, "could not create a fake node");
@@ -79,7 +79,7 @@ fn node_ip(i: usize) -> String {
 }
 
 /// Whether a commit concerns the scheduler or kubelet: Pods and Nodes.
-pub(crate) fn relevant(e: &crate::store::Event) -> bool {
+pub(crate) fn relevant(e: &apiserver::store::Event) -> bool {
     e.key.gr.group.is_empty() && matches!(e.key.gr.resource.as_str(), "pods" | "nodes")
 }
 
@@ -165,7 +165,7 @@ impl Kubelet {
                 }
                 let Some((&target, _)) = load.iter().min_by_key(|(n, c)| (**c, **n)) else { continue };
                 let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name, "namespace": ns}, "target": {"apiVersion": "v1", "kind": "Node", "name": target}});
-                match crate::rest::wait(core.bind(&res, ns, name, &binding, &opts("default-scheduler"))) {
+                match apiserver::rest::wait(core.bind(&res, ns, name, &binding, &opts("default-scheduler"))) {
                     Ok(_) => *load.get_mut(target).expect("known node") += 1,
                     Err(e) if e.code == 404 || e.code == 409 => {}
                     Err(e) => {
@@ -221,10 +221,10 @@ fn restarts(pod: &Value) -> u64 {
     annotation(pod, "restarts").and_then(|r| r.trim().parse().ok()).unwrap_or(0)
 }
 
-fn write_status(core: &Core, res: &crate::resources::Resource, pod: &Value, status: Value) -> bool {
+fn write_status(core: &Core, res: &apiserver::resources::Resource, pod: &Value, status: Value) -> bool {
     let mut new = pod.clone();
     new["status"] = status;
-    match crate::rest::wait(core.update(res, meta_str(pod, "namespace"), meta_str(pod, "name"), new, Sub::Status, &opts(MANAGER))) {
+    match apiserver::rest::wait(core.update(res, meta_str(pod, "namespace"), meta_str(pod, "name"), new, Sub::Status, &opts(MANAGER))) {
         Ok(_) => true,
         Err(e) if e.code == 404 => true,
         Err(e) => {
