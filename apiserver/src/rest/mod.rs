@@ -177,7 +177,8 @@ pub struct Core {
     pub(crate) aggregating: std::sync::atomic::AtomicBool,
 }
 
-const GENERATE_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+/// `generateName` suffixes draw from apimachinery's `rand.String` alphabet, the pod-template hash's.
+const GENERATE_ALPHABET: &[u8] = workload_math::SAFE_ALPHABET;
 const SYSTEM_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
 
 /// The answer to a write the persistence backend refused (nothing was committed).

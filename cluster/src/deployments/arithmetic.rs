@@ -5,30 +5,18 @@
 
 use crate::spec_replicas;
 use serde_json::Value;
+use workload_math::IntOrPercent;
 
-/// `intstr.GetScaledValueFromIntOrPercent`: an int as is; `"N%"` of `total`, rounded up or
-/// down. `None` for a string that is not a percentage.
-pub(crate) fn scaled(value: &Value, total: i32, round_up: bool) -> Option<i32> {
-    match value {
-        Value::Number(n) => n.as_i64().map(|n| n as i32),
-        Value::String(s) => {
-            let percent: f64 = s.strip_suffix('%')?.parse::<i32>().ok()?.into();
-            let exact = percent * f64::from(total) / 100.0;
-            Some(if round_up { exact.ceil() } else { exact.floor() } as i32)
-        }
-        _ => None,
-    }
-}
-
-/// `ResolveFenceposts`: (surge, unavailable) for `desired` replicas; unset values count as 0,
-/// and when both come to 0 one Pod may be unavailable (so a rollout can progress).
+/// `ResolveFenceposts` over the JSON fields (`workload_math`'s, shared with the plugins); unset
+/// or malformed values count as 0, as validation refuses malformed ones on write.
 pub(crate) fn fenceposts(max_surge: Option<&Value>, max_unavailable: Option<&Value>, desired: i32) -> (i32, i32) {
-    let surge = max_surge.and_then(|v| scaled(v, desired, true)).unwrap_or(0);
-    let mut unavailable = max_unavailable.and_then(|v| scaled(v, desired, false)).unwrap_or(0);
-    if surge == 0 && unavailable == 0 {
-        unavailable = 1;
-    }
-    (surge, unavailable)
+    let resolve = |v: Option<&Value>, round_up| {
+        v.and_then(IntOrPercent::from_json).and_then(|v| workload_math::scaled_value(v, desired, round_up).ok()).unwrap_or(0)
+    };
+    let surge = resolve(max_surge, true);
+    let unavailable = resolve(max_unavailable, false);
+    // Both zero: one may be unavailable (a rollout must progress).
+    workload_math::resolve_fenceposts(IntOrPercent::Int(surge.into()), IntOrPercent::Int(unavailable.into()), desired).unwrap_or((surge, unavailable))
 }
 
 fn rolling_update(d: &Value) -> Option<&Value> {
@@ -132,7 +120,7 @@ mod tests {
         assert_eq!((max_surge(&d), max_unavailable(&d)), (2, 3));
         let recreate = json!({"spec": {"replicas": 3, "strategy": {"type": "Recreate"}}});
         assert_eq!((max_surge(&recreate), max_unavailable(&recreate)), (0, 0));
-        assert_eq!(scaled(&json!("abc"), 10, true), None);
+        assert_eq!(fenceposts(Some(&json!("abc")), Some(&json!(2)), 10), (0, 2));
     }
 
     #[test]

@@ -297,8 +297,8 @@ impl<'a> Rollout<'a> {
     }
 
     fn create_replica_set(&mut self, mut template: Value, new_revision: i64) -> Step<usize> {
-        let collisions = self.d.pointer("/status/collisionCount").and_then(Value::as_i64);
-        let hash = template::compute_hash(&template, collisions);
+        let collisions = self.d.pointer("/status/collisionCount").and_then(Value::as_i64).map(|c| c as i32);
+        let hash = workload_math::pod_template_hash(&template, collisions);
         let name = format!("{}-{hash}", meta_str(&self.d, "name"));
         if !template.get("metadata").is_some_and(Value::is_object) {
             template["metadata"] = json!({});

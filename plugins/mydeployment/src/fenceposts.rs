@@ -1,48 +1,27 @@
-//! maxSurge / maxUnavailable arithmetic, as upstream's
-//! `deploymentutil.ResolveFenceposts`, `MaxSurge` and `MaxUnavailable`.
+//! maxSurge / maxUnavailable of a MyDeployment's strategy, as upstream's
+//! `deploymentutil.MaxSurge` and `MaxUnavailable`; the int-or-percent and fencepost rules
+//! themselves are `workload_math`'s, shared with the simulated cluster.
 
 use crate::api::{IntOrPercent, ResolvedStrategy};
 
-/// Why an int-or-percent value cannot be used.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ScaleError {
-    /// A string that is not `<integer>%`.
-    NotAPercentage,
-}
+pub use workload_math::ScaleError;
 
 /// Parses `"25%"` into 25. `None` for anything else.
 pub fn parse_percent(s: &str) -> Option<i64> {
     s.strip_suffix('%')?.parse::<i64>().ok()
 }
 
-/// `intstr.GetScaledValueFromIntOrPercent`: an integer as is, a percentage
-/// of `total` rounded up or down.
-pub fn scaled_value(value: &IntOrPercent, total: i32, round_up: bool) -> Result<i32, ScaleError> {
+fn shared(value: &IntOrPercent) -> workload_math::IntOrPercent<'_> {
     match value {
-        IntOrPercent::Int(i) => Ok(clamp_i32(*i)),
-        IntOrPercent::Str(s) => {
-            let percent = parse_percent(s).ok_or(ScaleError::NotAPercentage)?;
-            let product = percent * i64::from(total);
-            let scaled = if round_up { product.div_euclid(100) + i64::from(product.rem_euclid(100) != 0) } else { product.div_euclid(100) };
-            Ok(clamp_i32(scaled))
-        }
+        IntOrPercent::Int(i) => workload_math::IntOrPercent::Int(*i),
+        IntOrPercent::Str(s) => workload_math::IntOrPercent::Str(s),
     }
 }
 
-fn clamp_i32(v: i64) -> i32 {
-    v.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32
-}
-
-/// `ResolveFenceposts`: surge rounds up, unavailable rounds down, and if
-/// both come out zero unavailable becomes 1 ("on the theory that surge might
-/// not work due to quota"), so a rollout can always make progress.
+/// `ResolveFenceposts` (`workload_math`'s): surge rounds up, unavailable rounds down, and if
+/// both come out zero unavailable becomes 1, so a rollout can always make progress.
 pub fn resolve_fenceposts(max_surge: &IntOrPercent, max_unavailable: &IntOrPercent, desired: i32) -> Result<(i32, i32), ScaleError> {
-    let surge = scaled_value(max_surge, desired, true)?;
-    let mut unavailable = scaled_value(max_unavailable, desired, false)?;
-    if surge == 0 && unavailable == 0 {
-        unavailable = 1;
-    }
-    Ok((surge, unavailable))
+    workload_math::resolve_fenceposts(shared(max_surge), shared(max_unavailable), desired)
 }
 
 /// `deploymentutil.MaxSurge`: zero for Recreate.
@@ -104,7 +83,7 @@ mod tests {
 
     #[test]
     fn a_string_without_percent_sign_is_refused() {
-        assert_eq!(resolve_fenceposts(&p("25"), &p("25%"), 4), Err(ScaleError::NotAPercentage));
+        assert_eq!(resolve_fenceposts(&p("25"), &p("25%"), 4), Err(ScaleError::NotAPercentage("25".into())));
     }
 
     #[test]
