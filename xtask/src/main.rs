@@ -31,6 +31,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 mod languages;
+mod layering;
 mod real_cluster;
 
 /// Plugins shipped to users, built to `target/plugins/<name>.wasm`.
@@ -67,6 +68,7 @@ fn main() -> ExitCode {
             .and_then(|()| native_comparator())
             .and_then(|()| real_cluster::build())
             .and_then(|go| test(&args[1..], go)),
+        Some("layering") => layering::check(),
         Some("run") => setup().and_then(|()| build()).and_then(|()| run(&args[1..])),
         Some("bench") => setup().and_then(|()| build()).and_then(|()| bench(&args[1..])),
         Some("real-cluster") if args.get(1).is_some_and(|a| a == "build") => {
@@ -270,7 +272,8 @@ fn lint() -> Result {
     }
     c.args(["--", "-D", "warnings"]);
     status(c)?;
-    eprintln!("xtask: fmt and clippy took {:.0?}", started.elapsed());
+    layering::check()?;
+    eprintln!("xtask: fmt, clippy and the layering check took {:.0?}", started.elapsed());
     Ok(())
 }
 
