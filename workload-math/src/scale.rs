@@ -68,8 +68,9 @@ mod tests {
 
     #[test]
     fn scaled_values_are_upstreams() {
-        // Cases of upstream's `TestGetScaledValueFromIntOrPercent`
-        // (k8s.io/apimachinery/pkg/util/intstr/intstr_test.go): (value, total, round up) -> want.
+        // The cases of upstream's `TestGetIntFromIntOrPercent` (v0.36.3), which calls
+        // `GetScaledValueFromIntOrPercent` (k8s.io/apimachinery/pkg/util/intstr/intstr_test.go):
+        // (value, total, round up) -> want; -1 where upstream expects an error.
         let cases = [
             (Int(123), 0, false, 123),
             (Str("90%"), 100, true, 90),
