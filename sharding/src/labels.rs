@@ -1,0 +1,139 @@
+//! The labels of sharding: which shard an object is on, that it is being
+//! drained from it, and which ring a shard's Lease belongs to.
+//!
+//! The shard label's value is the shard's name; each replica's watches select
+//! `shard.operator-host.dev/<ring>=<its name>`, so its caches hold only its
+//! share. The ring's name is part of the key so that two host deployments
+//! (two rings) can shard the same objects' neighbours without clashing; a
+//! label key's name part is at most 63 characters, and so is a label value,
+//! which bounds both the ring and the shard names.
+
+use thiserror::Error;
+use xxhash_rust::xxh64::xxh64;
+
+/// The prefix of the shard label's key.
+pub const SHARD_PREFIX: &str = "shard.operator-host.dev";
+/// The prefix of the drain label's key.
+pub const DRAIN_PREFIX: &str = "drain.operator-host.dev";
+/// On a shard's Lease: the ring it is a member of.
+pub const RING_LABEL: &str = "operator-host.dev/ring";
+
+/// A ring or shard name that cannot be used in a label.
+#[derive(Debug, Error, PartialEq, Eq)]
+#[error("{what} {name:?} is not a valid label name (at most 63 characters of [A-Za-z0-9-_.], starting and ending alphanumeric)")]
+pub struct InvalidName {
+    pub what: &'static str,
+    pub name: String,
+}
+
+/// The shard label's key for `ring`.
+pub fn shard_label(ring: &str) -> Result<String, InvalidName> {
+    valid("ring name", ring)?;
+    Ok(format!("{SHARD_PREFIX}/{ring}"))
+}
+
+/// The drain label's key for `ring`.
+pub fn drain_label(ring: &str) -> Result<String, InvalidName> {
+    valid("ring name", ring)?;
+    Ok(format!("{DRAIN_PREFIX}/{ring}"))
+}
+
+/// Where an object stands, read from its labels.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Placement {
+    /// The shard label's value: the shard that reconciles the object.
+    pub shard: Option<String>,
+    /// The drain label is present: the shard is asked to let the object go.
+    pub draining: bool,
+}
+
+impl Placement {
+    /// The placement an object's labels give in `ring` (a malformed ring name
+    /// reads as unassigned; the ring name is checked at start-up).
+    pub fn from_labels<'a>(ring: &str, mut label: impl FnMut(&str) -> Option<&'a str>) -> Placement {
+        let shard = shard_label(ring).ok().and_then(|key| label(&key)).filter(|v| !v.is_empty());
+        let draining = drain_label(ring).ok().is_some_and(|key| label(&key).is_some());
+        Placement { shard: shard.map(str::to_owned), draining }
+    }
+
+    /// Placed on `shard` and not draining.
+    pub fn on(shard: &str) -> Placement {
+        Placement { shard: Some(shard.to_owned()), draining: false }
+    }
+}
+
+/// The label selector a shard's watches use.
+pub fn selector(ring: &str, shard: &str) -> Result<String, InvalidName> {
+    valid("shard name", shard)?;
+    Ok(format!("{}={shard}", shard_label(ring)?))
+}
+
+/// A shard name for a process identity: the identity itself when it is a
+/// valid label value (a Pod name is), otherwise its first 46 valid characters
+/// and a hash of the whole, so distinct identities keep distinct names.
+pub fn shard_name(identity: &str) -> String {
+    if valid("shard name", identity).is_ok() {
+        return identity.to_owned();
+    }
+    let cleaned: String = identity
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') { c } else { '-' })
+        .skip_while(|c| !c.is_ascii_alphanumeric())
+        .take(46)
+        .collect();
+    let head = cleaned.trim_end_matches(|c: char| !c.is_ascii_alphanumeric());
+    let hash = format!("{:016x}", xxh64(identity.as_bytes(), 0));
+    if head.is_empty() { format!("shard-{hash}") } else { format!("{head}-{hash}") }
+}
+
+fn valid(what: &'static str, name: &str) -> Result<(), InvalidName> {
+    let bytes = name.as_bytes();
+    let ok = !bytes.is_empty()
+        && bytes.len() <= 63
+        && bytes[0].is_ascii_alphanumeric()
+        && bytes[bytes.len() - 1].is_ascii_alphanumeric()
+        && bytes.iter().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    if ok { Ok(()) } else { Err(InvalidName { what, name: name.to_owned() }) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_and_selector() {
+        assert_eq!(shard_label("cronjob").unwrap(), "shard.operator-host.dev/cronjob");
+        assert_eq!(drain_label("cronjob").unwrap(), "drain.operator-host.dev/cronjob");
+        assert_eq!(selector("cronjob", "host-7d9f-abcde").unwrap(), "shard.operator-host.dev/cronjob=host-7d9f-abcde");
+    }
+
+    #[test]
+    fn placement_from_labels() {
+        let labels = std::collections::BTreeMap::from([
+            ("shard.operator-host.dev/cronjob".to_owned(), "host-1".to_owned()),
+            ("drain.operator-host.dev/cronjob".to_owned(), "true".to_owned()),
+            ("shard.operator-host.dev/other".to_owned(), "host-9".to_owned()),
+        ]);
+        let get = |key: &str| labels.get(key).map(String::as_str);
+        assert_eq!(Placement::from_labels("cronjob", get), Placement { shard: Some("host-1".into()), draining: true });
+        assert_eq!(Placement::from_labels("third", get), Placement::default());
+    }
+
+    #[test]
+    fn bad_names_are_refused() {
+        assert!(shard_label("").is_err());
+        assert!(shard_label("-x").is_err());
+        assert!(shard_label(&"a".repeat(64)).is_err());
+        assert!(selector("r", "a b").is_err());
+    }
+
+    #[test]
+    fn identities_become_label_values() {
+        assert_eq!(shard_name("host-0"), "host-0");
+        let long = format!("{}_0f3c5a1e-9b1d-4c1e-8a7a-3f1f2b9c0d11", "node".repeat(12));
+        let name = shard_name(&long);
+        assert!(valid("shard name", &name).is_ok(), "{name}");
+        assert_ne!(name, shard_name(&format!("{long}x")));
+        assert!(valid("shard name", &shard_name("::")).is_ok());
+    }
+}

@@ -1,0 +1,49 @@
+//! Sharding a controller's parents across replicas of the host.
+//!
+//! One replica reconciling everything caps a controller at one process's CPU,
+//! memory and API client. With sharding every replica reconciles a share of
+//! the parents, caches only that share, and a key is reconciled by exactly one
+//! replica at a time. The design follows timebertt/kubernetes-controller-sharding
+//! (controller-runtime issues #2576 and #2836 ask for it upstream); here the
+//! sharder is part of the host instead of an add-on.
+//!
+//! - [`ring`]: the consistent-hash ring (XXH64, 100 virtual nodes per shard)
+//!   that names the shard a key belongs to.
+//! - [`key`]: the hash key of a parent, and of a child (its controller's key,
+//!   so children follow their parent).
+//! - [`labels`]: the shard and drain labels the sharder writes, which each
+//!   replica's watches select on.
+//! - [`membership`]: a shard's state from its Lease, as the sharder sees it.
+//! - [`sharder`]: what the sharder does with one object: assign, drain, move
+//!   or leave it.
+//! - [`replica`]: when a replica may reconcile a key, and when it acknowledges
+//!   a drain.
+//!
+//! # The protocol
+//! 1. Each replica holds a Lease named after itself, labelled with the ring's
+//!    name, and renews it as leader election renews its Lease. A replica whose
+//!    renewal has not succeeded within its renew deadline stops reconciling
+//!    everything and, before it reconciles again, re-reads its objects with a
+//!    consistent list (its watch caches may be stale by then).
+//! 2. The sharder (the elected leader among the replicas) builds the ring
+//!    from the Leases in state [`membership::ShardState::is_available`].
+//! 3. An object without the shard label is given one (on sight, or by the
+//!    mutating webhook). An object on a shard that is gone (released its
+//!    Lease, or the sharder took its expired Lease) is moved at once: its
+//!    owner has stopped by rule 1. An object whose shard is alive but no
+//!    longer the one the ring names gets the drain label.
+//! 4. A replica never starts a reconcile of an object that carries the drain
+//!    label. Once no reconcile of the key is running (and the writes of the
+//!    last one have returned), it removes both labels: the acknowledgement.
+//!    Only then does the sharder assign the object to its new shard.
+//! 5. Children follow their parent: the sharder relabels a moving parent's
+//!    children before it assigns the parent, and a replica that gains a parent
+//!    reconciles it only once its child caches are at least as new as the
+//!    parent's assignment (so a new owner never misses what the old one made).
+
+pub mod key;
+pub mod labels;
+pub mod membership;
+pub mod replica;
+pub mod ring;
+pub mod sharder;

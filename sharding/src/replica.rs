@@ -1,0 +1,76 @@
+//! The replica's side: when it may reconcile a key, and when it lets one go.
+//!
+//! A replica reconciles only what its own view says is its own, and only
+//! while its own Lease is held by its own clock (renewed within the renew
+//! deadline). Its view may be stale; these rules keep it safe anyway:
+//! a key it reads as its own was either still its own (the sharder moves a
+//! live shard's key only after the shard's acknowledgement, written by this
+//! replica itself), or its Lease has lapsed (and then it reconciles nothing
+//! until it has re-read its objects with a consistent list).
+
+use std::time::Duration;
+
+use crate::labels::Placement;
+
+/// The replica's own judgement of its Lease.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeaseHeld {
+    /// Time since the last renewal that succeeded, on this process's clock.
+    pub since_renewal: Duration,
+    /// Stop once no renewal has succeeded for this long (less than the
+    /// Lease's duration, which is what the sharder waits for).
+    pub renew_deadline: Duration,
+    /// The caches were re-read with a consistent list after the Lease was
+    /// last lost (true from start-up's first list on).
+    pub relisted: bool,
+}
+
+impl LeaseHeld {
+    /// Whether the replica may act on its view.
+    pub fn holds(&self) -> bool {
+        self.relisted && self.since_renewal < self.renew_deadline
+    }
+}
+
+/// Whether the replica `me` may start a reconcile of a parent it sees at
+/// `placement`. `children_synced`: its child caches are at least as new as
+/// the parent's version it read (see [`crate`], rule 5).
+pub fn may_start(placement: &Placement, me: &str, lease: &LeaseHeld, children_synced: bool) -> bool {
+    lease.holds() && !placement.draining && placement.shard.as_deref() == Some(me) && children_synced
+}
+
+/// Whether the replica `me` should now acknowledge a drain: remove the shard
+/// and drain labels, conditional on the version it read. Only once no
+/// reconcile of the key runs and the last one's writes have returned; after
+/// the acknowledgement the key's expectations and queue entry are dropped.
+pub fn should_acknowledge(placement: &Placement, me: &str, reconciling: bool) -> bool {
+    placement.draining && placement.shard.as_deref() == Some(me) && !reconciling
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HELD: LeaseHeld = LeaseHeld { since_renewal: Duration::from_secs(1), renew_deadline: Duration::from_secs(10), relisted: true };
+
+    #[test]
+    fn reconciles_only_its_own_undrained_keys_while_holding_its_lease() {
+        assert!(may_start(&Placement::on("a"), "a", &HELD, true));
+        assert!(!may_start(&Placement::on("b"), "a", &HELD, true));
+        assert!(!may_start(&Placement { shard: Some("a".into()), draining: true }, "a", &HELD, true));
+        assert!(!may_start(&Placement::on("a"), "a", &HELD, false));
+        let lapsed = LeaseHeld { since_renewal: Duration::from_secs(10), ..HELD };
+        assert!(!may_start(&Placement::on("a"), "a", &lapsed, true));
+        let stale = LeaseHeld { relisted: false, ..HELD };
+        assert!(!may_start(&Placement::on("a"), "a", &stale, true));
+    }
+
+    #[test]
+    fn acknowledges_a_drain_only_when_idle() {
+        let drained = Placement { shard: Some("a".into()), draining: true };
+        assert!(should_acknowledge(&drained, "a", false));
+        assert!(!should_acknowledge(&drained, "a", true));
+        assert!(!should_acknowledge(&Placement::on("a"), "a", false));
+        assert!(!should_acknowledge(&drained, "b", false));
+    }
+}
