@@ -68,8 +68,9 @@ pub fn selector(ring: &str, shard: &str) -> Result<String, InvalidName> {
     Ok(format!("{}={shard}", shard_label(ring)?))
 }
 
-/// A shard name for a process identity: the identity itself when it is a
-/// valid label value (a Pod name is), otherwise its first 46 valid characters
+/// A shard name for a process identity, which must be unique per process
+/// start (the host's `hostname_<uuid>`: a restarted process is a new shard).
+/// The identity itself when it is a valid label value, otherwise its first 46 valid characters
 /// and a hash of the whole, so distinct identities keep distinct names.
 pub fn shard_name(identity: &str) -> String {
     if valid("shard name", identity).is_ok() {

@@ -23,8 +23,9 @@
 //! 1. Each replica holds a Lease named after itself, labelled with the ring's
 //!    name, and renews it as leader election renews its Lease. A replica whose
 //!    renewal has not succeeded within its renew deadline stops reconciling
-//!    everything and, before it reconciles again, re-reads its objects with a
-//!    consistent list (its watch caches may be stale by then).
+//!    everything; one that finds its Lease lost exits, and its restart joins
+//!    as a new shard (a new name per process start, never reused), so a
+//!    stale cache can never act under a name the sharder has declared dead.
 //! 2. The sharder (the elected leader among the replicas) builds the ring
 //!    from the Leases in state [`membership::ShardState::is_available`].
 //! 3. An object without the shard label is given one (on sight, or by the
@@ -37,9 +38,12 @@
 //!    last one have returned), it removes both labels: the acknowledgement.
 //!    Only then does the sharder assign the object to its new shard.
 //! 5. Children follow their parent: the sharder relabels a moving parent's
-//!    children before it assigns the parent, and a replica that gains a parent
-//!    reconciles it only once its child caches are at least as new as the
-//!    parent's assignment (so a new owner never misses what the old one made).
+//!    children before it assigns the parent, from a view of children at least
+//!    as new as the moment the parent became movable (the acknowledgement, or
+//!    the Lease write that shows its shard stopped); a replica that gains a
+//!    parent reconciles it only once its child caches are at least as new as
+//!    the parent's assignment. So a new owner never misses what the old one
+//!    made.
 
 pub mod key;
 pub mod labels;

@@ -5,8 +5,10 @@
 //! deadline). Its view may be stale; these rules keep it safe anyway:
 //! a key it reads as its own was either still its own (the sharder moves a
 //! live shard's key only after the shard's acknowledgement, written by this
-//! replica itself), or its Lease has lapsed (and then it reconciles nothing
-//! until it has re-read its objects with a consistent list).
+//! replica itself), or its Lease has lapsed and it reconciles nothing more.
+//! A replica that finds its Lease lost exits; its restart is a new shard with
+//! a new name and a fresh list, so a shard name is never reused and the
+//! sharder's "this shard stopped" stays true forever.
 
 use std::time::Duration;
 
@@ -20,15 +22,12 @@ pub struct LeaseHeld {
     /// Stop once no renewal has succeeded for this long (less than the
     /// Lease's duration, which is what the sharder waits for).
     pub renew_deadline: Duration,
-    /// The caches were re-read with a consistent list after the Lease was
-    /// last lost (true from start-up's first list on).
-    pub relisted: bool,
 }
 
 impl LeaseHeld {
     /// Whether the replica may act on its view.
     pub fn holds(&self) -> bool {
-        self.relisted && self.since_renewal < self.renew_deadline
+        self.since_renewal < self.renew_deadline
     }
 }
 
@@ -51,7 +50,7 @@ pub fn should_acknowledge(placement: &Placement, me: &str, reconciling: bool) ->
 mod tests {
     use super::*;
 
-    const HELD: LeaseHeld = LeaseHeld { since_renewal: Duration::from_secs(1), renew_deadline: Duration::from_secs(10), relisted: true };
+    const HELD: LeaseHeld = LeaseHeld { since_renewal: Duration::from_secs(1), renew_deadline: Duration::from_secs(10) };
 
     #[test]
     fn reconciles_only_its_own_undrained_keys_while_holding_its_lease() {
@@ -61,8 +60,6 @@ mod tests {
         assert!(!may_start(&Placement::on("a"), "a", &HELD, false));
         let lapsed = LeaseHeld { since_renewal: Duration::from_secs(10), ..HELD };
         assert!(!may_start(&Placement::on("a"), "a", &lapsed, true));
-        let stale = LeaseHeld { relisted: false, ..HELD };
-        assert!(!may_start(&Placement::on("a"), "a", &stale, true));
     }
 
     #[test]

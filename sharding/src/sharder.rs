@@ -51,10 +51,20 @@ pub fn decide(current: &Placement, desired: Option<&str>, state_of: impl Fn(&str
             }
         }
         Some(ShardState::Expired) => Decision::AwaitTakeover,
-        Some(ShardState::Dead | ShardState::Orphaned) | None => {
-            desired.map_or(Decision::NoShard, |d| Decision::Assign(d.to_owned()))
-        }
+        Some(ShardState::Dead | ShardState::Orphaned) | None => desired.map_or(Decision::NoShard, |d| Decision::Assign(d.to_owned())),
     }
+}
+
+/// Whether the sharder's view of children is new enough to move a parent
+/// that became movable at revision `movable_at`: the parent's acknowledged
+/// version, or the Lease write that shows its old shard stopped (whichever
+/// is newer). Every child the old shard made was written before that, so a
+/// view at least that new holds them all and none is left behind on the old
+/// shard. Kubernetes calls resourceVersions opaque; the supported way to get
+/// such a view is a list with `resourceVersion=<movable_at>` and
+/// `resourceVersionMatch=NotOlderThan`, which this comparison stands for.
+pub fn children_caught_up(children_seen_at: u64, movable_at: u64) -> bool {
+    children_seen_at >= movable_at
 }
 
 /// The decision for a child: it follows its parent's placement (whichever
@@ -62,9 +72,7 @@ pub fn decide(current: &Placement, desired: Option<&str>, state_of: impl Fn(&str
 /// parent is unassigned or draining (the parent's move relabels it).
 pub fn decide_child(current: &Placement, parent: Option<&Placement>) -> Decision {
     match parent {
-        Some(Placement { shard: Some(shard), draining: false }) if current.shard.as_deref() != Some(shard) => {
-            Decision::Assign(shard.clone())
-        }
+        Some(Placement { shard: Some(shard), draining: false }) if current.shard.as_deref() != Some(shard) => Decision::Assign(shard.clone()),
         _ => Decision::Keep,
     }
 }
