@@ -43,8 +43,9 @@ pub fn drain_label(ring: &str) -> Result<String, InvalidName> {
 pub struct Placement {
     /// The shard label's value: the shard that reconciles the object.
     pub shard: Option<String>,
-    /// The drain label is present: the shard is asked to let the object go.
-    pub draining: bool,
+    /// The drain label's value, when present: the shard is asked to let the
+    /// object go, to the shard named here (empty: to no shard in particular).
+    pub drain: Option<String>,
 }
 
 impl Placement {
@@ -52,13 +53,23 @@ impl Placement {
     /// reads as unassigned; the ring name is checked at start-up).
     pub fn from_labels<'a>(ring: &str, mut label: impl FnMut(&str) -> Option<&'a str>) -> Placement {
         let shard = shard_label(ring).ok().and_then(|key| label(&key)).filter(|v| !v.is_empty());
-        let draining = drain_label(ring).ok().is_some_and(|key| label(&key).is_some());
-        Placement { shard: shard.map(str::to_owned), draining }
+        let drain = drain_label(ring).ok().and_then(|key| label(&key));
+        Placement { shard: shard.map(str::to_owned), drain: drain.map(str::to_owned) }
     }
 
     /// Placed on `shard` and not draining.
     pub fn on(shard: &str) -> Placement {
-        Placement { shard: Some(shard.to_owned()), draining: false }
+        Placement { shard: Some(shard.to_owned()), drain: None }
+    }
+
+    /// Placed on `shard`, draining to `to`.
+    pub fn draining_to(shard: &str, to: &str) -> Placement {
+        Placement { shard: Some(shard.to_owned()), drain: Some(to.to_owned()) }
+    }
+
+    /// The drain label is present.
+    pub fn draining(&self) -> bool {
+        self.drain.is_some()
     }
 }
 
@@ -112,11 +123,11 @@ mod tests {
     fn placement_from_labels() {
         let labels = std::collections::BTreeMap::from([
             ("shard.operator-host.dev/cronjob".to_owned(), "host-1".to_owned()),
-            ("drain.operator-host.dev/cronjob".to_owned(), "true".to_owned()),
+            ("drain.operator-host.dev/cronjob".to_owned(), "host-2".to_owned()),
             ("shard.operator-host.dev/other".to_owned(), "host-9".to_owned()),
         ]);
         let get = |key: &str| labels.get(key).map(String::as_str);
-        assert_eq!(Placement::from_labels("cronjob", get), Placement { shard: Some("host-1".into()), draining: true });
+        assert_eq!(Placement::from_labels("cronjob", get), Placement::draining_to("host-1", "host-2"));
         assert_eq!(Placement::from_labels("third", get), Placement::default());
     }
 

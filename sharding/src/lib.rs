@@ -35,15 +35,17 @@
 //!    longer the one the ring names gets the drain label.
 //! 4. A replica never starts a reconcile of an object that carries the drain
 //!    label. Once no reconcile of the key is running (and the writes of the
-//!    last one have returned), it removes both labels: the acknowledgement.
-//!    Only then does the sharder assign the object to its new shard.
-//! 5. Children follow their parent: the sharder relabels a moving parent's
-//!    children before it assigns the parent, from a view of children at least
-//!    as new as the moment the parent became movable (the acknowledgement, or
-//!    the Lease write that shows its shard stopped); a replica that gains a
-//!    parent reconciles it only once its child caches are at least as new as
-//!    the parent's assignment. So a new owner never misses what the old one
-//!    made.
+//!    last one are in its caches), it hands the object over to the shard the
+//!    drain label names: it relabels the object's children (which it alone
+//!    caches), then sets the object's shard label to the target and removes
+//!    the drain label. That write is the acknowledgement.
+//! 5. Children follow their parent and move before it: the old owner (rule
+//!    4), or for a stopped shard the sharder, relabels a parent's children
+//!    before the parent, the sharder from a view of children at least as new
+//!    as the Lease write that shows the shard stopped. The parent carries the
+//!    revision of the last child relabel, and a replica that gains a parent
+//!    reconciles it only once its child caches are at least that new. So a
+//!    new owner never misses what the old one made.
 
 pub mod key;
 pub mod labels;

@@ -35,15 +35,27 @@ impl LeaseHeld {
 /// `placement`. `children_synced`: its child caches are at least as new as
 /// the parent's version it read (see [`crate`], rule 5).
 pub fn may_start(placement: &Placement, me: &str, lease: &LeaseHeld, children_synced: bool) -> bool {
-    lease.holds() && !placement.draining && placement.shard.as_deref() == Some(me) && children_synced
+    lease.holds() && !placement.draining() && placement.shard.as_deref() == Some(me) && children_synced
 }
 
-/// Whether the replica `me` should now acknowledge a drain: remove the shard
-/// and drain labels, conditional on the version it read. Only once no
-/// reconcile of the key runs and the last one's writes have returned; after
-/// the acknowledgement the key's expectations and queue entry are dropped.
+/// Whether the replica `me` should now acknowledge a drain. Only once no
+/// reconcile of the key runs and the last one's writes are in its caches;
+/// then it hands the key over ([`handover`]) and drops the key's
+/// expectations and queue entry.
 pub fn should_acknowledge(placement: &Placement, me: &str, reconciling: bool) -> bool {
-    placement.draining && placement.shard.as_deref() == Some(me) && !reconciling
+    placement.draining() && placement.shard.as_deref() == Some(me) && !reconciling
+}
+
+/// Where an acknowledged parent goes: its children (which only this replica
+/// caches) are relabelled to the drain's target first, each write
+/// conditional on the version read; then the parent's shard label is set to
+/// the target and its drain label removed, conditional on the version read.
+/// With no target named, the parent is left unassigned for the sharder.
+pub fn handover(placement: &Placement) -> Placement {
+    match placement.drain.as_deref() {
+        Some(to) if !to.is_empty() => Placement::on(to),
+        _ => Placement::default(),
+    }
 }
 
 #[cfg(test)]
@@ -56,7 +68,7 @@ mod tests {
     fn reconciles_only_its_own_undrained_keys_while_holding_its_lease() {
         assert!(may_start(&Placement::on("a"), "a", &HELD, true));
         assert!(!may_start(&Placement::on("b"), "a", &HELD, true));
-        assert!(!may_start(&Placement { shard: Some("a".into()), draining: true }, "a", &HELD, true));
+        assert!(!may_start(&Placement::draining_to("a", "b"), "a", &HELD, true));
         assert!(!may_start(&Placement::on("a"), "a", &HELD, false));
         let lapsed = LeaseHeld { since_renewal: Duration::from_secs(10), ..HELD };
         assert!(!may_start(&Placement::on("a"), "a", &lapsed, true));
@@ -64,10 +76,16 @@ mod tests {
 
     #[test]
     fn acknowledges_a_drain_only_when_idle() {
-        let drained = Placement { shard: Some("a".into()), draining: true };
+        let drained = Placement::draining_to("a", "b");
         assert!(should_acknowledge(&drained, "a", false));
         assert!(!should_acknowledge(&drained, "a", true));
         assert!(!should_acknowledge(&Placement::on("a"), "a", false));
         assert!(!should_acknowledge(&drained, "b", false));
+    }
+
+    #[test]
+    fn a_handover_goes_to_the_drains_target() {
+        assert_eq!(handover(&Placement::draining_to("a", "b")), Placement::on("b"));
+        assert_eq!(handover(&Placement::draining_to("a", "")), Placement::default());
     }
 }

@@ -17,8 +17,9 @@ pub enum Decision {
     /// Set the shard label to this shard and remove the drain label. For a
     /// parent, its children are relabelled first (see [`crate`], rule 5).
     Assign(String),
-    /// Add the drain label: the object's live shard must let it go first.
-    Drain,
+    /// Add the drain label naming this shard: the object's live shard must
+    /// let it go first, and hands it over itself (see [`crate`], rule 4).
+    Drain(String),
     /// Drained, waiting for the shard to acknowledge.
     AwaitAcknowledgement,
     /// The shard's Lease expired; the object moves once the sharder has taken
@@ -39,15 +40,16 @@ pub fn decide(current: &Placement, desired: Option<&str>, state_of: impl Fn(&str
     };
     match state_of(shard) {
         Some(ShardState::Ready) => {
-            if current.draining {
+            if current.draining() {
                 // A drain once asked stands even if the ring changed back: the
                 // shard may be acknowledging right now, and cancelling would
                 // race its write.
                 Decision::AwaitAcknowledgement
-            } else if desired.is_none_or(|d| d == shard) {
-                Decision::Keep
             } else {
-                Decision::Drain
+                match desired {
+                    Some(d) if d != shard => Decision::Drain(d.to_owned()),
+                    _ => Decision::Keep,
+                }
             }
         }
         Some(ShardState::Expired) => Decision::AwaitTakeover,
@@ -72,7 +74,7 @@ pub fn children_caught_up(children_seen_at: u64, movable_at: u64) -> bool {
 /// parent is unassigned or draining (the parent's move relabels it).
 pub fn decide_child(current: &Placement, parent: Option<&Placement>) -> Decision {
     match parent {
-        Some(Placement { shard: Some(shard), draining: false }) if current.shard.as_deref() != Some(shard) => Decision::Assign(shard.clone()),
+        Some(Placement { shard: Some(shard), drain: None }) if current.shard.as_deref() != Some(shard) => Decision::Assign(shard.clone()),
         _ => Decision::Keep,
     }
 }
@@ -91,7 +93,7 @@ mod tests {
     }
 
     fn draining(shard: &str) -> Placement {
-        Placement { shard: Some(shard.into()), draining: true }
+        Placement::draining_to(shard, "ready-b")
     }
 
     #[test]
@@ -103,7 +105,7 @@ mod tests {
     #[test]
     fn a_live_shard_is_drained_before_the_object_moves() {
         assert_eq!(decide(&Placement::on("ready-a"), Some("ready-a"), states), Decision::Keep);
-        assert_eq!(decide(&Placement::on("ready-a"), Some("ready-b"), states), Decision::Drain);
+        assert_eq!(decide(&Placement::on("ready-a"), Some("ready-b"), states), Decision::Drain("ready-b".into()));
         assert_eq!(decide(&draining("ready-a"), Some("ready-b"), states), Decision::AwaitAcknowledgement);
         assert_eq!(decide(&draining("ready-a"), Some("ready-a"), states), Decision::AwaitAcknowledgement);
     }

@@ -50,6 +50,15 @@ fn child_of(key: usize) -> usize {
 struct Object {
     exists: bool,
     placement: Placement,
+    /// On a parent: the revision of the last relabel of its children in its
+    /// last move (the host keeps it in an annotation).
+    children_at: u64,
+}
+
+impl Object {
+    fn placed(placement: Placement) -> Object {
+        Object { exists: true, placement, children_at: 0 }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -71,7 +80,7 @@ impl Api {
     fn new() -> Api {
         let mut api = Api { revision: 0, history: Vec::new(), leases: Vec::new() };
         for key in 0..KEYS {
-            api.write(key, Object { exists: true, placement: Placement::default() });
+            api.write(key, Object::placed(Placement::default()));
         }
         api
     }
@@ -260,8 +269,8 @@ impl World {
     /// Whether replica `r` may start a reconcile of `key` now.
     fn may_start(&self, r: usize, key: usize) -> bool {
         let replica = &self.replicas[r];
-        let (parent, version) = self.api.seen(key, replica.parent_cursor);
-        let children_synced = replica.child_cursor >= version;
+        let (parent, _) = self.api.seen(key, replica.parent_cursor);
+        let children_synced = replica.child_cursor >= parent.children_at;
         replica.alive && replica::may_start(&parent.placement, &replica.name, &self.lease_held(r), children_synced)
     }
 
@@ -367,14 +376,7 @@ impl World {
             }
             Event::Acknowledge(r, key) => {
                 if let Some(i) = slot(r).filter(|&i| key < KEYS && self.reaches_api(i)) {
-                    let replica = &self.replicas[i];
-                    let (parent, version) = self.api.seen(key, replica.parent_cursor);
-                    if replica::should_acknowledge(&parent.placement, &replica.name, replica.running.contains(&key))
-                        && self.api.write_if(key, version, Object { exists: true, placement: Placement::default() })
-                    {
-                        self.replicas[i].expectations.remove(&key);
-                        self.stats.acknowledged += 1;
-                    }
+                    self.acknowledge(i, key);
                 }
             }
             Event::StartAll(r) => {
@@ -415,6 +417,43 @@ impl World {
         self.check_one_owner()
     }
 
+    /// Incarnation `i` hands a drained key over: children first (from its own
+    /// view, once it shows the children it made), then the parent.
+    fn acknowledge(&mut self, i: usize, key: usize) {
+        let replica = &self.replicas[i];
+        let (parent, version) = self.api.seen(key, replica.parent_cursor);
+        if !replica::should_acknowledge(&parent.placement, &replica.name, replica.running.contains(&key)) {
+            return;
+        }
+        let (child, child_version) = self.api.seen(child_of(key), replica.child_cursor);
+        let mine = child.exists && child.placement.shard.as_deref() == Some(replica.name.as_str());
+        if replica.expectations.contains(&key) && !mine {
+            return; // its last writes are not in its cache yet
+        }
+        let target = replica::handover(&parent.placement);
+        let child_write = mine.then(|| (child_of(key), child_version, Object::placed(target.clone())));
+        let mut children_at = 0;
+        if self.rules.children_first
+            && let Some((id, version, object)) = child_write.clone()
+        {
+            if !self.api.write_if(id, version, object) {
+                return;
+            }
+            children_at = self.api.revision;
+        }
+        let handed = Object { exists: true, placement: target, children_at };
+        if !self.api.write_if(key, version, handed) {
+            return;
+        }
+        if !self.rules.children_first
+            && let Some((id, version, object)) = child_write
+        {
+            self.api.write_if(id, version, object);
+        }
+        self.replicas[i].expectations.remove(&key);
+        self.stats.acknowledged += 1;
+    }
+
     /// Incarnation `i` in `slot` renews its Lease. If it finds the Lease lost
     /// (its renewal lapsed, or the sharder took it) the process exits and its
     /// restart is a new shard.
@@ -447,7 +486,7 @@ impl World {
         }
         if !self.sees_child(r, key) && !self.api.current(child_of(key)).0.exists {
             let me = self.replicas[r].name.clone();
-            self.api.write(child_of(key), Object { exists: true, placement: Placement::on(&me) });
+            self.api.write(child_of(key), Object::placed(Placement::on(&me)));
             self.replicas[r].expectations.insert(key);
         }
     }
@@ -498,61 +537,67 @@ impl World {
             let i = self.replicas.iter().position(|r| r.name == name)?;
             self.sharder.observed[i].as_ref().map(|seen| seen.revision)
         };
-        let mut writes: Vec<(usize, u64, Object, bool)> = Vec::new();
+        let mut decisions = Vec::new();
         for key in 0..KEYS {
             let (parent, version) = self.api.seen(key, cursor);
             if !parent.exists {
                 continue;
             }
             let desired = ring.shard_for(&format!("example.operator-host.dev/Parent/default/p{key}"));
-            match sharder::decide(&parent.placement, desired, state_of) {
-                Decision::Assign(shard) => {
-                    let movable_at = parent.placement.shard.as_deref().and_then(stopped_at).unwrap_or(0).max(version);
-                    if !sharder::children_caught_up(child_cursor, movable_at) {
-                        continue;
-                    }
-                    let (child, child_version) = self.api.seen(child_of(key), child_cursor);
-                    let parent_write = (key, version, Object { exists: true, placement: Placement::on(&shard) }, true);
-                    let child_write =
-                        child.exists.then(|| (child_of(key), child_version, Object { exists: true, placement: Placement::on(&shard) }, false));
-                    let moved = parent.placement.shard.is_some();
-                    if self.rules.children_first {
-                        writes.extend(child_write);
-                        writes.push((parent_write.0, parent_write.1, parent_write.2, moved));
-                    } else {
-                        writes.push((parent_write.0, parent_write.1, parent_write.2, moved));
-                        writes.extend(child_write);
-                    }
-                }
-                Decision::Drain => {
-                    let placement = Placement { shard: parent.placement.shard.clone(), draining: true };
-                    writes.push((key, version, Object { exists: true, placement }, false));
-                }
-                _ => {}
-            }
+            let movable_at = parent.placement.shard.as_deref().and_then(stopped_at).unwrap_or(0).max(version);
+            let decision = sharder::decide(&parent.placement, desired, state_of);
+            decisions.push((key, version, parent, decision, movable_at));
         }
+        let mut children = Vec::new();
         for key in 0..KEYS {
             let (parent, _) = self.api.seen(key, cursor);
             let (child, version) = self.api.seen(child_of(key), child_cursor);
             if let (true, Decision::Assign(shard)) = (child.exists, sharder::decide_child(&child.placement, Some(&parent.placement))) {
-                writes.push((child_of(key), version, Object { exists: true, placement: Placement::on(&shard) }, false));
+                children.push((child_of(key), version, shard));
             }
         }
-        // Writes of one parent's move are a sequence: a failed child write
-        // stops its parent's (the next sync retries on a fresher view).
-        let mut failed_children = BTreeSet::new();
-        for (id, version, object, moved) in writes {
-            let parent_of = if id >= KEYS { id - KEYS } else { id };
-            if id < KEYS && failed_children.contains(&parent_of) && self.rules.children_first {
-                continue;
-            }
-            if !self.api.write_if(id, version, object) {
-                if id >= KEYS {
-                    failed_children.insert(parent_of);
+        for (key, version, parent, decision, movable_at) in decisions {
+            match decision {
+                Decision::Assign(shard) => {
+                    if !sharder::children_caught_up(child_cursor, movable_at) {
+                        continue;
+                    }
+                    let (child, child_version) = self.api.seen(child_of(key), child_cursor);
+                    let child_write = child.exists.then(|| (child_of(key), child_version, Object::placed(Placement::on(&shard))));
+                    let mut children_at = 0;
+                    if self.rules.children_first
+                        && let Some((id, version, object)) = child_write.clone()
+                    {
+                        // A failed child write stops its parent's: the next
+                        // sync retries on a fresher view.
+                        if !self.api.write_if(id, version, object) {
+                            continue;
+                        }
+                        children_at = self.api.revision;
+                    }
+                    let assigned = Object { exists: true, placement: Placement::on(&shard), children_at };
+                    if !self.api.write_if(key, version, assigned) {
+                        continue;
+                    }
+                    if parent.placement.shard.is_some() {
+                        self.stats.moved_from_stopped += 1;
+                    }
+                    if !self.rules.children_first
+                        && let Some((id, version, object)) = child_write
+                    {
+                        self.api.write_if(id, version, object);
+                    }
                 }
-            } else if moved {
-                self.stats.moved_from_stopped += 1;
+                Decision::Drain(to) => {
+                    let shard = parent.placement.shard.as_deref().expect("a drained parent is on a shard");
+                    let drained = Object { placement: Placement::draining_to(shard, &to), ..parent };
+                    self.api.write_if(key, version, drained);
+                }
+                _ => {}
             }
+        }
+        for (id, version, shard) in children {
+            self.api.write_if(id, version, Object::placed(Placement::on(&shard)));
         }
     }
 
@@ -723,7 +768,7 @@ fn relabelling_children_after_their_parent_lets_the_new_owner_miss_them() {
     world.apply(&SharderWatchChildren(1000)).unwrap();
     world.apply(&SharderSync).unwrap();
     world.apply(&CatchUp(0)).unwrap();
-    let moving: Vec<usize> = (0..KEYS).filter(|&k| world.api.current(k).0.placement.draining).collect();
+    let moving: Vec<usize> = (0..KEYS).filter(|&k| world.api.current(k).0.placement.draining()).collect();
     assert!(!moving.is_empty(), "the new replica was given no key");
     for &key in &moving {
         world.apply(&Start(0, key)).unwrap();
