@@ -113,6 +113,10 @@ pub struct Metrics {
     leader: Family<NameLabels, Gauge>,
     queues: Mutex<Vec<QueueEntry>>,
     ready: AtomicBool,
+    /// `--sharded`: ownership, handovers and the sharder's decisions.
+    pub shard: crate::shard::metrics::ShardMetrics,
+    /// Per controller, how many parents its shard holds (read at scrape).
+    owned: Mutex<Vec<(String, Arc<dyn Fn() -> usize + Send + Sync>)>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -174,8 +178,11 @@ impl Metrics {
             "Automatic rollbacks of a failing new plugin version, by plugin (id) and cause",
             plugin_rollbacks.clone(),
         );
+        let shard = crate::shard::metrics::ShardMetrics::new(&mut registry);
         Self {
             registry,
+            shard,
+            owned: Mutex::new(Vec::new()),
             reconcile_total,
             reconcile_errors,
             reconcile_time,
@@ -258,7 +265,24 @@ impl Metrics {
     }
 
     /// The Prometheus text exposition.
+    /// Sharded: reports `count()` as the parents `controller` owns.
+    pub fn add_owned(&self, controller: &str, count: Arc<dyn Fn() -> usize + Send + Sync>) {
+        let mut owned = self.owned.lock().unwrap();
+        owned.retain(|(name, _)| name != controller);
+        owned.push((controller.to_owned(), count));
+    }
+
+    /// Counts a handover of `controller` that took `seconds`.
+    pub fn shard_handover(&self, controller: &str, seconds: f64) {
+        let labels = ControllerLabels { controller: controller.into() };
+        self.shard.handovers.get_or_create(&labels).inc();
+        self.shard.handover_seconds.get_or_create(&labels).observe(seconds);
+    }
+
     pub fn render(&self) -> String {
+        for (controller, count) in self.owned.lock().unwrap().iter() {
+            self.shard.owned.get_or_create(&ControllerLabels { controller: controller.clone() }).set(count() as i64);
+        }
         for q in self.queues.lock().unwrap().iter_mut() {
             let labels = NameLabels { name: q.name.clone() };
             let now = q.probe.stats();

@@ -51,10 +51,10 @@ pub struct Placement {
 impl Placement {
     /// The placement an object's labels give in `ring` (a malformed ring name
     /// reads as unassigned; the ring name is checked at start-up).
-    pub fn from_labels<'a>(ring: &str, mut label: impl FnMut(&str) -> Option<&'a str>) -> Placement {
+    pub fn from_labels(ring: &str, mut label: impl FnMut(&str) -> Option<String>) -> Placement {
         let shard = shard_label(ring).ok().and_then(|key| label(&key)).filter(|v| !v.is_empty());
         let drain = drain_label(ring).ok().and_then(|key| label(&key));
-        Placement { shard: shard.map(str::to_owned), drain: drain.map(str::to_owned) }
+        Placement { shard, drain }
     }
 
     /// Placed on `shard` and not draining.
@@ -81,19 +81,23 @@ pub fn selector(ring: &str, shard: &str) -> Result<String, InvalidName> {
 
 /// A shard name for a process identity, which must be unique per process
 /// start (the host's `hostname_<uuid>`: a restarted process is a new shard).
-/// The identity itself when it is a valid label value, otherwise its first 46 valid characters
-/// and a hash of the whole, so distinct identities keep distinct names.
+/// The name is both a label value and the name of the shard's Lease, so it
+/// is lowercase alphanumerics, `-` and `.`, starting and ending alphanumeric,
+/// at most 63 characters: the identity lowercased with every other character
+/// made `-`; when that is longer, its first 46 characters and a hash of the
+/// whole identity keep distinct identities apart.
 pub fn shard_name(identity: &str) -> String {
-    if valid("shard name", identity).is_ok() {
-        return identity.to_owned();
-    }
     let cleaned: String = identity
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') { c } else { '-' })
-        .skip_while(|c| !c.is_ascii_alphanumeric())
-        .take(46)
+        .map(|c| c.to_ascii_lowercase())
+        .map(|c| if c.is_ascii_lowercase() || c.is_ascii_digit() || c == '.' { c } else { '-' })
         .collect();
-    let head = cleaned.trim_end_matches(|c: char| !c.is_ascii_alphanumeric());
+    let trimmed = cleaned.trim_matches(|c: char| !c.is_ascii_alphanumeric());
+    if !trimmed.is_empty() && trimmed.len() <= 63 {
+        return trimmed.to_owned();
+    }
+    let head = trimmed.chars().take(46).collect::<String>();
+    let head = head.trim_end_matches(|c: char| !c.is_ascii_alphanumeric());
     let hash = format!("{:016x}", xxh64(identity.as_bytes(), 0));
     if head.is_empty() { format!("shard-{hash}") } else { format!("{head}-{hash}") }
 }
@@ -126,7 +130,7 @@ mod tests {
             ("drain.operator-host.dev/cronjob".to_owned(), "host-2".to_owned()),
             ("shard.operator-host.dev/other".to_owned(), "host-9".to_owned()),
         ]);
-        let get = |key: &str| labels.get(key).map(String::as_str);
+        let get = |key: &str| labels.get(key).cloned();
         assert_eq!(Placement::from_labels("cronjob", get), Placement::draining_to("host-1", "host-2"));
         assert_eq!(Placement::from_labels("third", get), Placement::default());
     }
@@ -140,12 +144,17 @@ mod tests {
     }
 
     #[test]
-    fn identities_become_label_values() {
+    fn identities_become_label_values_and_lease_names() {
         assert_eq!(shard_name("host-0"), "host-0");
+        assert_eq!(shard_name("vm_1EA61e85-6620"), "vm-1ea61e85-6620");
         let long = format!("{}_0f3c5a1e-9b1d-4c1e-8a7a-3f1f2b9c0d11", "node".repeat(12));
         let name = shard_name(&long);
         assert!(valid("shard name", &name).is_ok(), "{name}");
         assert_ne!(name, shard_name(&format!("{long}x")));
         assert!(valid("shard name", &shard_name("::")).is_ok());
+        for name in [shard_name(&long), shard_name("A_b.C"), shard_name("::")] {
+            let lease_name = name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
+            assert!(lease_name && name.len() <= 63, "{name} is not an RFC 1123 subdomain of at most 63 characters");
+        }
     }
 }
