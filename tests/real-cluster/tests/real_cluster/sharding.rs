@@ -60,6 +60,14 @@ fn placement(kubectl: &Kubectl) -> BTreeMap<String, usize> {
     by_shard
 }
 
+/// Resident memory of a running host, in MiB.
+fn rss_mib(host: &mut HostProcess) -> f64 {
+    let pid = host.process().pid().expect("the host runs");
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let kib: f64 = status.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.split_whitespace().next()?.parse().ok()).unwrap_or(0.0);
+    kib / 1024.0
+}
+
 fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) -> Duration {
     let started = Instant::now();
     eventually_within(what, limit, || done().then_some(()));
@@ -72,7 +80,7 @@ fn three_replicas_share_the_cronjobs_and_lose_and_repeat_no_scheduled_run() {
     let admin = cluster.admin();
     let count: usize = std::env::var("SHARDING_CRONJOBS").ok().and_then(|v| v.parse().ok()).unwrap_or(90);
     let mut a = replica(&cluster, "host-a");
-    let b = replica(&cluster, "host-b");
+    let mut b = replica(&cluster, "host-b");
     let mut c = replica(&cluster, "host-c");
     wait_for_crds(&admin, &[CRONJOB_CRD]);
     let list: Vec<Value> = (0..count)
@@ -115,12 +123,15 @@ fn three_replicas_share_the_cronjobs_and_lose_and_repeat_no_scheduled_run() {
     std::thread::sleep(Duration::from_secs(30));
 
     // A fourth replica joins: the others drain a share to it.
-    let d = replica(&cluster, "host-d");
+    let mut d = replica(&cluster, "host-d");
     let joined = shard_of(&d);
     let rebalanced =
         wait_until("the new shard given CronJobs", Duration::from_secs(60), || placement(&admin).get(&joined).copied().unwrap_or(0) > count / 6);
     eprintln!("{joined} joined; owns a share after {rebalanced:.1?}: {:?}", placement(&admin));
     std::thread::sleep(Duration::from_secs(30));
+    let jobs_then = admin.items(&["get", "jobs"]).len();
+    let rss_sharded = [rss_mib(&mut a), rss_mib(&mut b), rss_mib(&mut d)];
+    eprintln!("RSS at 3 shards ({count} CronJobs, {jobs_then} Jobs): {rss_sharded:.1?} MiB");
 
     // A graceful stop releases the Lease: its CronJobs move at once.
     let stopped = shard_of(&a);
@@ -163,6 +174,13 @@ fn three_replicas_share_the_cronjobs_and_lose_and_repeat_no_scheduled_run() {
         rebalanced.as_secs_f64(),
         after_stop.as_secs_f64()
     );
+    // One replica holding everything: the last one left, after a graceful stop of the other.
+    let last = shard_of(&d);
+    b.process().stop(Duration::from_secs(30));
+    wait_until("every CronJob on the last replica", Duration::from_secs(60), || placement(&admin).get(&last) == Some(&count));
+    std::thread::sleep(Duration::from_secs(10));
+    let jobs_now = admin.items(&["get", "jobs"]).len();
+    eprintln!("FIGURES rss_mib_at_3_shards={rss_sharded:.1?} ({jobs_then} Jobs) rss_mib_one_replica_all={:.1} ({jobs_now} Jobs)", rss_mib(&mut d));
     assert_eq!(instants.len(), count, "every CronJob made Jobs");
     assert_eq!(duplicated, 0, "a minute had two Jobs");
     assert_eq!(lost, 0, "a minute was skipped");
