@@ -91,6 +91,9 @@ struct QueueEntry {
     last: Stats,
 }
 
+/// Reads how many parents a controller's shard holds.
+pub type OwnedCount = Arc<dyn Fn() -> usize + Send + Sync>;
+
 /// All metrics of the process.
 pub struct Metrics {
     registry: Registry,
@@ -116,7 +119,7 @@ pub struct Metrics {
     /// `--sharded`: ownership, handovers and the sharder's decisions.
     pub shard: crate::shard::metrics::ShardMetrics,
     /// Per controller, how many parents its shard holds (read at scrape).
-    owned: Mutex<Vec<(String, Arc<dyn Fn() -> usize + Send + Sync>)>>,
+    owned: Mutex<Vec<(String, OwnedCount)>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -266,7 +269,7 @@ impl Metrics {
 
     /// The Prometheus text exposition.
     /// Sharded: reports `count()` as the parents `controller` owns.
-    pub fn add_owned(&self, controller: &str, count: Arc<dyn Fn() -> usize + Send + Sync>) {
+    pub fn add_owned(&self, controller: &str, count: OwnedCount) {
         let mut owned = self.owned.lock().unwrap();
         owned.retain(|(name, _)| name != controller);
         owned.push((controller.to_owned(), count));

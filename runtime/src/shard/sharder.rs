@@ -42,6 +42,9 @@ use crate::manager::Running;
 use crate::metrics::Metrics;
 use crate::shard::metrics::{DecisionLabels, StateLabels};
 
+/// A child's kind, resource and metadata, as the sharder lists it.
+type ChildMeta<'a> = (&'a GroupVersionKind, &'a ApiResource, PartialObjectMeta<DynamicObject>);
+
 /// Every this many passes the sharder also lists children, to relabel those
 /// that do not follow their parent.
 pub const CHILD_SWEEP_PASSES: u32 = 15;
@@ -262,7 +265,7 @@ impl Sharder {
             return Ok(());
         }
         // Children by their controller's uid, from a consistent list.
-        let mut children: HashMap<String, Vec<(&GroupVersionKind, &ApiResource, PartialObjectMeta<DynamicObject>)>> = HashMap::new();
+        let mut children: HashMap<String, Vec<ChildMeta<'_>>> = HashMap::new();
         for (gvk, resource) in &kind.children {
             for child in self.list(resource).await? {
                 let owner = child.metadata.owner_references.iter().flatten().find(|r| r.controller == Some(true)).map(|r| r.uid.clone());
