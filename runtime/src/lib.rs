@@ -33,6 +33,7 @@ pub mod metrics;
 pub mod record;
 pub mod registry;
 pub mod sandbox;
+pub mod shard;
 pub mod webhook;
 
 /// Renders an error with its chain of causes, `outer: inner: ...`.

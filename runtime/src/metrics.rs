@@ -91,6 +91,9 @@ struct QueueEntry {
     last: Stats,
 }
 
+/// Reads how many parents a controller's shard holds.
+pub type OwnedCount = Arc<dyn Fn() -> usize + Send + Sync>;
+
 /// All metrics of the process.
 pub struct Metrics {
     registry: Registry,
@@ -113,6 +116,10 @@ pub struct Metrics {
     leader: Family<NameLabels, Gauge>,
     queues: Mutex<Vec<QueueEntry>>,
     ready: AtomicBool,
+    /// `--sharded`: ownership, handovers and the sharder's decisions.
+    pub shard: crate::shard::metrics::ShardMetrics,
+    /// Per controller, how many parents its shard holds (read at scrape).
+    owned: Mutex<Vec<(String, OwnedCount)>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -174,8 +181,11 @@ impl Metrics {
             "Automatic rollbacks of a failing new plugin version, by plugin (id) and cause",
             plugin_rollbacks.clone(),
         );
+        let shard = crate::shard::metrics::ShardMetrics::new(&mut registry);
         Self {
             registry,
+            shard,
+            owned: Mutex::new(Vec::new()),
             reconcile_total,
             reconcile_errors,
             reconcile_time,
@@ -258,7 +268,24 @@ impl Metrics {
     }
 
     /// The Prometheus text exposition.
+    /// Sharded: reports `count()` as the parents `controller` owns.
+    pub fn add_owned(&self, controller: &str, count: OwnedCount) {
+        let mut owned = self.owned.lock().unwrap();
+        owned.retain(|(name, _)| name != controller);
+        owned.push((controller.to_owned(), count));
+    }
+
+    /// Counts a handover of `controller` that took `seconds`.
+    pub fn shard_handover(&self, controller: &str, seconds: f64) {
+        let labels = ControllerLabels { controller: controller.into() };
+        self.shard.handovers.get_or_create(&labels).inc();
+        self.shard.handover_seconds.get_or_create(&labels).observe(seconds);
+    }
+
     pub fn render(&self) -> String {
+        for (controller, count) in self.owned.lock().unwrap().iter() {
+            self.shard.owned.get_or_create(&ControllerLabels { controller: controller.clone() }).set(count() as i64);
+        }
         for q in self.queues.lock().unwrap().iter_mut() {
             let labels = NameLabels { name: q.name.clone() };
             let now = q.probe.stats();

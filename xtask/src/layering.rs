@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 /// Bottom first. A crate may depend only on crates of lower layers: the runtime and the API
 /// server share a layer, so neither links the other; the host is on top.
 const LAYERS: &[&[&str]] = &[
-    &["operator-clock", "workload-math", "operator-plugin-sdk"],
+    &["operator-clock", "workload-math", "operator-plugin-sdk", "operator-sharding"],
     &["apiserver", "operator-runtime"],
     &["simulated-cluster"],
     &["embedded-cluster"],

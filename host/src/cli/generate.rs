@@ -15,6 +15,9 @@
 //! - `events.k8s.io` events: create/patch (the recorder creates, then patches `series`);
 //! - configmaps: get/list/watch (`--plugin-configmap`);
 //! - a Role in the leader election namespace: create leases, get/update the one named `--leader-election-id`;
+//! - with `--sharded` (as `run`'s): in that Role also get/list/update/delete leases of any name (each
+//!   replica's shard Lease is named after the process; the sharder lists them, takes expired ones over
+//!   and deletes those of shards gone for a minute); parents and children already have patch (labels);
 //! - with `--webhook-configure` (as `run`'s): create mutating/validatingwebhookconfigurations,
 //!   patch the ones named `--webhook-configuration-name` (server-side apply; `create` is needed
 //!   when the apply creates the object, and cannot be limited by name);
@@ -77,6 +80,9 @@ struct RbacArgs {
     /// create that Secret and read it.
     #[arg(long, value_name = "NAMESPACE/NAME")]
     webhook_cert_secret: Option<String>,
+    /// Add what `run --sharded` needs: the replicas' shard Leases.
+    #[arg(long)]
+    sharded: bool,
 }
 
 /// What keeps a manifest from being generated.
@@ -119,6 +125,7 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
                 prefix: r.name_prefix.clone(),
                 webhook_configuration: r.webhook_configure.then(|| r.webhook_configuration_name.clone()),
                 webhook_cert_secret,
+                sharded: r.sharded,
             };
             // The header names the flags that changed what was generated, so a rerun gives the same.
             let mut command = "rbac".to_string();
@@ -127,6 +134,9 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
             }
             if let Some((namespace, name)) = &options.webhook_cert_secret {
                 command.push_str(&format!(" --webhook-cert-secret {namespace}/{name}"));
+            }
+            if options.sharded {
+                command.push_str(" --sharded");
             }
             (rbac(&manifests, &options).map_err(|e| Failure::bad_input(e.to_string()))?, command)
         }
@@ -195,6 +205,8 @@ pub struct RbacOptions {
     pub webhook_configuration: Option<String>,
     /// `run --webhook-cert-secret`: (namespace, name) of the Secret.
     pub webhook_cert_secret: Option<(String, String)>,
+    /// `run --sharded`: the shard Leases.
+    pub sharded: bool,
 }
 
 /// Verbs in the order Kubernetes documents them, so rules read naturally.
@@ -327,10 +339,16 @@ pub fn rbac(manifests: &[Manifest], o: &RbacOptions) -> Result<Vec<Value>, Error
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
             "metadata": {"name": election, "namespace": o.lease_namespace},
             // `create` cannot be limited by name (the name is not known when it is authorized).
-            "rules": [
-                {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
-                {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [o.lease_name], "verbs": ["get", "update"]},
-            ],
+            "rules": if o.sharded {
+                json!([
+                    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "list", "create", "update", "delete"]},
+                ])
+            } else {
+                json!([
+                    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+                    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [o.lease_name], "verbs": ["get", "update"]},
+                ])
+            },
         }),
         json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
@@ -388,6 +406,7 @@ mod tests {
             service_account: ("sys".into(), "op".into()),
             lease_namespace: "sys".into(),
             lease_name: "op".into(),
+            sharded: false,
             prefix: "op".into(),
             webhook_configuration: None,
             webhook_cert_secret: None,

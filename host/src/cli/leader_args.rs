@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::parse_duration;
 use operator_runtime::leader;
+use operator_runtime::shard::{InvalidSharding, Sharding};
 
 /// Where a Pod's service account namespace is mounted.
 const IN_CLUSTER_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
@@ -30,6 +31,12 @@ pub struct LeaderElectionArgs {
     /// Time between acquire attempts and between renewals.
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     pub leader_election_retry_period: Duration,
+    /// Shard the parents across all replicas instead of one leading: each
+    /// replica reconciles and caches its share (a consistent-hash ring over
+    /// the replicas' shard Leases, named by --leader-election-id), and the
+    /// elected leader assigns and moves parents as replicas come and go.
+    #[arg(long, requires = "leader_elect")]
+    pub sharded: bool,
 }
 
 impl LeaderElectionArgs {
@@ -48,6 +55,12 @@ impl LeaderElectionArgs {
         };
         config.validate()?;
         Ok(Some(config))
+    }
+
+    /// With `--sharded`: this process's shard (named after its election identity).
+    pub fn sharding(&self, election: Option<&leader::Config>) -> Result<Option<Sharding>, InvalidSharding> {
+        let Some(config) = election.filter(|_| self.sharded) else { return Ok(None) };
+        Sharding::new(&config.name, &config.identity, &config.namespace, config.lease_duration, config.renew_deadline, config.retry_period).map(Some)
     }
 
     /// The flag, else the in-cluster namespace, else `default`.

@@ -17,6 +17,7 @@ mod new;
 mod reconcile;
 mod replay;
 mod run;
+mod sharded;
 mod sign;
 #[cfg(feature = "embedded")]
 mod simulate;

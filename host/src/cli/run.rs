@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::leader_args::LeaderElectionArgs;
+use super::sharded;
 use super::webhook_args::{CertSource, WebhookArgs, WebhookPlan};
 use super::{Failure, SandboxArgs, parse_duration};
 use operator_runtime::clock::{SharedClock, SystemClock};
@@ -197,6 +198,7 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
         a => Some(a.parse().map_err(|e| Failure::bad_input(format!("--metrics-addr {a}: {e}")))?),
     };
     let election = args.leader_election.config().map_err(|e| Failure::bad_input(e.to_string()))?;
+    let sharding = args.leader_election.sharding(election.as_ref()).map_err(|e| Failure::bad_input(e.to_string()))?;
     let webhook = args.webhook.plan(election.is_some())?;
     let recorder = args.record.open()?;
     // A long-running host: a plugin that must be compiled (a new version
@@ -222,7 +224,7 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
     manager::check_parents(&list).map_err(|e| Failure { code: e.exit_code(), message: e.to_string() })?;
     let runtime = if args.clock_speed == 1.0 { tokio::runtime::Builder::new_multi_thread().enable_all().build() } else { paused_runtime() };
     let runtime = runtime.map_err(|e| Failure::plugin(format!("tokio: {e}")))?;
-    let prepared = Prepared { sandbox, trust, plugins, file_watch, metrics_addr, webhook, election, recorder: recorder.clone() };
+    let prepared = Prepared { sandbox, trust, plugins, file_watch, metrics_addr, webhook, election, sharding, recorder: recorder.clone() };
     let result = runtime.block_on(run_async(args, prepared));
     if let Some(r) = recorder {
         r.flush();
@@ -271,13 +273,16 @@ struct Prepared {
     /// `--webhook-*`: where and how admission is served and configured.
     webhook: Option<WebhookPlan>,
     election: Option<operator_runtime::leader::Config>,
+    /// `--sharded`: this process's shard.
+    sharding: Option<operator_runtime::shard::Sharding>,
     recorder: Option<Arc<operator_runtime::record::Recorder>>,
 }
 
 /// The host's life: endpoints, cluster, manager, hot swap, then drain on a
 /// signal (or exit on a lost election).
 async fn run_async(args: &Args, prepared: Prepared) -> Result<(), Failure> {
-    let Prepared { sandbox, trust, plugins, file_watch, metrics_addr, webhook, election, recorder } = prepared;
+    let Prepared { sandbox, trust, plugins, file_watch, metrics_addr, webhook, election, sharding, recorder } = prepared;
+    let identity = election.as_ref().map(|e| e.identity.clone()).unwrap_or_default();
     let registry = registry_of(&plugins);
     let (clock, pacer) = clock(args);
     let metrics = Arc::new(Metrics::new());
@@ -306,6 +311,15 @@ async fn run_async(args: &Args, prepared: Prepared) -> Result<(), Failure> {
     let shadows = Shadows::new(shadow_config(args), metrics.clone(), client.clone(), clock.clone());
     let mut options = manager_options(args, tap(&shadows, recorder));
     let mut election = start_election(&client, election, &metrics, &mut options)?;
+    // Sharded, every replica reconciles its share; the election picks the sharder.
+    let mut member = match &sharding {
+        Some(s) => {
+            options.leadership = None;
+            options.controller.sharding = Some(s.clone());
+            Some(sharded::Member::join(&client, s).await?)
+        }
+        None => None,
+    };
     let manager = manager::Builder::new(client.clone())
         .plugins_by_source(plugins)
         .options(options)
@@ -335,13 +349,19 @@ async fn run_async(args: &Args, prepared: Prepared) -> Result<(), Failure> {
         let leading = election.as_ref().map(|e| e.leading());
         sources.push(tokio::spawn(operator_runtime::webhook::configuration::run(client.clone(), config, registry.clone(), ca_pem, leading)));
     }
-    wait_for_shutdown(election.as_mut()).await;
+    if let (Some(member), Some(s), Some(e)) = (member.as_mut(), &sharding, &election) {
+        member.start_sharder(sharded::sharder(&client, s, &identity, &running, &args.namespaces, running.metrics()), e.leading());
+    }
+    wait_for_shutdown(election.as_mut(), member.as_mut()).await;
     tracing::info!("shutting down: draining in-flight reconciles");
     for s in sources {
         s.abort();
     }
     // The grace is wall time; under --clock-speed tokio's delays are virtual.
     running.shutdown(args.shutdown_grace.mul_f64(args.clock_speed)).await;
+    if let Some(m) = member {
+        m.leave().await;
+    }
     if let Some(e) = election {
         e.release().await;
     }
@@ -592,16 +612,35 @@ fn watch_plugin_sources(
 /// Returns on SIGINT/SIGTERM. A replica that loses its election exits 1 at
 /// once instead (as controller-runtime: exiting is the surest way that no
 /// in-flight reconcile writes after another replica took over).
-async fn wait_for_shutdown(election: Option<&mut operator_runtime::leader::Election>) {
-    match election {
-        Some(e) => tokio::select! {
-            () = shutdown_signal() => {}
-            lost = e.lost() => {
-                tracing::error!(error = %lost, "leader election lost; exiting");
-                std::process::exit(1);
-            }
-        },
-        None => shutdown_signal().await,
+///
+/// Sharded, a lost election only stops the sharder (another replica's
+/// takes over) and a lost shard Lease exits 1: the restart joins as a new
+/// shard, so nothing this process still has in flight can act on a key the
+/// sharder moved.
+async fn wait_for_shutdown(election: Option<&mut operator_runtime::leader::Election>, member: Option<&mut sharded::Member>) {
+    let sharded = member.is_some();
+    let election_lost = async {
+        match election {
+            Some(e) => e.lost().await,
+            None => std::future::pending().await,
+        }
+    };
+    let shard_lost = async {
+        match member {
+            Some(m) => m.lost().await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        () = shutdown_signal() => {}
+        lost = election_lost, if !sharded => {
+            tracing::error!(error = %lost, "leader election lost; exiting");
+            std::process::exit(1);
+        }
+        lost = shard_lost => {
+            tracing::error!(error = %lost, "shard lost; exiting (a restart joins as a new shard)");
+            std::process::exit(1);
+        }
     }
 }
 

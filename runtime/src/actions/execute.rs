@@ -72,6 +72,25 @@ pub struct Executor<'a> {
     pub lookup: &'a (dyn super::Lookup + Sync),
     /// The parent's uid.
     pub parent_uid: &'a str,
+    /// Sharded: the shard label every created or replaced child carries, so
+    /// it stays in this replica's cache (its watches select on it).
+    pub child_label: Option<(&'a str, &'a str)>,
+}
+
+/// Puts `label` on `object` (a child about to be created or replaced): a
+/// plugin that does not know about shards must not move its children out of
+/// the cache that selects them by it.
+fn with_label(mut object: Value, label: Option<(&str, &str)>) -> Value {
+    if let Some((key, value)) = label
+        && let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut)
+    {
+        let labels = metadata.entry("labels").or_insert_with(|| Value::Object(Default::default()));
+        if !labels.is_object() {
+            *labels = Value::Object(Default::default());
+        }
+        labels.as_object_mut().expect("made an object above").insert(key.to_owned(), Value::String(value.to_owned()));
+    }
+    object
 }
 
 impl Executor<'_> {
@@ -118,7 +137,7 @@ impl Executor<'_> {
             match write {
                 Write::Create { gvk, namespace, object, fixed_name } => {
                     let what = describe("create", &gvk, &namespace, object.pointer("/metadata/name").or(object.pointer("/metadata/generateName")));
-                    let obj: DynamicObject = match serde_json::from_value(object) {
+                    let obj: DynamicObject = match serde_json::from_value(with_label(object, self.child_label)) {
                         Ok(o) => o,
                         Err(e) => {
                             out.error = Some(WriteError { what, source: kube::Error::SerdeError(e) });
@@ -159,7 +178,7 @@ impl Executor<'_> {
                 }
                 Write::Replace { gvk, namespace, name, object, existing } => {
                     let what = describe("replace", &gvk, &namespace, Some(&Value::String(name.clone())));
-                    let obj: DynamicObject = match serde_json::from_value(object) {
+                    let obj: DynamicObject = match serde_json::from_value(with_label(object, self.child_label)) {
                         Ok(o) => o,
                         Err(e) => {
                             out.error = Some(WriteError { what, source: kube::Error::SerdeError(e) });
@@ -245,4 +264,21 @@ impl Executed {
 fn describe(verb: &str, gvk: &GroupVersionKind, namespace: &str, name: Option<&Value>) -> String {
     let name = name.and_then(Value::as_str).unwrap_or("?");
     format!("{verb} {} {namespace}/{name}", gvk.kind)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_sharded_child_carries_the_shard_label() {
+        let label = Some(("shard.operator-host.dev/r", "host-1"));
+        let labelled = with_label(json!({"metadata": {"name": "c", "labels": {"app": "a"}}}), label);
+        assert_eq!(labelled["metadata"]["labels"], json!({"app": "a", "shard.operator-host.dev/r": "host-1"}));
+        let bare = with_label(json!({"metadata": {"name": "c"}}), label);
+        assert_eq!(bare["metadata"]["labels"]["shard.operator-host.dev/r"], "host-1");
+        let unsharded = with_label(json!({"metadata": {"name": "c"}}), None);
+        assert_eq!(unsharded, json!({"metadata": {"name": "c"}}));
+    }
 }

@@ -172,6 +172,9 @@ pub struct KindCache {
     next_handler: std::sync::atomic::AtomicU64,
     synced: watch::Sender<bool>,
     changes: watch::Sender<u64>,
+    /// The highest resourceVersion of any object event applied (see
+    /// [`KindCache::seen_revision`]).
+    seen_revision: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for KindCache {
@@ -190,6 +193,21 @@ impl KindCache {
             next_handler: std::sync::atomic::AtomicU64::new(0),
             synced: watch::channel(false).0,
             changes: watch::channel(0).0,
+            seen_revision: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// The highest resourceVersion among the objects and deletions this cache
+    /// applied, read as a number (an etcd revision; 0 when none was). A
+    /// sharded replica waits for it to reach the revision a handover wrote
+    /// its children at ([`crate::shard::acknowledge::Gate`]).
+    pub fn seen_revision(&self) -> u64 {
+        self.seen_revision.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    fn saw(&self, resource_version: Option<&str>) {
+        if let Some(rv) = resource_version.and_then(|rv| rv.parse::<u64>().ok()) {
+            self.seen_revision.fetch_max(rv, std::sync::atomic::Ordering::AcqRel);
         }
     }
 
@@ -298,6 +316,7 @@ impl KindCache {
     /// Applies an added or modified object.
     pub fn apply(&self, obj: DynamicObject) {
         let obj = self.with_types(obj);
+        self.saw(obj.resource_version());
         let old = self.inner.write().unwrap().insert(obj.clone());
         self.bump();
         self.notify(old.as_deref(), Some(&*obj));
@@ -311,6 +330,7 @@ impl KindCache {
             inner.bury(obj.metadata.uid.as_deref());
             inner.remove(&key)
         };
+        self.saw(obj.metadata.resource_version.as_deref());
         self.bump();
         let old = old.unwrap_or_else(|| self.with_types(obj));
         self.notify(Some(&*old), None);
@@ -333,6 +353,9 @@ impl KindCache {
     /// (the watch converts each listed object as it arrives, so a large
     /// initial list never exists as parsed trees all at once).
     fn replace_compact(&self, scope: Option<&str>, fresh: Vec<Arc<CachedObject>>) {
+        for obj in &fresh {
+            self.saw(obj.resource_version());
+        }
         let mut changes = Vec::new();
         {
             let mut inner = self.inner.write().unwrap();
@@ -455,6 +478,7 @@ mod tests {
         assert!(c.controlled_by("p1").is_empty());
         assert!(c.has_seen_uid("1"), "a deleted uid is remembered for expectations");
         assert!(!c.has_seen_uid("never"));
+        assert_eq!(c.seen_revision(), 2, "a deletion's resourceVersion counts as seen");
     }
 
     #[test]

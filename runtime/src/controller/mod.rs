@@ -54,6 +54,9 @@ pub struct Config {
     /// The most related objects one reconcile is given (default
     /// [`DEFAULT_MAX_RELATED`]); over it the call is refused, not truncated.
     pub max_related: usize,
+    /// `--sharded`: this replica's shard; its parents are handed over from
+    /// the reconcile worker when drained, and its children labelled.
+    pub sharding: Option<crate::shard::Sharding>,
 }
 
 /// See [`Config::max_related`]; documented in `wit/plugin.wit`.
@@ -67,6 +70,7 @@ impl Default for Config {
             backoff: queue::Backoff::default(),
             tap: crate::record::Tap::default(),
             max_related: DEFAULT_MAX_RELATED,
+            sharding: None,
         }
     }
 }
@@ -100,6 +104,8 @@ pub struct Controller {
     validity: validity::Validity,
     /// Parents the plugin refused with a non-retryable error, and for what inputs.
     permanent: permanent::PermanentErrors,
+    /// Sharded: parents gained by a handover, waiting for their children.
+    handovers: Arc<crate::shard::acknowledge::Gate>,
 }
 
 impl QueueProbe for WorkQueue<ObjectKey> {
@@ -183,13 +189,28 @@ impl Controller {
             conditions_pruned: std::sync::atomic::AtomicBool::new(false),
             validity: validity::Validity::default(),
             permanent: permanent::PermanentErrors::default(),
+            handovers: Arc::default(),
         });
         this.register();
+        if this.config.sharding.is_some() {
+            let parents = Arc::downgrade(this.parent_cache());
+            this.metrics.add_owned(&this.name, Arc::new(move || parents.upgrade().map_or(0, |c| c.len())));
+        }
         this
     }
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The parent and child kinds with their API resources (what the sharder places).
+    pub fn sharded_kind(&self) -> crate::shard::sharder::ShardedKind {
+        let children = self.plugin().manifest().children.clone();
+        crate::shard::sharder::ShardedKind {
+            parent: self.parent_gvk.clone(),
+            parent_resource: self.resources[&self.parent_gvk].clone(),
+            children: children.into_iter().filter(|g| *g != self.parent_gvk).map(|g| (g.clone(), self.resources[&g].clone())).collect(),
+        }
     }
 
     /// The plugin version in use now.
@@ -236,7 +257,24 @@ impl Controller {
                 index.update_parent(&key, self.parent_cache().get(&key).as_deref());
             }
         }
+        let gained = self.config.sharding.as_ref().map(|s| {
+            let parents = self.parent_cache().clone();
+            (self.handovers.clone(), s.handover_annotation(), self.plugin().manifest().children.clone(), parents)
+        });
         let id = self.parent_cache().on_change(Arc::new(move |old: Option<&CachedObject>, new: Option<&CachedObject>| {
+            // Sharded: a parent that arrives after the initial list came by a
+            // handover; its first reconcile here waits for its children.
+            if let Some((gate, annotation, kinds, parents)) = &gained {
+                match (old, new) {
+                    (None, Some(o)) if parents.is_synced() => {
+                        if let Some(value) = o.object().metadata.annotations.and_then(|mut a| a.remove(annotation)) {
+                            gate.gained(o.key(), &value, kinds);
+                        }
+                    }
+                    (Some(o), None) => gate.forget(&o.key()),
+                    _ => {}
+                }
+            }
             // The related index follows every change of what a parent refers to.
             if !index.kinds().is_empty()
                 && let Some(o) = new.or(old)

@@ -99,6 +99,12 @@ impl Controller {
             self.forget(key);
             return Ended::Done;
         };
+        if let Some(sharding) = &self.config.sharding {
+            match self.sharded(sharding, key, &parent).await {
+                Sharded::Reconcile => {}
+                Sharded::Ended(ended) => return ended,
+            }
+        }
         let finalizer = plugin.manifest().finalizer.clone();
         self.with_finalizer(key, &parent, finalizer.as_deref(), |event| self.reconcile_parent(key, &plugin, &parent, event)).await
     }
@@ -161,6 +167,45 @@ impl Controller {
     }
 
     /// The parent is gone from the cache: drop what was remembered for it.
+    /// Sharded: a drained parent is handed over instead of reconciled (no
+    /// other pass of the key runs now, and the last one's writes are in the
+    /// caches); one on another shard is not this replica's; one gained by a
+    /// handover waits for its children first.
+    async fn sharded(&self, sharding: &crate::shard::Sharding, key: &ObjectKey, parent: &CachedObject) -> Sharded {
+        let placement = sharding.placement_of(parent);
+        if placement.shard.as_deref() != Some(sharding.shard.as_str()) {
+            // The cache shows the object until the watch reports it left.
+            self.forget(key);
+            return Sharded::Ended(Ended::Done);
+        }
+        if placement.draining() {
+            let kinds = self.plugin().manifest().children.clone();
+            let handover = crate::shard::acknowledge::Handover {
+                client: &self.client,
+                sharding,
+                parent_resource: &self.resources[&self.parent_gvk],
+                parent,
+                children: kinds.iter().filter(|g| **g != self.parent_gvk).map(|g| (g, &self.resources[g], &*self.caches[g])).collect(),
+            };
+            let started = std::time::Instant::now();
+            return Sharded::Ended(match handover.run().await {
+                Ok(to) => {
+                    tracing::info!(object = %key, to = %to, "handed over to another shard");
+                    self.metrics.shard_handover(&self.name, started.elapsed().as_secs_f64());
+                    self.forget(key);
+                    Ended::Done
+                }
+                Err(e) if crate::api_error::ApiErrorClass::of(&e) == crate::api_error::ApiErrorClass::Conflict => Ended::Conflict,
+                Err(e) => {
+                    tracing::warn!(object = %key, error = %crate::error_chain(&e), "handover failed; retrying");
+                    Ended::Failed
+                }
+            });
+        }
+        self.handovers.wait(key, &self.caches, self.config.expectations_timeout).await;
+        Sharded::Reconcile
+    }
+
     fn forget(&self, key: &ObjectKey) {
         self.queue.forget(key);
         self.expectations.lock().unwrap().remove(key);
@@ -249,6 +294,7 @@ impl Controller {
 
     /// The checked writes, made in order; the first failure stops them.
     async fn execute(&self, key: &ObjectKey, target: &Target, lookup: &CacheLookup<'_>, plan: Plan) -> Pass {
+        let child_label = self.config.sharding.as_ref().map(crate::shard::Sharding::child_label);
         let executor = Executor {
             client: &self.client,
             resources: &self.resources,
@@ -256,6 +302,7 @@ impl Controller {
             regarding: &target.regarding,
             lookup,
             parent_uid: &target.parent.uid,
+            child_label: child_label.as_ref().map(|(k, v)| (k.as_str(), v.as_str())),
         };
         let executed = executor.execute(plan.writes).await;
         self.expect(key, executed.expectations);
@@ -363,4 +410,10 @@ impl Controller {
             self.expect(key, vec![Expectation::Updated { gvk: self.parent_gvk.clone(), uid, from }]);
         }
     }
+}
+
+/// What sharding says about a reconcile that is about to start.
+enum Sharded {
+    Reconcile,
+    Ended(Ended),
 }

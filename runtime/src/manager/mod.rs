@@ -175,9 +175,36 @@ async fn run_when_leading(c: Arc<Controller>, leadership: Option<tokio::sync::wa
 
 struct CacheSlot {
     cache: Arc<KindCache>,
-    /// Started with the parent label selector.
-    selected: bool,
+    /// Which label selector its watches use.
+    filter: Filter,
     task: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// What a kind is cached for, and so which objects its cache holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    /// A parent kind: the `--selector` and, sharded, this shard's label.
+    Parent,
+    /// A child kind: sharded, this shard's label; else everything.
+    Child,
+    /// A related kind: everything.
+    Related,
+}
+
+/// The selector a cache's watches were started with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Filter {
+    Everything,
+    /// `--selector`, and sharded, the shard label.
+    Parents,
+    /// Sharded: the shard label.
+    Shard,
+}
+
+impl Filter {
+    fn selected(self) -> bool {
+        self != Filter::Everything
+    }
 }
 
 impl std::fmt::Debug for Running {
@@ -317,12 +344,14 @@ impl Builder {
         }
         // Caches first (unstarted), so every controller's handlers see the initial lists.
         for gvk in parents.iter().chain(&children) {
-            let selected = parents.contains(gvk) && !children.contains(gvk);
-            running.ensure_cache(gvk, selected).await?;
+            // A kind that is both is cached as a child: as a parent it then
+            // ignores `--selector`, which would hide it as a child.
+            let role = if children.contains(gvk) { Role::Child } else { Role::Parent };
+            running.ensure_cache(gvk, role).await?;
         }
         // Related kinds are never filtered by the parents' selector.
         for gvk in list.iter().flat_map(|p| related_kinds(p.manifest()).collect::<Vec<_>>()) {
-            running.ensure_cache(&gvk, false).await?;
+            running.ensure_cache(&gvk, Role::Related).await?;
         }
         for (id, p) in plugins {
             running.start_controller(id, p);
@@ -369,15 +398,20 @@ impl Running {
     }
 
     /// Creates (unstarted) the cache of `gvk` unless one exists.
-    async fn ensure_cache(&self, gvk: &GroupVersionKind, selected: bool) -> Result<Arc<KindCache>, Error> {
+    async fn ensure_cache(&self, gvk: &GroupVersionKind, role: Role) -> Result<Arc<KindCache>, Error> {
         if let Some(c) = self.inner.state.lock().unwrap().caches.get(gvk) {
             return Ok(c.cache.clone());
         }
         let (ar, namespaced) = install::discover(&self.inner.client, gvk).await?;
         let cache = Arc::new(KindCache::new(ar, namespaced));
-        let selected = selected && self.inner.options.selector.is_some();
+        let sharded = self.inner.options.controller.sharding.is_some();
+        let filter = match role {
+            Role::Parent if sharded || self.inner.options.selector.is_some() => Filter::Parents,
+            Role::Child if sharded => Filter::Shard,
+            _ => Filter::Everything,
+        };
         let mut state = self.inner.state.lock().unwrap();
-        let slot = state.caches.entry(gvk.clone()).or_insert(CacheSlot { cache, selected, task: None });
+        let slot = state.caches.entry(gvk.clone()).or_insert(CacheSlot { cache, filter, task: None });
         Ok(slot.cache.clone())
     }
 
@@ -385,7 +419,14 @@ impl Running {
     fn start_caches(&self) {
         let mut state = self.inner.state.lock().unwrap();
         for slot in state.caches.values_mut().filter(|s| s.task.is_none()) {
-            let selector = if slot.selected { self.inner.options.selector.clone() } else { None };
+            let user = self.inner.options.selector.as_deref();
+            let selector = match (slot.filter, &self.inner.options.controller.sharding) {
+                (Filter::Everything, _) => None,
+                (Filter::Parents, Some(sharding)) => Some(sharding.parent_selector(user)),
+                (Filter::Parents, None) => user.map(str::to_owned),
+                (Filter::Shard, Some(sharding)) => Some(sharding.child_selector()),
+                (Filter::Shard, None) => unreachable!("a shard filter is made only when sharded"),
+            };
             let run = slot.cache.clone().run(self.inner.client.clone(), self.inner.options.namespaces.clone(), selector);
             slot.task = Some(tokio::spawn(run));
         }
@@ -443,16 +484,17 @@ impl Running {
         let children_elsewhere: HashSet<GroupVersionKind> = self.controllers().iter().flat_map(|c| c.plugin().manifest().children.clone()).collect();
         for gvk in std::iter::once(&m.parent).chain(&m.children) {
             let as_child = m.children.contains(gvk);
-            if as_child && self.inner.state.lock().unwrap().caches.get(gvk).is_some_and(|c| c.selected) {
+            if as_child && self.inner.state.lock().unwrap().caches.get(gvk).is_some_and(|c| c.filter == Filter::Parents) {
                 return Err(Error::SelectorConflict { kind: format!("{}/{}", gvk.api_version(), gvk.kind), plugin: m.name.clone() });
             }
-            self.ensure_cache(gvk, !as_child && !children_elsewhere.contains(gvk)).await?;
+            let role = if as_child || children_elsewhere.contains(gvk) { Role::Child } else { Role::Parent };
+            self.ensure_cache(gvk, role).await?;
         }
         for gvk in related_kinds(&m) {
-            if self.inner.state.lock().unwrap().caches.get(&gvk).is_some_and(|c| c.selected) {
+            if self.inner.state.lock().unwrap().caches.get(&gvk).is_some_and(|c| c.filter.selected()) {
                 return Err(Error::SelectorConflict { kind: format!("{}/{}", gvk.api_version(), gvk.kind), plugin: m.name.clone() });
             }
-            self.ensure_cache(&gvk, false).await?;
+            self.ensure_cache(&gvk, Role::Related).await?;
         }
         let old = match current {
             Some(_) => self.stop_controller(id).await,

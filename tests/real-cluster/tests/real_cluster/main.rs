@@ -12,4 +12,5 @@ mod fixture;
 mod hotswap;
 mod leader;
 mod rbac;
+mod sharding;
 mod tour;

@@ -1,0 +1,127 @@
+//! A replica hands a drained parent over (rule 4 of [`operator_sharding`]):
+//! from its reconcile worker, so no reconcile of the key runs meanwhile and
+//! the last pass's writes are in its caches (the worker waited for them).
+//!
+//! Children first: each child this replica caches is relabelled to the
+//! drain's target, conditional on the version cached; then the parent gets
+//! the target's shard label, loses the drain label, and carries per child
+//! kind the revision of the last relabel (the new owner's child caches must
+//! reach it before it reconciles; see [`Gate`]). A conflict anywhere stops
+//! the handover; the worker retries it on a fresher cache.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use operator_plugin_sdk::GroupVersionKind;
+use serde_json::json;
+
+use super::Sharding;
+use crate::controller::cache::{CachedObject, KindCache, ObjectKey};
+
+/// The parent and the caches a handover reads.
+pub struct Handover<'a> {
+    pub client: &'a kube::Client,
+    pub sharding: &'a Sharding,
+    pub parent_resource: &'a ApiResource,
+    pub parent: &'a CachedObject,
+    /// Each child kind's resource and cache.
+    pub children: Vec<(&'a GroupVersionKind, &'a ApiResource, &'a KindCache)>,
+}
+
+fn api(client: &kube::Client, resource: &ApiResource, namespace: &str) -> Api<DynamicObject> {
+    if namespace.is_empty() { Api::all_with(client.clone(), resource) } else { Api::namespaced_with(client.clone(), namespace, resource) }
+}
+
+/// `group/Kind`, the key of a child kind in the handover annotation.
+fn kind_key(gvk: &GroupVersionKind) -> String {
+    format!("{}/{}", gvk.group, gvk.kind)
+}
+
+impl Handover<'_> {
+    /// Hands the parent over; returns the target shard ("" when none).
+    pub async fn run(&self) -> Result<String, kube::Error> {
+        let placement = self.sharding.placement_of(self.parent);
+        let target = operator_sharding::replica::handover(&placement);
+        let shard_label = self.sharding.shard_label();
+        let to = target.shard.clone();
+        let mut revisions: BTreeMap<String, u64> = BTreeMap::new();
+        let parent_uid = self.parent.uid().unwrap_or_default();
+        for (gvk, resource, cache) in &self.children {
+            for child in cache.controlled_by(parent_uid) {
+                let patch = json!({"metadata": {
+                    "resourceVersion": child.resource_version(),
+                    "labels": {shard_label.clone(): to.clone()},
+                }});
+                let written =
+                    api(self.client, resource, child.namespace()).patch(child.name(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+                let revision = written.metadata.resource_version.as_deref().and_then(|rv| rv.parse::<u64>().ok()).unwrap_or(0);
+                let at = revisions.entry(kind_key(gvk)).or_default();
+                *at = (*at).max(revision);
+            }
+        }
+        let annotation = revisions.iter().map(|(kind, rv)| format!("{kind}={rv}")).collect::<Vec<_>>().join(",");
+        let patch = json!({"metadata": {
+            "resourceVersion": self.parent.resource_version(),
+            "labels": {shard_label: to, self.sharding.drain_label(): null},
+            "annotations": {self.sharding.handover_annotation(): if annotation.is_empty() { None } else { Some(annotation) }},
+        }});
+        api(self.client, self.parent_resource, self.parent.namespace())
+            .patch(self.parent.name(), &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        Ok(to.unwrap_or_default())
+    }
+}
+
+/// Parents this replica gained by a handover, and the child revisions its
+/// caches must reach before their first reconcile here.
+#[derive(Default)]
+pub struct Gate {
+    waiting: Mutex<HashMap<ObjectKey, Vec<(GroupVersionKind, u64)>>>,
+}
+
+impl Gate {
+    /// Notes a parent that arrived in the (synced) cache with a handover
+    /// annotation naming `annotation`'s revisions.
+    pub fn gained(&self, key: ObjectKey, annotation: &str, child_kinds: &[GroupVersionKind]) {
+        let wanted: Vec<(GroupVersionKind, u64)> = annotation
+            .split(',')
+            .filter_map(|entry| entry.split_once('='))
+            .filter_map(|(kind, rv)| {
+                let gvk = child_kinds.iter().find(|g| kind_key(g) == kind)?;
+                Some((gvk.clone(), rv.parse().ok()?))
+            })
+            .collect();
+        if !wanted.is_empty() {
+            self.waiting.lock().unwrap().insert(key, wanted);
+        }
+    }
+
+    /// Waits (at most `limit`) until every child cache named for `key` has
+    /// seen its revision. Kubernetes calls resourceVersions opaque; they are
+    /// etcd's revisions, which the API server's own watch cache compares, and
+    /// a value that is not a number was never recorded.
+    pub async fn wait(&self, key: &ObjectKey, caches: &HashMap<GroupVersionKind, std::sync::Arc<KindCache>>, limit: Duration) {
+        let Some(wanted) = self.waiting.lock().unwrap().remove(key) else { return };
+        let deadline = tokio::time::Instant::now() + limit;
+        let mut receivers: Vec<_> = wanted.iter().filter_map(|(gvk, _)| caches.get(gvk)).map(|c| c.subscribe_changes()).collect();
+        loop {
+            let behind = wanted.iter().any(|(gvk, rv)| caches.get(gvk).is_some_and(|c| c.seen_revision() < *rv));
+            if !behind {
+                return;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                tracing::warn!(object = %key, "child caches did not reach the handover's revisions in time; reconciling anyway");
+                return;
+            }
+            let changed = futures::future::select_all(receivers.iter_mut().map(|r| Box::pin(r.changed())));
+            let _ = tokio::time::timeout_at(deadline, changed).await;
+        }
+    }
+
+    /// Forgets a parent that left this replica.
+    pub fn forget(&self, key: &ObjectKey) {
+        self.waiting.lock().unwrap().remove(key);
+    }
+}

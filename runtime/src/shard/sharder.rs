@@ -1,0 +1,375 @@
+//! The sharder: on the elected leader, places every parent of every
+//! plugin on a shard of the ring, as replicas come and go.
+//!
+//! Each pass (every retry period) reads the ring's shard Leases, takes over
+//! those that expired (the shard has stopped by its own renew deadline), and
+//! builds the ring from the live ones; then per plugin it lists its parents'
+//! metadata and writes what [`operator_sharding::sharder::decide`] says:
+//! an unassigned parent is assigned, a parent on a live shard the ring no
+//! longer names is drained (its shard hands it over, see
+//! [`super::acknowledge`]), and a parent on a stopped shard is moved at once,
+//! its children first, from a consistent list (at least as new as the Lease
+//! write that showed the shard stopped). Every write carries the
+//! resourceVersion it was decided on, so a stale decision fails with 409 and
+//! is taken again on the next pass.
+//!
+//! Cost: one metadata list of each parent kind per pass, and of each child
+//! kind when a parent moves off a stopped shard or every
+//! [`CHILD_SWEEP_PASSES`] passes (to relabel children that do not follow
+//! their parent, e.g. made before sharding was turned on). The reference
+//! design assigns new objects from a mutating webhook instead and lists
+//! nothing; here a new parent waits for the next pass (at most one retry
+//! period) and the lists are served from the API server's watch cache.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::core::PartialObjectMeta;
+use operator_plugin_sdk::GroupVersionKind;
+use operator_sharding::key;
+use operator_sharding::labels::{Placement, RING_LABEL};
+use operator_sharding::membership::{self, LeaseObservation, ShardState};
+use operator_sharding::ring::Ring;
+use operator_sharding::sharder::{Decision, decide, decide_child};
+use serde_json::json;
+use tokio::time::Instant;
+
+use super::Sharding;
+use crate::manager::Running;
+use crate::metrics::Metrics;
+use crate::shard::metrics::{DecisionLabels, StateLabels};
+
+/// A child's kind, resource and metadata, as the sharder lists it.
+type ChildMeta<'a> = (&'a GroupVersionKind, &'a ApiResource, PartialObjectMeta<DynamicObject>);
+
+/// Every this many passes the sharder also lists children, to relabel those
+/// that do not follow their parent.
+pub const CHILD_SWEEP_PASSES: u32 = 15;
+
+/// A parent kind and its child kinds, as a plugin declares them.
+#[derive(Clone, Debug)]
+pub struct ShardedKind {
+    pub parent: GroupVersionKind,
+    pub parent_resource: ApiResource,
+    pub children: Vec<(GroupVersionKind, ApiResource)>,
+}
+
+struct ObservedLease {
+    resource_version: String,
+    holder: Option<String>,
+    lease_duration: Duration,
+    at: Instant,
+}
+
+/// The sharder of one ring.
+pub struct Sharder {
+    client: kube::Client,
+    sharding: Sharding,
+    /// The leader's identity: holder of the Leases it takes over.
+    identity: String,
+    manager: Running,
+    namespaces: Vec<String>,
+    metrics: Arc<Metrics>,
+    leases: HashMap<String, ObservedLease>,
+    /// Drained parents (kind, namespace/name) → target and when drained.
+    drains: HashMap<(String, String), (String, Instant)>,
+    passes: u32,
+}
+
+fn api(client: &kube::Client, resource: &ApiResource, namespace: Option<&str>) -> Api<DynamicObject> {
+    match namespace {
+        Some(ns) if !ns.is_empty() => Api::namespaced_with(client.clone(), ns, resource),
+        _ => Api::all_with(client.clone(), resource),
+    }
+}
+
+fn placement(sharding: &Sharding, meta: &PartialObjectMeta<DynamicObject>) -> Placement {
+    let labels = meta.metadata.labels.as_ref();
+    Placement::from_labels(&sharding.ring, |key| labels.and_then(|l| l.get(key).cloned()))
+}
+
+fn revision(rv: Option<&str>) -> u64 {
+    rv.and_then(|rv| rv.parse().ok()).unwrap_or(0)
+}
+
+impl Sharder {
+    pub fn new(client: kube::Client, sharding: Sharding, identity: String, manager: Running, namespaces: Vec<String>, metrics: Arc<Metrics>) -> Self {
+        Sharder { client, sharding, identity, manager, namespaces, metrics, leases: HashMap::new(), drains: HashMap::new(), passes: 0 }
+    }
+
+    /// Places parents while `leading` is true, until the task is dropped.
+    pub async fn run(mut self, mut leading: tokio::sync::watch::Receiver<bool>) {
+        loop {
+            if leading.wait_for(|l| *l).await.is_err() {
+                return;
+            }
+            // A new term observes every Lease afresh: none has expired yet.
+            self.leases.clear();
+            self.drains.clear();
+            tracing::info!(ring = %self.sharding.ring, "sharder started");
+            let mut tick = tokio::time::interval(self.sharding.retry_period);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    changed = leading.changed() => {
+                        if changed.is_err() || !*leading.borrow() {
+                            break;
+                        }
+                    }
+                    _ = tick.tick() => {
+                        if let Err(e) = self.pass().await {
+                            tracing::warn!(ring = %self.sharding.ring, error = %crate::error_chain(&e), "sharder pass failed; retrying");
+                        }
+                    }
+                }
+            }
+            tracing::info!(ring = %self.sharding.ring, "sharder stopped: no longer leading");
+        }
+    }
+
+    fn decided(&self, decision: &str) {
+        self.metrics.shard.decisions.get_or_create(&DecisionLabels { decision: decision.into() }).inc();
+    }
+
+    /// One pass: membership, then every plugin's parents.
+    pub async fn pass(&mut self) -> Result<(), kube::Error> {
+        self.passes = self.passes.wrapping_add(1);
+        let states = self.membership().await?;
+        let ring = Ring::new(states.iter().filter(|(_, s)| s.is_available()).map(|(name, _)| name));
+        for kind in kinds(&self.manager) {
+            self.place(&kind, &ring, &states).await?;
+        }
+        Ok(())
+    }
+
+    /// Reads the ring's Leases, takes over the expired ones and deletes the
+    /// orphaned ones; returns each shard's state.
+    async fn membership(&mut self) -> Result<BTreeMap<String, ShardState>, kube::Error> {
+        let leases: Api<Lease> = Api::namespaced(self.client.clone(), &self.sharding.namespace);
+        let list = leases.list(&ListParams::default().labels(&format!("{RING_LABEL}={}", self.sharding.ring))).await?;
+        let mut states = BTreeMap::new();
+        let mut present = Vec::new();
+        for lease in list.items {
+            let Some(name) = lease.metadata.name.clone() else { continue };
+            present.push(name.clone());
+            let spec = lease.spec.clone().unwrap_or_default();
+            let rv = lease.metadata.resource_version.clone().unwrap_or_default();
+            let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
+            let duration = Duration::from_secs(spec.lease_duration_seconds.unwrap_or(15).max(1) as u64);
+            let seen = self.leases.entry(name.clone()).or_insert_with(|| ObservedLease {
+                resource_version: rv.clone(),
+                holder: holder.clone(),
+                lease_duration: duration,
+                at: Instant::now(),
+            });
+            if seen.resource_version != rv {
+                *seen = ObservedLease { resource_version: rv, holder, lease_duration: duration, at: Instant::now() };
+            }
+            let mut state = membership::state(&LeaseObservation {
+                shard: name.clone(),
+                holder: seen.holder.clone(),
+                lease_duration: seen.lease_duration,
+                unchanged_for: seen.at.elapsed(),
+            });
+            if state == ShardState::Expired {
+                state = self.take_over(&leases, lease).await.unwrap_or(state);
+            } else if state == ShardState::Orphaned {
+                let params = DeleteParams {
+                    preconditions: Some(Preconditions { resource_version: Some(self.leases[&name].resource_version.clone()), uid: None }),
+                    ..DeleteParams::default()
+                };
+                if leases.delete(&name, &params).await.is_ok() {
+                    tracing::info!(shard = %name, "deleted the Lease of a shard gone for a minute");
+                }
+            }
+            states.insert(name, state);
+        }
+        self.leases.retain(|name, _| present.contains(name));
+        for state in [ShardState::Ready, ShardState::Expired, ShardState::Dead, ShardState::Orphaned] {
+            let n = states.values().filter(|s| **s == state).count();
+            let label = StateLabels { state: format!("{state:?}").to_lowercase() };
+            self.metrics.shard.members.get_or_create(&label).set(n as i64);
+        }
+        Ok(states)
+    }
+
+    /// Takes an expired shard Lease over (conditional on the version
+    /// observed): from then on the shard counts as stopped, and a replica
+    /// that comes back finds its Lease taken and exits.
+    async fn take_over(&mut self, leases: &Api<Lease>, mut lease: Lease) -> Option<ShardState> {
+        let name = lease.metadata.name.clone()?;
+        let spec = lease.spec.get_or_insert_with(Default::default);
+        spec.holder_identity = Some(format!("sharder:{}", self.identity));
+        match leases.replace(&name, &PostParams::default(), &lease).await {
+            Ok(written) => {
+                tracing::warn!(shard = %name, "shard Lease expired; taken over, its parents move");
+                self.decided("takeover");
+                let holder = written.spec.and_then(|s| s.holder_identity);
+                let seen = self.leases.get_mut(&name)?;
+                *seen = ObservedLease {
+                    resource_version: written.metadata.resource_version.unwrap_or_default(),
+                    holder,
+                    lease_duration: seen.lease_duration,
+                    at: Instant::now(),
+                };
+                Some(ShardState::Dead)
+            }
+            Err(e) => {
+                tracing::debug!(shard = %name, error = %crate::error_chain(&e), "shard Lease takeover lost a race; next pass");
+                None
+            }
+        }
+    }
+
+    /// Places the parents of one kind.
+    async fn place(&mut self, kind: &ShardedKind, ring: &Ring, states: &BTreeMap<String, ShardState>) -> Result<(), kube::Error> {
+        let parents = self.list(&kind.parent_resource).await?;
+        let state_of = |name: &str| states.get(name).copied();
+        let mut assign = Vec::new();
+        for parent in &parents {
+            let meta = &parent.metadata;
+            let (namespace, name) = (meta.namespace.clone().unwrap_or_default(), meta.name.clone().unwrap_or_default());
+            let Ok(hash_key) = key::for_parent(&kind.parent.group, &kind.parent.kind, &namespace, &name) else { continue };
+            let current = placement(&self.sharding, parent);
+            let drain_key = (kind.parent.kind.clone(), format!("{namespace}/{name}"));
+            if let Some((to, since)) = self.drains.get(&drain_key)
+                && current.shard.as_deref() == Some(to.as_str())
+                && !current.draining()
+            {
+                self.metrics.shard.drain_seconds.observe(since.elapsed().as_secs_f64());
+                self.drains.remove(&drain_key);
+            }
+            match decide(&current, ring.shard_for(&hash_key), state_of) {
+                Decision::Assign(shard) => assign.push((parent, shard, current.shard.is_some())),
+                Decision::Drain(to) => {
+                    let patch = json!({"metadata": {
+                        "resourceVersion": meta.resource_version,
+                        "labels": {self.sharding.drain_label(): to},
+                    }});
+                    if self.patch(&kind.parent_resource, parent, &patch).await {
+                        self.decided("drain");
+                        self.drains.insert(drain_key, (to, Instant::now()));
+                    }
+                }
+                _ => {}
+            }
+        }
+        let moving = assign.iter().any(|(_, _, moved)| *moved);
+        if !moving && !self.passes.is_multiple_of(CHILD_SWEEP_PASSES) {
+            for (parent, shard, _) in assign {
+                self.assign(kind, parent, &shard, BTreeMap::new(), "assign").await;
+            }
+            return Ok(());
+        }
+        // Children by their controller's uid, from a consistent list.
+        let mut children: HashMap<String, Vec<ChildMeta<'_>>> = HashMap::new();
+        for (gvk, resource) in &kind.children {
+            for child in self.list(resource).await? {
+                let owner = child.metadata.owner_references.iter().flatten().find(|r| r.controller == Some(true)).map(|r| r.uid.clone());
+                if let Some(uid) = owner {
+                    children.entry(uid).or_default().push((gvk, resource, child));
+                }
+            }
+        }
+        for (parent, shard, moved) in assign {
+            let uid = parent.metadata.uid.clone().unwrap_or_default();
+            let mut revisions = BTreeMap::new();
+            let mut relabelled = true;
+            for (gvk, resource, child) in children.get(&uid).into_iter().flatten() {
+                if placement(&self.sharding, child).shard.as_deref() == Some(shard.as_str()) {
+                    continue;
+                }
+                match self.relabel(resource, child, &shard).await {
+                    Some(rv) => {
+                        let at: &mut u64 = revisions.entry(format!("{}/{}", gvk.group, gvk.kind)).or_default();
+                        *at = (*at).max(rv);
+                    }
+                    None => relabelled = false,
+                }
+            }
+            // A child left behind stops its parent's move: next pass.
+            if relabelled {
+                self.assign(kind, parent, &shard, revisions, if moved { "move" } else { "assign" }).await;
+            }
+        }
+        // Children that do not follow their (settled) parent.
+        for parent in &parents {
+            let current = placement(&self.sharding, parent);
+            let uid = parent.metadata.uid.clone().unwrap_or_default();
+            for (_, resource, child) in children.get(&uid).into_iter().flatten() {
+                if let Decision::Assign(shard) = decide_child(&placement(&self.sharding, child), Some(&current))
+                    && self.relabel(resource, child, &shard).await.is_some()
+                {
+                    self.decided("child");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The metadata of every object of a kind, in the watched namespaces.
+    async fn list(&self, resource: &ApiResource) -> Result<Vec<PartialObjectMeta<DynamicObject>>, kube::Error> {
+        let scopes: Vec<Option<&str>> =
+            if self.namespaces.is_empty() { vec![None] } else { self.namespaces.iter().map(|n| Some(n.as_str())).collect() };
+        let mut all = Vec::new();
+        for scope in scopes {
+            all.extend(api(&self.client, resource, scope).list_metadata(&ListParams::default()).await?.items);
+        }
+        Ok(all)
+    }
+
+    /// Sets an object's shard label (conditional on its version); returns the
+    /// revision written.
+    async fn relabel(&self, resource: &ApiResource, object: &PartialObjectMeta<DynamicObject>, shard: &str) -> Option<u64> {
+        let patch = json!({"metadata": {
+            "resourceVersion": object.metadata.resource_version,
+            "labels": {self.sharding.shard_label(): shard},
+        }});
+        let name = object.metadata.name.as_deref()?;
+        match api(&self.client, resource, object.metadata.namespace.as_deref()).patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            Ok(written) => Some(revision(written.metadata.resource_version.as_deref())),
+            Err(e) => {
+                tracing::debug!(object = %name, error = %crate::error_chain(&e), "relabel failed; next pass");
+                None
+            }
+        }
+    }
+
+    async fn assign(
+        &self,
+        kind: &ShardedKind,
+        parent: &PartialObjectMeta<DynamicObject>,
+        shard: &str,
+        revisions: BTreeMap<String, u64>,
+        decision: &str,
+    ) {
+        let annotation = revisions.iter().map(|(k, rv)| format!("{k}={rv}")).collect::<Vec<_>>().join(",");
+        let patch = json!({"metadata": {
+            "resourceVersion": parent.metadata.resource_version,
+            "labels": {self.sharding.shard_label(): shard, self.sharding.drain_label(): null},
+            "annotations": {self.sharding.handover_annotation(): if annotation.is_empty() { None } else { Some(annotation) }},
+        }});
+        if self.patch(&kind.parent_resource, parent, &patch).await {
+            self.decided(decision);
+        }
+    }
+
+    async fn patch(&self, resource: &ApiResource, object: &PartialObjectMeta<DynamicObject>, patch: &serde_json::Value) -> bool {
+        let Some(name) = object.metadata.name.as_deref() else { return false };
+        match api(&self.client, resource, object.metadata.namespace.as_deref()).patch(name, &PatchParams::default(), &Patch::Merge(patch)).await {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::debug!(object = %name, error = %crate::error_chain(&e), "sharder write failed; next pass");
+                false
+            }
+        }
+    }
+}
+
+/// The parent and child kinds of every running plugin.
+fn kinds(manager: &Running) -> Vec<ShardedKind> {
+    manager.controllers().iter().map(|c| c.sharded_kind()).collect()
+}

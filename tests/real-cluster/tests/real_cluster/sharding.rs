@@ -1,0 +1,189 @@
+//! `host run --sharded` on a real control plane: three replicas share the
+//! CronJobs, one is SIGKILLed, a fourth joins, one stops gracefully, and
+//! every CronJob gets exactly one Job per scheduled minute throughout.
+//!
+//! Sized by `SHARDING_CRONJOBS` (default 90: each shard's share then says
+//! something, and their Jobs fit the test machine beside the control plane).
+//! The schedule is `@every 10s`, but a CronJob names its Jobs by the minute
+//! of their scheduled time (as upstream's controller does), so one Job per
+//! minute is what a correct controller makes: the check is that every minute
+//! from a CronJob's first Job to its last has exactly one, read from the
+//! Jobs' scheduled-time annotations. Jobs do not run (no Job controller).
+//! The Lease timings are shortened (4 s / 3 s / 1 s) as a user with a
+//! tighter takeover budget would set them.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use real_cluster::{ControlPlane, HostProcess, Kubectl, Value, built, eventually_within};
+
+use crate::common::{CRONJOB_CRD, wait_for_crds};
+
+const SHARD_LABEL: &str = "shard.operator-host.dev/operator-host";
+const SCHEDULED_AT: &str = "batch.tutorial.kubebuilder.io/scheduled-at";
+
+fn replica(cluster: &ControlPlane, name: &str) -> HostProcess {
+    let cronjob = built("plugins/cronjob.wasm").display().to_string();
+    let args = [
+        "--plugin",
+        &cronjob,
+        "--leader-elect",
+        "--leader-election-namespace",
+        "default",
+        "--sharded",
+        "--leader-election-lease-duration",
+        "4s",
+        "--leader-election-renew-deadline",
+        "3s",
+        "--leader-election-retry-period",
+        "1s",
+    ];
+    let mut host = HostProcess::start(name, &cluster.kubeconfig, &cluster.dir().join("logs"), &args);
+    host.wait_ready();
+    host
+}
+
+/// The shard name a replica printed at start.
+fn shard_of(host: &HostProcess) -> String {
+    let log = host.log();
+    let line = log.lines().find(|l| l.starts_with("shard ")).unwrap_or_else(|| panic!("no shard line in:\n{}", host.log_tail(30)));
+    line.split_whitespace().nth(1).unwrap_or_default().to_string()
+}
+
+/// CronJobs by shard label value ("" for unassigned).
+fn placement(kubectl: &Kubectl) -> BTreeMap<String, usize> {
+    let mut by_shard = BTreeMap::new();
+    for c in kubectl.items(&["get", "cronjobs.batch.tutorial.kubebuilder.io"]) {
+        let shard = c["metadata"]["labels"][SHARD_LABEL].as_str().unwrap_or_default().to_string();
+        *by_shard.entry(shard).or_default() += 1;
+    }
+    by_shard
+}
+
+/// Resident memory of a running host, in MiB.
+fn rss_mib(host: &mut HostProcess) -> f64 {
+    let pid = host.process().pid().expect("the host runs");
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let kib: f64 = status.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.split_whitespace().next()?.parse().ok()).unwrap_or(0.0);
+    kib / 1024.0
+}
+
+fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) -> Duration {
+    let started = Instant::now();
+    eventually_within(what, limit, || done().then_some(()));
+    started.elapsed()
+}
+
+#[test]
+fn three_replicas_share_the_cronjobs_and_lose_and_repeat_no_scheduled_run() {
+    let Some(cluster) = ControlPlane::builder().without_controller("job-controller").start() else { return };
+    let admin = cluster.admin();
+    let count: usize = std::env::var("SHARDING_CRONJOBS").ok().and_then(|v| v.parse().ok()).unwrap_or(90);
+    let mut a = replica(&cluster, "host-a");
+    let mut b = replica(&cluster, "host-b");
+    let mut c = replica(&cluster, "host-c");
+    wait_for_crds(&admin, &[CRONJOB_CRD]);
+    let list: Vec<Value> = (0..count)
+        .map(|i| {
+            serde_json::json!({
+                "apiVersion": "batch.tutorial.kubebuilder.io/v1", "kind": "CronJob",
+                "metadata": {"name": format!("tick-{i:04}")},
+                "spec": {
+                    "schedule": "@every 10s",
+                    "successfulJobsHistoryLimit": 1000, "failedJobsHistoryLimit": 1000,
+                    "jobTemplate": {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "busybox"}], "restartPolicy": "OnFailure"}}}},
+                },
+            })
+        })
+        .collect();
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": list});
+    admin.apply(&serde_json::to_string(&list).unwrap());
+
+    let shards = [shard_of(&a), shard_of(&b), shard_of(&c)];
+    let assigned = wait_until("every CronJob assigned", Duration::from_secs(60), || {
+        let p = placement(&admin);
+        !p.contains_key("") && p.values().sum::<usize>() == count
+    });
+    let spread = placement(&admin);
+    eprintln!("{count} CronJobs assigned in {assigned:.1?}: {spread:?}");
+    for shard in &shards {
+        let share = spread.get(shard).copied().unwrap_or(0) as f64 / count as f64;
+        assert!((0.15..=0.55).contains(&share), "shard {shard} owns {share:.2} of the CronJobs: {spread:?}");
+    }
+    std::thread::sleep(Duration::from_secs(40));
+
+    // A crash: no release; the sharder takes the Lease over once it expires.
+    let killed = shard_of(&c);
+    c.kill();
+    let after_kill = wait_until("the killed shard's CronJobs moved", Duration::from_secs(60), || {
+        let p = placement(&admin);
+        !p.contains_key(&killed) && !p.contains_key("")
+    });
+    eprintln!("killed {killed}; its CronJobs moved after {after_kill:.1?}: {:?}", placement(&admin));
+    std::thread::sleep(Duration::from_secs(30));
+
+    // A fourth replica joins: the others drain a share to it.
+    let mut d = replica(&cluster, "host-d");
+    let joined = shard_of(&d);
+    let rebalanced =
+        wait_until("the new shard given CronJobs", Duration::from_secs(60), || placement(&admin).get(&joined).copied().unwrap_or(0) > count / 6);
+    eprintln!("{joined} joined; owns a share after {rebalanced:.1?}: {:?}", placement(&admin));
+    std::thread::sleep(Duration::from_secs(30));
+    let jobs_then = admin.items(&["get", "jobs"]).len();
+    let rss_sharded = [rss_mib(&mut a), rss_mib(&mut b), rss_mib(&mut d)];
+    eprintln!("RSS at 3 shards ({count} CronJobs, {jobs_then} Jobs): {rss_sharded:.1?} MiB");
+
+    // A graceful stop releases the Lease: its CronJobs move at once.
+    let stopped = shard_of(&a);
+    let handed_by_a = a.metric("shard_handovers_total");
+    let stopping = Instant::now();
+    a.process().stop(Duration::from_secs(30));
+    let after_stop = wait_until("the stopped shard's CronJobs moved", Duration::from_secs(60), || {
+        let p = placement(&admin);
+        !p.contains_key(&stopped) && !p.contains_key("")
+    });
+    eprintln!("stopped {stopped} (SIGTERM); its CronJobs moved {after_stop:.1?} after the signal ({:.1?} to exit)", stopping.elapsed());
+    std::thread::sleep(Duration::from_secs(40));
+
+    // Every CronJob: one Job per minute, and no minute skipped.
+    let mut instants: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for job in admin.items(&["get", "jobs"]) {
+        let Some(owner) = job["metadata"]["ownerReferences"].as_array().and_then(|o| o.iter().find(|r| r["kind"] == "CronJob")) else { continue };
+        let at = job["metadata"]["annotations"][SCHEDULED_AT].as_str().unwrap_or_default().to_string();
+        instants.entry(owner["name"].as_str().unwrap_or_default().to_string()).or_default().push(at);
+    }
+    let (mut jobs, mut duplicated, mut lost) = (0, 0, 0);
+    for (cronjob, times) in &instants {
+        jobs += times.len();
+        let minutes: Vec<i64> =
+            times.iter().filter_map(|t| chrono::DateTime::parse_from_rfc3339(t).ok()).map(|t| t.timestamp().div_euclid(60)).collect();
+        let unique: BTreeSet<i64> = minutes.iter().copied().collect();
+        duplicated += minutes.len() - unique.len();
+        let (first, last) = (*unique.first().unwrap_or(&0), *unique.last().unwrap_or(&0));
+        let skipped = (last - first + 1) as usize - unique.len();
+        if skipped > 0 {
+            eprintln!("{cronjob}: minutes {unique:?} skip {skipped}");
+        }
+        lost += skipped;
+    }
+    let handovers = handed_by_a + b.metric("shard_handovers_total");
+    eprintln!(
+        "FIGURES cronjobs={count} jobs={jobs} duplicated={duplicated} lost={lost} assigned_s={:.1} takeover_after_kill_s={:.1} rebalance_s={:.1} move_after_stop_s={:.1} drained_to_new_shard={handovers}",
+        assigned.as_secs_f64(),
+        after_kill.as_secs_f64(),
+        rebalanced.as_secs_f64(),
+        after_stop.as_secs_f64()
+    );
+    // One replica holding everything: the last one left, after a graceful stop of the other.
+    let last = shard_of(&d);
+    b.process().stop(Duration::from_secs(30));
+    wait_until("every CronJob on the last replica", Duration::from_secs(60), || placement(&admin).get(&last) == Some(&count));
+    std::thread::sleep(Duration::from_secs(10));
+    let jobs_now = admin.items(&["get", "jobs"]).len();
+    eprintln!("FIGURES rss_mib_at_3_shards={rss_sharded:.1?} ({jobs_then} Jobs) rss_mib_one_replica_all={:.1} ({jobs_now} Jobs)", rss_mib(&mut d));
+    assert_eq!(instants.len(), count, "every CronJob made Jobs");
+    assert_eq!(duplicated, 0, "a minute had two Jobs");
+    assert_eq!(lost, 0, "a minute was skipped");
+    assert!(jobs >= 2 * count, "the run spans at least two scheduled minutes per CronJob ({jobs} Jobs)");
+    assert!(handovers > 0.0, "the first replicas handed CronJobs to the new shard by drain");
+}
