@@ -277,14 +277,14 @@ impl Metrics {
 
     /// Counts a handover of `controller` that took `seconds`.
     pub fn shard_handover(&self, controller: &str, seconds: f64) {
-        let labels = ControllerLabels { controller: controller.into() };
+        let labels = crate::shard::metrics::ControllerLabels { controller: controller.into() };
         self.shard.handovers.get_or_create(&labels).inc();
         self.shard.handover_seconds.get_or_create(&labels).observe(seconds);
     }
 
     pub fn render(&self) -> String {
         for (controller, count) in self.owned.lock().unwrap().iter() {
-            self.shard.owned.get_or_create(&ControllerLabels { controller: controller.clone() }).set(count() as i64);
+            self.shard.owned.get_or_create(&crate::shard::metrics::ControllerLabels { controller: controller.clone() }).set(count() as i64);
         }
         for q in self.queues.lock().unwrap().iter_mut() {
             let labels = NameLabels { name: q.name.clone() };
