@@ -10,8 +10,10 @@
 //! - `test`: `setup`, the plugins as `build` makes them, then cargo-component
 //!   0.21 (installed when missing; only the test proving the author toolchain
 //!   needs it) builds one plugin, then the benchmark's native comparator (the
-//!   bench's `--quick` tests load it), then the real control plane where Go
-//!   is installed, then every test of the workspace. The host
+//!   bench's `--quick` tests load it), then Prometheus's `promtool` (Debian's
+//!   package, installed when missing) checks and unit-tests the shipped
+//!   alerting rules, then the real control plane and Helm where Go is
+//!   installed (`ops`), then every test of the workspace. The host
 //!   binary is built by the test build, not by `cargo build -p host`: the two
 //!   resolve different features (dev-dependencies such as proptest turn on
 //!   `fnv/std`, which changes `gimli` and with it all of cranelift and
@@ -31,6 +33,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 mod languages;
+mod ops;
 mod real_cluster;
 
 /// Plugins shipped to users, built to `target/plugins/<name>.wasm`.
@@ -65,7 +68,9 @@ fn main() -> ExitCode {
             .and_then(|()| languages::build())
             .and_then(|()| component_build())
             .and_then(|()| native_comparator())
+            .and_then(|()| ops::prometheus())
             .and_then(|()| real_cluster::build())
+            .and_then(|go| ops::build_helm().map(|_| go))
             .and_then(|go| test(&args[1..], go)),
         Some("run") => setup().and_then(|()| build()).and_then(|()| run(&args[1..])),
         Some("bench") => setup().and_then(|()| build()).and_then(|()| bench(&args[1..])),
@@ -286,6 +291,8 @@ fn test(extra: &[String], real_cluster_built: bool) -> Result {
     let skipped = real_cluster::out_dir().join("skipped");
     let _ = std::fs::remove_dir_all(&skipped);
     let mut c = workspace_test();
+    // `ops::prometheus` installed it: the scrape test must not skip.
+    c.env("PROMETHEUS_REQUIRED", "1");
     if real_cluster_built {
         // Built, so a missing binary is a failure, not a skip.
         c.env("REAL_CLUSTER_REQUIRED", "1");
