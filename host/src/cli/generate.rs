@@ -572,6 +572,25 @@ mod tests {
     }
 
     #[test]
+    fn the_charts_rbac_names_everything_by_template_and_gates_the_webhooks_rules() {
+        let text = chart_rbac(&[manifest(vec![gvk("batch", "v1", "Job")])], "header").unwrap();
+        assert!(!text.contains("chart-placeholder"), "{text}");
+        assert!(text.contains("name: {{ include \"operator-host.fullname\" . }}-manager-role"), "{text}");
+        assert!(text.contains("namespace: {{ .Release.Namespace }}"), "{text}");
+        assert!(text.contains("- {{ include \"operator-host.leaseName\" . }}"), "{text}");
+        // Both webhook parts sit inside a conditional: the rules in the ClusterRole, the Secret's Role after it.
+        assert_eq!(text.matches("{{- if .Values.webhook.enabled }}").count(), 2, "{text}");
+        let (plain, gated) = text.split_once("{{- if .Values.webhook.enabled }}").unwrap();
+        assert!(!plain.contains("admissionregistration.k8s.io") && gated.contains("admissionregistration.k8s.io"), "{text}");
+        assert!(plain.contains("- jobs"), "the plugins' own rules are unconditional: {text}");
+        let secret_role = text.rsplit_once("{{- if .Values.webhook.enabled }}").unwrap().1;
+        assert!(
+            secret_role.contains("- {{ include \"operator-host.webhookCertSecret\" . }}") && secret_role.trim_end().ends_with("{{- end }}"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn crds_come_out_sorted_with_their_type_set() {
         let mut a = manifest(vec![]);
         a.crds.insert(0, json!({"metadata": {"name": "zebras.example.com"}}));
