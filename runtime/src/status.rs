@@ -186,7 +186,7 @@ pub struct Plugin {
     /// The controller name (the `controller` label of its metrics).
     pub name: String,
     pub version: String,
-    /// `sha256:<hex>` of the component.
+    /// SHA-256 of the component, hex (as `host inspect -o json` prints it).
     pub digest: String,
     /// The `operator:plugin` contract version it was built against.
     pub contract: String,
