@@ -78,7 +78,7 @@ pub fn fetch(addr: &str, timeout: Duration) -> Result<Snapshot, Error> {
     stream.read_to_end(&mut answer).map_err(|source| Error::Read { addr: addr.into(), source })?;
     let text = String::from_utf8_lossy(&answer);
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head.lines().next().unwrap_or_default().splitn(2, ' ').nth(1).unwrap_or_default().to_string();
+    let status = head.lines().next().unwrap_or_default().split_once(' ').map_or("", |(_, status)| status).to_string();
     if !status.starts_with("200") {
         return Err(Error::Status { addr: addr.into(), status, body: body.trim().to_string() });
     }
