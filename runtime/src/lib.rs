@@ -15,6 +15,7 @@
 //! - [`hotswap`]: new plugin versions from ConfigMaps and files; shadow runs of staged candidates.
 //! - [`record`]: the on-disk log of reconcile calls, and the comparison of two answers (replay, shadow).
 //! - [`webhook`]: plugin admission as HTTPS webhooks for real clusters.
+//! - [`status`]: the host's state at a glance (`host status`, `/status`).
 //! - [`api_error`]: the classes of API errors the runtime acts on.
 //! - [`api_answer`]: writes whose answer is read for identity and conditions only.
 
@@ -34,6 +35,7 @@ pub mod record;
 pub mod registry;
 pub mod sandbox;
 pub mod shard;
+pub mod status;
 pub mod webhook;
 
 /// Renders an error with its chain of causes, `outer: inner: ...`.

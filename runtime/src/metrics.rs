@@ -6,11 +6,13 @@
 //! registry we do not want.
 //!
 //! Served on `--metrics-addr`: `/metrics`, `/healthz` (always ok while the
-//! process serves) and `/readyz` (ok once every cache has synced).
+//! process serves), `/readyz` (ok once every cache has synced) and `/status`
+//! (the JSON [`crate::status::Snapshot`] `host status` prints).
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
 use http_body_util::Full;
@@ -69,6 +71,16 @@ pub struct RollbackLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WebhookLabels {
+    /// The path served, e.g. `/validate-batch-tutorial-kubebuilder-io-v1-cronjob`.
+    pub webhook: String,
+    /// The AdmissionReview's result code (the HTTP status is always 200):
+    /// 200 allowed, 422 invalid object, 403 the plugin call failed, 400 a
+    /// malformed review, 404 no plugin at that path, 500 the host failed.
+    pub code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PluginErrorLabels {
     pub plugin: String,
     pub kind: String,
@@ -99,6 +111,9 @@ pub struct Metrics {
     registry: Registry,
     pub reconcile_total: Family<ResultLabels, Counter>,
     pub reconcile_errors: Family<ControllerLabels, Counter>,
+    /// Reconciles that failed in a way only a change can mend (controller-runtime's TerminalError).
+    pub terminal_errors: Family<ControllerLabels, Counter>,
+    pub webhook_requests: Family<WebhookLabels, Counter>,
     pub reconcile_time: Family<ControllerLabels, Histogram, fn() -> Histogram>,
     pub plugin_call_errors: Family<PluginErrorLabels, Counter>,
     pub plugin_swaps: Family<SwapLabels, Counter>,
@@ -114,12 +129,18 @@ pub struct Metrics {
     retries: Family<NameLabels, Counter>,
     /// 1 while this process holds the leader lease `name`, else 0 (client-go's name).
     leader: Family<NameLabels, Gauge>,
+    /// The same, readable: lease name → leading.
+    leases: Mutex<BTreeMap<String, bool>>,
     queues: Mutex<Vec<QueueEntry>>,
     ready: AtomicBool,
     /// `--sharded`: ownership, handovers and the sharder's decisions.
     pub shard: crate::shard::metrics::ShardMetrics,
     /// Per controller, how many parents its shard holds (read at scrape).
     owned: Mutex<Vec<(String, OwnedCount)>>,
+    /// Recent reconciles, last errors and rollbacks for `/status`.
+    pub activity: crate::status::Activity,
+    /// Set once the manager runs; `/status` answers 503 until then.
+    status: OnceLock<crate::status::Source>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -139,6 +160,8 @@ impl Metrics {
         let mut registry = Registry::default();
         let reconcile_total = Family::<ResultLabels, Counter>::default();
         let reconcile_errors = Family::<ControllerLabels, Counter>::default();
+        let terminal_errors = Family::<ControllerLabels, Counter>::default();
+        let webhook_requests = Family::<WebhookLabels, Counter>::default();
         let reconcile_time = Family::<ControllerLabels, Histogram, fn() -> Histogram>::new_with_constructor(reconcile_histogram as fn() -> Histogram);
         let plugin_call_errors = Family::<PluginErrorLabels, Counter>::default();
         let plugin_swaps = Family::<SwapLabels, Counter>::default();
@@ -153,6 +176,16 @@ impl Metrics {
         let leader = Family::<NameLabels, Gauge>::default();
         registry.register("controller_runtime_reconcile", "Total number of reconciliations per controller", reconcile_total.clone());
         registry.register("controller_runtime_reconcile_errors", "Total number of reconciliation errors per controller", reconcile_errors.clone());
+        registry.register(
+            "controller_runtime_terminal_reconcile_errors",
+            "Total number of terminal reconciliation errors per controller",
+            terminal_errors.clone(),
+        );
+        registry.register(
+            "controller_runtime_webhook_requests",
+            "Total number of admission requests by webhook path and result code",
+            webhook_requests.clone(),
+        );
         registry.register("controller_runtime_reconcile_time_seconds", "Length of time per reconciliation per controller", reconcile_time.clone());
         registry.register("controller_runtime_active_workers", "Number of currently used workers per controller", active_workers.clone());
         registry.register(
@@ -188,6 +221,8 @@ impl Metrics {
             owned: Mutex::new(Vec::new()),
             reconcile_total,
             reconcile_errors,
+            terminal_errors,
+            webhook_requests,
             reconcile_time,
             plugin_call_errors,
             plugin_swaps,
@@ -201,8 +236,11 @@ impl Metrics {
             adds,
             retries,
             leader,
+            leases: Mutex::default(),
             queues: Mutex::new(Vec::new()),
             ready: AtomicBool::new(false),
+            activity: Default::default(),
+            status: OnceLock::new(),
         }
     }
 
@@ -211,15 +249,55 @@ impl Metrics {
     pub fn observe_reconcile(&self, controller: &str, result: &str, seconds: f64) {
         let c = ControllerLabels { controller: controller.into() };
         self.reconcile_total.get_or_create(&ResultLabels { controller: controller.into(), result: result.into() }).inc();
+        // Created at zero with the first reconcile, as controller-runtime
+        // initializes them, so an error ratio exists before the first error.
+        let errors = self.reconcile_errors.get_or_create(&c);
         if result == "error" {
-            self.reconcile_errors.get_or_create(&c).inc();
+            errors.inc();
         }
+        drop(errors);
+        let _ = self.terminal_errors.get_or_create(&c);
         self.reconcile_time.get_or_create(&c).observe(seconds);
+        self.activity.reconciled(controller, result == "error");
+    }
+
+    /// Counts a reconcile that failed for good (counted as an error too).
+    pub fn terminal_error(&self, controller: &str) {
+        self.terminal_errors.get_or_create(&ControllerLabels { controller: controller.into() }).inc();
+    }
+
+    /// Counts one admission request answered at `webhook` with `code`.
+    pub fn webhook_request(&self, webhook: &str, code: u16) {
+        self.webhook_requests.get_or_create(&WebhookLabels { webhook: webhook.into(), code: code.to_string() }).inc();
     }
 
     /// Sets `leader_election_master_status{name}`.
     pub fn set_leader(&self, name: &str, leading: bool) {
         self.leader.get_or_create(&NameLabels { name: name.into() }).set(i64::from(leading));
+        self.leases.lock().unwrap().insert(name.into(), leading);
+    }
+
+    /// Every lease this process takes part in, by name: whether it leads it.
+    pub fn leases(&self) -> Vec<(String, bool)> {
+        self.leases.lock().unwrap().iter().map(|(n, l)| (n.clone(), *l)).collect()
+    }
+
+    /// The queue registered as `name` now, as `workqueue_*{name}` report it.
+    pub fn queue(&self, name: &str) -> Option<crate::status::Queue> {
+        let queues = self.queues.lock().unwrap();
+        let q = queues.iter().find(|q| q.name == name)?;
+        let stats = q.probe.stats();
+        Some(crate::status::Queue { depth: q.probe.depth() as u64, adds: stats.adds, retries: stats.retries })
+    }
+
+    /// What `/status` reads besides the metrics; the first call wins.
+    pub fn set_status_source(&self, source: crate::status::Source) {
+        let _ = self.status.set(source);
+    }
+
+    /// The state `/status` serves, once the manager runs.
+    pub fn status(&self) -> Option<crate::status::Snapshot> {
+        Some(self.status.get()?.snapshot(self))
     }
 
     pub fn plugin_call_error(&self, plugin: &str, kind: &str) {
@@ -338,6 +416,10 @@ fn respond(metrics: &Metrics, path: &str) -> hyper::Response<Full<Bytes>> {
         "/healthz" | "/livez" => (200, "text/plain", "ok".to_string()),
         "/readyz" if metrics.is_ready() => (200, "text/plain", "ok".to_string()),
         "/readyz" => (503, "text/plain", "caches not synced".to_string()),
+        "/status" => match metrics.status() {
+            Some(s) => (200, "application/json", serde_json::to_string_pretty(&s).expect("a snapshot serializes") + "\n"),
+            None => (503, "text/plain", "starting: no plugins run yet".to_string()),
+        },
         _ => (404, "text/plain", "not found".to_string()),
     };
     hyper::Response::builder().status(code).header("content-type", content_type).body(Full::new(Bytes::from(body))).expect("valid response")

@@ -50,6 +50,11 @@ impl Registry {
         self.plugins.read().unwrap().values().cloned().collect()
     }
 
+    /// Every plugin with its id, ordered by id.
+    pub fn by_id(&self) -> Vec<(String, LoadedPlugin)> {
+        self.plugins.read().unwrap().iter().map(|(id, p)| (id.clone(), p.clone())).collect()
+    }
+
     /// The plugin whose parent is `group`/`kind`, if one runs.
     pub fn for_parent(&self, group: &str, kind: &str) -> Option<LoadedPlugin> {
         self.plugins.read().unwrap().values().find(|p| p.manifest().parent.group == group && p.manifest().parent.kind == kind).cloned()

@@ -10,8 +10,10 @@
 //! - `test`: `setup`, the plugins as `build` makes them, then cargo-component
 //!   0.21 (installed when missing; only the test proving the author toolchain
 //!   needs it) builds one plugin, then the benchmark's native comparator (the
-//!   bench's `--quick` tests load it), then the real control plane where Go
-//!   is installed, then every test of the workspace. The host
+//!   bench's `--quick` tests load it), then Prometheus's `promtool` (Debian's
+//!   package, installed when missing) checks and unit-tests the shipped
+//!   alerting rules, then the real control plane and Helm where Go is
+//!   installed (`ops`), then every test of the workspace. The host
 //!   binary is built by the test build, not by `cargo build -p host`: the two
 //!   resolve different features (dev-dependencies such as proptest turn on
 //!   `fnv/std`, which changes `gimli` and with it all of cranelift and
@@ -32,6 +34,7 @@ use std::process::{Command, ExitCode};
 
 mod languages;
 mod layering;
+mod ops;
 mod real_cluster;
 
 /// Plugins shipped to users, built to `target/plugins/<name>.wasm`.
@@ -66,8 +69,10 @@ fn main() -> ExitCode {
             .and_then(|()| languages::build())
             .and_then(|()| component_build())
             .and_then(|()| native_comparator())
-            .and_then(|()| real_cluster::build())
-            .and_then(|go| test(&args[1..], go)),
+            .and_then(|()| ops::prometheus())
+            .and_then(|prometheus| real_cluster::build().map(|go| (prometheus, go)))
+            .and_then(|(prometheus, go)| ops::build_helm().map(|_| (prometheus, go)))
+            .and_then(|(prometheus, go)| test(&args[1..], go, prometheus)),
         Some("layering") => layering::check(),
         Some("run") => setup().and_then(|()| build()).and_then(|()| run(&args[1..])),
         Some("bench") => setup().and_then(|()| build()).and_then(|()| bench(&args[1..])),
@@ -277,7 +282,7 @@ fn lint() -> Result {
     Ok(())
 }
 
-fn test(extra: &[String], real_cluster_built: bool) -> Result {
+fn test(extra: &[String], real_cluster_built: bool, prometheus_installed: bool) -> Result {
     // First every test binary and the host binary (`target/release/host`, which
     // the e2e tests run) in one build with one feature set, whatever `extra`
     // selects; then the tests, which find everything compiled.
@@ -289,6 +294,10 @@ fn test(extra: &[String], real_cluster_built: bool) -> Result {
     let skipped = real_cluster::out_dir().join("skipped");
     let _ = std::fs::remove_dir_all(&skipped);
     let mut c = workspace_test();
+    if prometheus_installed {
+        // `ops::prometheus` found or installed it: the scrape test must not skip.
+        c.env("PROMETHEUS_REQUIRED", "1");
+    }
     if real_cluster_built {
         // Built, so a missing binary is a failure, not a skip.
         c.env("REAL_CLUSTER_REQUIRED", "1");
@@ -300,6 +309,9 @@ fn test(extra: &[String], real_cluster_built: bool) -> Result {
         .unwrap_or_default();
     if !names.is_empty() {
         eprintln!("xtask: SKIPPED {} real-cluster tests (no real control plane: Go not found): {}", names.len(), names.join(", "));
+    }
+    if !prometheus_installed {
+        eprintln!("xtask: SKIPPED the Prometheus rule tests and the scrape test: promtool could not be installed (needs apt-get as root)");
     }
     result
 }

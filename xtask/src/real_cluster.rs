@@ -125,9 +125,14 @@ fn go_list(module: &str, path: &str, format: &str) -> Result<String> {
 
 /// What a binary was built from: its wrapper's go.mod and go.sum and the Go version.
 fn stamp(module: &str, go: &str) -> Result<String> {
+    stamp_of(&go_dir(module), go)
+}
+
+/// The stamp of a wrapper module in `dir`: changes with its go.mod, go.sum or the Go version.
+pub fn stamp_of(dir: &Path, go: &str) -> Result<String> {
     let mut s = format!("{go}\n");
     for file in ["go.mod", "go.sum"] {
-        let path = go_dir(module).join(file);
+        let path = dir.join(file);
         let text = std::fs::read_to_string(&path).map_err(|e| format!("read {}: {e}", path.display()))?;
         s.push_str(&text);
     }

@@ -21,6 +21,7 @@ mod sharded;
 mod sign;
 #[cfg(feature = "embedded")]
 mod simulate;
+mod status;
 mod validate;
 mod webhook_args;
 
@@ -72,6 +73,8 @@ enum Command {
     Generate(generate::Args),
     /// Sign a plugin for `run --plugin-trust-key`: writes FILE.sig.
     Sign(sign::Args),
+    /// What a running host is doing: per plugin its version, tier, state, queue, recent reconciles and last error.
+    Status(status::Args),
 }
 
 /// Sandbox limits, shared by every subcommand that runs plugins.
@@ -197,6 +200,7 @@ pub fn main() -> ExitCode {
         Command::Cluster(args) => cluster::run(args),
         Command::Generate(args) => generate::run(&cli.sandbox, args),
         Command::Sign(args) => sign::run(args),
+        Command::Status(args) => status::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

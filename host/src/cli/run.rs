@@ -305,7 +305,7 @@ async fn run_async(args: &Args, prepared: Prepared) -> Result<(), Failure> {
                 _ = shutdown_signal() => return Ok(()),
             };
             let certificate = operator_runtime::webhook::Certificate::Pair { cert: pair.cert, ca_pem: pair.ca_pem };
-            Some(serve_webhooks(listener, certificate, &registry, &stop_rx)?)
+            Some(serve_webhooks(listener, certificate, &registry, &metrics, &stop_rx)?)
         }
     };
     let shadows = Shadows::new(shadow_config(args), metrics.clone(), client.clone(), clock.clone());
@@ -330,6 +330,7 @@ async fn run_async(args: &Args, prepared: Prepared) -> Result<(), Failure> {
         r = manager.start() => r.map_err(|e| Failure { code: e.exit_code(), message: operator_runtime::error_chain(&e) })?,
         _ = shutdown_signal() => return Ok(()),
     };
+    metrics.set_status_source(operator_runtime::status::Source { registry: registry.clone(), shadows: Some(shadows.clone()) });
     let reloader = Reloader {
         sandbox,
         manager: running.clone(),
@@ -421,7 +422,7 @@ async fn serve_endpoints(
                 hosts: plan.hosts.clone(),
                 poll: operator_runtime::webhook::CERT_POLL_INTERVAL,
             };
-            Ok(Webhooks::Serving(serve_webhooks(listener, certificate, registry, stop)?))
+            Ok(Webhooks::Serving(serve_webhooks(listener, certificate, registry, metrics, stop)?))
         }
         CertSource::Secret(..) => Ok(Webhooks::WaitingForSecret(listener)),
     }
@@ -433,11 +434,12 @@ fn serve_webhooks(
     listener: tokio::net::TcpListener,
     certificate: operator_runtime::webhook::Certificate,
     registry: &Registry,
+    metrics: &Arc<Metrics>,
     stop: &tokio::sync::watch::Receiver<bool>,
 ) -> Result<tokio::sync::watch::Receiver<Arc<str>>, Failure> {
     let addr = listener.local_addr().map_err(|e| Failure::bad_input(format!("--webhook-addr: {e}")))?;
     let mut stop = stop.clone();
-    let serving = operator_runtime::webhook::serve_on(listener, certificate, registry.clone(), async move {
+    let serving = operator_runtime::webhook::serve_on(listener, certificate, registry.clone(), metrics.clone(), async move {
         let _ = stop.wait_for(|s| *s).await;
     })
     .map_err(|e| Failure::bad_input(format!("--webhook-addr {addr}: {}", operator_runtime::error_chain(&e))))?;

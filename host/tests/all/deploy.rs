@@ -72,6 +72,57 @@ fn the_checked_in_rbac_is_what_host_generate_rbac_prints() {
     assert_fresh("rbac", "rbac/role.yaml");
 }
 
+/// The chart's generated files, and its copy of the rule file, are what the
+/// generator writes now: the chart and deploy/ cannot drift apart.
+#[test]
+fn the_charts_generated_files_are_what_host_generate_chart_writes() {
+    let chart = deploy_dir().join("chart/operator-host");
+    let fresh = tempfile::tempdir().unwrap();
+    std::fs::copy(chart.join("Chart.yaml"), fresh.path().join("Chart.yaml")).unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_host"));
+    cmd.args(["generate", "chart", "--no-plugin-cache", "--out"]).arg(fresh.path());
+    for p in SHIPPED {
+        cmd.arg("--plugin").arg(shipped_wasm(p));
+    }
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "host generate chart: {}", String::from_utf8_lossy(&out.stderr));
+    let plugins: Vec<String> = SHIPPED.iter().map(|p| format!("--plugin target/plugins/{p}.wasm")).collect();
+    for file in ["crds/crds.yaml", "templates/rbac.yaml"] {
+        let (checked_in, generated) =
+            (std::fs::read_to_string(chart.join(file)).unwrap_or_default(), std::fs::read_to_string(fresh.path().join(file)).unwrap());
+        assert!(
+            checked_in == generated,
+            "deploy/chart/operator-host/{file} is stale; regenerate the chart's files with:\n  cargo xtask build && target/release/host generate chart {} --out deploy/chart/operator-host",
+            plugins.join(" ")
+        );
+    }
+    // Both come from the same plugins, so they hold the same CRDs.
+    assert_eq!(
+        std::fs::read_to_string(chart.join("crds/crds.yaml")).unwrap().split_once('\n').unwrap().1,
+        std::fs::read_to_string(deploy_dir().join("crd/crds.yaml")).unwrap().split_once('\n').unwrap().1,
+        "the chart's CRDs differ from deploy/crd/crds.yaml below the header"
+    );
+    let rules = std::fs::read_to_string(deploy_dir().join("prometheus/rules.yaml")).unwrap();
+    assert!(
+        std::fs::read_to_string(chart.join("files/prometheus-rules.yaml")).unwrap() == rules,
+        "deploy/chart/operator-host/files/prometheus-rules.yaml differs from deploy/prometheus/rules.yaml: copy it again"
+    );
+}
+
+#[test]
+fn host_generate_chart_refuses_a_directory_that_is_not_a_chart() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_host"))
+        .args(["generate", "chart", "--no-plugin-cache", "--plugin"])
+        .arg(shipped_wasm("cronjob"))
+        .arg("--out")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no Chart.yaml there"), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
 #[test]
 fn the_samples_are_copies_of_the_plugins_own() {
     for (copy, original) in [("batch_v1_cronjob.yaml", "plugins/cronjob/samples"), ("my-deployment-instance.yaml", "plugins/mydeployment/samples")] {

@@ -361,6 +361,9 @@ impl Controller {
                         };
                         this.metrics.active_workers.get_or_create(&labels).dec();
                         this.metrics.observe_reconcile(&this.name, ended.label(), started.elapsed().as_secs_f64());
+                        if ended == Ended::FailedForGood {
+                            this.metrics.terminal_error(&this.name);
+                        }
                         this.queue.finish(key, ended.outcome());
                     }
                 })

@@ -328,6 +328,9 @@ impl Controller {
     async fn record(&self, key: &ObjectKey, parent: &CachedObject, regarding: &Regarding, pass: Pass, event: Event, now: DateTime<Utc>) -> Ended {
         let Pass { verdict, plugin_status, ended, refused_for_good } = pass;
         if let Some(verdict) = verdict {
+            if !verdict.ok {
+                self.metrics.activity.failed(&self.name, &key.to_string(), &verdict.reason, &verdict.message);
+            }
             if !verdict.ok
                 && let Err(e) = self.recorder.publish(regarding, "Warning", &verdict.reason, &verdict.message).await
             {

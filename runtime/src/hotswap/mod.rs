@@ -316,6 +316,7 @@ impl Reloader {
                 );
                 tracing::warn!(plugin = %id, "{message}");
                 self.metrics.plugin_rollback(&id, tally.main_kind());
+                self.metrics.activity.rolled_back(&id, &bad.info().digest, &previous.info().digest, tally.main_kind());
                 self.metrics.plugin_swap(&id, "rolled_back");
                 self.event(&decision.origin, "Warning", "PluginRolledBack", &message).await;
             }

@@ -183,6 +183,12 @@ impl Shadows {
         self.inner.staged.lock().unwrap().values().find(|s| s.active_id == active_id).map(|s| *s.tally.lock().unwrap())
     }
 
+    /// The candidate staged for `active_id` and what it did so far.
+    pub fn staged_for(&self, active_id: &str) -> Option<(LoadedPlugin, Tally)> {
+        let staged = self.inner.staged.lock().unwrap();
+        staged.values().find(|s| s.active_id == active_id && !s.done.load(Ordering::Relaxed)).map(|s| (s.candidate.clone(), *s.tally.lock().unwrap()))
+    }
+
     /// Stages `candidate` (from `origin`) beside `active` (running as
     /// `active_id`); replaces a candidate staged before for it.
     pub fn stage(&self, active_id: &str, active: &LoadedPlugin, origin: Origin, candidate: LoadedPlugin) -> Result<Arc<Shadow>, String> {

@@ -76,7 +76,7 @@ struct Tiered {
 }
 
 /// Which compiler built the code a plugin's calls run now.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Tier {
     /// Winch, wasmtime's baseline compiler (quick to compile, slower code).

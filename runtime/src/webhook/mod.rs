@@ -129,6 +129,18 @@ fn answer(plugins: &[LoadedPlugin], path: &str, request: &AdmissionRequest<Dynam
     }
 }
 
+/// The code an answer carries: its result's; without one, 200 when it
+/// allows and 400 for a review that could not be decoded
+/// ([`AdmissionResponse::invalid`]).
+fn result_code(response: &AdmissionResponse) -> u16 {
+    match response.result.code {
+        0 if response.allowed => 200,
+        0 if response.result.reason == "InvalidRequest" => 400,
+        0 => 500,
+        code => code,
+    }
+}
+
 /// Why the webhook server could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -290,17 +302,19 @@ pub struct Serving {
 /// Serves the webhooks of the plugins in `registry` (read per request, so
 /// hot swaps apply) over HTTPS on `addr` until `shutdown`, with the pair in
 /// `cert_dir` or a generated one valid for `hosts` (see
-/// [`ServingCert::read_or_generate`]).
+/// [`ServingCert::read_or_generate`]). Each answer is counted in
+/// `controller_runtime_webhook_requests_total{webhook, code}` on `metrics`.
 pub async fn serve(
     addr: SocketAddr,
     cert_dir: &Path,
     hosts: &[String],
     registry: crate::registry::Registry,
+    metrics: Arc<crate::metrics::Metrics>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(SocketAddr, tokio::task::JoinHandle<()>), Error> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let certificate = Certificate::Dir { dir: cert_dir.to_path_buf(), hosts: hosts.to_vec(), poll: CERT_POLL_INTERVAL };
-    let serving = serve_on(listener, certificate, registry, shutdown)?;
+    let serving = serve_on(listener, certificate, registry, metrics, shutdown)?;
     Ok((serving.addr, serving.task))
 }
 
@@ -310,6 +324,7 @@ pub fn serve_on(
     listener: tokio::net::TcpListener,
     certificate: Certificate,
     registry: crate::registry::Registry,
+    metrics: Arc<crate::metrics::Metrics>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<Serving, Error> {
     let (cert, ca_pem, watched_dir) = match certificate {
@@ -351,17 +366,23 @@ pub fn serve_on(
                     let Ok((stream, _)) = accepted else { continue };
                     let acceptor = tokio_rustls::TlsAcceptor::from(tls.borrow().clone());
                     let registry = registry.clone();
+                    let metrics = metrics.clone();
                     tokio::spawn(async move {
                         let Ok(tls) = acceptor.accept(stream).await else { return };
                         let io = hyper_util::rt::TokioIo::new(tls);
                         let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
                             let registry = registry.clone();
+                            let metrics = metrics.clone();
                             async move {
                                 let path = req.uri().path().to_string();
                                 let body = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
-                                let answer = tokio::task::spawn_blocking(move || review(&registry.all(), &path, &body))
-                                    .await
-                                    .unwrap_or_else(|e| AdmissionResponse::invalid(format!("webhook failed: {e}")).into_review());
+                                let answered = path.clone();
+                                let answer = tokio::task::spawn_blocking(move || review(&registry.all(), &answered, &body)).await.unwrap_or_else(|e| {
+                                    let mut failed = AdmissionResponse::invalid(format!("webhook failed: {e}"));
+                                    failed.result.code = 500;
+                                    failed.into_review()
+                                });
+                                metrics.webhook_request(&path, answer.response.as_ref().map_or(500, result_code));
                                 let bytes = Bytes::from(to_wire(&answer));
                                 Ok::<_, std::convert::Infallible>(
                                     hyper::Response::builder().header("content-type", "application/json").body(Full::new(bytes)).expect("valid response"),

@@ -128,17 +128,26 @@ fn an_unknown_path_is_refused() {
 const VALIDATE: &str = "/validate-batch-tutorial-kubebuilder-io-v1-cronjob";
 
 async fn serve(dir: &Path, hosts: &[String]) -> Result<(SocketAddr, tokio::task::JoinHandle<()>), webhook::Error> {
+    serve_counted(dir, hosts, Default::default()).await
+}
+
+async fn serve_counted(
+    dir: &Path,
+    hosts: &[String],
+    metrics: std::sync::Arc<operator_runtime::metrics::Metrics>,
+) -> Result<(SocketAddr, tokio::task::JoinHandle<()>), webhook::Error> {
     let sandbox = operator_runtime::sandbox::Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
     let registry = operator_runtime::registry::Registry::default();
     registry.insert("cronjob", common::load(&sandbox, "cronjob"));
-    webhook::serve("127.0.0.1:0".parse().unwrap(), dir, hosts, registry, std::future::pending()).await
+    webhook::serve("127.0.0.1:0".parse().unwrap(), dir, hosts, registry, metrics, std::future::pending()).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_pair_a_self_signed_one_is_generated_for_localhost_and_the_given_hosts() {
     let dir = tempfile::tempdir().unwrap();
     let service = "operator-host-webhook.operator-system.svc".to_string();
-    let (addr, task) = serve(dir.path(), std::slice::from_ref(&service)).await.unwrap();
+    let metrics = std::sync::Arc::new(operator_runtime::metrics::Metrics::new());
+    let (addr, task) = serve_counted(dir.path(), std::slice::from_ref(&service), metrics.clone()).await.unwrap();
     let ca = std::fs::read_to_string(dir.path().join(webhook::GENERATED_CA)).expect("the CA bundle is written for the webhook configuration");
     assert!(ca.starts_with("-----BEGIN CERTIFICATE-----"), "{ca}");
     assert!(!dir.path().join("tls.key").exists() && !dir.path().join("generated/tls.key").exists(), "the key stays in memory");
@@ -151,6 +160,13 @@ async fn without_a_pair_a_self_signed_one_is_generated_for_localhost_and_the_giv
     }
     let ok = post(addr, "localhost", &ca, VALIDATE, review("CREATE", cronjob("*/5 * * * *"))).await.unwrap();
     assert_eq!(ok["response"]["allowed"], true, "{ok}");
+    let counted = metrics.render();
+    for line in [
+        format!("controller_runtime_webhook_requests_total{{webhook=\"{VALIDATE}\",code=\"422\"}} 3"),
+        format!("controller_runtime_webhook_requests_total{{webhook=\"{VALIDATE}\",code=\"200\"}} 1"),
+    ] {
+        assert!(counted.contains(&line), "{line} missing from\n{counted}");
+    }
 
     let err = post(addr, "elsewhere.example.com", &ca, VALIDATE, review("CREATE", cronjob("nope"))).await.unwrap_err();
     assert!(err.starts_with("TLS:"), "a name the certificate does not carry is refused: {err}");
