@@ -119,7 +119,11 @@ impl Programs {
             controller_runtime: target.join("bench/go/cronjob-controller-runtime"),
         };
         for p in [&programs.host, &programs.cronjob_wasm, &programs.controller_runtime] {
-            anyhow::ensure!(p.exists(), "{} is missing: run `cargo xtask bench head-to-head` (it builds the host, the plugins and the Go controller)", p.display());
+            anyhow::ensure!(
+                p.exists(),
+                "{} is missing: run `cargo xtask bench head-to-head` (it builds the host, the plugins and the Go controller)",
+                p.display()
+            );
         }
         Ok(programs)
     }
@@ -172,8 +176,13 @@ pub fn start(who: Contestant, plane: &ControlPlane, programs: &Programs, log_dir
             .args(["--plugin-cache-dir".to_string(), log_dir.join("plugin-cache").display().to_string()])
             .args(["run", "--plugin", &programs.cronjob_wasm.display().to_string()])
             .args(["--concurrency".to_string(), workers.to_string(), "--metrics-addr".to_string(), format!("127.0.0.1:{port}")]),
-        Contestant::HostNative => Spec::new("host-native", &programs.bench)
-            .args(["serve-native", "--concurrency", &workers.to_string(), "--ready-addr", &format!("127.0.0.1:{port}")]),
+        Contestant::HostNative => Spec::new("host-native", &programs.bench).args([
+            "serve-native",
+            "--concurrency",
+            &workers.to_string(),
+            "--ready-addr",
+            &format!("127.0.0.1:{port}"),
+        ]),
         Contestant::ControllerRuntime | Contestant::ControllerRuntimeTuned => Spec::new("controller-runtime", &programs.controller_runtime)
             .args([format!("--workers={workers}"), format!("--health-probe-bind-address=127.0.0.1:{port}")]),
         Contestant::Kcm | Contestant::KcmTuned => {

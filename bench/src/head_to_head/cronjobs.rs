@@ -207,7 +207,8 @@ fn check_jobs(plane: &ControlPlane, who: Contestant, count: usize, due: SystemTi
     for job in &jobs {
         let scheduled = job["metadata"]["annotations"][annotation].as_str().unwrap_or_default();
         anyhow::ensure!(scheduled == due_text, "{}: Job {} scheduled at {scheduled:?}, not {due_text}", who.label(), job["metadata"]["name"]);
-        let owner = job["metadata"]["ownerReferences"].as_array().and_then(|o| o.iter().find(|r| r["kind"] == "CronJob")).map(|r| r["name"].to_string());
+        let owner =
+            job["metadata"]["ownerReferences"].as_array().and_then(|o| o.iter().find(|r| r["kind"] == "CronJob")).map(|r| r["name"].to_string());
         owners.insert(owner.ok_or_else(|| anyhow::anyhow!("{}: Job {} has no CronJob owner", who.label(), job["metadata"]["name"]))?);
     }
     anyhow::ensure!(owners.len() == count, "{}: Jobs of only {} CronJobs", who.label(), owners.len());

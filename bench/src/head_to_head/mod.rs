@@ -94,7 +94,8 @@ fn lead(cronjobs: usize) -> Duration {
 
 pub fn run(target: &std::path::Path, args: &Args) -> anyhow::Result<Results> {
     let programs = Programs::find(target)?;
-    let contestants: Vec<Contestant> = if args.only.is_empty() { Contestant::CRONJOB.to_vec() } else { args.only.iter().map(|w| (*w).into()).collect() };
+    let contestants: Vec<Contestant> =
+        if args.only.is_empty() { Contestant::CRONJOB.to_vec() } else { args.only.iter().map(|w| (*w).into()).collect() };
     anyhow::ensure!(args.cronjobs > 0 && args.rounds > 0, "--cronjobs and --rounds must be at least 1");
     let started = now();
     let mut runs = Vec::new();

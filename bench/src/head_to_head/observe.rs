@@ -50,12 +50,7 @@ impl Requests {
 
     /// What `self` counted that `before` had not.
     pub fn since(&self, before: &Requests) -> Requests {
-        let diff = self
-            .0
-            .iter()
-            .map(|(k, v)| (k.clone(), v - before.0.get(k).copied().unwrap_or(0.0)))
-            .filter(|(_, v)| *v > 0.0)
-            .collect();
+        let diff = self.0.iter().map(|(k, v)| (k.clone(), v - before.0.get(k).copied().unwrap_or(0.0))).filter(|(_, v)| *v > 0.0).collect();
         Requests(diff)
     }
 

@@ -176,7 +176,8 @@ impl ControlPlane {
 
         let kubeconfig = plane.kubeconfig.display().to_string();
         if builder.controller_manager {
-            let controllers = std::iter::once("*".to_string()).chain(builder.disabled_controllers.iter().map(|c| format!("-{c}"))).collect::<Vec<_>>();
+            let controllers =
+                std::iter::once("*".to_string()).chain(builder.disabled_controllers.iter().map(|c| format!("-{c}"))).collect::<Vec<_>>();
             let spec = plane.controller_manager_spec(&controllers.iter().map(String::as_str).collect::<Vec<_>>());
             plane.spawn(spec);
         }
