@@ -34,6 +34,9 @@ pub struct Run {
     pub requests: std::collections::BTreeMap<String, f64>,
     pub requests_total: f64,
     pub requests_detail: String,
+    /// Mean server-side milliseconds per request of each kind
+    /// (`apiserver_request_duration_seconds`).
+    pub server_ms: String,
     /// The contestant's CPU seconds in the window, and those of
     /// kube-apiserver + etcd (the server side of the same work).
     pub cpu: f64,
@@ -142,7 +145,7 @@ pub fn run_once(who: Contestant, programs: &Programs, count: usize, lead: Durati
     anyhow::ensure!(jobs.poll()? == 0, "Jobs exist before the due instant");
     // A second before the due instant, after the start-up's requests.
     sleep_until(due - Duration::from_secs(1));
-    let before = Requests::scrape(&plane)?;
+    let (before, before_seconds) = Requests::scrape(&plane)?;
     let cpu_before = observe::cpu(pid)?;
     let server_before = server_pids.iter().map(|p| observe::cpu(*p)).sum::<anyhow::Result<Duration>>()?;
     let load = observe::load1();
@@ -156,7 +159,9 @@ pub fn run_once(who: Contestant, programs: &Programs, count: usize, lead: Durati
     let window = SystemTime::now().duration_since(due)?.as_secs_f64();
     let cpu = (observe::cpu(pid)? - cpu_before).as_secs_f64();
     let server_cpu = (server_pids.iter().map(|p| observe::cpu(*p)).sum::<anyhow::Result<Duration>>()? - server_before).as_secs_f64();
-    let requests = Requests::scrape(&plane)?.since(&before);
+    let (after, after_seconds) = Requests::scrape(&plane)?;
+    let requests = after.since(&before);
+    let server_ms = requests.mean_ms(&after_seconds.since(&before_seconds));
     let peak_rss_mib = observe::status_kib(pid, "VmHWM")? as f64 / 1024.0;
     check_jobs(&plane, who, count, due)?;
     running.stop();
@@ -173,6 +178,7 @@ pub fn run_once(who: Contestant, programs: &Programs, count: usize, lead: Durati
         requests: requests.by_verb(),
         requests_total: requests.total(),
         requests_detail: requests.detail(),
+        server_ms,
         cpu,
         server_cpu,
         window,

@@ -104,7 +104,7 @@ pub fn run(target: &std::path::Path, args: &Args) -> anyhow::Result<Results> {
         for who in order {
             let run = cronjobs::run_once(who, &programs, args.cronjobs, lead(args.cronjobs), round)?;
             eprintln!(
-                "bench: head-to-head cronjobs ×{} {} round {round}: all Jobs {:.2} s (p50 {:.2} s, p99 {:.2} s), {:.0} requests ({}), CPU {:.2} s (server {:.2} s), peak RSS {:.0} MiB, load {:.2}",
+                "bench: head-to-head cronjobs ×{} {} round {round}: all Jobs {:.2} s (p50 {:.2} s, p99 {:.2} s), {:.0} requests ({}), CPU {:.2} s (server {:.2} s), peak RSS {:.0} MiB, load {:.2}; server time per request: {}",
                 args.cronjobs,
                 who.label(),
                 run.wall,
@@ -115,7 +115,8 @@ pub fn run(target: &std::path::Path, args: &Args) -> anyhow::Result<Results> {
                 run.cpu,
                 run.server_cpu,
                 run.peak_rss_mib,
-                run.load
+                run.load,
+                run.server_ms
             );
             runs.push(run);
         }

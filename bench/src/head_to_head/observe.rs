@@ -21,18 +21,40 @@ const NOT_COUNTED: &[&str] = &["leases", "endpoints", "endpointslices"];
 
 impl Requests {
     /// Scrapes kube-apiserver's `/metrics` as the administrator.
-    pub fn scrape(plane: &ControlPlane) -> anyhow::Result<Requests> {
+    pub fn scrape(plane: &ControlPlane) -> anyhow::Result<(Requests, Requests)> {
         let out = plane.kubectl(&["get", "--raw", "/metrics"]);
         anyhow::ensure!(out.status.success(), "kubectl get --raw /metrics: {}", String::from_utf8_lossy(&out.stderr));
-        Ok(Self::parse(&String::from_utf8_lossy(&out.stdout)))
+        let text = String::from_utf8_lossy(&out.stdout);
+        Ok((Self::parse(&text), Self::parse_metric(&text, "apiserver_request_duration_seconds_sum")))
+    }
+
+    /// Mean milliseconds the server spent per request of each kind, given
+    /// the seconds it spent on them (`self` holds the counts).
+    pub fn mean_ms(&self, seconds: &Requests) -> String {
+        self.0
+            .iter()
+            .filter_map(|(k, n)| {
+                let (verb, resource, sub) = k;
+                let sub = if sub.is_empty() { String::new() } else { format!("/{sub}") };
+                seconds.0.get(k).map(|s| format!("{verb} {resource}{sub} {:.1} ms", s * 1e3 / n))
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     /// Sums the samples of `apiserver_request_total` over codes, groups,
     /// versions and scopes; requests without a resource (`/metrics`,
     /// `/readyz`, discovery) are left out: the bench makes those.
     pub fn parse(text: &str) -> Requests {
+        Self::parse_metric(text, "apiserver_request_total")
+    }
+
+    /// The same sums of another per-request metric, e.g.
+    /// `apiserver_request_duration_seconds_sum` (seconds the server spent).
+    pub fn parse_metric(text: &str, metric: &str) -> Requests {
         let mut sums = BTreeMap::new();
-        for line in text.lines().filter(|l| l.starts_with("apiserver_request_total{")) {
+        let prefix = format!("{metric}{{");
+        for line in text.lines().filter(|l| l.starts_with(&prefix)) {
             let Some((labels, value)) = line.rsplit_once(' ') else { continue };
             let Ok(value) = value.parse::<f64>() else { continue };
             let label = |name: &str| {
