@@ -324,6 +324,24 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let rel = plots.strip_prefix(report.parent().unwrap_or(std::path::Path::new(""))).unwrap_or(&plots).to_path_buf();
             std::fs::write(&report, report::markdown(&results, &rel, &images))?;
             eprintln!("bench: wrote {} and {} plots in {}", report.display(), images.len(), plots.display());
+            // The head-to-head needs the real control plane, which needs Go.
+            if paths.target.join("real-cluster/bin/kube-apiserver").exists() {
+                let args = head_to_head::Args {
+                    cronjobs: if profile.quick { 50 } else { 1000 },
+                    rounds: if profile.quick { 1 } else { 2 },
+                    only: Vec::new(),
+                    report: report.clone(),
+                    plots: plots.join("head-to-head"),
+                    no_report: false,
+                    note: String::new(),
+                };
+                head_to_head_report(&paths.target, &args)?;
+            } else {
+                eprintln!(
+                    "bench: SKIPPED head-to-head: the real control plane is not built (Go absent?); its block of {} is left out",
+                    report.display()
+                );
+            }
         }
     }
     println!("{}", report::summary(&results));

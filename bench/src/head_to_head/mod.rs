@@ -156,14 +156,16 @@ fn versions(programs: &Programs) -> Vec<(String, String)> {
         go_mod.lines().find_map(|l| l.trim().strip_prefix(module)?.split_whitespace().next().map(str::to_string)).unwrap_or_else(|| "?".into())
     };
     let mut v = vec![
-        ("host".to_string(), host),
+        // `host --version` prints `host 0.1.0`.
+        ("host".to_string(), host.trim_start_matches("host ").to_string()),
         ("controller-runtime".to_string(), format!("{} (client-go {})", require("sigs.k8s.io/controller-runtime "), require("k8s.io/client-go "))),
     ];
     let built = real_cluster::binaries::Binaries::find().map(|b| b.versions()).unwrap_or_default();
     for line in built.lines() {
         if let Some((k, val)) = line.split_once(": ") {
             let k = if k == "kubernetes" { "kube-apiserver, kube-controller-manager" } else { k };
-            v.push((k.to_string(), val.to_string()));
+            // `go: go version go1.26.8 linux/amd64` reads as `go go1.26.8 linux/amd64`.
+            v.push((k.to_string(), val.trim_start_matches("go version ").to_string()));
         }
     }
     v
