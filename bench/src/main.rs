@@ -4,6 +4,7 @@
 //! plots; each measurement also runs alone (`bench reconcile`, ...).
 
 mod e2e;
+mod head_to_head;
 mod hook;
 mod memory;
 mod native;
@@ -101,6 +102,19 @@ enum Command {
     },
     /// 6: `host simulate` throughput, simulated hours per wall second.
     Simulate,
+    /// 7: the host against controller-runtime and kube-controller-manager
+    /// on a real control plane (needs Go: `cargo xtask bench head-to-head`);
+    /// writes its own block of docs/benchmarks.md.
+    HeadToHead(head_to_head::Args),
+    /// Not a benchmark: the host's manager with the CronJob logic linked
+    /// natively, against KUBECONFIG's cluster (head-to-head starts it).
+    #[command(hide = true)]
+    ServeNative {
+        #[arg(long, default_value_t = 4)]
+        concurrency: usize,
+        #[arg(long)]
+        ready_addr: std::net::SocketAddr,
+    },
     /// Not part of `all`: two builds of one plugin, interleaved, by number
     /// of children (to measure a guest-side change under the same load).
     Compare {
@@ -253,6 +267,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             .map(PathBuf::from)
             .ok_or_else(|| anyhow::anyhow!("cannot tell the target dir; pass --target-dir"))?,
     };
+    match &cli.command {
+        Command::ServeNative { concurrency, ready_addr } => {
+            let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            return runtime.block_on(head_to_head::serve_native::run(*concurrency, *ready_addr));
+        }
+        // Runs on this thread: the control plane's processes die with the
+        // thread that started them.
+        Command::HeadToHead(args) => return head_to_head_report(&target, args),
+        _ => {}
+    }
     let paths = Paths::new(target)?;
     let perf_map = matches!(cli.command, Command::Loop { perf_map: true, .. });
     let plugins = Plugins::load(&paths, perf_map)?;
@@ -286,6 +310,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             reconcile::compare(&profile, kind, &load(&before)?, &load(&after)?)?;
             return Ok(());
         }
+        Command::ServeNative { .. } | Command::HeadToHead(_) => unreachable!("handled above"),
         Command::Simulate => results.simulate = Some(simulate::run(&profile, &paths)?),
         Command::All { report, plots } => {
             results.reconcile = reconcile::run(&profile, &plugins)?;
@@ -299,9 +324,47 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let rel = plots.strip_prefix(report.parent().unwrap_or(std::path::Path::new(""))).unwrap_or(&plots).to_path_buf();
             std::fs::write(&report, report::markdown(&results, &rel, &images))?;
             eprintln!("bench: wrote {} and {} plots in {}", report.display(), images.len(), plots.display());
+            // The head-to-head needs the real control plane, which needs Go.
+            if paths.target.join("real-cluster/bin/kube-apiserver").exists() {
+                let args = head_to_head::Args {
+                    cronjobs: if profile.quick { 50 } else { 1000 },
+                    rounds: if profile.quick { 1 } else { 2 },
+                    only: Vec::new(),
+                    report: report.clone(),
+                    plots: plots.join("head-to-head"),
+                    no_report: false,
+                    note: String::new(),
+                };
+                head_to_head_report(&paths.target, &args)?;
+            } else {
+                eprintln!(
+                    "bench: SKIPPED head-to-head: the real control plane is not built (Go absent?); its block of {} is left out",
+                    report.display()
+                );
+            }
         }
     }
     println!("{}", report::summary(&results));
     std::fs::write(paths.work.join("results.json"), serde_json::to_string_pretty(&results)?)?;
+    Ok(())
+}
+
+/// `bench head-to-head`: runs it, prints the table, writes the report block and plot.
+fn head_to_head_report(target: &std::path::Path, args: &head_to_head::Args) -> anyhow::Result<()> {
+    let results = head_to_head::run(target, args)?;
+    std::fs::create_dir_all(target.join("bench"))?;
+    std::fs::write(target.join("bench/head-to-head.json"), serde_json::to_string_pretty(&results)?)?;
+    let rows = head_to_head::report::rows(&results);
+    if args.no_report {
+        print!("{}", head_to_head::report::markdown(&results, None));
+        return Ok(());
+    }
+    let (file, _alt) = plot::head_to_head_cronjobs(&rows, results.cronjobs, &args.plots)?;
+    let base = args.report.parent().unwrap_or(std::path::Path::new(""));
+    let rel = args.plots.strip_prefix(base).unwrap_or(&args.plots).join(file);
+    let block = head_to_head::report::markdown(&results, Some(&rel.display().to_string()));
+    head_to_head::report::write_block(&args.report, &block)?;
+    print!("{block}");
+    eprintln!("bench: wrote the head-to-head block of {} and its plot in {}", args.report.display(), args.plots.display());
     Ok(())
 }

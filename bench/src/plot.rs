@@ -330,6 +330,24 @@ pub fn all(r: &Results, dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
     Ok(written)
 }
 
+/// Workload 1 of the head-to-head: seconds from the due instant (p50, p99,
+/// last Job) per contestant, medians over the rounds; returns (file, alt text).
+pub fn head_to_head_cronjobs(rows: &[crate::head_to_head::report::Row], count: usize, dir: &Path) -> anyhow::Result<(String, String)> {
+    std::fs::create_dir_all(dir)?;
+    let pick = |f: fn(&crate::head_to_head::report::Row) -> f64| rows.iter().map(|r| Bar::from(f(r))).collect::<Vec<_>>();
+    let chart = Chart {
+        title: format!("Head to head: {count} CronJobs due at once, real kube-apiserver"),
+        unit: "seconds from the due instant (lower is better)".into(),
+        groups: rows.iter().map(|r| r.contestant.short().to_string()).collect(),
+        series: vec![("p50 Job".into(), pick(|r| r.p50)), ("p99 Job".into(), pick(|r| r.p99)), ("all Jobs".into(), pick(|r| r.wall))],
+        goal: None,
+        log: false,
+    };
+    let file = "cronjobs.png".to_string();
+    chart.render(&dir.join(&file))?;
+    Ok((file, format!("Seconds from the due instant until the Jobs of {count} CronJobs exist, per contestant")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -23,7 +23,10 @@
 //! - `bench`: `build`, the benchmark's native comparator (`bench/native`,
 //!   built with the plugins' codegen settings), then the benchmarks (`bench
 //!   all`), which write docs/benchmarks.md and docs/benchmarks/*.png;
-//!   `--quick` for a smoke run.
+//!   `--quick` for a smoke run. Where Go is installed it first builds the
+//!   real control plane and the controller-runtime CronJob controller
+//!   (`bench/go/`) for `bench head-to-head`, which
+//!   `cargo xtask bench head-to-head [ARGS]` runs alone.
 //! - `real-cluster`: builds the real control plane from upstream's Go modules
 //!   (`real_cluster`, also part of `test` where Go is installed), starts it on
 //!   loopback and prints `export KUBECONFIG=...` until interrupted;
@@ -349,10 +352,31 @@ fn bench(extra: &[String]) -> Result {
     let mut c = cargo();
     c.args(["build", "--release", "-p", "bench"]);
     status(c)?;
+    // The head-to-head benchmark's other contestants: the real control
+    // plane (kube-controller-manager among it) and the controller-runtime
+    // controller; without Go both are absent and `bench` says so.
+    if real_cluster::build()? {
+        bench_go_controller()?;
+    }
     let mut c = Command::new(target_dir().join("release/bench"));
     c.current_dir(root()).env("CARGO_TARGET_DIR", target_dir());
-    // `--quick` and the like go before the subcommand's own arguments.
-    c.args(extra).arg("all");
+    // `cargo xtask bench head-to-head ARGS` runs that benchmark alone;
+    // otherwise `--quick` and the like go before `all`.
+    match extra.iter().position(|a| a == "head-to-head") {
+        Some(_) => c.args(extra),
+        None => c.args(extra).arg("all"),
+    };
+    status(c)
+}
+
+/// The kubebuilder tutorial's CronJob controller on controller-runtime
+/// (`bench/go/cronjob-controller-runtime`, pinned by its go.mod and go.sum),
+/// built to `target/bench/go/`; Go's build cache makes a rebuild a link.
+fn bench_go_controller() -> Result {
+    let out = target_dir().join("bench/go/cronjob-controller-runtime");
+    let mut c = Command::new("go");
+    c.current_dir(root().join("bench/go/cronjob-controller-runtime")).env("CGO_ENABLED", "0");
+    c.args(["build", "-trimpath", "-o"]).arg(&out).arg(".");
     status(c)
 }
 

@@ -33,11 +33,12 @@ pub struct Builder {
     apiserver_flags: Vec<String>,
     keep_on_failure: bool,
     disabled_controllers: Vec<String>,
+    controller_manager: bool,
 }
 
 impl Default for Builder {
     fn default() -> Self {
-        Builder { pods_run: true, apiserver_flags: Vec::new(), keep_on_failure: true, disabled_controllers: Vec::new() }
+        Builder { pods_run: true, apiserver_flags: Vec::new(), keep_on_failure: true, disabled_controllers: Vec::new(), controller_manager: true }
     }
 }
 
@@ -60,6 +61,15 @@ impl Builder {
     /// that controller itself.
     pub fn without_controller(mut self, name: &str) -> Self {
         self.disabled_controllers.push(name.to_string());
+        self
+    }
+
+    /// Whether kube-controller-manager runs (default: yes). Without it no
+    /// controller acts (no garbage collection, no default ServiceAccount, so
+    /// no Pods): for a benchmark that runs one controller of its own choice
+    /// ([`ControlPlane::controller_manager_spec`] starts one).
+    pub fn controller_manager(mut self, yes: bool) -> Self {
+        self.controller_manager = yes;
         self
     }
 
@@ -165,19 +175,12 @@ impl ControlPlane {
         plane.wait_ready();
 
         let kubeconfig = plane.kubeconfig.display().to_string();
-        let controller_manager = Spec::new("kube-controller-manager", plane.binaries.path("kube-controller-manager")).args([
-            format!("--kubeconfig={kubeconfig}"),
-            "--leader-elect=false".to_string(),
-            std::iter::once("--controllers=*".to_string())
-                .chain(builder.disabled_controllers.iter().map(|c| format!("-{c}")))
-                .collect::<Vec<_>>()
-                .join(","),
-            format!("--service-account-private-key-file={}", pki.service_account_key.display()),
-            format!("--root-ca-file={}", pki.ca_cert.display()),
-            "--bind-address=127.0.0.1".to_string(),
-            "--secure-port=0".to_string(),
-        ]);
-        plane.spawn(controller_manager);
+        if builder.controller_manager {
+            let controllers =
+                std::iter::once("*".to_string()).chain(builder.disabled_controllers.iter().map(|c| format!("-{c}"))).collect::<Vec<_>>();
+            let spec = plane.controller_manager_spec(&controllers.iter().map(String::as_str).collect::<Vec<_>>());
+            plane.spawn(spec);
+        }
         if builder.pods_run {
             let scheduler = Spec::new("kube-scheduler", plane.binaries.path("kube-scheduler")).args([
                 format!("--kubeconfig={kubeconfig}"),
@@ -198,9 +201,11 @@ impl ControlPlane {
         // Pods are refused until the namespace's ServiceAccount exists
         // (kube-controller-manager's serviceaccount controller makes it).
         let admin = plane.admin();
-        eventually_within("the default ServiceAccount", Duration::from_secs(60), || {
-            admin.run(&["get", "serviceaccount", "default", "-n", "default"]).status.success().then_some(())
-        });
+        if builder.controller_manager {
+            eventually_within("the default ServiceAccount", Duration::from_secs(60), || {
+                admin.run(&["get", "serviceaccount", "default", "-n", "default"]).status.success().then_some(())
+            });
+        }
         if builder.pods_run {
             eventually_within("the kwok Node to be Ready", Duration::from_secs(60), || {
                 let out = admin.run(&["get", "node", NODE, "-o", "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}"]);
@@ -209,6 +214,21 @@ impl ControlPlane {
         }
         eprintln!("real-cluster: {} ready in {:.1?} ({})", plane.server, started.elapsed(), plane.dir().display());
         plane
+    }
+
+    /// kube-controller-manager against this control plane with `--controllers`
+    /// set to `controllers` (e.g. `["*", "-job-controller"]` or
+    /// `["cronjob-controller"]`); add flags to the spec before starting it.
+    pub fn controller_manager_spec(&self, controllers: &[&str]) -> Spec {
+        Spec::new("kube-controller-manager", self.binaries.path("kube-controller-manager")).args([
+            format!("--kubeconfig={}", self.kubeconfig.display()),
+            "--leader-elect=false".to_string(),
+            format!("--controllers={}", controllers.join(",")),
+            format!("--service-account-private-key-file={}", self.pki.service_account_key.display()),
+            format!("--root-ca-file={}", self.pki.ca_cert.display()),
+            "--bind-address=127.0.0.1".to_string(),
+            "--secure-port=0".to_string(),
+        ])
     }
 
     fn spawn(&mut self, spec: Spec) {
@@ -279,6 +299,11 @@ impl ControlPlane {
         self.processes[ETCD].restart();
         self.wait_for_etcd();
         self.wait_ready();
+    }
+
+    /// etcd's client URL (`http://127.0.0.1:PORT`, its JSON gateway under `/v3/`).
+    pub fn etcd_url(&self) -> &str {
+        &self.etcd_client
     }
 
     /// etcd's current revision.
