@@ -328,10 +328,9 @@ fn real_cluster_up(extra: &[String]) -> Result {
 }
 
 /// The fidelity report (`tests/fidelity`'s `fidelity` binary).
-fn fidelity(extra: &[String]) -> Result {
+fn fidelity() -> Result {
     let mut c = cargo();
-    c.args(["run", "--release", "-p", "fidelity", "--bin", "fidelity", "--"]);
-    c.args(extra);
+    c.args(["run", "--release", "-p", "fidelity", "--bin", "fidelity"]);
     status(c)
 }
 

@@ -7,7 +7,9 @@
 //! An entry names one difference. Only a cause marked `feature` (one named
 //! part of Kubernetes the embedded cluster does not have, whose absence
 //! shows in many fields of the same exchange) may name a whole exchange
-//! with `path: "*"`.
+//! with `path: "*"`; such an entry stays in use while its exchange occurs,
+//! since what it covers may vary from run to run (what a controller has
+//! done by the time of a read).
 
 use std::path::{Path, PathBuf};
 

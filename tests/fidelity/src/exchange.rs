@@ -36,6 +36,13 @@ pub struct Exchange {
     /// its stream, or of the client's reading); bounds a replayed watch.
     #[serde(default)]
     pub duration_ms: u64,
+    /// A discovery or OpenAPI read kubectl made on its own to refresh its
+    /// cache, not what the step asked for: which step refreshes depends on
+    /// timing (the cache's age, when a new CRD's resources appear), so it is
+    /// replayed but not compared. Steps that ask for these documents (raw
+    /// requests, `kubectl get --raw`) compare them.
+    #[serde(default)]
+    pub incidental: bool,
     /// The events of a watch (its body is then empty).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub watch: Option<Vec<Value>>,
@@ -51,6 +58,14 @@ impl Exchange {
     pub fn is_watch(&self) -> bool {
         is_watch(&self.path)
     }
+}
+
+/// Whether a path is a discovery or OpenAPI document (`/api`, `/apis`,
+/// `/openapi/v3...`), or the CRD list kubectl falls back to when discovery
+/// does not know a kind yet.
+pub fn is_discovery(path_and_query: &str) -> bool {
+    let path = path_and_query.split('?').next().unwrap_or("");
+    matches!(path, "/api" | "/apis" | "/apis/apiextensions.k8s.io/v1/customresourcedefinitions") || path.starts_with("/openapi/")
 }
 
 /// Whether a request path asks for a watch (`?watch=true|1` or `/watch/`).
@@ -74,6 +89,10 @@ impl Body {
     pub fn from_bytes(bytes: &[u8]) -> Body {
         if bytes.is_empty() {
             return Body::Empty;
+        }
+        // Protobuf (the `k8s\0` envelope) may happen to be valid UTF-8.
+        if bytes.starts_with(b"k8s\0") {
+            return Body::Base64(base64::engine::general_purpose::STANDARD.encode(bytes));
         }
         if let Ok(value) = serde_json::from_slice::<Value>(bytes) {
             return Body::Json(value);
@@ -131,5 +150,6 @@ mod tests {
         assert_eq!(Body::from_bytes(b"ok"), Body::Text("ok".into()));
         let bytes = [0x6b, 0x38, 0x73, 0x00, 0xff];
         assert_eq!(Body::from_bytes(&bytes).to_bytes(), bytes);
+        assert!(matches!(Body::from_bytes(b"k8s\0\n\x0f"), Body::Base64(_)), "protobuf that is valid UTF-8");
     }
 }

@@ -13,7 +13,7 @@ pub struct Rule {
 }
 
 pub const RULES: &[Rule] = &[
-    Rule { name: "uid", reason: "a random UUID each server draws at creation" },
+    Rule { name: "uid", reason: "a random UUID each server draws at creation (also where it is copied: a Job's controller-uid labels and selector)" },
     Rule {
         name: "resourceVersion",
         reason: "kube-apiserver answers etcd's revision, the embedded server its own counter; both are opaque to clients",
@@ -35,6 +35,7 @@ pub const RULES: &[Rule] = &[
         name: "cause-order",
         reason: "upstream validates a custom resource's schema properties in Go map order (random), so the order of an Invalid Status' causes, and of its message's list, varies from run to run",
     },
+    Rule { name: "cluster-ca", reason: "each cluster has its own CA; kube-root-ca.crt holds it" },
     Rule { name: "server-build", reason: "/version names the binary's build (commit, date, Go version, platform), not API behaviour" },
 ];
 
@@ -96,7 +97,26 @@ pub fn normalize(path: &str, value: &mut Value) {
     sort_invalid_causes(value);
     let mut hashes = Vec::new();
     collect_template_hashes(value, &mut hashes);
+    // A uid copied into a label or selector (a Job's controller-uid) is the same random value.
+    let mut uids = Vec::new();
+    collect_uids(value, &mut uids);
+    hashes.extend(uids.into_iter().map(|u| (u, "uid")));
     walk(value, &hashes);
+}
+
+fn collect_uids(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            for (key, v) in map {
+                match (key.as_str(), v) {
+                    ("uid", Value::String(u)) if u.len() >= 8 && !out.contains(u) => out.push(u.clone()),
+                    _ => collect_uids(v, out),
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| collect_uids(v, out)),
+        _ => {}
+    }
 }
 
 /// An Invalid Status' causes sorted by field and message, and its message's
@@ -125,7 +145,10 @@ fn sort_invalid_causes(value: &mut Value) {
     }
 }
 
-fn walk(value: &mut Value, hashes: &[String]) {
+/// Values copied into other strings: (value, the rule that marks them).
+type Copies = [(String, &'static str)];
+
+fn walk(value: &mut Value, hashes: &Copies) {
     match value {
         Value::Object(map) => {
             normalize_table_age(map);
@@ -133,7 +156,7 @@ fn walk(value: &mut Value, hashes: &[String]) {
                 && name.starts_with(&generate)
                 && name.len() > generate.len()
             {
-                *name = format!("{}<generated-name>", replace_hashes(&generate, hashes));
+                *name = format!("{}<generated-name>", replace_copies(&generate, hashes));
             }
             if let Some(Value::String(url)) = map.get_mut("serverRelativeURL")
                 && let Some((stem, _)) = url.split_once("hash=")
@@ -147,6 +170,7 @@ fn walk(value: &mut Value, hashes: &[String]) {
                     "continue" => Some("continue"),
                     k if TIME_KEYS.contains(&k) => Some("time"),
                     k if IP_KEYS.contains(&k) => Some("allocated-ip"),
+                    "ca.crt" => Some("cluster-ca"),
                     _ => None,
                 };
                 match rule {
@@ -156,7 +180,7 @@ fn walk(value: &mut Value, hashes: &[String]) {
             }
         }
         Value::Array(items) => items.iter_mut().for_each(|v| walk(v, hashes)),
-        Value::String(s) if !hashes.is_empty() => *s = replace_hashes(s, hashes),
+        Value::String(s) if !hashes.is_empty() => *s = replace_copies(s, hashes),
         _ => {}
     }
 }
@@ -174,12 +198,14 @@ fn normalize_table_age(map: &mut serde_json::Map<String, Value>) {
     }
 }
 
-fn collect_template_hashes(value: &Value, out: &mut Vec<String>) {
+fn collect_template_hashes(value: &Value, out: &mut Vec<(String, &'static str)>) {
     match value {
         Value::Object(map) => {
             for (key, v) in map {
                 match (key.as_str(), v) {
-                    ("pod-template-hash", Value::String(h)) if !h.is_empty() && !out.contains(h) => out.push(h.clone()),
+                    ("pod-template-hash", Value::String(h)) if !h.is_empty() && !out.iter().any(|(x, _)| x == h) => {
+                        out.push((h.clone(), "pod-template-hash"))
+                    }
                     _ => collect_template_hashes(v, out),
                 }
             }
@@ -189,8 +215,8 @@ fn collect_template_hashes(value: &Value, out: &mut Vec<String>) {
     }
 }
 
-fn replace_hashes(s: &str, hashes: &[String]) -> String {
-    hashes.iter().fold(s.to_string(), |s, h| s.replace(h.as_str(), "<pod-template-hash>"))
+fn replace_copies(s: &str, copies: &Copies) -> String {
+    copies.iter().fold(s.to_string(), |s, (v, rule)| s.replace(v.as_str(), &format!("<{rule}>")))
 }
 
 /// Whether `name` is a rule.
@@ -221,6 +247,13 @@ mod tests {
         normalize("/p", &mut v);
         assert_eq!(v["metadata"]["name"], "web-<pod-template-hash>-<generated-name>");
         assert_eq!(v["metadata"]["labels"]["pod-template-hash"], "<pod-template-hash>");
+    }
+
+    #[test]
+    fn a_uid_copied_into_labels_is_marked_there_too() {
+        let mut v = json!({"metadata": {"uid": "0b1c2d3e-aaaa"}, "spec": {"selector": {"matchLabels": {"controller-uid": "0b1c2d3e-aaaa"}}}});
+        normalize("/j", &mut v);
+        assert_eq!(v["spec"]["selector"]["matchLabels"]["controller-uid"], "<uid>");
     }
 
     #[test]

@@ -25,7 +25,7 @@ type ProxyBody = BoxBody<Bytes, Infallible>;
 struct State {
     upstream: Upstream,
     started: Instant,
-    step: Mutex<String>,
+    step: Mutex<(String, bool)>,
     exchanges: Mutex<Vec<Exchange>>,
 }
 
@@ -41,7 +41,7 @@ impl Recorder {
     pub async fn start(upstream: Upstream) -> std::io::Result<Recorder> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let url = format!("http://{}", listener.local_addr()?);
-        let state = Arc::new(State { upstream, started: Instant::now(), step: Mutex::new(String::new()), exchanges: Mutex::new(Vec::new()) });
+        let state = Arc::new(State { upstream, started: Instant::now(), step: Mutex::new((String::new(), true)), exchanges: Mutex::new(Vec::new()) });
         let serving = state.clone();
         let task = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
@@ -58,9 +58,11 @@ impl Recorder {
         &self.url
     }
 
-    /// Labels the exchanges recorded from now on.
-    pub fn set_step(&self, step: &str) {
-        *lock(&self.state.step) = step.to_string();
+    /// Labels the exchanges recorded from now on; `asks_for_discovery`:
+    /// whether the step's own subject may be a discovery document (else
+    /// such reads are the client's cache refreshes, see [`Exchange::incidental`]).
+    pub fn set_step(&self, step: &str, asks_for_discovery: bool) {
+        *lock(&self.state.step) = (step.to_string(), asks_for_discovery);
     }
 
     /// Everything recorded so far, in request order.
@@ -93,8 +95,11 @@ async fn forward(state: Arc<State>, request: Request<Incoming>) -> Result<Respon
         let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
         request_headers.entry(name).and_modify(|v: &mut String| *v = format!("{v}, {value}")).or_insert(value);
     }
+    let (step, asks_for_discovery) = lock(&state.step).clone();
+    let incidental = !asks_for_discovery && crate::exchange::is_discovery(&path);
     let mut exchange = Exchange {
-        step: lock(&state.step).clone(),
+        step,
+        incidental,
         at_ms,
         method: parts.method.to_string(),
         path,

@@ -53,7 +53,12 @@ impl Client {
         for file in corpus {
             for (i, step) in file.steps.iter().enumerate() {
                 let label = format!("{}#{i}", file.name);
-                recorder.set_step(&label);
+                let asks_for_discovery = step.request.is_some()
+                    || step
+                        .kubectl
+                        .as_ref()
+                        .is_some_and(|a| a.iter().any(|x| x == "--raw" || x.contains("customresourcedefinition") || x.starts_with("crd")));
+                recorder.set_step(&label, asks_for_discovery);
                 outcomes.push(self.step(&label, step).await);
             }
         }

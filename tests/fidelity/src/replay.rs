@@ -246,6 +246,7 @@ mod tests {
             body: Body::Empty,
             watch: None,
             duration_ms: 0,
+            incidental: false,
         }
     }
 
