@@ -78,11 +78,7 @@ fn main() -> ExitCode {
             real_cluster::build().and_then(|built| if built { Ok(()) } else { Err("the real control plane needs Go (1.26 or newer) on PATH".into()) })
         }
         Some("fidelity") => real_cluster::build().and_then(|built| {
-            if built {
-                fidelity(&args[1..])
-            } else {
-                Err("the fidelity report needs the real control plane, which needs Go (1.26 or newer) on PATH".into())
-            }
+            if built { fidelity() } else { Err("the fidelity report needs the real control plane, which needs Go (1.26 or newer) on PATH".into()) }
         }),
         Some("real-cluster") => setup().and_then(|()| build()).and_then(|()| real_cluster_up(&args[1..])),
         _ => {
