@@ -146,7 +146,26 @@ pub fn apply(group: &str, kind: &str, obj: &mut Value, creating: bool) {
             canonical_bytes(obj, "data");
         }
         ("", "ConfigMap") => canonical_bytes(obj, "binaryData"),
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => crd_spec(obj),
         _ => kinds::apply(group, kind, obj),
+    }
+}
+
+/// apiextensions/v1 `SetDefaults_CustomResourceDefinitionSpec`: the singular name and the list
+/// kind from the kind, and conversion `None`.
+fn crd_spec(obj: &mut Value) {
+    let Some(spec) = obj.get_mut("spec").filter(|s| s.is_object()) else { return };
+    let kind = spec.pointer("/names/kind").and_then(Value::as_str).unwrap_or_default().to_string();
+    if let Some(names) = spec.get_mut("names").filter(|n| n.is_object()) {
+        if names.get("singular").and_then(Value::as_str).is_none_or(str::is_empty) {
+            names["singular"] = json!(kind.to_lowercase());
+        }
+        if !kind.is_empty() && names.get("listKind").and_then(Value::as_str).is_none_or(str::is_empty) {
+            names["listKind"] = json!(format!("{kind}List"));
+        }
+    }
+    if spec.get("conversion").is_none_or(Value::is_null) {
+        spec["conversion"] = json!({"strategy": "None"});
     }
 }
 
@@ -195,6 +214,19 @@ pub fn job_selector(obj: &mut Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_crd_gets_its_list_kind_singular_and_conversion_as_upstream_defaults_them() {
+        let mut crd = json!({"spec": {"group": "g.io", "names": {"plural": "widgets", "kind": "Widget"}}});
+        apply("apiextensions.k8s.io", "CustomResourceDefinition", &mut crd, true);
+        assert_eq!(crd["spec"]["names"], json!({"plural": "widgets", "kind": "Widget", "singular": "widget", "listKind": "WidgetList"}));
+        assert_eq!(crd["spec"]["conversion"], json!({"strategy": "None"}));
+        let mut kept = json!({"spec": {"names": {"kind": "W", "singular": "w1", "listKind": "Ws"}, "conversion": {"strategy": "Webhook"}}});
+        apply("apiextensions.k8s.io", "CustomResourceDefinition", &mut kept, false);
+        assert_eq!(kept["spec"]["names"]["listKind"], "Ws");
+        assert_eq!(kept["spec"]["names"]["singular"], "w1");
+        assert_eq!(kept["spec"]["conversion"]["strategy"], "Webhook");
+    }
 
     #[test]
     fn wrapped_base64_in_byte_fields_is_served_unwrapped() {

@@ -81,6 +81,21 @@ pub fn group(reg: &Registry, g: &str) -> Option<Value> {
     })
 }
 
+/// Upstream's `discovery.StorageVersionHash`: base64 of the first 8 bytes of the SHA-256 of
+/// `group/version/kind` of the version the resource is stored as (a view's storage is the
+/// resource it shares; HorizontalPodAutoscalers are stored as autoscaling/v2).
+fn storage_version_hash(r: &Resource) -> String {
+    use base64::Engine as _;
+    use sha2::Digest as _;
+    let (group, version) = match (&r.alias_of, r.group.as_str(), r.kind.as_str()) {
+        (Some(storage), _, _) => (storage.group.as_str(), "v1"),
+        (None, "autoscaling", "HorizontalPodAutoscaler") => ("autoscaling", "v2"),
+        (None, group, _) => (group, r.version.as_str()),
+    };
+    let digest = sha2::Sha256::digest(format!("{group}/{version}/{}", r.kind).as_bytes());
+    base64::engine::general_purpose::STANDARD.encode(&digest[..8])
+}
+
 fn resource_entries(r: &Resource) -> Vec<Value> {
     let mut main = json!({
         "name": r.plural, "singularName": r.singular, "namespaced": r.namespaced, "kind": r.kind, "verbs": r.verbs(),
@@ -90,6 +105,9 @@ fn resource_entries(r: &Resource) -> Vec<Value> {
     }
     if !r.categories.is_empty() {
         main["categories"] = json!(r.categories);
+    }
+    if !r.custom && !r.ephemeral {
+        main["storageVersionHash"] = json!(storage_version_hash(r));
     }
     let mut out = vec![main];
     if r.status {
@@ -165,9 +183,7 @@ pub fn aggregated(reg: &Registry, legacy: bool) -> Value {
     let all = reg.all();
     let items: Vec<Value> = if legacy {
         let rs: Vec<Resource> = all.iter().filter(|r| r.group.is_empty()).cloned().collect();
-        vec![
-            json!({"metadata": {"creationTimestamp": null}, "versions": [{"version": "v1", "resources": aggregated_resources(&rs), "freshness": "Current"}]}),
-        ]
+        vec![json!({"metadata": {}, "versions": [{"version": "v1", "resources": aggregated_resources(&rs), "freshness": "Current"}]})]
     } else {
         groups(reg)
             .into_iter()
@@ -179,7 +195,7 @@ pub fn aggregated(reg: &Registry, legacy: bool) -> Value {
                         json!({"version": v, "resources": aggregated_resources(&rs), "freshness": "Current"})
                     })
                     .collect();
-                json!({"metadata": {"name": g, "creationTimestamp": null}, "versions": versions})
+                json!({"metadata": {"name": g}, "versions": versions})
             })
             .collect()
     };

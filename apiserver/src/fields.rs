@@ -377,6 +377,24 @@ impl Writer<'_> {
 
 /// Server-side apply of `applied` onto `live` (None = create). Returns the new object, with
 /// managedFields updated. `group`/`resource`/`name` word the conflict error.
+/// How a conflict names the manager that owns the field, as upstream's
+/// managedfields `printManager`: `"name"`, then ` with subresource "status"`
+/// for a subresource's manager, then for an Update manager ` using v1` and
+/// ` at <time>` when its entry has one (an applier is named alone).
+fn conflicting_manager(e: &Entry) -> String {
+    let mut out = format!("{:?}", e.manager);
+    if !e.subresource.is_empty() {
+        out += &format!(" with subresource {:?}", e.subresource);
+    }
+    if e.operation == "Update" {
+        out += &format!(" using {}", e.api_version);
+        if !e.time.is_empty() {
+            out += &format!(" at {}", e.time);
+        }
+    }
+    out
+}
+
 pub fn apply(live: Option<&Value>, applied: &Value, w: &Writer<'_>, force: bool, err_ctx: (&str, &str, &str)) -> Result<Value, ApiError> {
     let mut applied = applied.clone();
     if let Some(m) = applied.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -386,6 +404,7 @@ pub fn apply(live: Option<&Value>, applied: &Value, w: &Writer<'_>, force: bool,
     let new_set = w.leaves(&applied);
     let mut entries = live.map(read_entries).unwrap_or_default();
     let mut conflicts: Vec<(String, String, FieldPath)> = vec![];
+    // (manager as a conflict names it, the manager, the path)
     for e in entries.iter() {
         if (e.manager == w.manager && e.operation == "Apply") || e.subresource != w.subresource {
             continue;
@@ -396,26 +415,25 @@ pub fn apply(live: Option<&Value>, applied: &Value, w: &Writer<'_>, force: bool,
             }
             let live_v = live.and_then(|l| value_at(l, p));
             if live_v != value_at(&applied, p) {
-                conflicts.push((e.manager.clone(), e.api_version.clone(), p.clone()));
+                conflicts.push((conflicting_manager(e), e.manager.clone(), p.clone()));
             }
         }
     }
     if !conflicts.is_empty() && !force {
         let n = conflicts.len();
         let mut msg = format!("Apply failed with {n} conflict{}: ", if n == 1 { "" } else { "s" });
-        let lines: Vec<String> = conflicts.iter().map(|(m, v, p)| format!("conflict with \"{m}\" using {v}: {}", path_string(p))).collect();
+        let lines: Vec<String> = conflicts.iter().map(|(m, _, p)| format!("conflict with {m}: {}", path_string(p))).collect();
         msg.push_str(&lines.join("\n"));
-        let causes = conflicts
-            .iter()
-            .map(|(m, v, p)| Cause::new("FieldManagerConflict", format!("conflict with \"{m}\" using {v}"), path_string(p)))
-            .collect();
+        let causes = conflicts.iter().map(|(m, _, p)| Cause::new("FieldManagerConflict", format!("conflict with {m}"), path_string(p))).collect();
         let (g, r, name) = err_ctx;
         let mut e = ApiError::conflict(g, r, name, "");
         e.message = msg;
         e.causes = causes;
+        // Upstream's errors.NewApplyConflict names no object: its details hold the causes only.
+        (e.group, e.kind, e.name) = (None, None, None);
         return Err(e);
     }
-    for (m, _, p) in &conflicts {
+    for (_, m, p) in &conflicts {
         for e in entries.iter_mut().filter(|e| &e.manager == m) {
             e.fields.remove(p);
         }
@@ -548,9 +566,18 @@ mod tests {
         let applied = json!({"metadata": {"name": "x"}, "data": {"a": "2"}});
         let e = apply(Some(&live), &applied, &w("mgr"), false, ("", "configmaps", "x")).unwrap_err();
         assert_eq!(e.code, 409);
-        assert!(e.message.contains("conflict with \"kubectl-create\""), "{}", e.message);
+        assert!(e.message.contains("conflict with \"kubectl-create\" using v1 at "), "{}", e.message);
         let out = apply(Some(&live), &applied, &w("mgr"), true, ("", "configmaps", "x")).unwrap();
         assert_eq!(out["data"]["a"], "2");
+    }
+
+    #[test]
+    fn a_conflict_names_an_applier_alone_as_upstream_does() {
+        let live = apply(None, &json!({"metadata": {"name": "x"}, "data": {"a": "1"}}), &w("alice"), false, ("", "configmaps", "x")).unwrap();
+        let e = apply(Some(&live), &json!({"metadata": {"name": "x"}, "data": {"a": "2"}}), &w("bob"), false, ("", "configmaps", "x")).unwrap_err();
+        assert_eq!(e.message, "Apply failed with 1 conflict: conflict with \"alice\": .data.a");
+        assert_eq!(e.causes[0].message, "conflict with \"alice\"");
+        assert_eq!((e.group, e.kind, e.name), (None, None, None), "an apply conflict's details hold only its causes");
     }
 
     #[test]

@@ -206,7 +206,7 @@ pub async fn handle(core: Arc<Core>, req: Request<Bytes>, server_address: &str) 
     }
     let result: Result<Response<Body>> = match segs.as_slice() {
         ["version"] if get => Ok(json(200, &discovery::version())),
-        ["healthz"] | ["livez"] | ["readyz"] if get => Ok(full(StatusCode::OK, "text/plain", b"ok".to_vec())),
+        ["healthz"] | ["livez"] | ["readyz"] if get => Ok(full(StatusCode::OK, "text/plain; charset=utf-8", b"ok".to_vec())),
         ["api"] if get && aggregated => Ok(aggregated_response(discovery::aggregated(&core.registry, true))),
         ["api"] if get => Ok(json(200, &discovery::core_versions(server_address))),
         ["apis"] if get && aggregated => Ok(aggregated_response(discovery::aggregated(&core.registry, false))),
@@ -517,7 +517,7 @@ async fn resource(core: &Arc<Core>, group: &str, version: &str, rest: &[&str], r
                     }),
                 ));
             }
-            Ok(json(200, &list))
+            Ok(json(200, &without_item_type_meta(&res, list)))
         }
         (Method::GET, Some(name)) => {
             if sub == Sub::Scale {
@@ -555,7 +555,10 @@ async fn resource(core: &Arc<Core>, group: &str, version: &str, rest: &[&str], r
             if ptype == PatchType::Apply && r.q("fieldManager").is_none_or(str::is_empty) {
                 opts.field_manager.clear(); // apply needs an explicit manager, as upstream
             }
-            Ok(r.object(core, &res, 200, core.patch(&res, ns, name, ptype, r.body, sub, &opts).await?))
+            // An apply that creates the object answers 201 Created, as upstream's patcher does.
+            let creates = ptype == PatchType::Apply && sub == Sub::Main && core.get(&res, ns, name).is_err();
+            let object = core.patch(&res, ns, name, ptype, r.body, sub, &opts).await?;
+            Ok(r.object(core, &res, if creates { 201 } else { 200 }, object))
         }
         (Method::DELETE, Some(name)) if sub == Sub::Main => match core.delete(&res, ns, name, &r.delete_options()?)? {
             Deleted::Now(v) => Ok(r.object(core, &res, 200, v)),
@@ -563,7 +566,7 @@ async fn resource(core: &Arc<Core>, group: &str, version: &str, rest: &[&str], r
         },
         (Method::DELETE, None) => {
             let lo = r.list_options(&res)?;
-            Ok(json(200, &core.delete_collection(&res, t.namespace, &lo, &r.delete_options()?)?))
+            Ok(json(200, &without_item_type_meta(&res, core.delete_collection(&res, t.namespace, &lo, &r.delete_options()?)?)))
         }
         (m, _) => Err(ApiError::method_not_allowed(m.as_str())),
     }
@@ -618,4 +621,19 @@ fn watch_response(
     let mut resp = Response::new(BodyExt::boxed_unsync(body));
     resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     Ok(resp)
+}
+
+/// A list as upstream encodes it: a built-in list is encoded from Go structs whose items carry
+/// an empty TypeMeta, so `apiVersion` and `kind` are on the list only; custom resources are
+/// unstructured and keep them on every item.
+fn without_item_type_meta(res: &Resource, mut list: Value) -> Value {
+    if !res.custom {
+        for item in list["items"].as_array_mut().into_iter().flatten() {
+            if let Some(item) = item.as_object_mut() {
+                item.remove("apiVersion");
+                item.remove("kind");
+            }
+        }
+    }
+    list
 }

@@ -31,6 +31,11 @@
 //!   (`real_cluster`, also part of `test` where Go is installed), starts it on
 //!   loopback and prints `export KUBECONFIG=...` until interrupted;
 //!   `real-cluster build` only builds it.
+//! - `fidelity`: builds the real control plane, runs the fidelity corpus on
+//!   it through a recorder, replays it on the embedded API server, prints the
+//!   figures and the differences by cause and writes
+//!   `target/fidelity/report.json` (crate `tests/fidelity`); it also rewrites
+//!   apiserver/README.md's generated "Not faithful (yet)" list.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -82,9 +87,12 @@ fn main() -> ExitCode {
         Some("real-cluster") if args.get(1).is_some_and(|a| a == "build") => {
             real_cluster::build().and_then(|built| if built { Ok(()) } else { Err("the real control plane needs Go (1.26 or newer) on PATH".into()) })
         }
+        Some("fidelity") => real_cluster::build().and_then(|built| {
+            if built { fidelity() } else { Err("the fidelity report needs the real control plane, which needs Go (1.26 or newer) on PATH".into()) }
+        }),
         Some("real-cluster") => setup().and_then(|()| build()).and_then(|()| real_cluster_up(&args[1..])),
         _ => {
-            eprintln!("usage: cargo xtask <setup|build|test|run|bench|real-cluster> [args...]");
+            eprintln!("usage: cargo xtask <setup|build|test|run|bench|real-cluster|fidelity> [args...]");
             return ExitCode::from(2);
         }
     };
@@ -330,6 +338,13 @@ fn real_cluster_up(extra: &[String]) -> Result {
     status(c)?;
     let mut c = Command::new(target_dir().join("release/real-cluster"));
     c.args(extra);
+    status(c)
+}
+
+/// The fidelity report (`tests/fidelity`'s `fidelity` binary).
+fn fidelity() -> Result {
+    let mut c = cargo();
+    c.args(["run", "--release", "-p", "fidelity", "--bin", "fidelity"]);
     status(c)
 }
 

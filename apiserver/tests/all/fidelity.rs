@@ -432,3 +432,81 @@ async fn exec_attach_and_port_forward_get_a_status_naming_what_is_not_served() {
     assert_eq!(code, 404, "a missing pod is NotFound first: {body}");
     assert!(body.contains(r#"pods \"missing\" not found"#), "{body}");
 }
+
+/// Differences `tests/fidelity` measured against kube-apiserver v1.36 and this server now
+/// answers as it does: an apply that creates answers 201; health checks are
+/// `text/plain; charset=utf-8`; aggregated discovery's group metadata carries no
+/// `creationTimestamp: null`; an apply conflict names an applier alone and its details name
+/// no object (errors.NewApplyConflict); discovery gives each built-in resource's
+/// storageVersionHash.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_the_fidelity_corpus_found_different() {
+    let c = Cluster::start().await;
+    let path = "/api/v1/namespaces/default/configmaps/applied?fieldManager=alice";
+    let cm = |v: &str| Some(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "applied"}, "data": {"owner": v}}));
+    let (status, _) = c.raw("PATCH", path, "application/json", "application/apply-patch+yaml", cm("alice")).await;
+    assert_eq!(status, 201, "an apply that creates the object");
+    let (status, _) = c.raw("PATCH", path, "application/json", "application/apply-patch+yaml", cm("alice")).await;
+    assert_eq!(status, 200, "an apply to an existing object");
+    let bob = "/api/v1/namespaces/default/configmaps/applied?fieldManager=bob";
+    let (status, body) = c.raw("PATCH", bob, "application/json", "application/apply-patch+yaml", cm("bob")).await;
+    assert_eq!(status, 409);
+    let conflict: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(conflict["message"], "Apply failed with 1 conflict: conflict with \"alice\": .data.owner");
+    assert_eq!(
+        conflict["details"],
+        json!({"causes": [{"reason": "FieldManagerConflict", "message": "conflict with \"alice\"", "field": ".data.owner"}]})
+    );
+
+    for health in ["/healthz", "/livez", "/readyz"] {
+        let resp = c.client().send(http::Request::get(health).body(kube::client::Body::empty()).unwrap()).await.unwrap();
+        assert_eq!(resp.headers()["content-type"], "text/plain; charset=utf-8", "{health}");
+    }
+
+    // Values kube-apiserver v1.36 answers.
+    for (path, resource, hash) in
+        [("/api/v1", "pods", "xPOwRZ+Yhw8="), ("/apis/apps/v1", "deployments", "8aSe+NMegvE="), ("/apis/batch/v1", "jobs", "mudhfqk/qZY=")]
+    {
+        let (_, body) = c.raw("GET", path, "application/json", "application/json", None).await;
+        let list: Value = serde_json::from_str(&body).unwrap();
+        let entry = list["resources"].as_array().unwrap().iter().find(|r| r["name"] == resource).unwrap().clone();
+        assert_eq!(entry["storageVersionHash"], hash, "{path} {resource}");
+    }
+
+    let accept = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+    for root in ["/api", "/apis"] {
+        let (status, body) = c.raw("GET", root, accept, "application/json", None).await;
+        assert_eq!(status, 200);
+        let list: Value = serde_json::from_str(&body).unwrap();
+        for item in list["items"].as_array().unwrap() {
+            assert!(item["metadata"].get("creationTimestamp").is_none(), "{root}: {}", item["metadata"]);
+        }
+    }
+}
+
+/// A LIST of a built-in kind answers items without `apiVersion` and `kind` (upstream encodes
+/// them from Go structs with an empty TypeMeta); a custom resource's items keep both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn built_in_list_items_carry_no_type_meta_and_custom_ones_do() {
+    let c = Cluster::start().await;
+    c.ok(&["create", "configmap", "listed", "--from-literal=a=1"]).await;
+    let (status, body) = c.raw("GET", "/api/v1/namespaces/default/configmaps", "application/json", "application/json", None).await;
+    assert_eq!(status, 200);
+    let list: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!((list["kind"].as_str(), list["apiVersion"].as_str()), (Some("ConfigMapList"), Some("v1")));
+    let items = list["items"].as_array().unwrap();
+    assert!(!items.is_empty());
+    for item in items {
+        assert!(item.get("apiVersion").is_none() && item.get("kind").is_none(), "{item}");
+    }
+    let out = c.ok(&["get", "configmap", "listed", "-o", "json"]).await;
+    assert!(out.contains("\"kind\": \"ConfigMap\""), "a GET of one object still names its kind: {out}");
+
+    c.apply("crd.yaml", &serde_json::to_string(&crate::common::crontab_crd()).unwrap()).await;
+    c.ok(&["wait", "--for", "condition=established", "crd/crontabs.stable.example.com"]).await;
+    c.apply("ct.yaml", "apiVersion: stable.example.com/v1\nkind: CronTab\nmetadata: {name: one}\nspec: {cronSpec: '* * * * */5', image: x}\n").await;
+    let (_, body) = c.raw("GET", "/apis/stable.example.com/v1/namespaces/default/crontabs", "application/json", "application/json", None).await;
+    let list: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(list["items"][0]["kind"], "CronTab");
+    assert_eq!(list["items"][0]["apiVersion"], "stable.example.com/v1");
+}

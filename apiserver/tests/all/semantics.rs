@@ -306,7 +306,7 @@ async fn apply_patch_creates_and_requires_a_field_manager() {
     let (code, _) = call(&s, "PATCH", &format!("{CMS}/ap"), "application/apply-patch+yaml", Some(body.clone())).await;
     assert_eq!(code, 400, "fieldManager is required");
     let (code, o) = call(&s, "PATCH", &format!("{CMS}/ap?fieldManager=me"), "application/apply-patch+yaml", Some(body)).await;
-    assert_eq!(code, 200, "{o}");
+    assert_eq!(code, 201, "an apply that creates answers 201 Created, as upstream: {o}");
     assert_eq!(o["data"]["a"], "1");
     assert_eq!(o["metadata"]["managedFields"][0]["manager"], "me");
     assert_eq!(o["metadata"]["managedFields"][0]["operation"], "Apply");
