@@ -22,6 +22,7 @@
 pub use operator_clock as clock;
 
 pub mod actions;
+pub mod activity;
 pub mod api_answer;
 pub mod api_error;
 pub mod controller;

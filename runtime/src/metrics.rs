@@ -106,6 +106,12 @@ struct QueueEntry {
 /// Reads how many parents a controller's shard holds.
 pub type OwnedCount = Arc<dyn Fn() -> usize + Send + Sync>;
 
+/// What `/status` serves besides the metrics ([`crate::status::Source`]);
+/// a trait here so that the metrics do not import what reads them.
+pub trait StatusSource: Send + Sync {
+    fn snapshot_json(&self, metrics: &Metrics) -> serde_json::Value;
+}
+
 /// All metrics of the process.
 pub struct Metrics {
     registry: Registry,
@@ -138,9 +144,9 @@ pub struct Metrics {
     /// Per controller, how many parents its shard holds (read at scrape).
     owned: Mutex<Vec<(String, OwnedCount)>>,
     /// Recent reconciles, last errors and rollbacks for `/status`.
-    pub activity: crate::status::Activity,
+    pub activity: crate::activity::Activity,
     /// Set once the manager runs; `/status` answers 503 until then.
-    status: OnceLock<crate::status::Source>,
+    status: OnceLock<Box<dyn StatusSource>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -283,21 +289,21 @@ impl Metrics {
     }
 
     /// The queue registered as `name` now, as `workqueue_*{name}` report it.
-    pub fn queue(&self, name: &str) -> Option<crate::status::Queue> {
+    pub fn queue(&self, name: &str) -> Option<crate::activity::Queue> {
         let queues = self.queues.lock().unwrap();
         let q = queues.iter().find(|q| q.name == name)?;
         let stats = q.probe.stats();
-        Some(crate::status::Queue { depth: q.probe.depth() as u64, adds: stats.adds, retries: stats.retries })
+        Some(crate::activity::Queue { depth: q.probe.depth() as u64, adds: stats.adds, retries: stats.retries })
     }
 
     /// What `/status` reads besides the metrics; the first call wins.
-    pub fn set_status_source(&self, source: crate::status::Source) {
+    pub fn set_status_source(&self, source: Box<dyn StatusSource>) {
         let _ = self.status.set(source);
     }
 
-    /// The state `/status` serves, once the manager runs.
-    pub fn status(&self) -> Option<crate::status::Snapshot> {
-        Some(self.status.get()?.snapshot(self))
+    /// The state `/status` serves (JSON), once the manager runs.
+    pub fn status(&self) -> Option<serde_json::Value> {
+        Some(self.status.get()?.snapshot_json(self))
     }
 
     pub fn plugin_call_error(&self, plugin: &str, kind: &str) {

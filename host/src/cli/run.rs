@@ -330,7 +330,7 @@ async fn run_async(args: &Args, prepared: Prepared) -> Result<(), Failure> {
         r = manager.start() => r.map_err(|e| Failure { code: e.exit_code(), message: operator_runtime::error_chain(&e) })?,
         _ = shutdown_signal() => return Ok(()),
     };
-    metrics.set_status_source(operator_runtime::status::Source { registry: registry.clone(), shadows: Some(shadows.clone()) });
+    metrics.set_status_source(Box::new(operator_runtime::status::Source { registry: registry.clone(), shadows: Some(shadows.clone()) }));
     let reloader = Reloader {
         sandbox,
         manager: running.clone(),

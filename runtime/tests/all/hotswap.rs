@@ -76,7 +76,7 @@ impl Env {
         let file_watch = (!files.is_empty()).then(|| files::FileWatch::new(files));
         let manager = manager::Builder::new(client.clone()).options(options).clock(clock.clone()).metrics(metrics.clone()).start().await.unwrap();
         // What `host status` reads, as `host run` sets it.
-        metrics.set_status_source(operator_runtime::status::Source { registry: manager.registry().clone(), shadows: None });
+        metrics.set_status_source(Box::new(operator_runtime::status::Source { registry: manager.registry().clone(), shadows: None }));
         let sandbox = Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
         let (tx, rx) = tokio::sync::mpsc::channel(16);
         let selection = Selection::Named { namespace: NS.into(), name: SOURCE.into() };
@@ -338,7 +338,7 @@ async fn a_swapped_in_version_that_fails_every_reconcile_is_rolled_back_within_t
     assert!(note.contains("the previous version's 0 of "), "the previous version's record is named: {note}");
     println!("rolled back {took:?} after the swap: {note}");
     // `host status` says so, with the digests both ways.
-    let status = env.manager.metrics().status().expect("the status source is set");
+    let status = snapshot(&env.manager);
     let plugin = status.plugins.iter().find(|p| p.id == id("plugin.wasm")).expect("the plugin in host status");
     assert_eq!((plugin.state, plugin.version.as_str()), (operator_runtime::status::State::RolledBack, "1.0.0"), "{plugin:#?}");
     let rollback = plugin.last_rollback.as_ref().expect("the rollback in host status");
@@ -364,11 +364,17 @@ async fn a_swapped_in_version_that_fails_every_reconcile_is_rolled_back_within_t
     })
     .await;
     assert_eq!(env.swaps("rolled_back"), 1);
-    let status = env.manager.metrics().status().unwrap();
+    let status = snapshot(&env.manager);
     let plugin = status.plugins.iter().find(|p| p.id == id("plugin.wasm")).unwrap();
     assert_eq!(plugin.state, operator_runtime::status::State::Serving, "a newer version serves: the rollback is history: {plugin:#?}");
     assert!(plugin.last_rollback.is_none(), "{plugin:#?}");
     env.stop().await;
+}
+
+/// What `host status` would print, as its typed document.
+fn snapshot(manager: &operator_runtime::manager::Running) -> operator_runtime::status::Snapshot {
+    let json = manager.metrics().status().expect("the status source is set");
+    serde_json::from_value(json).expect("the status document parses")
 }
 
 fn gzip(bytes: &[u8]) -> Vec<u8> {
