@@ -13,11 +13,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::api::{ApiResource, Patch, PatchParams};
 use operator_plugin_sdk::GroupVersionKind;
 use serde_json::json;
 
-use super::Sharding;
+use super::{Sharding, api};
 use crate::controller::cache::{CachedObject, KindCache, ObjectKey};
 
 /// The parent and the caches a handover reads.
@@ -28,10 +28,6 @@ pub struct Handover<'a> {
     pub parent: &'a CachedObject,
     /// Each child kind's resource and cache.
     pub children: Vec<(&'a GroupVersionKind, &'a ApiResource, &'a KindCache)>,
-}
-
-fn api(client: &kube::Client, resource: &ApiResource, namespace: &str) -> Api<DynamicObject> {
-    if namespace.is_empty() { Api::all_with(client.clone(), resource) } else { Api::namespaced_with(client.clone(), namespace, resource) }
 }
 
 /// `group/Kind`, the key of a child kind in the handover annotation.
@@ -55,7 +51,7 @@ impl Handover<'_> {
                     "labels": {shard_label.clone(): to.clone()},
                 }});
                 let written =
-                    api(self.client, resource, child.namespace()).patch(child.name(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+                    api(self.client, resource, Some(child.namespace())).patch(child.name(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
                 let revision = written.metadata.resource_version.as_deref().and_then(|rv| rv.parse::<u64>().ok()).unwrap_or(0);
                 let at = revisions.entry(kind_key(gvk)).or_default();
                 *at = (*at).max(revision);
@@ -67,7 +63,7 @@ impl Handover<'_> {
             "labels": {shard_label: to, self.sharding.drain_label(): null},
             "annotations": {self.sharding.handover_annotation(): if annotation.is_empty() { None } else { Some(annotation) }},
         }});
-        api(self.client, self.parent_resource, self.parent.namespace())
+        api(self.client, self.parent_resource, Some(self.parent.namespace()))
             .patch(self.parent.name(), &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
         Ok(to.unwrap_or_default())

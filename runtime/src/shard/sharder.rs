@@ -37,7 +37,7 @@ use operator_sharding::sharder::{Decision, decide, decide_child};
 use serde_json::json;
 use tokio::time::Instant;
 
-use super::Sharding;
+use super::{Sharding, api};
 use crate::manager::Running;
 use crate::metrics::Metrics;
 use crate::shard::metrics::{DecisionLabels, StateLabels};
@@ -77,13 +77,6 @@ pub struct Sharder {
     /// Drained parents (kind, namespace/name) → target and when drained.
     drains: HashMap<(String, String), (String, Instant)>,
     passes: u32,
-}
-
-fn api(client: &kube::Client, resource: &ApiResource, namespace: Option<&str>) -> Api<DynamicObject> {
-    match namespace {
-        Some(ns) if !ns.is_empty() => Api::namespaced_with(client.clone(), ns, resource),
-        _ => Api::all_with(client.clone(), resource),
-    }
 }
 
 fn placement(sharding: &Sharding, meta: &PartialObjectMeta<DynamicObject>) -> Placement {
