@@ -29,7 +29,8 @@ fn key(group: &str, version: &str, kind: &str) -> String {
 }
 
 /// Whether a built-in kind has a schema.
-pub fn has(group: &str, version: &str, kind: &str) -> bool {
+#[cfg(test)]
+fn has(group: &str, version: &str, kind: &str) -> bool {
     schemas().roots.contains_key(&key(group, version, kind))
 }
 

@@ -248,7 +248,7 @@ impl Faults {
         self.add(fault, share, text)
     }
 
-    /// Add a rule parsed from the text syntax (see [`spec`]).
+    /// Add a rule parsed from the text syntax (see [`FaultSpec`]: `kind[:param=value,...]`).
     pub fn inject_spec(&self, spec: &FaultSpec) -> FaultId {
         self.add(spec.fault.clone(), spec.share, spec.text.clone())
     }

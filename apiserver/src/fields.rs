@@ -58,12 +58,15 @@ const SKIP_META: &[&str] = &[
     "generateName",
 ];
 
-/// Leaf paths of an object (excluding identity/system metadata and apiVersion/kind).
+/// Leaf paths of an object (excluding identity/system metadata and apiVersion/kind), with
+/// every list atomic.
+#[cfg(test)]
 pub fn leaves(obj: &Value) -> FieldSet {
     leaves_with(obj, Lists::default())
 }
 
-/// [`leaves`] with list strategies from a CRD schema.
+/// Leaf paths of an object (excluding identity/system metadata and apiVersion/kind), with list
+/// strategies from a CRD schema.
 pub fn leaves_with(obj: &Value, lists: Lists<'_>) -> FieldSet {
     let mut out = FieldSet::new();
     if let Some(m) = obj.as_object() {

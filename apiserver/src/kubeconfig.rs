@@ -32,7 +32,7 @@ pub fn kubeconfig(server_url: &str, namespace: &str) -> Kubeconfig {
     }
 }
 
-/// [`kubeconfig`] as YAML.
+/// A kubeconfig for `server_url` as YAML: one cluster, one context in `namespace`, no credentials.
 pub fn kubeconfig_yaml(server_url: &str, namespace: &str) -> String {
     serde_saphyr::to_string(&kubeconfig(server_url, namespace)).expect("a kubeconfig serializes")
 }

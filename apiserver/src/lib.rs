@@ -5,7 +5,13 @@
 //! over HTTP with [`ApiServer::serve`] and [`ServerHandle::write_kubeconfig`]. Register admission
 //! hooks on [`ApiServer::admission`]; inject time with [`Config::clock`]. Requests without
 //! credentials are the administrator's; bearer tokens and impersonation are authorized by RBAC
-//! ([`auth`], [`rbac`]).
+//! (`auth`, `rbac`).
+//!
+//! The public surface is this page: the server and its configuration, admission, faults,
+//! persistence and kubeconfig items re-exported here, and five modules for in-process clients
+//! such as the simulated cluster: [`rest`] (the verbs), [`store`] (commit events),
+//! [`resources`], [`selector`] and [`clock`]. Every other module is private, so what the server
+//! does inside can change without a caller noticing.
 //!
 //! Layers, one way: `store` (objects, resourceVersions, event window) → `rest` (verb semantics)
 //! → `watch` / `table` / `discovery` / `openapi` → `http` (routing) → `server` (serving).
@@ -17,50 +23,53 @@
 // `ApiError` mirrors a whole `Status` (≈160 bytes); errors are the rare path, so it is not boxed.
 #![allow(clippy::result_large_err)]
 
-pub mod admission;
-pub mod auth;
-pub mod bootstrap;
-pub mod builtin_schema;
+mod admission;
+mod auth;
+mod bootstrap;
+mod builtin_schema;
 pub mod clock;
 
-pub mod config;
-pub mod convert;
-pub mod crd;
-pub mod defaults;
-pub mod discovery;
-pub mod faults;
-pub mod fields;
-pub mod http;
-pub mod kubeconfig;
-pub mod limits;
-pub mod openapi;
-pub mod patch;
-pub mod persist;
-pub mod protobuf;
-pub mod rbac;
+mod config;
+mod convert;
+mod crd;
+mod defaults;
+mod discovery;
+mod faults;
+mod fields;
+mod http;
+mod kubeconfig;
+mod limits;
+mod openapi;
+mod patch;
+mod persist;
+mod protobuf;
+mod rbac;
 pub mod resources;
 pub mod rest;
-pub mod reviews;
-pub mod schema;
+mod reviews;
+mod schema;
 pub mod selector;
-pub mod server;
-pub mod services;
-pub mod status;
+mod server;
+mod services;
+mod status;
 pub mod store;
-pub mod table;
-pub mod user;
-pub mod validation;
-pub mod watch;
-pub mod wire;
-pub mod yaml;
+mod table;
+mod user;
+mod validation;
+mod watch;
+mod wire;
+mod yaml;
 
 pub use admission::{Admission, Denial};
 pub use auth::{Access, Refusal, UserInfo};
 pub use clock::{Clock, SystemClock};
 
 pub use config::Config;
-pub use faults::{Fault, FaultAction, FaultId, FaultSpec, Faults};
+pub use faults::{Fault, FaultAction, FaultId, FaultSpec, Faults, SpecError};
+pub use http::Body;
 pub use kubeconfig::{kubeconfig_yaml, write_kubeconfig};
+pub use persist::FILE_NAME as PERSIST_FILE_NAME;
 pub use persist::{PersistError, RedbBackend};
+pub use protobuf::decode as decode_protobuf;
 pub use server::{ApiServer, ApiService, ServerHandle};
 pub use status::{ApiError, Cause};

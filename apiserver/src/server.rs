@@ -73,7 +73,7 @@ impl ApiServer {
         ApiServer { core }
     }
 
-    /// A server whose store lives in `dir` (see [`crate::persist`]): loads what is there
+    /// A server whose store lives in `dir` (one redb file, [`PERSIST_FILE_NAME`](crate::PERSIST_FILE_NAME)): loads what is there
     /// (failing with a clear error for a damaged file) and persists every write before
     /// acknowledging it.
     pub fn with_data_dir(config: Config, dir: impl AsRef<std::path::Path>) -> Result<Self, crate::persist::PersistError> {

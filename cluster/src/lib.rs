@@ -40,9 +40,9 @@ pub mod kubelet;
 mod recorder;
 pub mod replicasets;
 
+use apiserver::ApiServer;
 use apiserver::resources::Resource;
 use apiserver::rest::Core;
-use apiserver::server::ApiServer;
 use apiserver::store::Event;
 use serde_json::Value;
 use std::sync::Arc;

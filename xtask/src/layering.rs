@@ -17,16 +17,6 @@ const LAYERS: &[&[&str]] = &[
     &["host"],
 ];
 
-/// Module circles found when this check was written and not yet broken (crate, circle as
-/// printed): the check fails on any other, and on one of these once it is gone (so the list only
-/// shrinks).
-const KNOWN_CIRCLES: &[(&str, &str)] = &[
-    ("operator-plugin-sdk", "guest ⇄ log"),
-    ("operator-plugin-sdk", "controller ⇄ related"),
-    ("operator-runtime", "controller::cache ⇄ controller::cached"),
-    ("operator-runtime", "sandbox::plugin ⇄ sandbox::size_class"),
-];
-
 pub fn check() -> crate::Result {
     let started = std::time::Instant::now();
     let out = std::process::Command::new(env!("CARGO"))
@@ -56,7 +46,6 @@ pub fn check() -> crate::Result {
     }
     println!("xtask: layering: {edges} dependencies between the {} layered crates checked against {LAYERS:?}", LAYERS.concat().len());
     let mut modules = 0;
-    let mut known_seen = BTreeSet::new();
     for p in &packages {
         let name = p["name"].as_str().unwrap_or_default();
         for t in p["targets"].as_array().into_iter().flatten() {
@@ -68,17 +57,9 @@ pub fn check() -> crate::Result {
             modules += graph.len();
             for circle in circles(&graph) {
                 let text = circle.join(" ⇄ ");
-                if let Some(k) = KNOWN_CIRCLES.iter().find(|k| **k == (name, text.as_str())) {
-                    println!("xtask: layering: known import circle in {name}: {text}");
-                    known_seen.insert(*k);
-                } else {
-                    problems.push(format!("{name}: import circle {text}"));
-                }
+                problems.push(format!("{name}: import circle {text}"));
             }
         }
-    }
-    for (name, text) in KNOWN_CIRCLES.iter().filter(|k| !known_seen.contains(*k)) {
-        problems.push(format!("{name}: the known circle {text} is gone: take it out of KNOWN_CIRCLES"));
     }
     println!("xtask: layering: {modules} modules of every library crate checked for import circles ({:.1?})", started.elapsed());
     if problems.is_empty() { Ok(()) } else { Err(format!("layering:\n  {}", problems.join("\n  "))) }

@@ -68,7 +68,7 @@ pub struct Resource {
     pub storage: bool,
     /// Structural schema (CRD `openAPIV3Schema`); `None` for built-ins (no validation).
     pub schema: Option<Arc<Value>>,
-    /// Printer columns for CRDs; built-ins use [`crate::table`].
+    /// Printer columns for CRDs; built-ins have theirs in the server's table module.
     pub printer_columns: Vec<PrinterColumn>,
     /// True for CRD-defined resources.
     pub custom: bool,

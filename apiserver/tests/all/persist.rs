@@ -123,7 +123,7 @@ fn flip_every(path: &Path, needle: &[u8]) -> usize {
 fn a_damaged_data_file_is_refused_with_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     write_some(dir.path(), "precious-marker-value");
-    let file = dir.path().join(apiserver::persist::FILE_NAME);
+    let file = dir.path().join(apiserver::PERSIST_FILE_NAME);
     assert!(flip_every(&file, b"precious-marker-value") > 0, "the object is in the file");
     let err = RedbBackend::open(dir.path()).expect_err("a damaged file is not loaded").to_string();
     assert!(err.contains("store.redb"), "{err}");
@@ -136,7 +136,7 @@ fn a_damaged_data_file_is_refused_with_a_clear_error() {
 fn a_truncated_or_foreign_data_file_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     write_some(dir.path(), "x");
-    let file = dir.path().join(apiserver::persist::FILE_NAME);
+    let file = dir.path().join(apiserver::PERSIST_FILE_NAME);
     let len = std::fs::metadata(&file).unwrap().len();
     std::fs::OpenOptions::new().write(true).open(&file).unwrap().set_len(len / 3).unwrap();
     let err = RedbBackend::open(dir.path()).expect_err("a truncated file is not loaded").to_string();

@@ -6,6 +6,7 @@
 //! Their serde form is the host's JSON form of actions (`host reconcile
 //! --output json`): one object per action with exactly one key.
 
+use kube_core::Resource;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -39,10 +40,25 @@ impl GroupVersionKind {
     }
 }
 
+/// The group, version and kind of a Rust type.
+pub fn gvk_of<K: Resource<DynamicType = ()>>() -> GroupVersionKind {
+    GroupVersionKind::new(&K::group(&()), &K::version(&()), &K::kind(&()))
+}
+
 impl std::fmt::Display for GroupVersionKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}, Kind={}", self.api_version(), self.kind)
     }
+}
+
+/// Severity, as in the contract's `log.level`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    Trace,
+    Debug,
+    Info,
+    Warn,
+    Error,
 }
 
 /// What a plugin is and what it controls.

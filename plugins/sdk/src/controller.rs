@@ -9,7 +9,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::children::Children;
-use crate::contract::{Action, FieldError, FieldErrorKind, GroupVersionKind, Manifest, ObjectRef, ReconcileError};
+pub use crate::contract::gvk_of;
+use crate::contract::{Action, FieldError, FieldErrorKind, Manifest, ObjectRef, ReconcileError};
 use crate::object::Object;
 use crate::outcome::Outcome;
 use crate::plugin::Plugin;
@@ -145,11 +146,6 @@ impl Manifest {
         self.finalizer = Some(finalizer.into());
         self
     }
-}
-
-/// The group, version and kind of a Rust type.
-pub fn gvk_of<K: Resource<DynamicType = ()>>() -> GroupVersionKind {
-    GroupVersionKind::new(&K::group(&()), &K::version(&()), &K::kind(&()))
 }
 
 impl ObjectRef {

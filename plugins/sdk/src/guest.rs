@@ -17,9 +17,8 @@ use bindings::exports::operator::plugin::controller as wit;
 use bindings::operator::plugin::log as wit_log;
 
 use crate::contract::{
-    Action, Attachment, EventType, FieldError, FieldErrorKind, GroupVersionKind, Manifest, ObjectRef, Propagation, ReconcileError, RelatedKind,
+    Action, Attachment, EventType, FieldError, FieldErrorKind, GroupVersionKind, Level, Manifest, ObjectRef, Propagation, ReconcileError, RelatedKind,
 };
-use crate::log::Level;
 
 pub(crate) fn log(level: Level, message: &str) {
     let level = match level {

@@ -6,15 +6,7 @@
 
 use std::sync::OnceLock;
 
-/// Severity, as in the contract's `log.level`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Level {
-    Trace,
-    Debug,
-    Info,
-    Warn,
-    Error,
-}
+pub use crate::contract::Level;
 
 type Sink = fn(Level, &str);
 static NATIVE_SINK: OnceLock<Sink> = OnceLock::new();

@@ -15,8 +15,7 @@ use kube_core::Resource;
 use serde::de::DeserializeOwned;
 
 use crate::children::TypedTexts;
-use crate::contract::{Attachment, Manifest, ReconcileError, RelatedKind};
-use crate::controller::gvk_of;
+use crate::contract::{Attachment, Manifest, ReconcileError, RelatedKind, gvk_of};
 use crate::object::Object;
 
 /// The related objects of one parent, of every related kind of the manifest.

@@ -29,30 +29,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::watch;
 
-/// `namespace/name` (namespace empty for cluster-scoped objects).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ObjectKey {
-    pub namespace: String,
-    pub name: String,
-}
-
-impl ObjectKey {
-    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
-        Self { namespace: namespace.into(), name: name.into() }
-    }
-
-    pub fn of(obj: &DynamicObject) -> Self {
-        Self::new(obj.metadata.namespace.clone().unwrap_or_default(), obj.metadata.name.clone().unwrap_or_default())
-    }
-}
-
-impl std::fmt::Display for ObjectKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.namespace.is_empty() { write!(f, "{}", self.name) } else { write!(f, "{}/{}", self.namespace, self.name) }
-    }
-}
-
-pub use super::cached::{CachedObject, ControllerRef, Fingerprint, Labels};
+pub use super::cached::{CachedObject, ControllerRef, Fingerprint, Labels, ObjectKey};
 
 /// Called with (old, new) on every change the cache applies; `new` is `None`
 /// on deletion.

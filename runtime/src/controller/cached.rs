@@ -17,7 +17,28 @@ use std::sync::Arc;
 use kube::api::DynamicObject;
 use sha2::{Digest, Sha256};
 
-use super::cache::ObjectKey;
+/// `namespace/name` (namespace empty for cluster-scoped objects).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectKey {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ObjectKey {
+    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        Self { namespace: namespace.into(), name: name.into() }
+    }
+
+    pub fn of(obj: &DynamicObject) -> Self {
+        Self::new(obj.metadata.namespace.clone().unwrap_or_default(), obj.metadata.name.clone().unwrap_or_default())
+    }
+}
+
+impl std::fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.namespace.is_empty() { write!(f, "{}", self.name) } else { write!(f, "{}/{}", self.namespace, self.name) }
+    }
+}
 
 /// A range of an entry's strings: of its JSON text, or past the text's end,
 /// of its side string.

@@ -25,6 +25,7 @@ mod limits;
 #[cfg(feature = "native-plugins")]
 mod native;
 mod plugin;
+mod pre;
 mod size_class;
 mod stdio;
 mod wasi;

@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock, RwLock};
 
 use operator_plugin_sdk::{Action, FieldError, Manifest};
-use wasmtime::component::{Component, Instance, InstancePre};
+use wasmtime::component::{Component, Instance};
 use wasmtime::{Store, Trap};
 
 use super::admitted::Admitted;
@@ -14,6 +14,7 @@ use super::cache::{self, CacheOutcome, Lookup};
 use super::contract::{self, Minor};
 use super::error::{CallError, LoadError};
 use super::exports::Exports;
+use super::pre::Pre;
 use super::size_class::SizeClasses;
 use super::wasi::CallState;
 use super::{Baseline, Shared, Tiering};
@@ -115,37 +116,6 @@ impl Tiered {
 
     fn tier(&self) -> Tier {
         if self.optimized.get().is_some() { Tier::Optimized } else { Tier::Baseline }
-    }
-}
-
-/// A component ready to instantiate, with its `controller` functions.
-pub(super) struct Pre {
-    instance_pre: InstancePre<CallState>,
-    exports: Exports,
-}
-
-impl Pre {
-    /// Links `component` (compiled by `linker`'s engine) for calls.
-    pub(super) fn new(linker: &wasmtime::component::Linker<CallState>, component: &Component, minor: Minor, label: &str) -> Result<Pre, LoadError> {
-        let instance_pre = linker.instantiate_pre(component).map_err(|e| LoadError::Link { plugin: label.into(), import: format!("{e:#}") })?;
-        let exports =
-            Exports::find(&instance_pre, minor).map_err(|e| LoadError::MissingExport { plugin: label.into(), exports: format!("{e:#}") })?;
-        Ok(Pre { instance_pre, exports })
-    }
-
-    fn engine(&self) -> &wasmtime::Engine {
-        self.instance_pre.engine()
-    }
-
-    pub(super) fn component(&self) -> &Component {
-        self.instance_pre.component()
-    }
-
-    /// A fresh instance whose exports passed their type check.
-    fn instantiate(&self, store: &mut Store<CallState>) -> wasmtime::Result<Instance> {
-        let instance = self.instance_pre.instantiate(&mut *store)?;
-        self.exports.check_once(store, instance)?;
-        Ok(instance)
     }
 }
 

@@ -22,7 +22,7 @@ use std::sync::{Arc, OnceLock};
 use wasmtime::component::{Component, Linker};
 
 use super::contract::Minor;
-use super::plugin::Pre;
+use super::pre::Pre;
 use super::wasi::CallState;
 
 /// Bytes passed below which a call is in the smallest class: a reconcile of

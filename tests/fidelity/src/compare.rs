@@ -104,7 +104,7 @@ fn comparable(e: &Exchange) -> Value {
         (None, Body::Empty) => Value::Null,
         (None, Body::Json(v)) => v.clone(),
         (None, Body::Text(t)) => Value::String(t.clone()),
-        (None, body @ Body::Base64(b)) if protobuf => apiserver::protobuf::decode(&body.to_bytes())
+        (None, body @ Body::Base64(b)) if protobuf => apiserver::decode_protobuf(&body.to_bytes())
             .unwrap_or_else(|err| serde_json::json!({ "undecodable protobuf": err.to_string(), "bytes(base64)": b })),
         (None, Body::Base64(b)) => serde_json::json!({ "bytes(base64)": b }),
     };

@@ -273,7 +273,7 @@ impl RecordingService {
 }
 
 impl tower::Service<http::Request<kube::client::Body>> for RecordingService {
-    type Response = http::Response<apiserver::http::Body>;
+    type Response = http::Response<apiserver::Body>;
     type Error = Infallible;
     type Future = BoxFuture<'static, Result<Self::Response, Infallible>>;
 
