@@ -11,7 +11,9 @@
 //! its children first, from a consistent list (at least as new as the Lease
 //! write that showed the shard stopped). Every write carries the
 //! resourceVersion it was decided on, so a stale decision fails with 409 and
-//! is taken again on the next pass.
+//! is taken again on the next pass; and since the pass's own list predates
+//! its writes, a parent is read again (a metadata GET) before its children
+//! move, and before a child is sent after it.
 //!
 //! Cost: one metadata list of each parent kind per pass, and of each child
 //! kind when a parent moves off a stopped shard or every
@@ -269,13 +271,24 @@ impl Sharder {
         }
         for (parent, shard, moved) in assign {
             let uid = parent.metadata.uid.clone().unwrap_or_default();
+            let own = children.get(&uid).map(Vec::as_slice).unwrap_or_default();
+            // The pass's parent list may predate its own writes: children
+            // move only for a parent still at the version decided on.
+            if !own.is_empty() && !self.unchanged(&kind.parent_resource, parent).await {
+                continue;
+            }
             let mut revisions = BTreeMap::new();
             let mut relabelled = true;
-            for (gvk, resource, child) in children.get(&uid).into_iter().flatten() {
-                if placement(&self.sharding, child).shard.as_deref() == Some(shard.as_str()) {
-                    continue;
-                }
-                match self.relabel(resource, child, &shard).await {
+            for (gvk, resource, child) in own {
+                // A child already on the target (a move whose parent write was
+                // refused) counts with its version: the new owner's cache must
+                // hold it too.
+                let written = if placement(&self.sharding, child).shard.as_deref() == Some(shard.as_str()) {
+                    Some(revision(child.metadata.resource_version.as_deref()))
+                } else {
+                    self.relabel(resource, child, &shard).await
+                };
+                match written {
                     Some(rv) => {
                         let at: &mut u64 = revisions.entry(format!("{}/{}", gvk.group, gvk.kind)).or_default();
                         *at = (*at).max(rv);
@@ -288,12 +301,19 @@ impl Sharder {
                 self.assign(kind, parent, &shard, revisions, if moved { "move" } else { "assign" }).await;
             }
         }
-        // Children that do not follow their (settled) parent.
+        // Children that do not follow their (settled) parent. The listed
+        // parent only picks the candidates: the decision is taken again on a
+        // parent read after the child list (rule 6 of the protocol), since
+        // the list may predate this pass's drains and their handovers.
         for parent in &parents {
-            let current = placement(&self.sharding, parent);
+            let listed = placement(&self.sharding, parent);
             let uid = parent.metadata.uid.clone().unwrap_or_default();
             for (_, resource, child) in children.get(&uid).into_iter().flatten() {
-                if let Decision::Assign(shard) = decide_child(&placement(&self.sharding, child), Some(&current))
+                if !matches!(decide_child(&placement(&self.sharding, child), Some(&listed)), Decision::Assign(_)) {
+                    continue;
+                }
+                let Some(fresh) = self.read(&kind.parent_resource, parent).await else { continue };
+                if let Decision::Assign(shard) = decide_child(&placement(&self.sharding, child), Some(&placement(&self.sharding, &fresh)))
                     && self.relabel(resource, child, &shard).await.is_some()
                 {
                     self.decided("child");
@@ -301,6 +321,25 @@ impl Sharder {
             }
         }
         Ok(())
+    }
+
+    /// The parent's metadata now (a GET: a current read, newer than any list
+    /// this pass made); `None` if it is gone or cannot be read.
+    async fn read(&self, resource: &ApiResource, parent: &PartialObjectMeta<DynamicObject>) -> Option<PartialObjectMeta<DynamicObject>> {
+        let name = parent.metadata.name.as_deref()?;
+        match api(&self.client, resource, parent.metadata.namespace.as_deref()).get_metadata_opt(name).await {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::debug!(object = %name, error = %crate::error_chain(&e), "parent read failed; next pass");
+                None
+            }
+        }
+    }
+
+    /// Whether the parent is still at the version it was listed at.
+    async fn unchanged(&self, resource: &ApiResource, parent: &PartialObjectMeta<DynamicObject>) -> bool {
+        let fresh = self.read(resource, parent).await;
+        fresh.is_some_and(|fresh| fresh.metadata.resource_version.is_some() && fresh.metadata.resource_version == parent.metadata.resource_version)
     }
 
     /// The metadata of every object of a kind, in the watched namespaces.
