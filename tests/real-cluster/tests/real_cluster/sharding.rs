@@ -2,8 +2,12 @@
 //! CronJobs, one is SIGKILLed, a fourth joins, one stops gracefully, and
 //! every CronJob gets exactly one Job per scheduled minute throughout.
 //!
-//! Sized by `SHARDING_CRONJOBS` (default 90: each shard's share then says
-//! something, and their Jobs fit the test machine beside the control plane).
+//! Two sizes: the CI scenario (`SHARDING_CRONJOBS`, default 90: each
+//! shard's share then says something, and their Jobs fit the test machine
+//! beside the control plane), and the scale run, ignored in CI and run by
+//! `cargo xtask sharding-scale [--cronjobs N] [--phase-secs S]` (default
+//! 3,000 CronJobs, each phase held for 60 s), which prints the figures
+//! docs/operations.md reports.
 //! The schedule is `@every 10s`, but a CronJob names its Jobs by the minute
 //! of their scheduled time (as upstream's controller does), so one Job per
 //! minute is what a correct controller makes: the check is that every minute
@@ -74,11 +78,44 @@ fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) -> Du
     started.elapsed()
 }
 
+/// How big a run is and how long it holds each phase.
+struct Size {
+    cronjobs: usize,
+    /// Held after the first assignment, the kill, the join and the graceful stop.
+    settle: [Duration; 4],
+    /// The longest wait for a placement (the sharder writes one label per
+    /// parent per request, so it grows with the CronJobs).
+    limit: Duration,
+}
+
+fn env_number(name: &str, default: u64) -> u64 {
+    match std::env::var(name) {
+        Ok(v) => v.parse().unwrap_or_else(|_| panic!("{name}={v:?} is not a whole number")),
+        Err(_) => default,
+    }
+}
+
 #[test]
 fn three_replicas_share_the_cronjobs_and_lose_and_repeat_no_scheduled_run() {
+    let cronjobs = env_number("SHARDING_CRONJOBS", 90) as usize;
+    let secs = Duration::from_secs;
+    scenario(&Size { cronjobs, settle: [secs(40), secs(30), secs(30), secs(40)], limit: secs(60) });
+}
+
+/// The scale figure, too slow for CI: `cargo xtask sharding-scale`.
+#[test]
+#[ignore = "minutes long; run by `cargo xtask sharding-scale`"]
+fn sharding_scale() {
+    let cronjobs = env_number("SHARDING_CRONJOBS", 3000) as usize;
+    let phase = Duration::from_secs(env_number("SHARDING_PHASE_SECS", 60));
+    scenario(&Size { cronjobs, settle: [phase; 4], limit: Duration::from_secs(60 + cronjobs as u64 / 10) });
+}
+
+fn scenario(size: &Size) {
     let Some(cluster) = ControlPlane::builder().without_controller("job-controller").start() else { return };
     let admin = cluster.admin();
-    let count: usize = std::env::var("SHARDING_CRONJOBS").ok().and_then(|v| v.parse().ok()).unwrap_or(90);
+    let count = size.cronjobs;
+    let started = Instant::now();
     let mut a = replica(&cluster, "host-a");
     let mut b = replica(&cluster, "host-b");
     let mut c = replica(&cluster, "host-c");
@@ -100,7 +137,7 @@ fn three_replicas_share_the_cronjobs_and_lose_and_repeat_no_scheduled_run() {
     admin.apply(&serde_json::to_string(&list).unwrap());
 
     let shards = [shard_of(&a), shard_of(&b), shard_of(&c)];
-    let assigned = wait_until("every CronJob assigned", Duration::from_secs(60), || {
+    let assigned = wait_until("every CronJob assigned", size.limit, || {
         let p = placement(&admin);
         !p.contains_key("") && p.values().sum::<usize>() == count
     });
@@ -110,25 +147,24 @@ fn three_replicas_share_the_cronjobs_and_lose_and_repeat_no_scheduled_run() {
         let share = spread.get(shard).copied().unwrap_or(0) as f64 / count as f64;
         assert!((0.15..=0.55).contains(&share), "shard {shard} owns {share:.2} of the CronJobs: {spread:?}");
     }
-    std::thread::sleep(Duration::from_secs(40));
+    std::thread::sleep(size.settle[0]);
 
     // A crash: no release; the sharder takes the Lease over once it expires.
     let killed = shard_of(&c);
     c.kill();
-    let after_kill = wait_until("the killed shard's CronJobs moved", Duration::from_secs(60), || {
+    let after_kill = wait_until("the killed shard's CronJobs moved", size.limit, || {
         let p = placement(&admin);
         !p.contains_key(&killed) && !p.contains_key("")
     });
     eprintln!("killed {killed}; its CronJobs moved after {after_kill:.1?}: {:?}", placement(&admin));
-    std::thread::sleep(Duration::from_secs(30));
+    std::thread::sleep(size.settle[1]);
 
     // A fourth replica joins: the others drain a share to it.
     let mut d = replica(&cluster, "host-d");
     let joined = shard_of(&d);
-    let rebalanced =
-        wait_until("the new shard given CronJobs", Duration::from_secs(60), || placement(&admin).get(&joined).copied().unwrap_or(0) > count / 6);
+    let rebalanced = wait_until("the new shard given CronJobs", size.limit, || placement(&admin).get(&joined).copied().unwrap_or(0) > count / 6);
     eprintln!("{joined} joined; owns a share after {rebalanced:.1?}: {:?}", placement(&admin));
-    std::thread::sleep(Duration::from_secs(30));
+    std::thread::sleep(size.settle[2]);
     let jobs_then = admin.items(&["get", "jobs"]).len();
     let rss_sharded = [rss_mib(&mut a), rss_mib(&mut b), rss_mib(&mut d)];
     eprintln!("RSS at 3 shards ({count} CronJobs, {jobs_then} Jobs): {rss_sharded:.1?} MiB");
@@ -138,12 +174,12 @@ fn three_replicas_share_the_cronjobs_and_lose_and_repeat_no_scheduled_run() {
     let handed_by_a = a.metric("shard_handovers_total");
     let stopping = Instant::now();
     a.process().stop(Duration::from_secs(30));
-    let after_stop = wait_until("the stopped shard's CronJobs moved", Duration::from_secs(60), || {
+    let after_stop = wait_until("the stopped shard's CronJobs moved", size.limit, || {
         let p = placement(&admin);
         !p.contains_key(&stopped) && !p.contains_key("")
     });
     eprintln!("stopped {stopped} (SIGTERM); its CronJobs moved {after_stop:.1?} after the signal ({:.1?} to exit)", stopping.elapsed());
-    std::thread::sleep(Duration::from_secs(40));
+    std::thread::sleep(size.settle[3]);
 
     // Every CronJob: one Job per minute, and no minute skipped.
     let mut instants: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -168,7 +204,8 @@ fn three_replicas_share_the_cronjobs_and_lose_and_repeat_no_scheduled_run() {
     }
     let handovers = handed_by_a + b.metric("shard_handovers_total");
     eprintln!(
-        "FIGURES cronjobs={count} jobs={jobs} duplicated={duplicated} lost={lost} assigned_s={:.1} takeover_after_kill_s={:.1} rebalance_s={:.1} move_after_stop_s={:.1} drained_to_new_shard={handovers}",
+        "FIGURES cronjobs={count} run_s={:.0} jobs={jobs} duplicated={duplicated} lost={lost} assigned_s={:.1} takeover_after_kill_s={:.1} rebalance_s={:.1} move_after_stop_s={:.1} drained_to_new_shard={handovers}",
+        started.elapsed().as_secs_f64(),
         assigned.as_secs_f64(),
         after_kill.as_secs_f64(),
         rebalanced.as_secs_f64(),
@@ -177,7 +214,7 @@ fn three_replicas_share_the_cronjobs_and_lose_and_repeat_no_scheduled_run() {
     // One replica holding everything: the last one left, after a graceful stop of the other.
     let last = shard_of(&d);
     b.process().stop(Duration::from_secs(30));
-    wait_until("every CronJob on the last replica", Duration::from_secs(60), || placement(&admin).get(&last) == Some(&count));
+    wait_until("every CronJob on the last replica", size.limit, || placement(&admin).get(&last) == Some(&count));
     std::thread::sleep(Duration::from_secs(10));
     let jobs_now = admin.items(&["get", "jobs"]).len();
     eprintln!("FIGURES rss_mib_at_3_shards={rss_sharded:.1?} ({jobs_then} Jobs) rss_mib_one_replica_all={:.1} ({jobs_now} Jobs)", rss_mib(&mut d));
