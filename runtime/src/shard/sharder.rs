@@ -36,6 +36,7 @@ use operator_sharding::labels::{Placement, RING_LABEL};
 use operator_sharding::membership::{self, LeaseObservation, ShardState};
 use operator_sharding::ring::Ring;
 use operator_sharding::sharder::{Decision, decide, decide_child};
+use futures::StreamExt;
 use serde_json::json;
 use tokio::time::Instant;
 
@@ -50,6 +51,12 @@ type ChildMeta<'a> = (&'a GroupVersionKind, &'a ApiResource, PartialObjectMeta<D
 /// Every this many passes the sharder also lists children, to relabel those
 /// that do not follow their parent.
 pub const CHILD_SWEEP_PASSES: u32 = 15;
+
+/// How many parents the sharder assigns or moves at once. Each parent's
+/// writes stay in order (children, then the parent); parents are
+/// independent, and one at a time made a crashed shard's thousand parents
+/// (and their several thousand children) wait minutes for their move.
+pub const PARENTS_AT_ONCE: usize = 32;
 
 /// A parent kind and its child kinds, as a plugin declares them.
 #[derive(Clone, Debug)]
@@ -254,9 +261,12 @@ impl Sharder {
         }
         let moving = assign.iter().any(|(_, _, moved)| *moved);
         if !moving && !self.passes.is_multiple_of(CHILD_SWEEP_PASSES) {
-            for (parent, shard, _) in assign {
-                self.assign(kind, parent, &shard, BTreeMap::new(), "assign").await;
-            }
+            let this = &*self;
+            // Collected first: a lazy iterator's closure in the future's
+            // state trips the compiler's higher-ranked Send check at spawn.
+            let writes: Vec<_> =
+                assign.into_iter().map(|(parent, shard, _)| async move { this.assign(kind, parent, &shard, BTreeMap::new(), "assign").await }).collect();
+            futures::stream::iter(writes).buffer_unordered(PARENTS_AT_ONCE).collect::<()>().await;
             return Ok(());
         }
         // Children by their controller's uid, from a consistent list.
@@ -269,38 +279,17 @@ impl Sharder {
                 }
             }
         }
-        for (parent, shard, moved) in assign {
-            let uid = parent.metadata.uid.clone().unwrap_or_default();
-            let own = children.get(&uid).map(Vec::as_slice).unwrap_or_default();
-            // The pass's parent list may predate its own writes: children
-            // move only for a parent still at the version decided on.
-            if !own.is_empty() && !self.unchanged(&kind.parent_resource, parent).await {
-                continue;
-            }
-            let mut revisions = BTreeMap::new();
-            let mut relabelled = true;
-            for (gvk, resource, child) in own {
-                // A child already on the target (a move whose parent write was
-                // refused) counts with its version: the new owner's cache must
-                // hold it too.
-                let written = if placement(&self.sharding, child).shard.as_deref() == Some(shard.as_str()) {
-                    Some(revision(child.metadata.resource_version.as_deref()))
-                } else {
-                    self.relabel(resource, child, &shard).await
-                };
-                match written {
-                    Some(rv) => {
-                        let at: &mut u64 = revisions.entry(format!("{}/{}", gvk.group, gvk.kind)).or_default();
-                        *at = (*at).max(rv);
-                    }
-                    None => relabelled = false,
-                }
-            }
-            // A child left behind stops its parent's move: next pass.
-            if relabelled {
-                self.assign(kind, parent, &shard, revisions, if moved { "move" } else { "assign" }).await;
-            }
-        }
+        let this = &*self;
+        let children = &children;
+        let moves: Vec<_> = assign
+            .into_iter()
+            .map(|(parent, shard, moved)| async move {
+                let uid = parent.metadata.uid.clone().unwrap_or_default();
+                let own = children.get(&uid).map(Vec::as_slice).unwrap_or_default();
+                this.move_parent(kind, parent, &shard, moved, own).await;
+            })
+            .collect();
+        futures::stream::iter(moves).buffer_unordered(PARENTS_AT_ONCE).collect::<()>().await;
         // Children that do not follow their (settled) parent. The listed
         // parent only picks the candidates: the decision is taken again on a
         // parent read after the child list (rule 6 of the protocol), since
@@ -321,6 +310,31 @@ impl Sharder {
             }
         }
         Ok(())
+    }
+
+    /// Moves one parent to `shard`: its children first, then the parent.
+    async fn move_parent(&self, kind: &ShardedKind, parent: &PartialObjectMeta<DynamicObject>, shard: &str, moved: bool, own: &[ChildMeta<'_>]) {
+        // The pass's parent list may predate its own writes: children move
+        // only for a parent still at the version decided on.
+        if !own.is_empty() && !self.unchanged(&kind.parent_resource, parent).await {
+            return;
+        }
+        let mut revisions = BTreeMap::new();
+        for (gvk, resource, child) in own {
+            // A child already on the target (a move whose parent write was
+            // refused) counts with its version: the new owner's cache must
+            // hold it too.
+            let written = if placement(&self.sharding, child).shard.as_deref() == Some(shard) {
+                Some(revision(child.metadata.resource_version.as_deref()))
+            } else {
+                self.relabel(resource, child, shard).await
+            };
+            // A child left behind stops its parent's move: next pass.
+            let Some(rv) = written else { return };
+            let at: &mut u64 = revisions.entry(format!("{}/{}", gvk.group, gvk.kind)).or_default();
+            *at = (*at).max(rv);
+        }
+        self.assign(kind, parent, shard, revisions, if moved { "move" } else { "assign" }).await;
     }
 
     /// The parent's metadata now (a GET: a current read, newer than any list
