@@ -377,7 +377,9 @@ fn sharding_scale_args(args: &[String]) -> Result<ScaleRun> {
                 continue;
             }
             other => {
-                return Err(format!("sharding-scale: unknown argument {other:?} (usage: sharding-scale [--cronjobs N] [--phase-secs S] [--embedded])"));
+                return Err(format!(
+                    "sharding-scale: unknown argument {other:?} (usage: sharding-scale [--cronjobs N] [--phase-secs S] [--embedded])"
+                ));
             }
         };
         let value = args.next().ok_or_else(|| format!("sharding-scale: {flag} needs a value"))?;

@@ -27,6 +27,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::core::PartialObjectMeta;
@@ -36,7 +37,6 @@ use operator_sharding::labels::{Placement, RING_LABEL};
 use operator_sharding::membership::{self, LeaseObservation, ShardState};
 use operator_sharding::ring::Ring;
 use operator_sharding::sharder::{Decision, decide, decide_child};
-use futures::StreamExt;
 use serde_json::json;
 use tokio::time::Instant;
 
@@ -264,8 +264,10 @@ impl Sharder {
             let this = &*self;
             // Collected first: a lazy iterator's closure in the future's
             // state trips the compiler's higher-ranked Send check at spawn.
-            let writes: Vec<_> =
-                assign.into_iter().map(|(parent, shard, _)| async move { this.assign(kind, parent, &shard, BTreeMap::new(), "assign").await }).collect();
+            let writes: Vec<_> = assign
+                .into_iter()
+                .map(|(parent, shard, _)| async move { this.assign(kind, parent, &shard, BTreeMap::new(), "assign").await })
+                .collect();
             futures::stream::iter(writes).buffer_unordered(PARENTS_AT_ONCE).collect::<()>().await;
             return Ok(());
         }

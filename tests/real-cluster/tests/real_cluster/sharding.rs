@@ -34,6 +34,9 @@ struct Target {
     kubeconfig: PathBuf,
     logs: PathBuf,
     admin: Kubectl,
+    /// Whether kubectl can validate against the server's OpenAPI (the
+    /// embedded server does not serve it).
+    openapi: bool,
     /// The control plane, or the embedded cluster's process and directory:
     /// stopped when the scenario ends, however it ends.
     _running: Box<dyn std::any::Any>,
@@ -43,7 +46,7 @@ struct Target {
 fn real() -> Option<Target> {
     let cluster = ControlPlane::builder().without_controller("job-controller").start()?;
     let (kubeconfig, logs, admin) = (cluster.kubeconfig.clone(), cluster.dir().join("logs"), cluster.admin());
-    Some(Target { kubeconfig, logs, admin, _running: Box::new(cluster) })
+    Some(Target { kubeconfig, logs, admin, openapi: true, _running: Box::new(cluster) })
 }
 
 /// The embedded cluster served on loopback by `host cluster` in its own
@@ -54,14 +57,19 @@ fn embedded() -> Option<Target> {
     let dir = tempfile::Builder::new().prefix("sharding-embedded-").tempdir().expect("a temporary directory");
     let (kubeconfig, logs) = (dir.path().join("kubeconfig"), dir.path().join("logs"));
     std::fs::create_dir_all(&logs).expect("the log directory");
-    let spec = Spec::new("embedded-cluster", built("release/host")).args(["cluster", "--no-sim-jobs", "--kubeconfig-out", &kubeconfig.display().to_string()]);
+    let spec = Spec::new("embedded-cluster", built("release/host")).args([
+        "cluster",
+        "--no-sim-jobs",
+        "--kubeconfig-out",
+        &kubeconfig.display().to_string(),
+    ]);
     let mut server = Process::start(spec, logs.join("embedded-cluster.log"));
     let admin = Kubectl::new(binaries.path("kubectl"), kubeconfig.clone());
     eventually_within("the embedded cluster serving", Duration::from_secs(60), || {
         assert!(server.exited().is_none(), "host cluster exited:\n{}", server.log_tail(40));
         (kubeconfig.exists() && admin.run(&["get", "namespaces"]).status.success()).then_some(())
     });
-    Some(Target { kubeconfig, logs, admin, _running: Box::new((server, dir)) })
+    Some(Target { kubeconfig, logs, admin, openapi: false, _running: Box::new((server, dir)) })
 }
 
 fn replica(cluster: &Target, name: &str) -> HostProcess {
@@ -157,9 +165,9 @@ fn scenario(cluster: &Target, size: &Size) {
     let admin = &cluster.admin;
     let count = size.cronjobs;
     let started = Instant::now();
-    let mut a = replica(&cluster, "host-a");
-    let mut b = replica(&cluster, "host-b");
-    let mut c = replica(&cluster, "host-c");
+    let mut a = replica(cluster, "host-a");
+    let mut b = replica(cluster, "host-b");
+    let mut c = replica(cluster, "host-c");
     wait_for_crds(admin, &[CRONJOB_CRD]);
     let list: Vec<Value> = (0..count)
         .map(|i| {
@@ -175,7 +183,14 @@ fn scenario(cluster: &Target, size: &Size) {
         })
         .collect();
     let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": list});
-    admin.apply(&serde_json::to_string(&list).unwrap());
+    if cluster.openapi {
+        admin.apply(&serde_json::to_string(&list).unwrap());
+    } else {
+        let file = cluster.logs.join("cronjobs.json");
+        std::fs::write(&file, serde_json::to_string(&list).unwrap()).expect("the CronJob list written");
+        let out = admin.run(&["create", "--validate=false", "-f", &file.display().to_string()]);
+        assert!(out.status.success(), "kubectl create failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
 
     let shards = [shard_of(&a), shard_of(&b), shard_of(&c)];
     let assigned = wait_until("every CronJob assigned", size.limit, || {
@@ -201,7 +216,7 @@ fn scenario(cluster: &Target, size: &Size) {
     std::thread::sleep(size.settle[1]);
 
     // A fourth replica joins: the others drain a share to it.
-    let mut d = replica(&cluster, "host-d");
+    let mut d = replica(cluster, "host-d");
     let joined = shard_of(&d);
     let rebalanced = wait_until("the new shard given CronJobs", size.limit, || placement(admin).get(&joined).copied().unwrap_or(0) > count / 6);
     eprintln!("{joined} joined; owns a share after {rebalanced:.1?}: {:?}", placement(admin));
