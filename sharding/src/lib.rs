@@ -45,7 +45,18 @@
 //!    as the Lease write that shows the shard stopped. The parent carries the
 //!    revision of the last child relabel, and a replica that gains a parent
 //!    reconciles it only once its child caches are at least that new. So a
-//!    new owner never misses what the old one made.
+//!    new owner never misses what the old one made. A child already on the
+//!    target (a move whose parent write was refused) counts with its version;
+//!    a handover whose parent write was refused after it relabelled children
+//!    (those children have left its cache) keeps the revisions it wrote for
+//!    its retry.
+//! 6. A child that does not follow its settled parent is relabelled only on a
+//!    parent read after the child was (a GET, a current read), never on the
+//!    parent view a sharder pass began with: that view can predate the
+//!    pass's own writes and a handover since, and would send a child back to
+//!    where its parent no longer is (the handover model found this). Before
+//!    a parent moves, the sharder reads it again, and the move goes ahead
+//!    only if its version is still the one decided on.
 
 pub mod key;
 pub mod labels;

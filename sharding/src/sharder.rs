@@ -72,6 +72,9 @@ pub fn children_caught_up(children_seen_at: u64, movable_at: u64) -> bool {
 /// The decision for a child: it follows its parent's placement (whichever
 /// shard reconciles the parent caches its children), and waits while the
 /// parent is unassigned or draining (the parent's move relabels it).
+/// `parent` must have been read after `current` (see [`crate`], rule 6): a
+/// parent view older than the child's sends a child that has moved with its
+/// parent back to the parent's old shard.
 pub fn decide_child(current: &Placement, parent: Option<&Placement>) -> Decision {
     match parent {
         Some(Placement { shard: Some(shard), drain: None }) if current.shard.as_deref() != Some(shard) => Decision::Assign(shard.clone()),

@@ -36,6 +36,13 @@
 //!   figures and the differences by cause and writes
 //!   `target/fidelity/report.json` (crate `tests/fidelity`); it also rewrites
 //!   apiserver/README.md's generated "Not faithful (yet)" list.
+//! - `sharding-scale [--cronjobs N] [--phase-secs S] [--embedded]`: `build`,
+//!   the real control plane, then the sharding scenario at scale (default
+//!   3,000 CronJobs, each phase held 60 s; ignored in `test`, which runs the
+//!   same scenario at 90): prints the spread, takeover times, Jobs lost and
+//!   duplicated, and RSS per replica (docs/operations.md reports them).
+//!   `--embedded` runs it against the embedded cluster served by `host
+//!   cluster` in its own process instead (driven by the real kubectl).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -91,8 +98,17 @@ fn main() -> ExitCode {
             if built { fidelity() } else { Err("the fidelity report needs the real control plane, which needs Go (1.26 or newer) on PATH".into()) }
         }),
         Some("real-cluster") => setup().and_then(|()| build()).and_then(|()| real_cluster_up(&args[1..])),
+        Some("sharding-scale") => sharding_scale_args(&args[1..]).and_then(|size| {
+            setup().and_then(|()| build()).and_then(|()| real_cluster::build()).and_then(|go| {
+                if go {
+                    sharding_scale(size)
+                } else {
+                    Err("the sharding scale run needs the real control plane, which needs Go (1.26 or newer) on PATH".into())
+                }
+            })
+        }),
         _ => {
-            eprintln!("usage: cargo xtask <setup|build|test|run|bench|real-cluster|fidelity> [args...]");
+            eprintln!("usage: cargo xtask <setup|build|test|run|bench|real-cluster|fidelity|sharding-scale> [args...]");
             return ExitCode::from(2);
         }
     };
@@ -338,6 +354,49 @@ fn real_cluster_up(extra: &[String]) -> Result {
     status(c)?;
     let mut c = Command::new(target_dir().join("release/real-cluster"));
     c.args(extra);
+    status(c)
+}
+
+/// `sharding-scale`'s run: how many CronJobs, seconds each phase is held,
+/// and whether on the embedded cluster (`host cluster`) instead of the real one.
+struct ScaleRun {
+    cronjobs: u64,
+    phase: u64,
+    embedded: bool,
+}
+
+fn sharding_scale_args(args: &[String]) -> Result<ScaleRun> {
+    let mut run = ScaleRun { cronjobs: 3000, phase: 60, embedded: false };
+    let mut args = args.iter();
+    while let Some(flag) = args.next() {
+        let target = match flag.as_str() {
+            "--cronjobs" => &mut run.cronjobs,
+            "--phase-secs" => &mut run.phase,
+            "--embedded" => {
+                run.embedded = true;
+                continue;
+            }
+            other => {
+                return Err(format!(
+                    "sharding-scale: unknown argument {other:?} (usage: sharding-scale [--cronjobs N] [--phase-secs S] [--embedded])"
+                ));
+            }
+        };
+        let value = args.next().ok_or_else(|| format!("sharding-scale: {flag} needs a value"))?;
+        *target = value.parse().ok().filter(|n| *n > 0).ok_or_else(|| format!("sharding-scale: {flag} {value:?} is not a positive whole number"))?;
+    }
+    Ok(run)
+}
+
+/// The sharding scenario at scale: the real-cluster suite's ignored
+/// `sharding_scale` test, sized by environment.
+fn sharding_scale(run: ScaleRun) -> Result {
+    let mut c = cargo();
+    c.args(["test", "--release", "-p", "real-cluster", "--test", "real_cluster", "sharding::sharding_scale", "--", "--ignored", "--nocapture"]);
+    c.env("SHARDING_CRONJOBS", run.cronjobs.to_string()).env("SHARDING_PHASE_SECS", run.phase.to_string()).env("REAL_CLUSTER_REQUIRED", "1");
+    if run.embedded {
+        c.env("SHARDING_EMBEDDED", "1");
+    }
     status(c)
 }
 

@@ -186,6 +186,7 @@ impl Controller {
                 parent_resource: &self.resources[&self.parent_gvk],
                 parent,
                 children: kinds.iter().filter(|g| **g != self.parent_gvk).map(|g| (g, &self.resources[g], &*self.caches[g])).collect(),
+                gate: &self.handovers,
             };
             let started = std::time::Instant::now();
             return Sharded::Ended(match handover.run().await {

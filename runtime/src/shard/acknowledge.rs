@@ -7,7 +7,10 @@
 //! the target's shard label, loses the drain label, and carries per child
 //! kind the revision of the last relabel (the new owner's child caches must
 //! reach it before it reconciles; see [`Gate`]). A conflict anywhere stops
-//! the handover; the worker retries it on a fresher cache.
+//! the handover; the worker retries it on a fresher cache. The children a
+//! stopped handover relabelled have left this replica's cache by the retry,
+//! so the revisions it wrote are kept (in the [`Gate`]) and the retry's
+//! annotation still names them.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -28,6 +31,8 @@ pub struct Handover<'a> {
     pub parent: &'a CachedObject,
     /// Each child kind's resource and cache.
     pub children: Vec<(&'a GroupVersionKind, &'a ApiResource, &'a KindCache)>,
+    /// Where the revisions of a handover's relabels outlive a failed attempt.
+    pub gate: &'a Gate,
 }
 
 /// `group/Kind`, the key of a child kind in the handover annotation.
@@ -42,7 +47,8 @@ impl Handover<'_> {
         let target = operator_sharding::replica::handover(&placement);
         let shard_label = self.sharding.shard_label();
         let to = target.shard.clone();
-        let mut revisions: BTreeMap<String, u64> = BTreeMap::new();
+        let key = self.parent.key();
+        let mut revisions = self.gate.written(&key);
         let parent_uid = self.parent.uid().unwrap_or_default();
         for (gvk, resource, cache) in &self.children {
             for child in cache.controlled_by(parent_uid) {
@@ -55,6 +61,7 @@ impl Handover<'_> {
                 let revision = written.metadata.resource_version.as_deref().and_then(|rv| rv.parse::<u64>().ok()).unwrap_or(0);
                 let at = revisions.entry(kind_key(gvk)).or_default();
                 *at = (*at).max(revision);
+                self.gate.wrote(&key, kind_key(gvk), revision);
             }
         }
         let annotation = revisions.iter().map(|(kind, rv)| format!("{kind}={rv}")).collect::<Vec<_>>().join(",");
@@ -66,15 +73,18 @@ impl Handover<'_> {
         api(self.client, self.parent_resource, Some(self.parent.namespace()))
             .patch(self.parent.name(), &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
+        self.gate.handed_over(&key);
         Ok(to.unwrap_or_default())
     }
 }
 
-/// Parents this replica gained by a handover, and the child revisions its
-/// caches must reach before their first reconcile here.
+/// The child revisions of handovers, per parent: for parents this replica
+/// gained, what its caches must reach before their first reconcile here; for
+/// parents it is handing over, what its relabels wrote so far.
 #[derive(Default)]
 pub struct Gate {
     waiting: Mutex<HashMap<ObjectKey, Vec<(GroupVersionKind, u64)>>>,
+    written: Mutex<HashMap<ObjectKey, BTreeMap<String, u64>>>,
 }
 
 impl Gate {
@@ -116,8 +126,25 @@ impl Gate {
         }
     }
 
+    /// Notes a child relabel of a handover of `key` (kind `group/Kind`).
+    fn wrote(&self, key: &ObjectKey, kind: String, revision: u64) {
+        let mut written = self.written.lock().unwrap();
+        let at = written.entry(key.clone()).or_default().entry(kind).or_default();
+        *at = (*at).max(revision);
+    }
+
+    /// The relabels earlier attempts of a handover of `key` wrote.
+    fn written(&self, key: &ObjectKey) -> BTreeMap<String, u64> {
+        self.written.lock().unwrap().get(key).cloned().unwrap_or_default()
+    }
+
+    fn handed_over(&self, key: &ObjectKey) {
+        self.written.lock().unwrap().remove(key);
+    }
+
     /// Forgets a parent that left this replica.
     pub fn forget(&self, key: &ObjectKey) {
         self.waiting.lock().unwrap().remove(key);
+        self.written.lock().unwrap().remove(key);
     }
 }

@@ -11,7 +11,9 @@
 //! its children first, from a consistent list (at least as new as the Lease
 //! write that showed the shard stopped). Every write carries the
 //! resourceVersion it was decided on, so a stale decision fails with 409 and
-//! is taken again on the next pass.
+//! is taken again on the next pass; and since the pass's own list predates
+//! its writes, a parent is read again (a metadata GET) before its children
+//! move, and before a child is sent after it.
 //!
 //! Cost: one metadata list of each parent kind per pass, and of each child
 //! kind when a parent moves off a stopped shard or every
@@ -25,6 +27,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::core::PartialObjectMeta;
@@ -48,6 +51,12 @@ type ChildMeta<'a> = (&'a GroupVersionKind, &'a ApiResource, PartialObjectMeta<D
 /// Every this many passes the sharder also lists children, to relabel those
 /// that do not follow their parent.
 pub const CHILD_SWEEP_PASSES: u32 = 15;
+
+/// How many parents the sharder assigns or moves at once. Each parent's
+/// writes stay in order (children, then the parent); parents are
+/// independent, and one at a time made a crashed shard's thousand parents
+/// (and their several thousand children) wait minutes for their move.
+pub const PARENTS_AT_ONCE: usize = 32;
 
 /// A parent kind and its child kinds, as a plugin declares them.
 #[derive(Clone, Debug)]
@@ -252,9 +261,14 @@ impl Sharder {
         }
         let moving = assign.iter().any(|(_, _, moved)| *moved);
         if !moving && !self.passes.is_multiple_of(CHILD_SWEEP_PASSES) {
-            for (parent, shard, _) in assign {
-                self.assign(kind, parent, &shard, BTreeMap::new(), "assign").await;
-            }
+            let this = &*self;
+            // Collected first: a lazy iterator's closure in the future's
+            // state trips the compiler's higher-ranked Send check at spawn.
+            let writes: Vec<_> = assign
+                .into_iter()
+                .map(|(parent, shard, _)| async move { this.assign(kind, parent, &shard, BTreeMap::new(), "assign").await })
+                .collect();
+            futures::stream::iter(writes).buffer_unordered(PARENTS_AT_ONCE).collect::<()>().await;
             return Ok(());
         }
         // Children by their controller's uid, from a consistent list.
@@ -267,33 +281,30 @@ impl Sharder {
                 }
             }
         }
-        for (parent, shard, moved) in assign {
-            let uid = parent.metadata.uid.clone().unwrap_or_default();
-            let mut revisions = BTreeMap::new();
-            let mut relabelled = true;
-            for (gvk, resource, child) in children.get(&uid).into_iter().flatten() {
-                if placement(&self.sharding, child).shard.as_deref() == Some(shard.as_str()) {
-                    continue;
-                }
-                match self.relabel(resource, child, &shard).await {
-                    Some(rv) => {
-                        let at: &mut u64 = revisions.entry(format!("{}/{}", gvk.group, gvk.kind)).or_default();
-                        *at = (*at).max(rv);
-                    }
-                    None => relabelled = false,
-                }
-            }
-            // A child left behind stops its parent's move: next pass.
-            if relabelled {
-                self.assign(kind, parent, &shard, revisions, if moved { "move" } else { "assign" }).await;
-            }
-        }
-        // Children that do not follow their (settled) parent.
+        let this = &*self;
+        let children = &children;
+        let moves: Vec<_> = assign
+            .into_iter()
+            .map(|(parent, shard, moved)| async move {
+                let uid = parent.metadata.uid.clone().unwrap_or_default();
+                let own = children.get(&uid).map(Vec::as_slice).unwrap_or_default();
+                this.move_parent(kind, parent, &shard, moved, own).await;
+            })
+            .collect();
+        futures::stream::iter(moves).buffer_unordered(PARENTS_AT_ONCE).collect::<()>().await;
+        // Children that do not follow their (settled) parent. The listed
+        // parent only picks the candidates: the decision is taken again on a
+        // parent read after the child list (rule 6 of the protocol), since
+        // the list may predate this pass's drains and their handovers.
         for parent in &parents {
-            let current = placement(&self.sharding, parent);
+            let listed = placement(&self.sharding, parent);
             let uid = parent.metadata.uid.clone().unwrap_or_default();
             for (_, resource, child) in children.get(&uid).into_iter().flatten() {
-                if let Decision::Assign(shard) = decide_child(&placement(&self.sharding, child), Some(&current))
+                if !matches!(decide_child(&placement(&self.sharding, child), Some(&listed)), Decision::Assign(_)) {
+                    continue;
+                }
+                let Some(fresh) = self.read(&kind.parent_resource, parent).await else { continue };
+                if let Decision::Assign(shard) = decide_child(&placement(&self.sharding, child), Some(&placement(&self.sharding, &fresh)))
                     && self.relabel(resource, child, &shard).await.is_some()
                 {
                     self.decided("child");
@@ -301,6 +312,50 @@ impl Sharder {
             }
         }
         Ok(())
+    }
+
+    /// Moves one parent to `shard`: its children first, then the parent.
+    async fn move_parent(&self, kind: &ShardedKind, parent: &PartialObjectMeta<DynamicObject>, shard: &str, moved: bool, own: &[ChildMeta<'_>]) {
+        // The pass's parent list may predate its own writes: children move
+        // only for a parent still at the version decided on.
+        if !own.is_empty() && !self.unchanged(&kind.parent_resource, parent).await {
+            return;
+        }
+        let mut revisions = BTreeMap::new();
+        for (gvk, resource, child) in own {
+            // A child already on the target (a move whose parent write was
+            // refused) counts with its version: the new owner's cache must
+            // hold it too.
+            let written = if placement(&self.sharding, child).shard.as_deref() == Some(shard) {
+                Some(revision(child.metadata.resource_version.as_deref()))
+            } else {
+                self.relabel(resource, child, shard).await
+            };
+            // A child left behind stops its parent's move: next pass.
+            let Some(rv) = written else { return };
+            let at: &mut u64 = revisions.entry(format!("{}/{}", gvk.group, gvk.kind)).or_default();
+            *at = (*at).max(rv);
+        }
+        self.assign(kind, parent, shard, revisions, if moved { "move" } else { "assign" }).await;
+    }
+
+    /// The parent's metadata now (a GET: a current read, newer than any list
+    /// this pass made); `None` if it is gone or cannot be read.
+    async fn read(&self, resource: &ApiResource, parent: &PartialObjectMeta<DynamicObject>) -> Option<PartialObjectMeta<DynamicObject>> {
+        let name = parent.metadata.name.as_deref()?;
+        match api(&self.client, resource, parent.metadata.namespace.as_deref()).get_metadata_opt(name).await {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::debug!(object = %name, error = %crate::error_chain(&e), "parent read failed; next pass");
+                None
+            }
+        }
+    }
+
+    /// Whether the parent is still at the version it was listed at.
+    async fn unchanged(&self, resource: &ApiResource, parent: &PartialObjectMeta<DynamicObject>) -> bool {
+        let fresh = self.read(resource, parent).await;
+        fresh.is_some_and(|fresh| fresh.metadata.resource_version.is_some() && fresh.metadata.resource_version == parent.metadata.resource_version)
     }
 
     /// The metadata of every object of a kind, in the watched namespaces.
