@@ -329,6 +329,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 let args = head_to_head::Args {
                     cronjobs: if profile.quick { 50 } else { 1000 },
                     rounds: if profile.quick { 1 } else { 2 },
+                    workloads: vec![1, 2, 3],
+                    deployments: if profile.quick { 5 } else { 100 },
                     only: Vec::new(),
                     report: report.clone(),
                     plots: plots.join("head-to-head"),
@@ -354,15 +356,24 @@ fn head_to_head_report(target: &std::path::Path, args: &head_to_head::Args) -> a
     let results = head_to_head::run(target, args)?;
     std::fs::create_dir_all(target.join("bench"))?;
     std::fs::write(target.join("bench/head-to-head.json"), serde_json::to_string_pretty(&results)?)?;
-    let rows = head_to_head::report::rows(&results);
     if args.no_report {
-        print!("{}", head_to_head::report::markdown(&results, None));
+        print!("{}", head_to_head::report::markdown(&results, &head_to_head::report::Plots::default()));
         return Ok(());
     }
-    let (file, _alt) = plot::head_to_head_cronjobs(&rows, results.cronjobs, &args.plots)?;
     let base = args.report.parent().unwrap_or(std::path::Path::new(""));
-    let rel = args.plots.strip_prefix(base).unwrap_or(&args.plots).join(file);
-    let block = head_to_head::report::markdown(&results, Some(&rel.display().to_string()));
+    let rel = |file: String| args.plots.strip_prefix(base).unwrap_or(&args.plots).join(file).display().to_string();
+    let mut plots = head_to_head::report::Plots::default();
+    if !results.runs.is_empty() {
+        let rows = head_to_head::report::rows(&results);
+        plots.cronjobs = Some(rel(plot::head_to_head_cronjobs(&rows, results.cronjobs, &args.plots)?.0));
+    }
+    if let Some(idle) = &results.idle {
+        plots.idle = Some(rel(plot::head_to_head_idle(idle, &args.plots)?.0));
+    }
+    if !results.rollouts.is_empty() {
+        plots.rollout = Some(rel(plot::head_to_head_rollout(&results.rollouts, results.deployments, &args.plots)?.0));
+    }
+    let block = head_to_head::report::markdown(&results, &plots);
     head_to_head::report::write_block(&args.report, &block)?;
     print!("{block}");
     eprintln!("bench: wrote the head-to-head block of {} and its plot in {}", args.report.display(), args.plots.display());

@@ -348,6 +348,45 @@ pub fn head_to_head_cronjobs(rows: &[crate::head_to_head::report::Row], count: u
     Ok((file, format!("Seconds from the due instant until the Jobs of {count} CronJobs exist, per contestant")))
 }
 
+/// Workload 2 of the head to head: idle VmRSS and PSS of each configuration.
+pub fn head_to_head_idle(idle: &crate::head_to_head::idle::Idle, dir: &Path) -> anyhow::Result<(String, String)> {
+    std::fs::create_dir_all(dir)?;
+    let sides = [idle.host_one, idle.manager_one, idle.host_ten, idle.managers_ten];
+    let chart = Chart {
+        title: format!("Head to head: idle memory, {} CronJobs + Jobs cached", idle.cronjobs),
+        unit: "MiB (lower is better)".into(),
+        groups: vec!["host, 1 plugin".into(), "1 c-r manager".into(), "host, 10 plugins".into(), "10 c-r managers".into()],
+        series: vec![
+            ("VmRSS".into(), sides.iter().map(|m| Bar::from(m.rss_mib)).collect()),
+            ("PSS".into(), sides.iter().map(|m| Bar::from(m.pss_mib)).collect()),
+        ],
+        goal: None,
+        log: false,
+    };
+    let file = "idle.png".to_string();
+    chart.render(&dir.join(&file))?;
+    Ok((file, format!("Idle memory with {} CronJobs and their Jobs cached", idle.cronjobs)))
+}
+
+/// Workload 3 of the head to head: seconds to roll, per run.
+pub fn head_to_head_rollout(runs: &[crate::head_to_head::rollout::Rollout], parents: usize, dir: &Path) -> anyhow::Result<(String, String)> {
+    std::fs::create_dir_all(dir)?;
+    let chart = Chart {
+        title: format!("Head to head: {parents} parents × 10 replicas rolled to a new image"),
+        unit: "seconds (lower is better)".into(),
+        groups: runs.iter().map(|r| format!("{} r{}", r.side.short(), r.round)).collect(),
+        series: vec![
+            ("first rollout".into(), runs.iter().map(|r| Bar::from(r.create_s)).collect()),
+            ("new image".into(), runs.iter().map(|r| Bar::from(r.roll_s)).collect()),
+        ],
+        goal: None,
+        log: false,
+    };
+    let file = "rollout.png".to_string();
+    chart.render(&dir.join(&file))?;
+    Ok((file, format!("Seconds until {parents} parents of 10 replicas are rolled")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

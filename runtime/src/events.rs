@@ -3,9 +3,14 @@
 //! events recorder does: a repeat of the same (object, type, reason, note)
 //! patches `series.count` and `series.lastObservedTime` on the Event already
 //! written instead of creating another.
+//!
+//! A reconcile does not wait for its Events: [`Recorder::record`] puts them
+//! on a bounded queue that one background task per recorder writes in
+//! order, as client-go's broadcaster does (its queue holds 1,000 too). When
+//! the queue is full the Event is dropped and counted, never waited for.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{ApiResource, Patch, PatchParams, PostParams};
@@ -45,8 +50,30 @@ const CACHE_SIZE: usize = 4096;
 /// The note is truncated to what the API server accepts (1 kB).
 const NOTE_MAX: usize = 1024;
 
+/// Events waiting for the background sender; past this they are dropped
+/// (client-go's broadcaster queues 1,000).
+const QUEUE: usize = 1000;
+
 /// Records Events for one plugin.
 pub struct Recorder {
+    writer: Arc<Writer>,
+    /// The background sender's queue, made with the first [`Recorder::record`]
+    /// (a recorder may be built outside a tokio runtime).
+    queue: OnceLock<tokio::sync::mpsc::Sender<Pending>>,
+    /// Events [`Recorder::record`] dropped because the queue was full.
+    dropped: prometheus_client::metrics::counter::Counter,
+}
+
+/// An Event waiting in the queue.
+struct Pending {
+    regarding: Regarding,
+    event_type: &'static str,
+    reason: String,
+    note: String,
+}
+
+/// Writes Events and remembers them for deduplication.
+struct Writer {
     client: kube::Client,
     controller: String,
     instance: String,
@@ -61,30 +88,75 @@ type SeenCache = (u64, HashMap<Key, (u64, Seen)>);
 
 impl std::fmt::Debug for Recorder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Recorder").field("controller", &self.controller).finish()
+        f.debug_struct("Recorder").field("controller", &self.writer.controller).finish()
     }
 }
 
 impl Recorder {
     pub fn new(client: kube::Client, plugin: &str, clock: SharedClock) -> Self {
         let host = std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()).unwrap_or_else(|| "local".into());
-        Self {
+        let writer = Writer {
             client,
             controller: format!("operator-host/{plugin}"),
             instance: format!("operator-host/{plugin}-{host}"),
             clock,
             seen: Mutex::new((0, HashMap::new())),
             resource: ApiResource::erase::<Event>(&()),
-        }
+        };
+        Self { writer: Arc::new(writer), queue: OnceLock::new(), dropped: Default::default() }
+    }
+
+    /// Counts the Events dropped on a full queue in `counter` (a metric).
+    pub fn count_dropped_in(mut self, counter: prometheus_client::metrics::counter::Counter) -> Self {
+        self.dropped = counter;
+        self
     }
 
     /// `reportingController` of the Events this recorder writes.
     pub fn controller(&self) -> &str {
-        &self.controller
+        &self.writer.controller
     }
 
-    /// Records one Event (type `Normal` or `Warning`).
+    /// Events dropped so far because the queue was full.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.get()
+    }
+
+    /// Queues one Event (type `Normal` or `Warning`) for the background
+    /// sender and returns at once; a full queue drops it (counted). Must be
+    /// called inside a tokio runtime.
+    pub fn record(&self, regarding: &Regarding, event_type: &'static str, reason: &str, note: &str) {
+        let queue = self.queue.get_or_init(|| {
+            let (tx, rx) = tokio::sync::mpsc::channel(QUEUE);
+            tokio::spawn(send(self.writer.clone(), rx));
+            tx
+        });
+        let pending = Pending { regarding: regarding.clone(), event_type, reason: reason.into(), note: note.into() };
+        if queue.try_send(pending).is_err() {
+            self.dropped.inc();
+            tracing::debug!(controller = %self.writer.controller, reason, "event queue full: event dropped");
+        }
+    }
+
+    /// Writes one Event (type `Normal` or `Warning`) now and waits for the
+    /// answer: for callers off the reconcile path that report the outcome.
     pub async fn publish(&self, regarding: &Regarding, event_type: &str, reason: &str, note: &str) -> kube::Result<()> {
+        self.writer.publish(regarding, event_type, reason, note).await
+    }
+}
+
+/// The background sender: writes queued Events in order until the recorder
+/// (the queue's only sender) is dropped.
+async fn send(writer: Arc<Writer>, mut queue: tokio::sync::mpsc::Receiver<Pending>) {
+    while let Some(p) = queue.recv().await {
+        if let Err(e) = writer.publish(&p.regarding, p.event_type, &p.reason, &p.note).await {
+            tracing::warn!(controller = %writer.controller, reason = p.reason, error = %crate::error_chain(&e), "could not record event");
+        }
+    }
+}
+
+impl Writer {
+    async fn publish(&self, regarding: &Regarding, event_type: &str, reason: &str, note: &str) -> kube::Result<()> {
         let mut note = note.to_string();
         if note.len() > NOTE_MAX {
             let mut cut = NOTE_MAX - 3;
@@ -170,5 +242,30 @@ impl Recorder {
             let cutoff = ticks[ticks.len() / 2];
             map.retain(|_, (t, _)| *t > cutoff);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn regarding() -> Regarding {
+        Regarding { api_version: "v1".into(), kind: "ConfigMap".into(), namespace: "default".into(), name: "c".into(), uid: "u".into() }
+    }
+
+    /// On a current-thread runtime the sender cannot run before the test
+    /// yields, so the queue fills and what does not fit is dropped, counted,
+    /// and `record` never waits.
+    #[tokio::test]
+    async fn a_full_queue_drops_and_counts_instead_of_waiting() {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        let client = kube::Client::try_from(config).unwrap();
+        let counter = prometheus_client::metrics::counter::Counter::default();
+        let recorder = Recorder::new(client, "test", Arc::new(crate::clock::SystemClock)).count_dropped_in(counter.clone());
+        for i in 0..QUEUE + 5 {
+            recorder.record(&regarding(), "Normal", "Tick", &format!("tick {i}"));
+        }
+        assert_eq!(recorder.dropped(), 5);
+        assert_eq!(counter.get(), 5, "the metric counts the same drops");
     }
 }

@@ -16,6 +16,7 @@
 //! - [`record`]: the on-disk log of reconcile calls, and the comparison of two answers (replay, shadow).
 //! - [`webhook`]: plugin admission as HTTPS webhooks for real clusters.
 //! - [`status`]: the host's state at a glance (`host status`, `/status`).
+//! - [`api_client`]: the Kubernetes client, with `TCP_NODELAY` on its connections.
 //! - [`api_error`]: the classes of API errors the runtime acts on.
 //! - [`api_answer`]: writes whose answer is read for identity and conditions only.
 
@@ -24,6 +25,7 @@ pub use operator_clock as clock;
 pub mod actions;
 pub mod activity;
 pub mod api_answer;
+pub mod api_client;
 pub mod api_error;
 pub mod controller;
 pub mod events;

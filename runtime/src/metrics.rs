@@ -126,6 +126,8 @@ pub struct Metrics {
     pub plugin_shadow_reconciles: Family<ShadowLabels, Counter>,
     pub plugin_trust_refusals: Family<TrustLabels, Counter>,
     pub plugin_rollbacks: Family<RollbackLabels, Counter>,
+    /// Events dropped because the background sender's queue was full.
+    pub events_dropped: Family<ControllerLabels, Counter>,
     /// Recent reconcile outcomes per plugin version, read by automatic rollback.
     pub outcomes: crate::hotswap::rollback::Outcomes,
     pub active_workers: Family<ControllerLabels, Gauge>,
@@ -174,6 +176,7 @@ impl Metrics {
         let plugin_shadow_reconciles = Family::<ShadowLabels, Counter>::default();
         let plugin_trust_refusals = Family::<TrustLabels, Counter>::default();
         let plugin_rollbacks = Family::<RollbackLabels, Counter>::default();
+        let events_dropped = Family::<ControllerLabels, Counter>::default();
         let active_workers = Family::<ControllerLabels, Gauge>::default();
         let max_concurrent = Family::<ControllerLabels, Gauge>::default();
         let depth = Family::<NameLabels, Gauge>::default();
@@ -220,6 +223,11 @@ impl Metrics {
             "Automatic rollbacks of a failing new plugin version, by plugin (id) and cause",
             plugin_rollbacks.clone(),
         );
+        registry.register(
+            "plugin_events_dropped",
+            "Events not recorded because the queue to the background sender was full, by controller",
+            events_dropped.clone(),
+        );
         let shard = crate::shard::metrics::ShardMetrics::new(&mut registry);
         Self {
             registry,
@@ -235,6 +243,7 @@ impl Metrics {
             plugin_shadow_reconciles,
             plugin_trust_refusals,
             plugin_rollbacks,
+            events_dropped,
             outcomes: Default::default(),
             active_workers,
             max_concurrent,

@@ -138,6 +138,11 @@ pub struct Running {
 }
 
 impl Running {
+    /// `process`, ready when `readyz` (if any) answers 200.
+    pub fn new(process: Process, readyz: Option<String>) -> Running {
+        Running { process, readyz }
+    }
+
     pub fn pid(&self) -> anyhow::Result<u32> {
         self.process.pid().ok_or_else(|| anyhow::anyhow!("{} is not running", self.process.name()))
     }

@@ -71,7 +71,7 @@ fn cronjob(upstream: bool, i: usize, minute: u32) -> Value {
 }
 
 /// Creates `count` CronJobs with kubectl, four `kubectl create` at once.
-fn create_cronjobs(plane: &ControlPlane, dir: &Path, upstream: bool, count: usize, minute: u32) -> anyhow::Result<()> {
+pub(super) fn create_cronjobs(plane: &ControlPlane, dir: &Path, upstream: bool, count: usize, minute: u32) -> anyhow::Result<()> {
     const PARALLEL: usize = 4;
     let mut children = Vec::new();
     for part in 0..PARALLEL {

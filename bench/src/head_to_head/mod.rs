@@ -7,14 +7,18 @@
 //!
 //! - [`contestant`]: who runs, how it is started, at which limits.
 //! - [`cronjobs`]: workload 1, N CronJobs due at once.
+//! - [`idle`]: workload 2, idle memory with a warm cache, one and ten controllers.
+//! - [`rollout`]: workload 3, M parents of ten replicas rolled to a new image.
 //! - [`observe`]: request counts, CPU, RSS and Jobs, read from outside.
 //! - [`report`]: the "Head to head" section of docs/benchmarks.md.
 //! - [`serve_native`]: the host's manager with native logic, as a process.
 
 pub mod contestant;
 pub mod cronjobs;
+pub mod idle;
 pub mod observe;
 pub mod report;
+pub mod rollout;
 pub mod serve_native;
 
 use std::path::PathBuf;
@@ -28,10 +32,16 @@ pub struct Args {
     /// defaults with a client limit of 20 QPS that is ~17 minutes a run).
     #[arg(long, default_value_t = 1000)]
     pub cronjobs: usize,
+    /// Workloads to run (default: all three), e.g. `1,2`.
+    #[arg(long, value_delimiter = ',', default_values_t = [1u8, 2, 3], value_parser = clap::value_parser!(u8).range(1..=3))]
+    pub workloads: Vec<u8>,
+    /// MyDeployments / Deployments of ten replicas in workload 3.
+    #[arg(long, default_value_t = 100)]
+    pub deployments: usize,
     /// Rounds; the contestants' order flips every round.
     #[arg(long, default_value_t = 2)]
     pub rounds: usize,
-    /// Only these contestants (default: all), e.g. `host-wasm,kcm`.
+    /// Only these contestants of workload 1 (default: all), e.g. `host-wasm,kcm`.
     #[arg(long, value_delimiter = ',', value_enum)]
     pub only: Vec<Which>,
     /// Where the report goes: the "Head to head" block of this file is
@@ -78,6 +88,11 @@ pub struct Results {
     pub cronjobs: usize,
     pub rounds: usize,
     pub runs: Vec<cronjobs::Run>,
+    /// Workload 2, if it ran.
+    pub idle: Option<idle::Idle>,
+    /// Workload 3's runs.
+    pub deployments: usize,
+    pub rollouts: Vec<rollout::Rollout>,
     pub versions: Vec<(String, String)>,
     pub started: String,
     pub finished: String,
@@ -94,15 +109,35 @@ fn lead(cronjobs: usize) -> Duration {
 
 pub fn run(target: &std::path::Path, args: &Args) -> anyhow::Result<Results> {
     let programs = Programs::find(target)?;
+    anyhow::ensure!(args.cronjobs > 0 && args.rounds > 0 && args.deployments > 0, "--cronjobs, --deployments and --rounds must be at least 1");
+    let started = now();
+    let runs = if args.workloads.contains(&1) { due_at_once(&programs, args)? } else { Vec::new() };
+    let idle = if args.workloads.contains(&2) { Some(idle::run(target, &programs, args.cronjobs)?) } else { None };
+    let rollouts = if args.workloads.contains(&3) { rollouts(target, &programs, args)? } else { Vec::new() };
+    Ok(Results {
+        cronjobs: args.cronjobs,
+        rounds: args.rounds,
+        runs,
+        idle,
+        deployments: args.deployments,
+        rollouts,
+        versions: versions(&programs),
+        started,
+        finished: now(),
+        cpu_model: cpu_model(),
+        note: args.note.clone(),
+    })
+}
+
+/// Workload 1, every contestant each round.
+fn due_at_once(programs: &Programs, args: &Args) -> anyhow::Result<Vec<cronjobs::Run>> {
     let contestants: Vec<Contestant> =
         if args.only.is_empty() { Contestant::CRONJOB.to_vec() } else { args.only.iter().map(|w| (*w).into()).collect() };
-    anyhow::ensure!(args.cronjobs > 0 && args.rounds > 0, "--cronjobs and --rounds must be at least 1");
-    let started = now();
     let mut runs = Vec::new();
     for round in 0..args.rounds {
         let order: Vec<Contestant> = if round % 2 == 0 { contestants.clone() } else { contestants.iter().rev().copied().collect() };
         for who in order {
-            let run = cronjobs::run_once(who, &programs, args.cronjobs, lead(args.cronjobs), round)?;
+            let run = cronjobs::run_once(who, programs, args.cronjobs, lead(args.cronjobs), round)?;
             eprintln!(
                 "bench: head-to-head cronjobs ×{} {} round {round}: all Jobs {:.2} s (p50 {:.2} s, p99 {:.2} s), {:.0} requests ({}), CPU {:.2} s (server {:.2} s), peak RSS {:.0} MiB, load {:.2}; server time per request: {}",
                 args.cronjobs,
@@ -121,16 +156,35 @@ pub fn run(target: &std::path::Path, args: &Args) -> anyhow::Result<Results> {
             runs.push(run);
         }
     }
-    Ok(Results {
-        cronjobs: args.cronjobs,
-        rounds: args.rounds,
-        runs,
-        versions: versions(&programs),
-        started,
-        finished: now(),
-        cpu_model: cpu_model(),
-        note: args.note.clone(),
-    })
+    Ok(runs)
+}
+
+/// Workload 3, both sides each round.
+fn rollouts(target: &std::path::Path, programs: &Programs, args: &Args) -> anyhow::Result<Vec<rollout::Rollout>> {
+    let mydeployment = target.join("plugins/mydeployment.wasm");
+    anyhow::ensure!(mydeployment.exists(), "{} is missing: run `cargo xtask build`", mydeployment.display());
+    let mut runs = Vec::new();
+    for round in 0..args.rounds {
+        let sides = if round % 2 == 0 { [rollout::Side::Host, rollout::Side::Kcm] } else { [rollout::Side::Kcm, rollout::Side::Host] };
+        for side in sides {
+            let run = rollout::run_once(side, programs, &mydeployment, args.deployments, round)?;
+            eprintln!(
+                "bench: head-to-head rollout ×{} {} round {round}: first rollout {:.2} s, new image {:.2} s, {:.0} requests ({}), CPU {:.2} s (control plane {:.2} s), peak RSS {:.0} MiB, load {:.2}",
+                args.deployments,
+                side.label(),
+                run.create_s,
+                run.roll_s,
+                run.requests_total,
+                run.requests_detail,
+                run.cpu,
+                run.server_cpu,
+                run.peak_rss_mib,
+                run.load
+            );
+            runs.push(run);
+        }
+    }
+    Ok(runs)
 }
 
 fn now() -> String {

@@ -76,6 +76,15 @@ impl Requests {
         Requests(diff)
     }
 
+    /// Takes `n` requests of (verb, resource, subresource) off the counts
+    /// (the bench's own), never below zero.
+    pub fn subtract(&mut self, (verb, resource, sub): (&str, &str, &str), n: f64) {
+        if let Some(v) = self.0.get_mut(&(verb.to_string(), resource.to_string(), sub.to_string())) {
+            *v = (*v - n).max(0.0);
+        }
+        self.0.retain(|_, v| *v > 0.0);
+    }
+
     pub fn total(&self) -> f64 {
         self.0.values().sum()
     }
@@ -121,6 +130,17 @@ pub fn status_kib(pid: u32, field: &str) -> anyhow::Result<u64> {
         .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
         .ok_or_else(|| anyhow::anyhow!("no {field} in /proc/{pid}/status"))
+}
+
+/// Proportional set size of `pid` in KiB (`Pss` in `/proc/PID/smaps_rollup`:
+/// each shared page split among the processes that map it).
+pub fn pss_kib(pid: u32) -> anyhow::Result<u64> {
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))?;
+    rollup
+        .lines()
+        .find_map(|l| l.strip_prefix("Pss:"))
+        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("no Pss in /proc/{pid}/smaps_rollup"))
 }
 
 /// The machine's 1-minute load average.

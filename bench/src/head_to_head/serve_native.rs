@@ -15,7 +15,7 @@ use operator_runtime::sandbox::{PrecompiledCache, Sandbox, SandboxConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 pub async fn run(concurrency: usize, ready_addr: SocketAddr) -> anyhow::Result<()> {
-    let client = kube::Client::try_default().await?;
+    let client = operator_runtime::api_client::client(kube::Config::infer().await?)?;
     let sandbox = Sandbox::new(SandboxConfig { cache: PrecompiledCache::disabled(), ..SandboxConfig::default() })?;
     let plugin = sandbox.load_native::<cronjob::CronJobPlugin>()?;
     let mut options = Options::default();

@@ -484,7 +484,7 @@ impl Cluster {
     async fn connect(args: &Args, clock: &SharedClock, registry: &Registry, plugins: &[(String, LoadedPlugin)]) -> Result<Cluster, Failure> {
         let config = if args.embedded { None } else { super::kubeconfig::config().await? };
         if let Some(config) = config {
-            let client = kube::Client::try_from(config)
+            let client = operator_runtime::api_client::client(config)
                 .map_err(|e| Failure::bad_input(format!("cannot build a client from the kubeconfig: {}", operator_runtime::error_chain(&e))))?;
             #[cfg(feature = "embedded")]
             return Ok(Cluster { client, embedded: None });

@@ -229,9 +229,7 @@ impl Executor<'_> {
                         EventType::Normal => "Normal",
                         EventType::Warning => "Warning",
                     };
-                    if let Err(e) = self.recorder.publish(self.regarding, t, &reason, &message).await {
-                        tracing::warn!(reason, error = %crate::error_chain(&e), "could not record event");
-                    }
+                    self.recorder.record(self.regarding, t, &reason, &message);
                 }
             }
         }

@@ -169,7 +169,8 @@ impl Controller {
         let resources = mine.iter().map(|(g, c)| (g.clone(), c.resource().clone())).collect();
         let queue = Arc::new(WorkQueue::new(config.backoff));
         metrics.add_queue(&name, queue.clone());
-        let recorder = Recorder::new(client.clone(), &name, clock.clone());
+        let recorder = Recorder::new(client.clone(), &name, clock.clone())
+            .count_dropped_in(metrics.events_dropped.get_or_create(&crate::metrics::ControllerLabels { controller: name.clone() }).clone());
         let this = Arc::new(Self {
             name,
             plugin: std::sync::RwLock::new(plugin),

@@ -332,10 +332,8 @@ impl Controller {
             if !verdict.ok {
                 self.metrics.activity.failed(&self.name, &key.to_string(), &verdict.reason, &verdict.message);
             }
-            if !verdict.ok
-                && let Err(e) = self.recorder.publish(regarding, "Warning", &verdict.reason, &verdict.message).await
-            {
-                tracing::warn!(error = %crate::error_chain(&e), "could not record event");
+            if !verdict.ok {
+                self.recorder.record(regarding, "Warning", &verdict.reason, &verdict.message);
             }
             // A parent on its way out gets no success condition of its own.
             let quiet = event == Event::Cleanup && verdict.ok && plugin_status.is_none();

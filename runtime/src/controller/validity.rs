@@ -106,9 +106,7 @@ impl super::Controller {
             }
         };
         tracing::warn!(reason = %verdict.reason, message = %verdict.message, "not reconciled");
-        if let Err(e) = self.recorder.publish(regarding, "Warning", &verdict.reason, &verdict.message).await {
-            tracing::warn!(error = %crate::error_chain(&e), "could not record event");
-        }
+        self.recorder.record(regarding, "Warning", &verdict.reason, &verdict.message);
         if let Err(e) = self.write_status(key, parent, None, &verdict, self.clock.now()).await {
             tracing::warn!(error = %crate::error_chain(&e), "status write failed");
         }

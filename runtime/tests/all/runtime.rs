@@ -697,3 +697,35 @@ async fn an_already_exists_the_cache_has_not_seen_yet_is_checked_with_the_api_se
     assert_eq!(error.reason(), "AlreadyExists");
     assert_eq!(cms.get("theirs").await.unwrap().data.unwrap()["k"], "v", "the other object is left alone");
 }
+
+/// Events recorded off the reconcile path (`Recorder::record`) keep the
+/// recorder's deduplication: the same Event three times is one Event whose
+/// series counts three.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_recorded_in_the_background_are_deduplicated() {
+    let server = ApiServer::new();
+    let client = server.kube_client();
+    let recorder = operator_runtime::events::Recorder::new(client.clone(), "test", Arc::new(SystemClock));
+    let regarding = operator_runtime::events::Regarding {
+        api_version: "example.operator.dev/v1alpha1".into(),
+        kind: "Hello".into(),
+        namespace: "default".into(),
+        name: "p".into(),
+        uid: "parent-uid".into(),
+    };
+    for _ in 0..3 {
+        recorder.record(&regarding, "Warning", "Broken", "the same note");
+    }
+    recorder.record(&regarding, "Normal", "Other", "another note");
+    let events: Api<Event> = Api::namespaced(client.clone(), "default");
+    let broken = eventually("one Broken Event counted three times", || async {
+        let all = events.list(&ListParams::default()).await.unwrap().items;
+        let broken: Vec<Event> = all.iter().filter(|e| e.reason.as_deref() == Some("Broken")).cloned().collect();
+        let other = all.iter().filter(|e| e.reason.as_deref() == Some("Other")).count();
+        let counted = broken.first().and_then(|e| e.series.as_ref()).map(|s| s.count) == Some(3);
+        (broken.len() == 1 && counted && other == 1).then_some(broken)
+    })
+    .await;
+    assert_eq!(broken[0].reporting_controller.as_deref(), Some("operator-host/test"));
+    assert_eq!(recorder.dropped(), 0);
+}
