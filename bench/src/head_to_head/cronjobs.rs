@@ -8,8 +8,9 @@
 //! the due instant, so the window holds only the due work: the Jobs'
 //! creation and whatever status writes follow. Jobs are seen in etcd (a
 //! poll every 25 ms costs kube-apiserver nothing); after the last Job the
-//! window stays open until the contestant has been idle (CPU) for a second,
-//! so trailing status writes are counted too.
+//! window stays open until the contestant has been idle (CPU) and kube-apiserver
+//! counted no new request for a second, so trailing status writes and Events
+//! are counted too.
 
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -41,7 +42,7 @@ pub struct Run {
     /// kube-apiserver + etcd (the server side of the same work).
     pub cpu: f64,
     pub server_cpu: f64,
-    /// The window's length (due instant → idle), seconds.
+    /// The window's length (due instant → quiet), seconds.
     pub window: f64,
     /// The contestant's peak RSS over its life (VmHWM), MiB.
     pub peak_rss_mib: f64,
@@ -155,7 +156,7 @@ pub fn run_once(who: Contestant, programs: &Programs, count: usize, lead: Durati
         std::thread::sleep(POLL);
         jobs.poll()?;
     }
-    wait_idle(pid)?;
+    wait_quiet(&plane, pid)?;
     let window = SystemTime::now().duration_since(due)?.as_secs_f64();
     let cpu = (observe::cpu(pid)? - cpu_before).as_secs_f64();
     let server_cpu = (server_pids.iter().map(|p| observe::cpu(*p)).sum::<anyhow::Result<Duration>>()? - server_before).as_secs_f64();
@@ -187,18 +188,23 @@ pub fn run_once(who: Contestant, programs: &Programs, count: usize, lead: Durati
     })
 }
 
-/// Waits until `pid` used at most one clock tick of CPU in a second (its
-/// trailing status writes are done), up to a minute.
-fn wait_idle(pid: u32) -> anyhow::Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut last = observe::cpu(pid)?;
+/// Waits until `pid` used at most one clock tick of CPU in a second and
+/// kube-apiserver counted no new resource request in that second (its
+/// trailing status writes and Events are done), up to two minutes. CPU
+/// alone is not enough: a client waiting on an overloaded server is idle
+/// while its writes are still to come.
+fn wait_quiet(plane: &ControlPlane, pid: u32) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut last_cpu = observe::cpu(pid)?;
+    let mut last_requests = Requests::scrape(plane)?.0.total();
     while Instant::now() < deadline {
         std::thread::sleep(Duration::from_secs(1));
-        let now = observe::cpu(pid)?;
-        if now - last <= Duration::from_millis(10) {
+        let cpu = observe::cpu(pid)?;
+        let requests = Requests::scrape(plane)?.0.total();
+        if cpu - last_cpu <= Duration::from_millis(10) && requests == last_requests {
             return Ok(());
         }
-        last = now;
+        (last_cpu, last_requests) = (cpu, requests);
     }
     Ok(())
 }

@@ -189,8 +189,8 @@ no scheduler, no kwok; Jobs are created, not run.) ";
     s += &format!(
         "{n} CronJobs (`M * * * *`, one run due at the same minute boundary, `startingDeadlineSeconds: 600`) exist and the contestant's caches are synced \
 before the due instant. Measured from the due instant: until the last Job exists (seen in etcd, 25 ms polls), each Job's latency (p50, p99), \
-API requests from kube-apiserver's own `apiserver_request_total` (scraped a second before the due instant and once the contestant has been idle \
-for a second, so status writes after the Jobs count; resource requests only, kube-apiserver's own Lease renewals left out), the contestant's CPU \
+API requests from kube-apiserver's own `apiserver_request_total` (scraped a second before the due instant and once, for a second, the contestant \
+used no CPU and kube-apiserver counted no new request, so status writes and Events after the Jobs count; resource requests only, kube-apiserver's own Lease renewals left out), the contestant's CPU \
 (user + system from /proc) over the same window and kube-apiserver + etcd's, and its peak RSS (VmHWM, over its life: start-up list included). \
 The host and controller-runtime reconcile `batch.tutorial.kubebuilder.io/v1` CronJobs; kube-controller-manager runs only \
 `--controllers=cronjob-controller` on `batch/v1` CronJobs with the same schedules. Its Job controller stays off: it would create and track each \
