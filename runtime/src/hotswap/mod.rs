@@ -37,7 +37,12 @@ use crate::sandbox::{LoadedPlugin, Sandbox};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Origin {
     File(PathBuf),
-    ConfigMap { namespace: String, name: String, uid: String, key: String },
+    ConfigMap {
+        namespace: String,
+        name: String,
+        uid: String,
+        key: String,
+    },
     /// A `Plugin` object (cluster-scoped): its `spec.source`, or its
     /// `spec.candidate` (staged beside the source's version, [`shadow`]).
     Resource {
@@ -287,7 +292,9 @@ impl Reloader {
                     ),
                     Origin::File(path) => format!("mv {} {active_id}", path.display()),
                     Origin::Resource { name, .. } => {
-                        format!("kubectl patch plugin {name} --type json -p '[{{\"op\":\"move\",\"from\":\"/spec/candidate\",\"path\":\"/spec/source\"}}]'")
+                        format!(
+                            "kubectl patch plugin {name} --type json -p '[{{\"op\":\"move\",\"from\":\"/spec/candidate\",\"path\":\"/spec/source\"}}]'"
+                        )
                     }
                 };
                 let message = format!(

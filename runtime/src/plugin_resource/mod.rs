@@ -301,7 +301,11 @@ impl Watch {
             uid,
         };
         let (type_, reason, message) = match result {
-            Ok(_) => ("Normal", "ShadowPromoting", format!("candidate of plugin {name} agreed on every shadowed reconcile; spec.candidate moved to spec.source")),
+            Ok(_) => (
+                "Normal",
+                "ShadowPromoting",
+                format!("candidate of plugin {name} agreed on every shadowed reconcile; spec.candidate moved to spec.source"),
+            ),
             Err(e) => ("Warning", "ShadowPromotionFailed", format!("cannot promote the candidate of plugin {name}: {}", crate::error_chain(&e))),
         };
         tracing::info!(plugin = %name, "{message}");
@@ -391,7 +395,8 @@ mod tests {
 
     #[test]
     fn the_promotion_patch_moves_the_candidate_only_at_the_version_read() {
-        let mut doc = json!({"metadata": {"resourceVersion": "7"}, "spec": {"source": {"file": {"path": "/a"}}, "candidate": {"file": {"path": "/b"}}}});
+        let mut doc =
+            json!({"metadata": {"resourceVersion": "7"}, "spec": {"source": {"file": {"path": "/a"}}, "candidate": {"file": {"path": "/b"}}}});
         json_patch::patch(&mut doc, &json_patch_promotion("7")).unwrap();
         assert_eq!(doc["spec"], json!({"source": {"file": {"path": "/b"}}}));
         let mut newer = json!({"metadata": {"resourceVersion": "8"}, "spec": {"source": {}, "candidate": {}}});

@@ -152,7 +152,10 @@ pub async fn run(ctx: Context, origin: Origin, source: Checked, trust: Option<Po
                     None => ctx.problems.set(
                         &id,
                         "SourceUnavailable",
-                        format!("configmap {}/{} has no key {} any more (or is gone); the version loaded last keeps running", c.namespace, c.name, c.key),
+                        format!(
+                            "configmap {}/{} has no key {} any more (or is gone); the version loaded last keeps running",
+                            c.namespace, c.name, c.key
+                        ),
                     ),
                 }
             }

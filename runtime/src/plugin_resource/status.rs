@@ -163,7 +163,9 @@ pub fn desired(i: &Inputs, previous: &[Value], now: &str) -> Value {
         s["candidate"] = p
             .candidate
             .as_ref()
-            .map(|c| json!({"version": c.version, "digest": format!("sha256:{}", c.digest), "agree": c.agree, "differ": c.differ, "errors": c.errors}))
+            .map(
+                |c| json!({"version": c.version, "digest": format!("sha256:{}", c.digest), "agree": c.agree, "differ": c.differ, "errors": c.errors}),
+            )
             .unwrap_or(Value::Null);
     }
     s
@@ -238,7 +240,8 @@ mod tests {
         let same = desired(&Inputs { running: Some(&p), ..Inputs::default() }, first["conditions"].as_array().unwrap(), "T1");
         assert_eq!(same, first);
         let problem = Problem { reason: "SourceUnavailable", message: "gone".into() };
-        let changed = desired(&Inputs { running: Some(&p), problem: Some(problem), ..Inputs::default() }, first["conditions"].as_array().unwrap(), "T2");
+        let changed =
+            desired(&Inputs { running: Some(&p), problem: Some(problem), ..Inputs::default() }, first["conditions"].as_array().unwrap(), "T2");
         assert_eq!(find(&changed, "Ready")["lastTransitionTime"], "T2");
         assert_eq!(find(&changed, "Staged")["lastTransitionTime"], "T0");
     }

@@ -109,7 +109,10 @@ impl Env {
     }
 
     async fn create(&self, name: &str, spec: Value) {
-        let obj = serde_json::from_value(json!({"apiVersion": "plugins.operator-host.dev/v1alpha1", "kind": "Plugin", "metadata": {"name": name}, "spec": spec})).unwrap();
+        let obj = serde_json::from_value(
+            json!({"apiVersion": "plugins.operator-host.dev/v1alpha1", "kind": "Plugin", "metadata": {"name": name}, "spec": spec}),
+        )
+        .unwrap();
         self.plugins().create(&PostParams::default(), &obj).await.unwrap();
     }
 
@@ -231,8 +234,10 @@ async fn a_candidate_is_shadowed_then_promoted_into_spec_source_after_agreeing_o
 
     let widgets: Api<DynamicObject> = Api::namespaced_with(env.client.clone(), NS, &crate::hotswap::widgets_resource());
     for i in 0..10 {
-        let obj = serde_json::from_value(json!({"apiVersion": "swap.test.operator-host.dev/v1", "kind": "Widget", "metadata": {"name": format!("w{i}")}, "spec": {}}))
-            .unwrap();
+        let obj = serde_json::from_value(
+            json!({"apiVersion": "swap.test.operator-host.dev/v1", "kind": "Widget", "metadata": {"name": format!("w{i}")}, "spec": {}}),
+        )
+        .unwrap();
         widgets.create(&PostParams::default(), &obj).await.unwrap();
     }
     let s = env.status("widgets", "the candidate promoted and serving", |s| ready(s) == ("True", "Serving") && s["digest"] == sha(&candidate)).await;
