@@ -200,7 +200,7 @@ fn parse_interval(text: &str) -> Option<Duration> {
             _ => return None,
         }
     }
-    (number.is_empty() && total >= 1).then(|| Duration::from_secs(total))
+    (number.is_empty() && total >= 1).then_some(Duration::from_secs(total))
 }
 
 /// Where the detached signature of a source's bytes is looked for, for messages.
