@@ -2,7 +2,8 @@
 //! [`crate::metrics::Metrics`] for the status page ([`crate::status`]): the
 //! recent reconciles per controller (fed where
 //! `controller_runtime_reconcile_total` is counted), the last failed verdict
-//! per controller, the last rollback per plugin id, and a queue's counters.
+//! per controller, the last rollback and the last refused version per plugin
+//! id, and a queue's counters.
 //! Apart from the status page so that the metrics, which keep it, do not
 //! import what reads them.
 
@@ -61,6 +62,21 @@ pub struct Activity {
     controllers: Mutex<HashMap<String, ControllerActivity>>,
     /// By plugin id.
     pub(crate) rollbacks: Mutex<HashMap<String, Rollback>>,
+    /// By plugin id: the newest version its source offered, refused, while
+    /// it is still the newest (cleared once the source offers one that runs).
+    refusals: Mutex<HashMap<String, Refused>>,
+}
+
+/// A version of a plugin the reloader refused (untrusted, not loadable, or
+/// refused by the manager): the previous version, if any, still serves.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Refused {
+    /// RFC 3339, UTC.
+    pub at: String,
+    /// `PluginRejected` or `PluginUntrusted`, as the Warning Event's reason.
+    pub reason: String,
+    pub message: String,
 }
 
 impl Activity {
@@ -90,6 +106,22 @@ impl Activity {
     pub fn rolled_back(&self, id: &str, from: &str, to: &str, cause: &str) {
         let r = Rollback { at: rfc3339(Utc::now()), from: from.into(), to: to.into(), cause: cause.into() };
         self.rollbacks.lock().unwrap().insert(id.to_string(), r);
+    }
+
+    /// The newest version offered for `id` was refused.
+    pub fn refused(&self, id: &str, reason: &str, message: &str) {
+        let r = Refused { at: rfc3339(Utc::now()), reason: reason.into(), message: message.into() };
+        self.refusals.lock().unwrap().insert(id.to_string(), r);
+    }
+
+    /// The source of `id` now offers a version that runs (or it is gone).
+    pub fn accepted(&self, id: &str) {
+        self.refusals.lock().unwrap().remove(id);
+    }
+
+    /// The refusal of the newest version offered for `id`, if it was refused.
+    pub fn refusal(&self, id: &str) -> Option<Refused> {
+        self.refusals.lock().unwrap().get(id).cloned()
     }
 
     pub(crate) fn counts(&self, controller: &str, now: Instant) -> (Counts, Counts, Option<LastError>) {

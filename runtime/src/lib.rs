@@ -13,6 +13,7 @@
 //! - [`manager`]: starts plugins as controllers (CRDs, discovery, caches).
 //! - [`registry`]: the plugins running now, read by admission.
 //! - [`hotswap`]: new plugin versions from ConfigMaps and files; shadow runs of staged candidates.
+//! - [`plugin_resource`]: the `Plugin` custom resource: plugins declared as objects, their status written back.
 //! - [`record`]: the on-disk log of reconcile calls, and the comparison of two answers (replay, shadow).
 //! - [`webhook`]: plugin admission as HTTPS webhooks for real clusters.
 //! - [`status`]: the host's state at a glance (`host status`, `/status`).
@@ -34,6 +35,7 @@ pub mod hotswap;
 pub mod leader;
 pub mod manager;
 pub mod metrics;
+pub mod plugin_resource;
 pub mod record;
 pub mod registry;
 pub mod sandbox;

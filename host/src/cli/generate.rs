@@ -1,6 +1,7 @@
 //! `host generate crds|rbac --plugin P.wasm ...`: the deployment manifests
 //! that follow from the plugins' manifests (what controller-gen derives from
-//! kubebuilder markers), as multi-document YAML on stdout in a stable order,
+//! kubebuilder markers) and the host's own `Plugin` CRD (`run
+//! --plugin-resources`), as multi-document YAML on stdout in a stable order,
 //! so checked-in copies can be compared with a fresh run. `host generate
 //! chart --out DIR` writes the same CRDs and RBAC into a Helm chart
 //! (`crds/crds.yaml`, `templates/rbac.yaml`), the names turned into the
@@ -16,7 +17,10 @@
 //! - related kinds (contract 0.2): get/list/watch only (read, never written);
 //! - CRDs: get/list/watch/create/patch (installed by server-side apply);
 //! - `events.k8s.io` events: create/patch (the recorder creates, then patches `series`);
-//! - configmaps: get/list/watch (`--plugin-configmap`);
+//! - configmaps: get/list/watch (`--plugin-configmap`, and a Plugin's `configMap` source);
+//! - `plugins.operator-host.dev` plugins: get/list/watch (`--plugin-resources`), patch (an
+//!   automatic promotion moves `spec.candidate` to `spec.source`), and the status subresource
+//!   update/patch;
 //! - a Role in the leader election namespace: create leases, get/update the one named `--leader-election-id`;
 //! - with `--sharded` (as `run`'s): in that Role also get/list/update/delete leases of any name (each
 //!   replica's shard Lease is named after the process; the sharder lists them, takes expired ones over
@@ -31,6 +35,7 @@ use std::path::{Path, PathBuf};
 
 use operator_plugin_sdk::{GroupVersionKind, Manifest};
 use operator_runtime::manager::served_form;
+use operator_runtime::plugin_resource;
 use serde_json::{Value, json};
 
 use super::{Failure, SandboxArgs};
@@ -43,7 +48,7 @@ pub struct Args {
 
 #[derive(Debug, clap::Subcommand)]
 enum What {
-    /// The plugins' CustomResourceDefinitions, sorted by name.
+    /// The plugins' CustomResourceDefinitions and the host's Plugin CRD, sorted by name.
     Crds(PluginArgs),
     /// ClusterRole + ClusterRoleBinding for the plugins, Role + RoleBinding for leader election.
     Rbac(RbacArgs),
@@ -272,10 +277,11 @@ fn crd_name(plugin: &str, crd: &Value) -> Result<String, Error> {
         .ok_or(Error::InvalidCrd { plugin: plugin.into(), field: "metadata.name" })
 }
 
-/// Every plugin's CRDs as the host installs them (the API server's stored
-/// form, see [`served_form`]), sorted by name.
+/// Every plugin's CRDs and the host's Plugin CRD as the host installs them
+/// (the API server's stored form, see [`served_form`]), sorted by name.
 pub fn crds(manifests: &[Manifest]) -> Result<Vec<Value>, Error> {
     let mut all = BTreeMap::new();
+    all.insert(plugin_resource::crd::NAME.to_string(), served_form(&plugin_resource::crd::crd()));
     for m in manifests {
         for crd in &m.crds {
             let crd = served_form(crd);
@@ -401,6 +407,8 @@ pub fn rbac(manifests: &[Manifest], o: &RbacOptions) -> Result<Vec<Value>, Error
     grant(&mut grants, "apiextensions.k8s.io", "customresourcedefinitions", &["get", "list", "watch", "create", "patch"]);
     grant(&mut grants, "events.k8s.io", "events", &["create", "patch"]);
     grant(&mut grants, "", "configmaps", &["get", "list", "watch"]);
+    grant(&mut grants, plugin_resource::crd::GROUP, plugin_resource::crd::PLURAL, &["get", "list", "watch", "patch"]);
+    grant(&mut grants, plugin_resource::crd::GROUP, &format!("{}/status", plugin_resource::crd::PLURAL), &["update", "patch"]);
 
     let mut manager_rules = rules(&grants);
     if let Some(name) = &o.webhook_configuration {
@@ -521,7 +529,10 @@ mod tests {
         // A child kind the host also reads for itself gets one rule with the union of verbs.
         assert_eq!(rule(&docs, "configmaps").unwrap()["verbs"], json!(["get", "list", "watch", "create", "update", "patch", "delete"]));
         assert_eq!(rule(&docs, "events").unwrap()["verbs"], json!(["create", "patch"]));
-        assert_eq!(docs[0]["rules"].as_array().unwrap().len(), 7);
+        assert_eq!(rule(&docs, "plugins").unwrap()["verbs"], json!(["get", "list", "watch", "patch"]));
+        assert_eq!(rule(&docs, "plugins/status").unwrap()["verbs"], json!(["update", "patch"]));
+        assert_eq!(rule(&docs, "plugins").unwrap()["apiGroups"], json!(["plugins.operator-host.dev"]));
+        assert_eq!(docs[0]["rules"].as_array().unwrap().len(), 9);
         assert_eq!(docs[2]["metadata"]["namespace"], "sys");
         assert_eq!(docs[3]["subjects"], json!([{"kind": "ServiceAccount", "name": "op", "namespace": "sys"}]));
     }

@@ -22,13 +22,14 @@ use operator_runtime::hotswap::trust::{NotAdmitted, Policy};
 use operator_runtime::hotswap::{self, Reloader, rollback};
 use operator_runtime::manager::{self, Options};
 use operator_runtime::metrics::Metrics;
+use operator_runtime::plugin_resource;
 use operator_runtime::registry::Registry;
 use operator_runtime::sandbox::{LoadedPlugin, Sandbox, Tiering};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// A plugin component (.wasm); repeat for several.
-    #[arg(long = "plugin", required_unless_present_any = ["plugin_configmaps", "plugin_configmap_selector"])]
+    #[arg(long = "plugin", required_unless_present_any = ["plugin_configmaps", "plugin_configmap_selector", "plugin_resources"])]
     plugins: Vec<PathBuf>,
     /// Reload a `--plugin` file when it changes (hot swap).
     #[arg(long, requires = "plugins")]
@@ -47,6 +48,12 @@ pub struct Args {
     /// Namespace for `--plugin-configmap-selector`.
     #[arg(long)]
     plugin_configmap_namespace: Option<String>,
+    /// Run the plugins that `Plugin` objects (plugins.operator-host.dev)
+    /// declare, and write their status: installs the Plugin CRD at start.
+    /// Off by default: whoever may create a Plugin then runs code with this
+    /// host's permissions, so the door is opened on purpose.
+    #[arg(long)]
+    plugin_resources: bool,
     /// Run only plugins signed with this Ed25519 public key (PEM, as
     /// `openssl pkey -pubout` writes); repeatable. The signature sits beside
     /// the plugin: FILE.sig, or key `<key>.sig` in its ConfigMap (`host sign`
@@ -331,6 +338,7 @@ async fn run_async(args: &Args, prepared: Prepared) -> Result<(), Failure> {
         _ = shutdown_signal() => return Ok(()),
     };
     metrics.set_status_source(Box::new(operator_runtime::status::Source { registry: registry.clone(), shadows: Some(shadows.clone()) }));
+    let resources = plugin_resources(args, &client, &running, &shadows, election.as_ref(), &clock).await?;
     let reloader = Reloader {
         sandbox,
         manager: running.clone(),
@@ -345,7 +353,7 @@ async fn run_async(args: &Args, prepared: Prepared) -> Result<(), Failure> {
             min_calls: args.rollback_min_calls,
         }),
     };
-    let mut sources = watch_plugin_sources(args, &client, file_watch, reloader);
+    let mut sources = watch_plugin_sources(args, &client, file_watch, reloader, resources);
     if let (Some(config), Some(ca_pem)) = (webhook.and_then(|w| w.configure), webhook_ca) {
         let leading = election.as_ref().map(|e| e.leading());
         sources.push(tokio::spawn(operator_runtime::webhook::configuration::run(client.clone(), config, registry.clone(), ca_pem, leading)));
@@ -590,13 +598,14 @@ fn watch_plugin_sources(
     client: &kube::Client,
     file_watch: Option<hotswap::files::FileWatch>,
     reloader: Reloader,
+    resources: Option<plugin_resource::Config>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     let mut selections = args.plugin_configmaps.clone();
     if let (Some(selector), Some(namespace)) = (&args.plugin_configmap_selector, &args.plugin_configmap_namespace) {
         selections.push(Selection::Labelled { namespace: namespace.clone(), selector: selector.clone() });
     }
     let mut sources = Vec::new();
-    if file_watch.is_none() && selections.is_empty() {
+    if file_watch.is_none() && selections.is_empty() && resources.is_none() {
         return sources;
     }
     let (tx, rx) = tokio::sync::mpsc::channel(16);
@@ -607,8 +616,39 @@ fn watch_plugin_sources(
     if let Some(watch) = file_watch {
         sources.push(tokio::spawn(watch.run(args.watch_interval, tx.clone())));
     }
+    if let Some(config) = resources {
+        println!("plugins from Plugin objects ({})", plugin_resource::crd::NAME);
+        sources.push(tokio::spawn(plugin_resource::run(config, tx.clone())));
+    }
     sources.push(tokio::spawn(reloader.run(rx)));
     sources
+}
+
+/// With `--plugin-resources`: the Plugin CRD installed, and what watching
+/// Plugin objects needs (only the leader writes their status).
+async fn plugin_resources(
+    args: &Args,
+    client: &kube::Client,
+    running: &manager::Running,
+    shadows: &Shadows,
+    election: Option<&operator_runtime::leader::Election>,
+    clock: &SharedClock,
+) -> Result<Option<plugin_resource::Config>, Failure> {
+    if !args.plugin_resources {
+        return Ok(None);
+    }
+    plugin_resource::install(client).await.map_err(|e| Failure { code: e.exit_code(), message: operator_runtime::error_chain(&e) })?;
+    Ok(Some(plugin_resource::Config {
+        client: client.clone(),
+        metrics: running.metrics().clone(),
+        status: operator_runtime::status::Source { registry: running.registry().clone(), shadows: Some(shadows.clone()) },
+        recorder: Recorder::new(client.clone(), "plugin-resource", clock.clone()),
+        oci: None,
+        leading: election.map(|e| e.leading()),
+        promote_after: args.shadow.shadow_promote_after,
+        file_interval: args.watch_interval,
+        status_interval: Duration::from_secs(2),
+    }))
 }
 
 /// Returns on SIGINT/SIGTERM. A replica that loses its election exits 1 at

@@ -13,6 +13,9 @@
 //! signature and digest pins, when asked for); after a swap, the
 //! [`rollback`] watchdog watches the new version and swaps the previous one
 //! back if it fails where the previous did not.
+//!
+//! A `Plugin` object (`crate::plugin_resource`) is one more source: its
+//! updates carry [`Origin::Resource`] and the trust its spec asks for.
 
 pub mod configmap;
 pub mod files;
@@ -34,8 +37,25 @@ use crate::sandbox::{LoadedPlugin, Sandbox};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Origin {
     File(PathBuf),
-    ConfigMap { namespace: String, name: String, uid: String, key: String },
+    ConfigMap {
+        namespace: String,
+        name: String,
+        uid: String,
+        key: String,
+    },
+    /// A `Plugin` object (cluster-scoped): its `spec.source`, or its
+    /// `spec.candidate` (staged beside the source's version, [`shadow`]).
+    Resource {
+        name: String,
+        uid: String,
+        candidate: bool,
+        /// Where the signature of the bytes was looked for, for messages.
+        signature_name: String,
+    },
 }
+
+/// `apiVersion` of the `Plugin` resource (Events about one name it).
+pub const PLUGIN_API_VERSION: &str = "plugins.operator-host.dev/v1alpha1";
 
 impl Origin {
     /// The plugin id the manager runs it under: one id per source.
@@ -43,6 +63,8 @@ impl Origin {
         match self {
             Origin::File(path) => path.display().to_string(),
             Origin::ConfigMap { namespace, name, key, .. } => format!("configmap/{namespace}/{name}/{key}"),
+            Origin::Resource { name, candidate: false, .. } => format!("plugin/{name}"),
+            Origin::Resource { name, candidate: true, .. } => format!("plugin/{name}{}", shadow::CANDIDATE_SUFFIX),
         }
     }
 
@@ -52,6 +74,7 @@ impl Origin {
         match self {
             Origin::File(path) => format!("{}{sig}", path.display()),
             Origin::ConfigMap { namespace, name, key, .. } => format!("key {key}{sig} in configmap {namespace}/{name}"),
+            Origin::Resource { signature_name, .. } => signature_name.clone(),
         }
     }
 
@@ -62,6 +85,13 @@ impl Origin {
                 api_version: "v1".into(),
                 kind: "ConfigMap".into(),
                 namespace: namespace.clone(),
+                name: name.clone(),
+                uid: uid.clone(),
+            }),
+            Origin::Resource { name, uid, .. } => Some(Regarding {
+                api_version: PLUGIN_API_VERSION.into(),
+                kind: "Plugin".into(),
+                namespace: String::new(),
                 name: name.clone(),
                 uid: uid.clone(),
             }),
@@ -76,6 +106,9 @@ pub struct Update {
     pub bytes: Option<Vec<u8>>,
     /// The detached signature stored beside the bytes, if any ([`trust`]).
     pub signature: Option<Vec<u8>>,
+    /// A policy the bytes must satisfy as well as the host's (a `Plugin`'s
+    /// `spec.trust`): it can add requirements, never lift the host's.
+    pub trust: Option<trust::Policy>,
 }
 
 /// Called after a plugin version is running (e.g. to register embedded admission).
@@ -151,6 +184,7 @@ impl Reloader {
                 return self.unstage(&update.origin).await;
             }
             self.rollback.forget(&id);
+            self.metrics.activity.accepted(&id);
             if let Some(old) = self.manager.remove(&id).await {
                 let message = format!("plugin {} stopped: its source {id} is gone", describe(&old));
                 tracing::warn!(plugin = %id, "{message}");
@@ -160,6 +194,14 @@ impl Reloader {
             return;
         };
         let current = self.manager.plugin(&id);
+        if let Some(own) = &update.trust
+            && let Err(e) = own.admit(bytes.clone(), update.signature.as_deref(), &update.origin.signature_name())
+        {
+            return match e {
+                trust::NotAdmitted::Untrusted(why) => self.refuse_untrusted(&update.origin, current.as_ref(), why).await,
+                trust::NotAdmitted::Unreadable(why) => self.reject(&update.origin, current.as_ref(), why).await,
+            };
+        }
         let (bytes, digest) = match self.trust.admit(bytes, update.signature.as_deref(), &update.origin.signature_name()) {
             Ok(admitted) => (admitted.component, admitted.digest),
             Err(trust::NotAdmitted::Untrusted(why)) => return self.refuse_untrusted(&update.origin, current.as_ref(), why).await,
@@ -170,7 +212,10 @@ impl Reloader {
             return;
         }
         if current.as_ref().is_some_and(|c| c.info().digest == digest) {
-            return; // the source changed elsewhere (another key, a label); this plugin did not
+            // The source changed elsewhere (another key, a label), or went
+            // back to the version that runs after offering a refused one.
+            self.metrics.activity.accepted(&id);
+            return;
         }
         if self.shadows.as_ref().and_then(|s| s.staged_digest(&id)).is_some_and(|d| d == digest) {
             return; // this candidate is staged already
@@ -194,6 +239,7 @@ impl Reloader {
         }
         match self.manager.apply(&id, plugin.clone()).await {
             Ok(applied) => {
+                self.metrics.activity.accepted(&id);
                 if let Some(f) = &self.on_applied {
                     f(&plugin);
                 }
@@ -245,6 +291,11 @@ impl Reloader {
                         candidate.info().digest
                     ),
                     Origin::File(path) => format!("mv {} {active_id}", path.display()),
+                    Origin::Resource { name, .. } => {
+                        format!(
+                            "kubectl patch plugin {name} --type json -p '[{{\"op\":\"move\",\"from\":\"/spec/candidate\",\"path\":\"/spec/source\"}}]'"
+                        )
+                    }
                 };
                 let message = format!(
                     "candidate {} staged beside {} ({active_id}): every reconcile now also runs on it, its writes discarded; promote now with `{how}`",
@@ -253,6 +304,7 @@ impl Reloader {
                 );
                 tracing::info!(plugin = %id, "{message}");
                 drop(s);
+                self.metrics.activity.accepted(&id);
                 self.metrics.plugin_swap(&id, "staged");
                 self.event(origin, "Normal", "PluginStaged", &message).await;
             }
@@ -277,6 +329,7 @@ impl Reloader {
         };
         let message = format!("new version of plugin {id} refused: {why}{kept}");
         tracing::warn!(plugin = %id, "{message}");
+        self.metrics.activity.refused(&id, "PluginRejected", &message);
         self.metrics.plugin_swap(&id, "rejected");
         self.event(origin, "Warning", "PluginRejected", &message).await;
     }
@@ -289,6 +342,7 @@ impl Reloader {
         };
         let message = format!("new version of plugin {id} refused: untrusted: {why}{kept}");
         tracing::warn!(plugin = %id, "{message}");
+        self.metrics.activity.refused(&id, "PluginUntrusted", &message);
         self.metrics.plugin_trust_refusal(&id, why.label());
         self.metrics.plugin_swap(&id, "rejected");
         self.event(origin, "Warning", "PluginUntrusted", &message).await;

@@ -17,6 +17,9 @@
 //!   reconciles. The host always writes the digest, so a stale annotation
 //!   never promotes a later candidate it did not shadow.
 //! - Files: `FILE.candidate` is renamed over `FILE` (by the host, or by `mv`).
+//! - A `Plugin` object: `spec.candidate` moved to `spec.source` (by the
+//!   host under `spec.promotion`, or by `kubectl patch`), see
+//!   `crate::plugin_resource`.
 //!
 //! A candidate that differs or fails even once is never promoted
 //! automatically: it stays staged, reported, until it is replaced, removed
@@ -309,7 +312,9 @@ impl Shadow {
         if seen % 100 == 0 {
             tracing::info!(plugin = %self.active_id, candidate = %name, "shadow run: {tally}");
         }
-        let promote_after = self.shared.config.promote_after;
+        // A Plugin object's candidate is promoted by its own `spec.promotion`
+        // (crate::plugin_resource), from the tally the status page shows.
+        let promote_after = if matches!(self.origin, Origin::Resource { .. }) { 0 } else { self.shared.config.promote_after };
         if promote_after > 0 && tally.agree >= promote_after && !self.blocked.load(Ordering::Relaxed) && !self.done.swap(true, Ordering::Relaxed) {
             self.promote(tally).await;
         }
@@ -327,6 +332,7 @@ impl Shadow {
                 let active = PathBuf::from(&self.active_id);
                 std::fs::rename(candidate, &active).map_err(|e| format!("cannot rename {} to {}: {e}", candidate.display(), active.display()))
             }
+            Origin::Resource { name, .. } => Err(format!("plugin {name} is promoted by its spec.promotion, not by the shadow run")),
         };
         match result {
             Ok(()) => {

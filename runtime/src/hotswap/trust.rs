@@ -47,7 +47,7 @@ pub enum KeyError {
 /// Why plugin bytes were refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
-    #[error("it is not signed: no {expected} beside it, and this host runs only plugins signed with one of its --plugin-trust-key keys")]
+    #[error("it is not signed: no {expected} beside it, and only plugins signed with one of the trusted keys may run")]
     Unsigned { expected: String },
     #[error("its signature {expected} is neither 64 raw bytes nor base64 of 64 bytes")]
     MalformedSignature { expected: String },
@@ -106,6 +106,21 @@ impl Policy {
             let key = VerifyingKey::from_public_key_pem(pem.trim()).map_err(|e| KeyError::Public { path: path.clone(), detail: e.to_string() })?;
             keys.push(key);
         }
+        let pins = pins.iter().map(|p| parse_pin(p)).collect::<Result<_, _>>()?;
+        Ok(Self { keys, pins })
+    }
+
+    /// A policy from PEM text (a `Plugin`'s `spec.trust`): keys are named
+    /// `spec.trust.ed25519Keys[i]` in errors.
+    pub fn from_pem(keys: &[String], pins: &[String]) -> Result<Self, KeyError> {
+        let keys = keys
+            .iter()
+            .enumerate()
+            .map(|(i, pem)| {
+                VerifyingKey::from_public_key_pem(pem.trim())
+                    .map_err(|e| KeyError::Public { path: format!("spec.trust.ed25519Keys[{i}]").into(), detail: e.to_string() })
+            })
+            .collect::<Result<_, _>>()?;
         let pins = pins.iter().map(|p| parse_pin(p)).collect::<Result<_, _>>()?;
         Ok(Self { keys, pins })
     }

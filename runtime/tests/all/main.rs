@@ -17,6 +17,7 @@ mod hotswap;
 mod languages;
 mod leader;
 mod ownership;
+mod plugin_resource;
 mod related;
 mod robustness;
 mod runtime;

@@ -51,7 +51,7 @@ fn trapping() -> Vec<u8> {
 
 /// `bytes` with a custom section appended: another digest, the same code
 /// (as a rebuild that changed nothing that matters).
-fn rebuilt(mut bytes: Vec<u8>) -> Vec<u8> {
+pub(crate) fn rebuilt(mut bytes: Vec<u8>) -> Vec<u8> {
     let name = b"rebuilt";
     let payload = b"same behaviour, other bytes";
     let body_len = 1 + name.len() + payload.len();

@@ -11,6 +11,7 @@ mod faults;
 mod fixture;
 mod hotswap;
 mod leader;
+mod plugin_resource;
 mod rbac;
 mod sharding;
 mod tour;
