@@ -21,22 +21,25 @@ use crate::time::Time;
 /// `conditions` would have the API server prune it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+// Doc comments here become descriptions in the schema of every CRD that
+// embeds `Condition` (and would make their checked-in crd.json stale), so
+// the fields are described in comments: `type_` (`type` in JSON) is the
+// condition's type in CamelCase, e.g. `Available`; `observed_generation` the
+// parent's `metadata.generation` it was computed from; `last_transition_time`
+// when `status` last changed (RFC 3339), which `set` maintains; `reason` why,
+// in one CamelCase word; `message` why, for a person.
+#[allow(missing_docs)]
 pub struct Condition {
-    /// The condition's type in CamelCase, e.g. `Available` (`type` in JSON).
     #[serde(rename = "type")]
     pub type_: String,
     /// `True`, `False` or `Unknown`.
     pub status: String,
-    /// The parent's `metadata.generation` this condition was computed from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// When `status` last changed (RFC 3339); [`set`] maintains it.
     #[serde(default)]
     pub last_transition_time: String,
-    /// Why, in one CamelCase word, e.g. `MinimumReplicasAvailable`.
     #[serde(default)]
     pub reason: String,
-    /// Why, for a person.
     #[serde(default)]
     pub message: String,
 }
