@@ -263,8 +263,8 @@ mod tests {
             found,
             [
                 r#"spec.schedule: Invalid value: 5: must be a string"#,
-                r#"spec.timeZone: Invalid value: "true": must be a string"#,
-                r#"spec.concurrencyPolicy: Unsupported value: "1": supported values: "Allow", "Forbid", "Replace""#,
+                r#"spec.timeZone: Invalid value: true: must be a string"#,
+                r#"spec.concurrencyPolicy: Unsupported value: 1: supported values: "Allow", "Forbid", "Replace""#,
                 r#"spec.suspend: Invalid value: "yes": must be a boolean"#,
                 r#"spec.startingDeadlineSeconds: Invalid value: "60": must be an integer"#,
                 r#"spec.successfulJobsHistoryLimit: Invalid value: 9223372036854775808: must be greater than or equal to 0"#,
