@@ -126,6 +126,17 @@ pub fn apply_defaults(schema: &Value, value: &mut Value) {
     }
 }
 
+/// A schema bound as the API server prints it: the CRD holds bounds as
+/// float64 and Go's `%v` prints a whole float without a fraction (`10`, where
+/// a schema generated from Rust types says `10.0`).
+fn go_number(bound: &Value) -> String {
+    match bound.as_f64() {
+        Some(f) if f.fract() == 0.0 && f.abs() < 1e21 => format!("{}", f as i64),
+        Some(f) => f.to_string(),
+        None => bound.to_string(),
+    }
+}
+
 /// Validate `value` against `schema`; causes name field paths as upstream (`spec.replicas`).
 pub fn validate(schema: &Value, value: &Value) -> Vec<Cause> {
     let mut causes = vec![];
@@ -187,19 +198,19 @@ fn validate_at(schema: &Value, value: &Value, path: &str, causes: &mut Vec<Cause
             && (n < min || (excl_min && n == min))
         {
             let word = if excl_min { "greater than" } else { "greater than or equal to" };
-            invalid(causes, path, value, format!("{shown} in body should be {word} {}", schema["minimum"]));
+            invalid(causes, path, value, format!("{shown} in body should be {word} {}", go_number(&schema["minimum"])));
         }
         if let Some(max) = schema.get("maximum").and_then(Value::as_f64)
             && (n > max || (excl_max && n == max))
         {
             let word = if excl_max { "less than" } else { "less than or equal to" };
-            invalid(causes, path, value, format!("{shown} in body should be {word} {}", schema["maximum"]));
+            invalid(causes, path, value, format!("{shown} in body should be {word} {}", go_number(&schema["maximum"])));
         }
         if let Some(m) = schema.get("multipleOf").and_then(Value::as_f64)
             && m != 0.0
             && (n / m).fract() != 0.0
         {
-            invalid(causes, path, value, format!("{shown} in body should be a multiple of {}", schema["multipleOf"]));
+            invalid(causes, path, value, format!("{shown} in body should be a multiple of {}", go_number(&schema["multipleOf"])));
         }
     }
     if let Some(s) = value.as_str() {
@@ -325,6 +336,13 @@ mod tests {
         assert_eq!(c.len(), 1);
         assert_eq!(c[0].field, "spec.replicas");
         assert_eq!(c[0].message, "Invalid value: -1: spec.replicas in body should be greater than or equal to 0");
+        // Bounds as a schema generated from Rust types writes them (`10.0`)
+        // print as the real API server prints them.
+        let generated = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "replicas": {"type": "integer", "minimum": 0.0, "maximum": 10.0}
+        }}}});
+        let c = validate(&generated, &json!({"spec": {"replicas": 20}}));
+        assert_eq!(c[0].message, "Invalid value: 20: spec.replicas in body should be less than or equal to 10");
     }
 
     #[test]

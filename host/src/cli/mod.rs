@@ -184,8 +184,34 @@ fn with_default_command(mut args: Vec<OsString>) -> Vec<OsString> {
     args
 }
 
+/// Subcommands that run no plugin: the sandbox's global flags mean nothing
+/// to them, so their `--help` leaves them out (clap would list them).
+const WITHOUT_SANDBOX: &[&str] = &["new", "sign", "status", "cluster"];
+
+/// The command line as clap parses it, with the sandbox flags hidden from
+/// the help of [`WITHOUT_SANDBOX`] (still accepted there, as before any
+/// subcommand, so `host --no-plugin-cache new x` keeps working).
+fn command() -> clap::Command {
+    let mut cmd = Cli::command();
+    // Global flags reach the subcommands when the command is built; hiding
+    // them has to come after that.
+    cmd.build();
+    for name in WITHOUT_SANDBOX {
+        if cmd.find_subcommand(name).is_some() {
+            cmd = cmd.mut_subcommand(name, |sub| sub.mut_args(|a| if a.is_global_set() { a.hide(true) } else { a }));
+        }
+    }
+    cmd
+}
+
+fn parse(args: Vec<OsString>) -> Cli {
+    use clap::FromArgMatches;
+    let matches = command().get_matches_from(with_default_command(args));
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
 pub fn main() -> ExitCode {
-    let cli = Cli::parse_from(with_default_command(std::env::args_os().collect()));
+    let cli = parse(std::env::args_os().collect());
     init_tracing();
     let result = match &cli.command {
         Command::Inspect(args) => inspect::run(&cli.sandbox, args),
@@ -239,6 +265,17 @@ mod tests {
             "host --no-plugin-cache --plugin-deadline=2s run -n x --plugin a.wasm"
         );
         assert!(Cli::try_parse_from(with_default_command(["host", "--embedded", "--plugin", "a.wasm"].map(OsString::from).to_vec())).is_ok());
+    }
+
+    #[test]
+    fn help_of_a_command_that_runs_no_plugin_lists_only_its_own_flags() {
+        let help = |name: &str| command().find_subcommand_mut(name).expect("a subcommand").render_long_help().to_string();
+        let new = help("new");
+        assert!(new.contains("--sdk") && new.contains("--group"), "{new}");
+        assert!(!new.contains("--plugin-deadline") && !new.contains("--no-plugin-baseline"), "{new}");
+        assert!(help("inspect").contains("--plugin-deadline"), "commands that run plugins keep the sandbox flags");
+        let cli = parse(["host", "--no-plugin-cache", "new", "demo"].map(OsString::from).to_vec());
+        assert!(cli.sandbox.no_plugin_cache && matches!(cli.command, Command::New(_)));
     }
 
     #[test]

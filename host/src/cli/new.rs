@@ -1,6 +1,15 @@
 //! `host new NAME`: writes a complete plugin crate (typed spec and status,
 //! reconcile/validate/default, fixtures, a sample, a README) into a new
 //! directory, ready for `cargo test` and `cargo component build`.
+//!
+//! The SDK travels with the host: by default the new crate gets a copy of
+//! the SDK sources this host was built with (embedded in the binary by the
+//! host's build script) under `vendor/operator-plugin-sdk`, and depends on it
+//! by path. A path dependency needs no registry and no network for the SDK
+//! itself, is the same SDK the host speaks the contract of, and `cargo
+//! update` leaves it alone (it only moves the SDK's own crates.io
+//! dependencies). `--sdk crates-io` writes the plain version requirement
+//! for when the SDK is published.
 
 use std::path::{Path, PathBuf};
 
@@ -22,7 +31,53 @@ pub struct Args {
     /// Where to create the crate. Default: `./<name>`.
     #[arg(long)]
     dir: Option<PathBuf>,
+    /// Where the crate gets the SDK from: `vendored` writes this host's copy
+    /// into `vendor/operator-plugin-sdk` (nothing else to fetch); `crates-io`
+    /// depends on the published version.
+    #[arg(long, value_enum, default_value_t = SdkSource::Vendored)]
+    sdk: SdkSource,
 }
+
+/// Where a new crate's `operator-plugin-sdk` comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SdkSource {
+    /// A copy of the SDK this host was built with, as a path dependency.
+    Vendored,
+    /// The version on crates.io (once the SDK is published).
+    CratesIo,
+}
+
+impl SdkSource {
+    /// The dependency's value in the new crate's Cargo.toml, with `features`.
+    fn dependency(self, features: &str) -> String {
+        let features = if features.is_empty() { String::new() } else { format!(", features = [{features}]") };
+        match self {
+            // The version stays next to the path: cargo uses the path here and
+            // the version wherever the crate is published.
+            SdkSource::Vendored => format!("{{ path = \"{VENDOR_DIR}\", version = \"{SDK_VERSION}\"{features} }}"),
+            SdkSource::CratesIo => format!("{{ version = \"{SDK_VERSION}\"{features} }}"),
+        }
+    }
+
+    /// The Cargo.toml comment above the dependency: where the SDK comes from.
+    fn note(self) -> &'static str {
+        match self {
+            SdkSource::Vendored => {
+                "# The SDK the host that created this crate was built with, vendored in\n\
+                 # vendor/operator-plugin-sdk (commit it): nothing to fetch for it, and\n\
+                 # `cargo update` leaves it alone. A newer host's `host new` writes a newer\n\
+                 # copy; once the SDK is on crates.io, drop `path` to use the registry."
+            }
+            SdkSource::CratesIo => "# The SDK from crates.io.",
+        }
+    }
+}
+
+/// Where a vendored SDK goes, relative to the new crate.
+const VENDOR_DIR: &str = "vendor/operator-plugin-sdk";
+
+// SDK_FILES: the SDK's manifest (normalized), README, src/ and wit/.
+include!(concat!(env!("OUT_DIR"), "/sdk_files.rs"));
 
 /// The SDK version the scaffold depends on: the one this host is built with.
 const SDK_VERSION: &str = operator_plugin_sdk::VERSION;
@@ -55,6 +110,7 @@ struct Names {
     group: String,
     version: String,
     kind: String,
+    sdk: SdkSource,
 }
 
 impl Names {
@@ -65,7 +121,7 @@ impl Names {
         check_version(&args.version)?;
         let kind = args.kind.clone().unwrap_or_else(|| upper_camel(&args.name));
         check_kind(&kind)?;
-        Ok(Names { name: args.name.clone(), group, version: args.version.clone(), kind })
+        Ok(Names { name: args.name.clone(), group, version: args.version.clone(), kind, sdk: args.sdk })
     }
 
     /// The resource's plural, as kube-derive would guess it (written out in
@@ -76,6 +132,13 @@ impl Names {
     }
 
     fn fill(&self, template: &str) -> String {
+        self.fill_names(template)
+            .replace("{{sdk_dependency}}", &self.sdk.dependency(""))
+            .replace("{{sdk_dev_dependency}}", &self.sdk.dependency("\"testing\""))
+            .replace("{{sdk_note}}", self.sdk.note())
+    }
+
+    fn fill_names(&self, template: &str) -> String {
         template
             .replace("{{crate}}", &self.name)
             .replace("{{lib}}", &self.name.replace('-', "_"))
@@ -97,8 +160,18 @@ pub fn run(args: &Args) -> Result<(), Failure> {
         let path = dir.join(names.fill(path));
         write(&path, &names.fill(template)).map_err(Failure::bad_input)?;
     }
+    if args.sdk == SdkSource::Vendored {
+        for (path, text) in SDK_FILES {
+            write(&dir.join(VENDOR_DIR).join(path), text).map_err(Failure::bad_input)?;
+        }
+    }
     println!("Created plugin crate {} in {} ({}/{}, Kind={}).", names.name, dir.display(), names.group, names.version, names.kind);
+    match args.sdk {
+        SdkSource::Vendored => println!("The SDK {SDK_VERSION} this host speaks is in {}/{VENDOR_DIR} (a path dependency).", dir.display()),
+        SdkSource::CratesIo => println!("The SDK comes from crates.io: operator-plugin-sdk = \"{SDK_VERSION}\"."),
+    }
     println!("Next: cd {} && cargo test && cargo component build --release  (see README.md)", dir.display());
+    println!("The SDK's API reference, offline: cargo doc --open -p operator-plugin-sdk");
     Ok(())
 }
 
@@ -280,7 +353,8 @@ mod tests {
 
     #[test]
     fn every_placeholder_is_filled() {
-        let names = Names { name: "my-op".into(), group: "g.example.com".into(), version: "v1".into(), kind: "MyOp".into() };
+        let names =
+            Names { name: "my-op".into(), group: "g.example.com".into(), version: "v1".into(), kind: "MyOp".into(), sdk: SdkSource::Vendored };
         for (path, template) in FILES {
             let text = names.fill(template) + &names.fill(path);
             assert!(!text.contains("{{"), "{path}: a placeholder is left");

@@ -1,6 +1,11 @@
-//! `host validate --plugin P FILE`: a parent through the plugin's admission
-//! (`default`, then `validate`) as the API server would run it, offline.
-//! `host reconcile` runs the same check before reconciling.
+//! `host validate --plugin P FILE`: a parent through admission as the API
+//! server runs it, offline: the plugin's `default` (the mutating webhook),
+//! then the CRD's schema (the plugin's own CRD), then the plugin's
+//! `validate` (the validating webhook). The first that refuses answers, as
+//! on a cluster: a value both the schema and `validate` refuse is refused
+//! in the schema's words. `host reconcile` runs the same check before
+//! reconciling. A host built without the embedded cluster (the image) has
+//! no schema validator and skips that step.
 
 use std::path::PathBuf;
 
@@ -42,6 +47,7 @@ pub fn admit(plugin: &LoadedPlugin, object: &Value, old: Option<&Value>) -> Resu
         return Err(Failure::bad_input(format!("{kind} {:?} ({api_version}) is not of the plugin's parent kind {parent}", name_of(object))));
     }
     let defaulted = plugin.default_blocking(&object.to_string()).map_err(|e| Failure::plugin(format!("defaulting failed: {e}")))?;
+    check_schema(plugin, &defaulted)?;
     let old = old.map(Value::to_string);
     let errors = plugin.validate_blocking(&defaulted.to_string(), old.as_deref()).map_err(|e| Failure::plugin(format!("validation failed: {e}")))?;
     if errors.is_empty() {
@@ -50,6 +56,30 @@ pub fn admit(plugin: &LoadedPlugin, object: &Value, old: Option<&Value>) -> Resu
     let list = errors.iter().map(ToString::to_string).collect::<Vec<_>>();
     let listed = if list.len() == 1 { list[0].clone() } else { format!("[{}]", list.join(", ")) };
     Err(Failure::bad_input(format!("{kind} {:?} is invalid: {listed}", name_of(object))))
+}
+
+/// The parent against the schema of its version in the plugin's CRD, refused
+/// as the API server refuses it: `Kind.group "name" is invalid: causes`.
+#[cfg(feature = "embedded")]
+fn check_schema(plugin: &LoadedPlugin, object: &Value) -> Result<(), Failure> {
+    let parent = &plugin.manifest().parent;
+    let crd =
+        plugin.manifest().crds.iter().find(|c| c["spec"]["group"] == parent.group.as_str() && c["spec"]["names"]["kind"] == parent.kind.as_str());
+    let version = crd.and_then(|c| c["spec"]["versions"].as_array()?.iter().find(|v| v["name"] == parent.version.as_str()));
+    let Some(schema) = version.and_then(|v| v.pointer("/schema/openAPIV3Schema")) else {
+        return Ok(());
+    };
+    let causes = apiserver::schema::validate(schema, object);
+    if causes.is_empty() {
+        return Ok(());
+    }
+    let error = apiserver::ApiError::invalid(&parent.group, &parent.kind, name_of(object), causes);
+    Err(Failure::bad_input(error.to_status()["message"].as_str().unwrap_or_default().to_string()))
+}
+
+#[cfg(not(feature = "embedded"))]
+fn check_schema(_: &LoadedPlugin, _: &Value) -> Result<(), Failure> {
+    Ok(())
 }
 
 fn kind_of(object: &Value) -> &str {

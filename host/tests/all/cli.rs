@@ -231,13 +231,13 @@ fn reconcile_admits_the_parent_first_and_refuses_children_the_parent_does_not_co
     let other_kind = write(dir.path(), "pod.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n");
     let stranger = write(dir.path(), "children.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: stranger, namespace: default}\n");
     let cases: Vec<(Vec<&str>, &str)> = vec![
-        (vec!["reconcile", "--plugin", hello, "--parent", &long], r#"Hello "world" is invalid: spec.greeting: Too long"#),
+        (vec!["reconcile", "--plugin", hello, "--parent", &long], r#"Hello.example.operator.dev "world" is invalid: spec.greeting: Too long"#),
         (
             vec!["reconcile", "--plugin", hello, "--parent", &other_kind],
             "is not of the plugin's parent kind example.operator.dev/v1alpha1, Kind=Hello",
         ),
         (vec!["reconcile", "--plugin", hello, "--parent", &parent, "--children", &stranger], r#"not controlled by Hello "world""#),
-        (vec!["validate", "--plugin", hello, &long], r#"Hello "world" is invalid: spec.greeting: Too long"#),
+        (vec!["validate", "--plugin", hello, &long], r#"Hello.example.operator.dev "world" is invalid: spec.greeting: Too long"#),
     ];
     for (args, want) in cases {
         let o = host(&args);

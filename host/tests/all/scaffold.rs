@@ -1,13 +1,14 @@
-//! `host new` as a plugin author outside this repository uses it: the
-//! scaffolded crate builds, tests, inspects and reconciles with no edits,
-//! depending on the SDK as a published crate (here its `cargo package`
-//! output, patched in through the temp directory's `.cargo/config.toml`,
-//! with no path back into this repository).
+//! `host new` as a plugin author outside this repository uses it: in an
+//! empty directory outside the workspace, with no patch and no packaging
+//! step, the scaffolded crate builds, tests, inspects and reconciles with no
+//! edits. The SDK comes with the host (vendored into the new crate); its own
+//! dependencies come from crates.io, as a user's would.
 
 use crate::common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
+use std::time::Instant;
 
 use common::workspace_root;
 
@@ -20,8 +21,9 @@ fn text(o: &Output) -> String {
 }
 
 /// Cargo as a user runs it: without the variables this test run inherits
-/// from its own cargo, and with a build cache kept between runs (the crate
-/// itself and its dependencies stay outside the workspace).
+/// from its own cargo, and with a build cache kept between runs under this
+/// workspace's target/ (only the cache: the crate itself is outside), so a
+/// machine that ran the tests once rebuilds only the new crate and its SDK.
 fn cargo(dir: &Path, args: &[&str]) -> Output {
     let mut c = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     for (key, _) in std::env::vars_os() {
@@ -29,31 +31,10 @@ fn cargo(dir: &Path, args: &[&str]) -> Output {
             c.env_remove(key);
         }
     }
-    c.current_dir(dir).args(args).env("CARGO_TARGET_DIR", workspace_root().join("target/scaffold-test")).output().expect("run cargo")
-}
-
-/// Packages the SDK as `cargo publish` would upload it, unpacks it under
-/// `dir`, and points crates.io's `operator-plugin-sdk` at the copy.
-fn vendor_sdk(dir: &Path) -> PathBuf {
-    let pkg = dir.join("pkg");
-    let o =
-        cargo(&workspace_root(), &["package", "-p", "operator-plugin-sdk", "--no-verify", "--allow-dirty", "--target-dir", pkg.to_str().unwrap()]);
-    assert!(o.status.success(), "cargo package: {}", text(&o));
-    let krate = std::fs::read_dir(pkg.join("package"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|e| e == "crate"))
-        .expect("a .crate");
-    let vendor = dir.join("vendor");
-    std::fs::create_dir_all(&vendor).unwrap();
-    let o = Command::new("tar").arg("xzf").arg(&krate).arg("-C").arg(&vendor).output().unwrap();
-    assert!(o.status.success(), "tar: {}", text(&o));
-    let sdk = std::fs::read_dir(&vendor).unwrap().next().unwrap().unwrap().path();
-    assert!(sdk.join("wit/plugin.wit").exists(), "the packaged SDK carries its WIT");
-    std::fs::create_dir_all(dir.join(".cargo")).unwrap();
-    std::fs::write(dir.join(".cargo/config.toml"), format!("[patch.crates-io]\noperator-plugin-sdk = {{ path = {:?} }}\n", sdk.to_str().unwrap()))
-        .unwrap();
-    sdk
+    let started = Instant::now();
+    let o = c.current_dir(dir).args(args).env("CARGO_TARGET_DIR", workspace_root().join("target/scaffold-test")).output().expect("run cargo");
+    eprintln!("cargo {}: {:.1} s", args.join(" "), started.elapsed().as_secs_f64());
+    o
 }
 
 #[test]
@@ -61,20 +42,25 @@ fn a_scaffolded_plugin_builds_tests_inspects_and_reconciles_with_no_edits() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     assert!(!dir.starts_with(workspace_root()), "the crate must be outside the workspace");
-    vendor_sdk(dir);
 
     let o = host(dir, &["new", "demo"]);
     assert!(o.status.success(), "host new: {}", text(&o));
+    assert!(text(&o).contains("cargo doc --open -p operator-plugin-sdk"), "host new says how to read the SDK's docs offline: {}", text(&o));
     let demo = dir.join("demo");
     let manifest = std::fs::read_to_string(demo.join("Cargo.toml")).unwrap();
-    assert!(!manifest.contains("path ="), "the scaffold depends on the SDK by version:\n{manifest}");
+    assert!(manifest.contains(r#"operator-plugin-sdk = { path = "vendor/operator-plugin-sdk", version = "#), "{manifest}");
+    let config = std::fs::read_to_string(demo.join(".cargo/config.toml")).unwrap();
+    assert!(!manifest.contains("[patch") && !config.contains("[patch"), "no patch:\n{manifest}\n{config}");
+    let sdk = std::fs::read_to_string(demo.join("vendor/operator-plugin-sdk/Cargo.toml")).unwrap();
+    assert!(!sdk.lines().any(|l| !l.starts_with('#') && l.contains("workspace")), "the vendored SDK stands alone:\n{sdk}");
+    assert!(demo.join("vendor/operator-plugin-sdk/wit/plugin.wit").exists(), "the vendored SDK carries its WIT");
 
-    let o = cargo(&demo, &["component", "build", "--release"]);
-    assert!(o.status.success(), "cargo component build: {}", text(&o));
     let o = cargo(&demo, &["test"]);
     assert!(o.status.success(), "cargo test: {}", text(&o));
     assert!(text(&o).contains("every_fixture_gives_its_expected_actions ... ok"), "{}", text(&o));
     assert!(text(&o).contains("crd_json_is_the_generated_crd ... ok"), "the scaffold's crd.json is what its types generate:\n{}", text(&o));
+    let o = cargo(&demo, &["component", "build", "--release"]);
+    assert!(o.status.success(), "cargo component build: {}", text(&o));
 
     let wasm = workspace_root().join("target/scaffold-test/wasm32-wasip1/release/demo.wasm");
     eprintln!("demo.wasm: {} bytes", std::fs::metadata(&wasm).unwrap().len());
@@ -89,8 +75,33 @@ fn a_scaffolded_plugin_builds_tests_inspects_and_reconciles_with_no_edits() {
     assert!(o.status.success(), "host reconcile: {}", text(&o));
     let actions: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(actions[0]["create"]["metadata"]["name"], "example-demo", "{actions:#}");
-    assert_eq!(actions[0]["create"]["data"]["message"], "Hello from the sample");
-    assert_eq!(actions[2], serde_json::json!({"setStatus": {"upToDate": false}}));
+    assert_eq!(actions[0]["create"]["data"], serde_json::json!({"message": "Hello from the sample", "replicas": "2"}));
+    assert_eq!(actions[2], serde_json::json!({"setStatus": {"upToDate": false, "replicas": 0}}));
+
+    // The schema's range is checked offline as the API server checks it.
+    let too_many = demo.join("samples/too-many.yaml");
+    std::fs::write(&too_many, std::fs::read_to_string(demo.join("samples/demo.yaml")).unwrap().replace("replicas: 2", "replicas: 20")).unwrap();
+    let o = host(&demo, &["validate", "--plugin", wasm.to_str().unwrap(), too_many.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains(r#"Demo.demo.example.com "example" is invalid: spec.replicas: Invalid value: 20: spec.replicas in body should be less than or equal to 10"#),
+        "{}",
+        text(&o)
+    );
+}
+
+/// `--sdk crates-io` is the form for when the SDK is published: a version
+/// requirement and nothing vendored.
+#[test]
+fn host_new_can_depend_on_the_sdk_from_crates_io_instead() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = host(tmp.path(), &["new", "demo", "--sdk", "crates-io"]);
+    assert!(o.status.success(), "host new: {}", text(&o));
+    let manifest = std::fs::read_to_string(tmp.path().join("demo/Cargo.toml")).unwrap();
+    let version = operator_plugin_sdk::VERSION;
+    assert!(manifest.contains(&format!(r#"operator-plugin-sdk = {{ version = "{version}" }}"#)), "{manifest}");
+    assert!(manifest.contains(&format!(r#"operator-plugin-sdk = {{ version = "{version}", features = ["testing"] }}"#)), "{manifest}");
+    assert!(!tmp.path().join("demo/vendor").exists());
 }
 
 #[test]

@@ -7,7 +7,7 @@
 //! admission, over the object as sent (a wrongly typed field is an error on
 //! that field), and [`validate`] for reconcile, over the typed CronJob.
 
-use operator_plugin_sdk::{FieldError, FieldErrorKind, Object};
+use operator_plugin_sdk::{FieldError, FieldErrorKind, FieldValue, Object};
 use serde_json::Value;
 
 use crate::api::{ConcurrencyPolicy, CronJob, MAX_NAME_LENGTH};
@@ -81,11 +81,8 @@ pub fn validate_object(object: &Object) -> Vec<FieldError> {
     errors
 }
 
-fn text(value: &Value) -> String {
-    match value {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
+fn text(value: &Value) -> FieldValue {
+    FieldValue::from(value)
 }
 
 fn validate_name(name: &str, errors: &mut Vec<FieldError>) {
@@ -116,7 +113,7 @@ fn validate_concurrency_policy(policy: &str, errors: &mut Vec<FieldError>) {
 
 fn validate_non_negative(field: &str, value: i64, errors: &mut Vec<FieldError>) {
     if value < 0 {
-        errors.push(FieldError::invalid(format!("spec.{field}"), value.to_string(), "must be greater than or equal to 0"));
+        errors.push(FieldError::invalid(format!("spec.{field}"), value, "must be greater than or equal to 0"));
     }
 }
 
@@ -236,11 +233,11 @@ mod tests {
             ("an unknown concurrency policy", "c", json!({"concurrencyPolicy": "Sometimes"}),
                 r#"spec.concurrencyPolicy: Unsupported value: "Sometimes": supported values: "Allow", "Forbid", "Replace""#),
             ("a negative deadline", "c", json!({"startingDeadlineSeconds": -1}),
-                r#"spec.startingDeadlineSeconds: Invalid value: "-1": must be greater than or equal to 0"#),
+                r#"spec.startingDeadlineSeconds: Invalid value: -1: must be greater than or equal to 0"#),
             ("a negative successful history limit", "c", json!({"successfulJobsHistoryLimit": -3}),
-                r#"spec.successfulJobsHistoryLimit: Invalid value: "-3": must be greater than or equal to 0"#),
+                r#"spec.successfulJobsHistoryLimit: Invalid value: -3: must be greater than or equal to 0"#),
             ("a negative failed history limit", "c", json!({"failedJobsHistoryLimit": -1}),
-                r#"spec.failedJobsHistoryLimit: Invalid value: "-1": must be greater than or equal to 0"#),
+                r#"spec.failedJobsHistoryLimit: Invalid value: -1: must be greater than or equal to 0"#),
             ("a missing job template", "c", json!({"jobTemplate": null}), "spec.jobTemplate: Required value"),
             ("a pod template without containers", "c", json!({"jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "Never"}}}}}),
                 "spec.jobTemplate.spec.template.spec.containers: Required value"),
@@ -265,13 +262,13 @@ mod tests {
         assert_eq!(
             found,
             [
-                r#"spec.schedule: Invalid value: "5": must be a string"#,
-                r#"spec.timeZone: Invalid value: "true": must be a string"#,
-                r#"spec.concurrencyPolicy: Unsupported value: "1": supported values: "Allow", "Forbid", "Replace""#,
+                r#"spec.schedule: Invalid value: 5: must be a string"#,
+                r#"spec.timeZone: Invalid value: true: must be a string"#,
+                r#"spec.concurrencyPolicy: Unsupported value: 1: supported values: "Allow", "Forbid", "Replace""#,
                 r#"spec.suspend: Invalid value: "yes": must be a boolean"#,
                 r#"spec.startingDeadlineSeconds: Invalid value: "60": must be an integer"#,
-                r#"spec.successfulJobsHistoryLimit: Invalid value: "9223372036854775808": must be greater than or equal to 0"#,
-                r#"spec.failedJobsHistoryLimit: Invalid value: "1.5": must be an integer"#,
+                r#"spec.successfulJobsHistoryLimit: Invalid value: 9223372036854775808: must be greater than or equal to 0"#,
+                r#"spec.failedJobsHistoryLimit: Invalid value: 1.5: must be an integer"#,
             ]
         );
         let no_spec = Object::new(json!({"metadata": {"name": "c"}, "spec": []}));

@@ -49,7 +49,7 @@ pub fn parse_spec(spec: &Value) -> Result<MyDeploymentSpec, FieldError> {
 
 fn non_negative(field: &str, value: Option<i32>, errors: &mut Vec<FieldError>) {
     if let Some(v) = value.filter(|v| *v < 0) {
-        errors.push(FieldError::invalid(field, v.to_string(), NON_NEGATIVE));
+        errors.push(FieldError::invalid(field, v, NON_NEGATIVE));
     }
 }
 
@@ -60,7 +60,7 @@ pub fn validate_spec(spec: &MyDeploymentSpec, errors: &mut Vec<FieldError>) {
     if let Some(deadline) = spec.progress_deadline_seconds {
         non_negative("spec.progressDeadlineSeconds", Some(deadline), errors);
         if deadline <= spec.min_ready_seconds() {
-            errors.push(FieldError::invalid("spec.progressDeadlineSeconds", deadline.to_string(), "must be greater than minReadySeconds"));
+            errors.push(FieldError::invalid("spec.progressDeadlineSeconds", deadline, "must be greater than minReadySeconds"));
         }
     }
     match &spec.selector {
@@ -85,7 +85,7 @@ pub fn validate_spec(spec: &MyDeploymentSpec, errors: &mut Vec<FieldError>) {
     {
         // Upstream's RollbackConfig allowed 0 for "the previous revision";
         // a level-based pin needs a number that stays put, so 0 is refused.
-        errors.push(FieldError::invalid("spec.rollbackTo.revision", rb.revision().to_string(), "must be greater than or equal to 1"));
+        errors.push(FieldError::invalid("spec.rollbackTo.revision", rb.revision(), "must be greater than or equal to 1"));
     }
 }
 

@@ -44,10 +44,12 @@ impl Children {
         self.items.untyped("child")
     }
 
+    /// How many children there are, of all kinds.
     pub fn len(&self) -> usize {
         self.items.len()
     }
 
+    /// Whether there are no children at all.
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
     }

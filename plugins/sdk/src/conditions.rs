@@ -1,6 +1,14 @@
 //! Status conditions (`metav1.Condition`) with the upstream rule for
 //! `lastTransitionTime`: it changes only when `status` changes
 //! (`meta.SetStatusCondition` in apimachinery).
+//!
+//! ```
+//! use operator_plugin_sdk::prelude::*;
+//!
+//! let mut list = Vec::new();
+//! conditions::set(&mut list, Condition::new("Available", true, "MinimumReplicasAvailable", "2 of 2 ready"), Time::from_unix_millis(0));
+//! assert!(conditions::find(&list, "Available").is_some_and(Condition::is_true));
+//! ```
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -13,6 +21,14 @@ use crate::time::Time;
 /// `conditions` would have the API server prune it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+// Doc comments here become descriptions in the schema of every CRD that
+// embeds `Condition` (and would make their checked-in crd.json stale), so
+// the fields are described in comments: `type_` (`type` in JSON) is the
+// condition's type in CamelCase, e.g. `Available`; `observed_generation` the
+// parent's `metadata.generation` it was computed from; `last_transition_time`
+// when `status` last changed (RFC 3339), which `set` maintains; `reason` why,
+// in one CamelCase word; `message` why, for a person.
+#[allow(missing_docs)]
 pub struct Condition {
     #[serde(rename = "type")]
     pub type_: String,
@@ -29,6 +45,14 @@ pub struct Condition {
 }
 
 impl Condition {
+    /// A condition of `type_` with status `True` or `False`; [`set`] fills
+    /// in `lastTransitionTime`.
+    ///
+    /// ```
+    /// # use operator_plugin_sdk::Condition;
+    /// let c = Condition::new("Ready", false, "Waiting", "0 of 1 ready");
+    /// assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "Waiting"));
+    /// ```
     pub fn new(type_: &str, status: bool, reason: &str, message: impl Into<String>) -> Self {
         Condition {
             type_: type_.into(),
@@ -40,12 +64,24 @@ impl Condition {
         }
     }
 
+    /// The same condition, stamped with the generation it was computed from.
+    ///
+    /// ```
+    /// # use operator_plugin_sdk::Condition;
+    /// assert_eq!(Condition::new("Ready", true, "Up", "").observed(3).observed_generation, Some(3));
+    /// ```
     #[must_use]
     pub fn observed(mut self, generation: i64) -> Self {
         self.observed_generation = Some(generation);
         self
     }
 
+    /// Whether `status` is `True`.
+    ///
+    /// ```
+    /// # use operator_plugin_sdk::Condition;
+    /// assert!(Condition::new("Ready", true, "Up", "").is_true());
+    /// ```
     pub fn is_true(&self) -> bool {
         self.status == "True"
     }
@@ -53,6 +89,12 @@ impl Condition {
 
 /// Reads `status.conditions` from a status value; missing or malformed
 /// entries are skipped.
+///
+/// ```
+/// # use operator_plugin_sdk::{conditions, json};
+/// let status = json!({"conditions": [{"type": "Ready", "status": "True"}, {"type": 5}]});
+/// assert_eq!(conditions::conditions_of(&status).len(), 1);
+/// ```
 pub fn conditions_of(status: &Value) -> Vec<Condition> {
     status.get("conditions").and_then(Value::as_array).map(|a| a.iter().filter_map(|c| Condition::deserialize(c).ok()).collect()).unwrap_or_default()
 }
@@ -62,18 +104,45 @@ pub fn conditions_of(status: &Value) -> Vec<Condition> {
 /// condition written by another controller without the fields this type
 /// requires is skipped instead of failing the whole object (and the object
 /// need not be copied to take the conditions out first).
+///
+/// ```
+/// # use operator_plugin_sdk::prelude::*;
+/// #[derive(Deserialize)]
+/// struct Status {
+///     #[serde(default, deserialize_with = "conditions::lenient")]
+///     conditions: Vec<Condition>,
+/// }
+/// let status: Status = serde_json::from_value(json!({"conditions": [{"type": "Ready", "status": "True"}, {"status": 1}]}))?;
+/// assert_eq!(status.conditions.len(), 1);
+/// # Ok::<(), serde_json::Error>(())
+/// ```
 pub fn lenient<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<Condition>, D::Error> {
     let conditions = Value::deserialize(deserializer)?;
     Ok(conditions.as_array().map(|a| a.iter().filter_map(|c| Condition::deserialize(c).ok()).collect()).unwrap_or_default())
 }
 
 /// Finds a condition by type.
+///
+/// ```
+/// # use operator_plugin_sdk::{Condition, conditions};
+/// let list = vec![Condition::new("Ready", true, "Up", "")];
+/// assert!(conditions::find(&list, "Ready").is_some());
+/// assert!(conditions::find(&list, "Degraded").is_none());
+/// ```
 pub fn find<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
     conditions.iter().find(|c| c.type_ == type_)
 }
 
 /// Adds or updates `new` in `conditions`. `lastTransitionTime` is kept when
 /// the status did not change, and set to `now` when it did (or is new).
+///
+/// ```
+/// # use operator_plugin_sdk::{Condition, Time, conditions};
+/// let mut list = Vec::new();
+/// conditions::set(&mut list, Condition::new("Ready", true, "Up", ""), Time::from_unix_millis(0));
+/// conditions::set(&mut list, Condition::new("Ready", true, "StillUp", ""), Time::from_unix_millis(60_000));
+/// assert_eq!(list[0].last_transition_time, "1970-01-01T00:00:00Z");
+/// ```
 pub fn set(conditions: &mut Vec<Condition>, mut new: Condition, now: Time) {
     match conditions.iter_mut().find(|c| c.type_ == new.type_) {
         Some(existing) => {

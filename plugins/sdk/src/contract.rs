@@ -16,12 +16,21 @@ pub const CONTRACT_VERSION: &str = "0.2.0";
 /// A Kubernetes group, version and kind. The core group is `""`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct GroupVersionKind {
+    /// The API group; empty for the core group (`v1`).
     pub group: String,
+    /// The version, e.g. `v1`.
     pub version: String,
+    /// The kind, e.g. `Deployment`.
     pub kind: String,
 }
 
 impl GroupVersionKind {
+    /// A group, version and kind.
+    ///
+    /// ```
+    /// # use operator_plugin_sdk::GroupVersionKind;
+    /// assert_eq!(GroupVersionKind::new("apps", "v1", "Deployment").api_version(), "apps/v1");
+    /// ```
     pub fn new(group: &str, version: &str, kind: &str) -> Self {
         Self { group: group.into(), version: version.into(), kind: kind.into() }
     }
@@ -54,10 +63,15 @@ impl std::fmt::Display for GroupVersionKind {
 /// Severity, as in the contract's `log.level`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Level {
+    /// The most detailed level.
     Trace,
+    /// For debugging.
     Debug,
+    /// Normal operation.
     Info,
+    /// Something unexpected the plugin handled.
     Warn,
+    /// Something failed.
     Error,
 }
 
@@ -88,7 +102,9 @@ pub struct Manifest {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RelatedKind {
+    /// The related kind.
     pub kind: GroupVersionKind,
+    /// How objects of that kind are attached to a parent.
     pub attach: Attachment,
     /// Objects are looked up cluster-wide (a cluster-scoped kind such as `Node`).
     #[serde(default)]
@@ -112,10 +128,14 @@ pub enum Attachment {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectRef {
+    /// The target's `apiVersion`, e.g. `v1`.
     pub api_version: String,
+    /// The target's kind, e.g. `ConfigMap`.
     pub kind: String,
     #[serde(default)]
+    /// The target's namespace (the parent's, for children).
     pub namespace: String,
+    /// The target's name.
     pub name: String,
 }
 
@@ -140,7 +160,9 @@ pub enum Propagation {
 /// The type of a Kubernetes Event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum EventType {
+    /// An Event of type `Normal`.
     Normal,
+    /// An Event of type `Warning`.
     Warning,
 }
 
@@ -153,16 +175,31 @@ pub enum Action {
     /// Replace a child (PUT).
     Replace(Value),
     /// Merge-patch a child (RFC 7386).
-    Patch { target: ObjectRef, patch: Value },
+    /// A JSON merge patch of a child.
+    Patch {
+        /// The child to patch.
+        target: ObjectRef,
+        /// The merge patch (RFC 7386).
+        patch: Value,
+    },
     /// Delete a child.
-    Delete { target: ObjectRef, propagation: Propagation },
+    /// A delete of a child.
+    Delete {
+        /// The child to delete.
+        target: ObjectRef,
+        /// How its own dependents go.
+        propagation: Propagation,
+    },
     /// Set the parent's status (status subresource, only when changed).
     SetStatus(Value),
     /// Record an Event on the parent.
     Event {
         #[serde(rename = "type")]
+        /// `Normal` or `Warning`.
         event_type: EventType,
+        /// Why, in one CamelCase word.
         reason: String,
+        /// What happened, for a person.
         message: String,
     },
     /// Reconcile the parent again after this many milliseconds.
@@ -199,6 +236,7 @@ impl Action {
 pub struct ReconcileError {
     /// UpperCamelCase, e.g. `InvalidSpec`.
     pub reason: String,
+    /// What went wrong, for a person.
     pub message: String,
     /// True when calling again later may succeed.
     pub retryable: bool,
@@ -227,11 +265,17 @@ impl std::error::Error for ReconcileError {}
 /// How a field is wrong, named as the API server's `StatusCause` types.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum FieldErrorKind {
+    /// `FieldValueRequired`: the field must be set.
     Required,
+    /// `FieldValueInvalid`: the value is malformed or out of range.
     Invalid,
+    /// `FieldValueNotSupported`: the value is not one of the allowed ones.
     NotSupported,
+    /// `FieldValueForbidden`: the field may not be set or changed.
     Forbidden,
+    /// `FieldValueTooLong`: the value is longer than allowed.
     TooLong,
+    /// `FieldValueDuplicate`: the value must be unique.
     Duplicate,
 }
 
@@ -249,42 +293,164 @@ impl FieldErrorKind {
     }
 }
 
-/// One problem with one field.
+/// One problem with one field, as the API server reports it in a
+/// `StatusCause` and words it in its message (see the [`Display`](#impl-Display-for-FieldError)
+/// impl).
+///
+/// ```
+/// use operator_plugin_sdk::FieldError;
+///
+/// let e = FieldError::invalid("spec.replicas", 20, "must be less than or equal to 10");
+/// assert_eq!(e.to_string(), "spec.replicas: Invalid value: 20: must be less than or equal to 10");
+/// let e = FieldError::invalid("spec.schedule", "nope", "must be a valid cron schedule");
+/// assert_eq!(e.to_string(), r#"spec.schedule: Invalid value: "nope": must be a valid cron schedule"#);
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FieldError {
     /// Path as the API server writes it, e.g. `spec.schedule`.
     pub field: String,
+    /// How the field is wrong.
     pub kind: FieldErrorKind,
+    /// The offending value as the message prints it (a [`FieldValue`]'s
+    /// text: a string quoted, a number or boolean bare).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<String>,
+    /// What is wrong, e.g. `must be a valid cron schedule`.
     pub detail: String,
 }
 
+/// The offending value of a [`FieldError`], printed as the API server prints
+/// a `field.Error`'s value: a string quoted (`"nope"`), a number or boolean
+/// bare (`20`, `true`).
+///
+/// ```
+/// use operator_plugin_sdk::contract::FieldValue;
+///
+/// assert_eq!(FieldValue::from("20").text(), r#""20""#);
+/// assert_eq!(FieldValue::from(20).text(), "20");
+/// assert_eq!(FieldValue::from(false).text(), "false");
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct FieldValue(String);
+
+impl FieldValue {
+    /// The value as the message prints it.
+    pub fn text(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for FieldValue {
+    fn from(s: &str) -> Self {
+        Self(format!("{s:?}"))
+    }
+}
+
+impl From<String> for FieldValue {
+    fn from(s: String) -> Self {
+        Self::from(s.as_str())
+    }
+}
+
+impl From<&String> for FieldValue {
+    fn from(s: &String) -> Self {
+        Self::from(s.as_str())
+    }
+}
+
+macro_rules! bare_field_values {
+    ($($t:ty),*) => {$(
+        impl From<$t> for FieldValue {
+            fn from(v: $t) -> Self {
+                Self(v.to_string())
+            }
+        }
+    )*};
+}
+bare_field_values!(i8, i16, i32, i64, u8, u16, u32, u64, usize, isize, f32, f64, bool);
+
+/// A JSON value as found in an object: a string quoted, anything else as its
+/// JSON text (`5`, `1.5`, `true`, `null`, `[1,2]`).
+impl From<&serde_json::Value> for FieldValue {
+    fn from(v: &serde_json::Value) -> Self {
+        match v {
+            serde_json::Value::String(s) => Self::from(s),
+            other => Self(other.to_string()),
+        }
+    }
+}
+
 impl FieldError {
-    pub fn invalid(field: impl Into<String>, value: impl Into<String>, detail: impl Into<String>) -> Self {
-        Self { field: field.into(), kind: FieldErrorKind::Invalid, value: Some(value.into()), detail: detail.into() }
+    /// `FieldValueInvalid`: the value is malformed or out of range.
+    ///
+    /// ```
+    /// # use operator_plugin_sdk::FieldError;
+    /// let e = FieldError::invalid("spec.port", 70000, "must be between 1 and 65535, inclusive");
+    /// assert_eq!(e.to_string(), "spec.port: Invalid value: 70000: must be between 1 and 65535, inclusive");
+    /// ```
+    pub fn invalid(field: impl Into<String>, value: impl Into<FieldValue>, detail: impl Into<String>) -> Self {
+        Self { field: field.into(), kind: FieldErrorKind::Invalid, value: Some(value.into().0), detail: detail.into() }
     }
 
+    /// `FieldValueRequired`: the field must be set.
+    ///
+    /// ```
+    /// # use operator_plugin_sdk::FieldError;
+    /// assert_eq!(FieldError::required("spec.image", "").to_string(), "spec.image: Required value");
+    /// ```
     pub fn required(field: impl Into<String>, detail: impl Into<String>) -> Self {
         Self { field: field.into(), kind: FieldErrorKind::Required, value: None, detail: detail.into() }
     }
 
-    pub fn not_supported(field: impl Into<String>, value: impl Into<String>, supported: &[&str]) -> Self {
+    /// `FieldValueNotSupported`: the value is not one of `supported`.
+    ///
+    /// ```
+    /// # use operator_plugin_sdk::FieldError;
+    /// let e = FieldError::not_supported("spec.policy", "Sometimes", &["Allow", "Forbid"]);
+    /// assert_eq!(e.to_string(), r#"spec.policy: Unsupported value: "Sometimes": supported values: "Allow", "Forbid""#);
+    /// ```
+    pub fn not_supported(field: impl Into<String>, value: impl Into<FieldValue>, supported: &[&str]) -> Self {
         let list = supported.iter().map(|s| format!("\"{s}\"")).collect::<Vec<_>>().join(", ");
-        Self { field: field.into(), kind: FieldErrorKind::NotSupported, value: Some(value.into()), detail: format!("supported values: {list}") }
+        Self { field: field.into(), kind: FieldErrorKind::NotSupported, value: Some(value.into().0), detail: format!("supported values: {list}") }
     }
 
-    pub fn too_long(field: impl Into<String>, value: impl Into<String>, max: usize) -> Self {
-        Self { field: field.into(), kind: FieldErrorKind::TooLong, value: Some(value.into()), detail: format!("must have at most {max} bytes") }
+    /// `FieldValueTooLong`: longer than `max` bytes. The message leaves the
+    /// value out, as the API server's does.
+    ///
+    /// ```
+    /// # use operator_plugin_sdk::FieldError;
+    /// let e = FieldError::too_long("spec.greeting", "a very long greeting", 8);
+    /// assert_eq!(e.to_string(), "spec.greeting: Too long: must have at most 8 bytes");
+    /// ```
+    pub fn too_long(field: impl Into<String>, value: impl Into<FieldValue>, max: usize) -> Self {
+        Self { field: field.into(), kind: FieldErrorKind::TooLong, value: Some(value.into().0), detail: format!("must have at most {max} bytes") }
     }
 
+    /// `FieldValueForbidden`: the field may not be set or changed.
+    ///
+    /// ```
+    /// # use operator_plugin_sdk::FieldError;
+    /// let e = FieldError::forbidden("spec.selector", "may not be changed");
+    /// assert_eq!(e.to_string(), "spec.selector: Forbidden: may not be changed");
+    /// ```
     pub fn forbidden(field: impl Into<String>, detail: impl Into<String>) -> Self {
         Self { field: field.into(), kind: FieldErrorKind::Forbidden, value: None, detail: detail.into() }
     }
 }
 
+/// How `value` is printed: as it is when it is already a [`FieldValue`]'s
+/// text (JSON: a quoted string, a number, a boolean, ...), quoted otherwise.
+/// Plugins built with an SDK before [`FieldValue`] send strings unquoted and
+/// numbers as their digits, which this prints as the API server would, except
+/// a string that is itself JSON (`"20"`, `true`), which it prints bare.
+fn printed(value: &str) -> std::borrow::Cow<'_, str> {
+    if serde_json::from_str::<serde_json::Value>(value).is_ok() { value.into() } else { format!("{value:?}").into() }
+}
+
 impl std::fmt::Display for FieldError {
-    /// Worded as the API server's `field.Error`: `spec.x: Invalid value: "v": detail`.
+    /// Worded as the API server's `field.Error`: `spec.x: Invalid value: "v": detail`,
+    /// `spec.replicas: Invalid value: 20: detail`; `Required`, `Forbidden` and
+    /// `TooLong` print no value.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let what = match self.kind {
             FieldErrorKind::Required => "Required value",
@@ -295,8 +461,9 @@ impl std::fmt::Display for FieldError {
             FieldErrorKind::Duplicate => "Duplicate value",
         };
         write!(f, "{}: {what}", self.field)?;
-        if let Some(v) = &self.value {
-            write!(f, ": {v:?}")?;
+        let prints_value = !matches!(self.kind, FieldErrorKind::Required | FieldErrorKind::Forbidden | FieldErrorKind::TooLong);
+        if let Some(v) = self.value.as_deref().filter(|_| prints_value) {
+            write!(f, ": {}", printed(v))?;
         }
         if !self.detail.is_empty() {
             write!(f, ": {}", self.detail)?;
@@ -345,6 +512,17 @@ mod tests {
         let e = FieldError::invalid("spec.schedule", "bad", "must be a valid cron schedule");
         assert_eq!(e.to_string(), r#"spec.schedule: Invalid value: "bad": must be a valid cron schedule"#);
         assert_eq!(FieldError::required("spec.schedule", "").to_string(), "spec.schedule: Required value");
+        assert_eq!(FieldError::invalid("spec.replicas", 20, "d").to_string(), "spec.replicas: Invalid value: 20: d");
+        assert_eq!(FieldError::invalid("spec.name", "20", "d").to_string(), r#"spec.name: Invalid value: "20": d"#);
+        assert_eq!(FieldError::invalid("spec.on", true, "d").to_string(), "spec.on: Invalid value: true: d");
+    }
+
+    #[test]
+    fn values_from_plugins_built_before_field_values_print_as_the_api_server_would() {
+        let old = |value: &str| FieldError { field: "spec.x".into(), kind: FieldErrorKind::Invalid, value: Some(value.into()), detail: "d".into() };
+        assert_eq!(old("bad").to_string(), r#"spec.x: Invalid value: "bad": d"#);
+        assert_eq!(old("20").to_string(), "spec.x: Invalid value: 20: d");
+        assert_eq!(old("").to_string(), r#"spec.x: Invalid value: "": d"#);
     }
 
     #[test]

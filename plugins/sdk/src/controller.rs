@@ -89,8 +89,16 @@ pub trait Controller {
     /// into `Parent`, calls [`default`](Self::default) and writes it back, so
     /// fields `Parent` does not know are dropped; override it to default in
     /// place and keep them.
+    ///
+    /// An object that does not read into `Parent` (`replicas: "three"`) is
+    /// returned unchanged: the API server runs mutating webhooks before its
+    /// schema check, which then refuses it in its own words (`spec.replicas:
+    /// Invalid value: "string": spec.replicas in body must be of type
+    /// integer: "string"`); refusing it here would answer with serde's.
     fn default_raw(object: Object) -> Result<Object, ReconcileError> {
-        let mut parent = from_object::<Self::Parent>(&object)?;
+        let Ok(mut parent) = from_object::<Self::Parent>(&object) else {
+            return Ok(object);
+        };
         Self::default(&mut parent)?;
         Object::from_typed(&parent).map_err(|e| ReconcileError::permanent("SerializationFailed", e.to_string()))
     }
@@ -244,6 +252,14 @@ mod unreadable_parent_tests {
         );
         let nameless = crate::plugin::reconcile::<Plain>("[]", &[], 0).unwrap_err();
         assert!(nameless.message.starts_with("the parent is not a valid v1 ConfigMap: invalid type: sequence"), "{nameless}");
+    }
+
+    /// Admission's schema check comes after defaulting and words the refusal;
+    /// defaulting leaves what it cannot read as it is.
+    #[test]
+    fn defaulting_passes_an_unreadable_parent_through_unchanged() {
+        let object = Object::from_json(MALFORMED).unwrap();
+        assert_eq!(<Plain as Plugin>::default(object.clone()).unwrap(), object);
     }
 }
 

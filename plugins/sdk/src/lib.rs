@@ -27,6 +27,8 @@
 //!
 //! See `docs/plugin-authors.md` in the repository for a walk-through.
 
+#![deny(missing_docs)]
+
 pub mod children;
 pub mod conditions;
 pub mod contract;
@@ -47,8 +49,8 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 pub use children::Children;
 pub use conditions::Condition;
 pub use contract::{
-    Action, Attachment, CONTRACT_VERSION, EventType, FieldError, FieldErrorKind, GroupVersionKind, Manifest, ObjectRef, Propagation, ReconcileError,
-    RelatedKind,
+    Action, Attachment, CONTRACT_VERSION, EventType, FieldError, FieldErrorKind, FieldValue, GroupVersionKind, Manifest, ObjectRef, Propagation,
+    ReconcileError, RelatedKind,
 };
 pub use controller::{Controller, gvk_of};
 pub use object::{Object, OwnerReference};
@@ -68,12 +70,25 @@ pub use serde_json;
 pub use serde_json::json;
 
 /// What a plugin's `lib.rs` needs in one `use`: the traits, the derives
-/// (`CustomResource`, `JsonSchema`, `Serialize`, `Deserialize`) and the
-/// crates the derives refer to.
+/// (`CustomResource`, `JsonSchema`, `Serialize`, `Deserialize`), the crates
+/// the derives refer to, [`conditions`] with [`Condition`], [`FieldError`],
+/// and `serde_json` with its `json!`.
+///
+/// ```
+/// use operator_plugin_sdk::prelude::*;
+///
+/// let mut list: Vec<Condition> = Vec::new();
+/// conditions::set(&mut list, Condition::new("Ready", true, "Available", "all replicas are ready"), Time::from_unix_millis(0));
+/// assert_eq!(serde_json::to_value(&list[0])?["status"], json!("True"));
+/// let refused = FieldError::invalid("spec.replicas", 20, "must be at most 10");
+/// assert_eq!(refused.to_string(), "spec.replicas: Invalid value: 20: must be at most 10");
+/// # Ok::<(), serde_json::Error>(())
+/// ```
 pub mod prelude {
     pub use crate::{
-        Action, Children, Condition, Controller, CustomResource, CustomResourceExt, FieldError, JsonSchema, Manifest, Object, ObjectRef, Outcome,
-        ReconcileError, Related, RelatedKind, Resource, ResourceExt, Time, embedded_crd, export_plugin, k8s_openapi, schemars,
+        Action, Children, Condition, Controller, CustomResource, CustomResourceExt, FieldError, FieldValue, JsonSchema, Manifest, Object, ObjectRef,
+        Outcome, ReconcileError, Related, RelatedKind, Resource, ResourceExt, Time, conditions, embedded_crd, export_plugin, json, k8s_openapi,
+        schemars, serde_json,
     };
     pub use serde::{Deserialize, Serialize};
 }
@@ -81,7 +96,10 @@ pub mod prelude {
 // The bump arena is the Wasm build's allocator; its logic is unit-tested natively.
 #[cfg(any(test, all(target_arch = "wasm32", feature = "arena")))]
 mod arena;
+// The Wasm edge is reached only through the hidden `__private`, by the code
+// `export_plugin!` expands to; it is not API.
 #[cfg(target_arch = "wasm32")]
+#[allow(missing_docs)]
 mod guest;
 
 #[cfg(target_arch = "wasm32")]

@@ -28,22 +28,27 @@ pub fn log(level: Level, message: &str) {
     }
 }
 
+/// Logs `message` at debug level (the [`debug!`](crate::debug) macro formats).
 pub fn debug(message: &str) {
     log(Level::Debug, message)
 }
 
+/// Logs `message` at info level (the [`info!`](crate::info) macro formats).
 pub fn info(message: &str) {
     log(Level::Info, message)
 }
 
+/// Logs `message` at warn level (the [`warn!`](crate::warn) macro formats).
 pub fn warn(message: &str) {
     log(Level::Warn, message)
 }
 
+/// Logs `message` at error level (the [`error!`](crate::error) macro formats).
 pub fn error(message: &str) {
     log(Level::Error, message)
 }
 
+/// Logs `message` at trace level (the [`trace!`](crate::trace) macro formats).
 pub fn trace(message: &str) {
     log(Level::Trace, message)
 }

@@ -34,13 +34,19 @@ impl From<Value> for Object {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct OwnerReference {
+    /// The owner's `apiVersion`.
     pub api_version: String,
+    /// The owner's kind.
     pub kind: String,
+    /// The owner's name.
     pub name: String,
+    /// The owner's uid.
     pub uid: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Whether the owner is the managing controller.
     pub controller: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Whether the garbage collector waits for this object before deleting the owner (foreground deletion).
     pub block_owner_deletion: Option<bool>,
 }
 
@@ -76,58 +82,72 @@ impl Object {
         self.meta(key).and_then(Value::as_str)
     }
 
+    /// `apiVersion`, or "".
     pub fn api_version(&self) -> &str {
         self.0.get("apiVersion").and_then(Value::as_str).unwrap_or_default()
     }
 
+    /// `kind`, or "".
     pub fn kind(&self) -> &str {
         self.0.get("kind").and_then(Value::as_str).unwrap_or_default()
     }
 
+    /// The group, version and kind from `apiVersion` and `kind`.
     pub fn gvk(&self) -> GroupVersionKind {
         GroupVersionKind::from_api_version(self.api_version(), self.kind())
     }
 
+    /// `metadata.name`, or "".
     pub fn name(&self) -> &str {
         self.meta_str("name").unwrap_or_default()
     }
 
+    /// `metadata.namespace`, or "".
     pub fn namespace(&self) -> &str {
         self.meta_str("namespace").unwrap_or_default()
     }
 
+    /// `metadata.uid`, or "".
     pub fn uid(&self) -> &str {
         self.meta_str("uid").unwrap_or_default()
     }
 
+    /// `metadata.resourceVersion`, or "".
     pub fn resource_version(&self) -> &str {
         self.meta_str("resourceVersion").unwrap_or_default()
     }
 
+    /// `metadata.generation`, or 0.
     pub fn generation(&self) -> i64 {
         self.meta("generation").and_then(Value::as_i64).unwrap_or(0)
     }
 
+    /// `metadata.labels`.
     pub fn labels(&self) -> BTreeMap<String, String> {
         string_map(self.meta("labels"))
     }
 
+    /// `metadata.annotations`.
     pub fn annotations(&self) -> BTreeMap<String, String> {
         string_map(self.meta("annotations"))
     }
 
+    /// One label's value.
     pub fn label(&self, key: &str) -> Option<&str> {
         self.meta("labels").and_then(|l| l.get(key)).and_then(Value::as_str)
     }
 
+    /// One annotation's value.
     pub fn annotation(&self, key: &str) -> Option<&str> {
         self.meta("annotations").and_then(|a| a.get(key)).and_then(Value::as_str)
     }
 
+    /// `metadata.creationTimestamp`, if set and valid.
     pub fn creation_timestamp(&self) -> Option<Time> {
         self.meta_str("creationTimestamp").and_then(|s| Time::parse_rfc3339(s).ok())
     }
 
+    /// `metadata.deletionTimestamp`: set once the object is being deleted.
     pub fn deletion_timestamp(&self) -> Option<Time> {
         self.meta_str("deletionTimestamp").and_then(|s| Time::parse_rfc3339(s).ok())
     }
@@ -137,10 +157,12 @@ impl Object {
         self.meta("deletionTimestamp").is_some_and(|v| !v.is_null())
     }
 
+    /// `metadata.finalizers`.
     pub fn finalizers(&self) -> Vec<String> {
         self.meta("finalizers").and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_str).map(String::from).collect()).unwrap_or_default()
     }
 
+    /// `metadata.ownerReferences` (entries that do not read are skipped).
     pub fn owner_references(&self) -> Vec<OwnerReference> {
         self.meta("ownerReferences").and_then(|v| Vec::<OwnerReference>::deserialize(v).ok()).unwrap_or_default()
     }
@@ -194,6 +216,7 @@ impl Object {
         serde_json::to_value(value).map(Object)
     }
 
+    /// The object as a JSON value.
     pub fn into_value(self) -> Value {
         self.0
     }

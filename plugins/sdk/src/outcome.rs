@@ -65,6 +65,7 @@ impl Outcome {
         self.delete_with(target, Propagation::Background)
     }
 
+    /// Deletes a child with the given propagation policy (`delete` uses `Background`).
     pub fn delete_with(&mut self, target: ObjectRef, propagation: Propagation) -> &mut Self {
         self.actions.push(Action::Delete { target, propagation });
         self
@@ -120,14 +121,17 @@ impl Outcome {
         &self.actions
     }
 
+    /// Whether there are no changes (requeue and "finalized" are not changes).
     pub fn is_empty(&self) -> bool {
         self.actions.is_empty() && self.requeue_after.is_none() && !self.finalized
     }
 
+    /// The requeue delay, if one was asked for.
     pub fn requeue(&self) -> Option<Duration> {
         self.requeue_after
     }
 
+    /// Whether [`finalized`](Self::finalized) was called.
     pub fn is_finalized(&self) -> bool {
         self.finalized
     }

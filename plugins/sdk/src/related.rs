@@ -59,10 +59,12 @@ impl Related {
         self.items.untyped("related object")
     }
 
+    /// How many related objects there are, of all kinds.
     pub fn len(&self) -> usize {
         self.items.len()
     }
 
+    /// Whether there are no related objects.
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
     }

@@ -14,6 +14,7 @@ impl Time {
         Time(Utc.timestamp_millis_opt(ms).single().unwrap_or_default())
     }
 
+    /// Milliseconds since the Unix epoch.
     pub fn unix_millis(self) -> i64 {
         self.0.timestamp_millis()
     }

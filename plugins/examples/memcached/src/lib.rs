@@ -49,14 +49,10 @@ impl Controller for MemcachedController {
         let mut errors = Vec::new();
         let size = memcached.spec.size;
         if !(api::MIN_SIZE..=api::MAX_SIZE).contains(&size) {
-            errors.push(FieldError::invalid(
-                "spec.size",
-                size.to_string(),
-                format!("must be between {} and {}, inclusive", api::MIN_SIZE, api::MAX_SIZE),
-            ));
+            errors.push(FieldError::invalid("spec.size", size, format!("must be between {} and {}, inclusive", api::MIN_SIZE, api::MAX_SIZE)));
         }
         if let Some(port) = memcached.spec.container_port.filter(|p| !(1..=65535).contains(p)) {
-            errors.push(FieldError::invalid("spec.containerPort", port.to_string(), "must be between 1 and 65535, inclusive"));
+            errors.push(FieldError::invalid("spec.containerPort", port, "must be between 1 and 65535, inclusive"));
         }
         errors
     }
@@ -163,7 +159,7 @@ mod tests {
             assert_eq!(errors.is_empty(), ok, "size {size}: {errors:?}");
         }
         let e = &MemcachedController::validate(&memcached(9), None)[0];
-        assert_eq!(e.to_string(), r#"spec.size: Invalid value: "9": must be between 1 and 5, inclusive"#);
+        assert_eq!(e.to_string(), r#"spec.size: Invalid value: 9: must be between 1 and 5, inclusive"#);
     }
 
     #[test]

@@ -76,12 +76,16 @@ pub fn normalised_crd(mut crd: Value) -> Value {
 }
 
 /// Asserts `generated` means what `before` did, once both are
-/// [normalised](normalised_crd); the failure shows the differing lines.
+/// [normalised](normalised_crd); the failure names each difference by JSON
+/// path ([`json_diff`](super::json_diff)).
 pub fn assert_crds_mean_the_same(before: Value, generated: Value) {
     let (before, now) = (normalised_crd(before), normalised_crd(generated));
     if before != now {
-        let (b, n) = (serde_json::to_string_pretty(&before).expect("JSON"), serde_json::to_string_pretty(&now).expect("JSON"));
-        panic!("the generated CRD differs from the earlier one:\n{}\n--- generated (normalised):\n{n}", super::diff(&b, &n));
+        let n = serde_json::to_string_pretty(&now).expect("JSON");
+        panic!(
+            "the generated CRD differs from the earlier one (- earlier only, + generated only, ~ earlier -> generated):\n{}\n--- generated (normalised):\n{n}",
+            super::json_diff(&before, &now)
+        );
     }
 }
 

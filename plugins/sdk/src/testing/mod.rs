@@ -13,9 +13,11 @@
 //! fixtures are assertions.
 
 pub mod crd;
+pub mod diff;
 pub mod robustness;
 
 pub use crd::{assert_crd_file_matches, assert_crds_mean_the_same, normalised_crd};
+pub use diff::json_diff;
 pub use robustness::check_robustness;
 
 use std::fs;
@@ -27,6 +29,7 @@ use crate::{Plugin, Time};
 
 /// One case's inputs.
 pub struct Fixture {
+    /// The case's directory.
     pub dir: PathBuf,
     /// The parent as JSON text.
     pub parent: String,
@@ -34,6 +37,7 @@ pub struct Fixture {
     pub children: Vec<String>,
     /// The related objects as JSON texts (`related.yaml`, `host reconcile --related`).
     pub related: Vec<String>,
+    /// `now.txt`: the time of the call.
     pub now: Time,
 }
 
@@ -46,6 +50,7 @@ fn yaml_documents(text: &str, path: &Path) -> Vec<Value> {
 }
 
 impl Fixture {
+    /// Reads the case in `dir`; panics with the file's path on a missing or malformed file.
     pub fn load(dir: &Path) -> Self {
         let parent_path = dir.join("parent.yaml");
         let parent = yaml_documents(&read(&parent_path), &parent_path);
@@ -59,6 +64,7 @@ impl Fixture {
         Fixture { dir: dir.to_owned(), parent: parent[0].to_string(), children, related, now }
     }
 
+    /// The case's name: its directory's name.
     pub fn name(&self) -> String {
         self.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
     }
@@ -104,7 +110,7 @@ pub fn check_fixtures<P: Plugin>(root: impl AsRef<Path>, min_cases: usize) {
         }
         let want: Value = serde_json::from_str(&read(&expected_path)).unwrap_or_else(|e| panic!("{}: {e}", expected_path.display()));
         if want != got {
-            failures.push(format!("{}:\n{}", f.name(), diff(&serde_json::to_string_pretty(&want).expect("serializable"), pretty.trim_end())));
+            failures.push(format!("{} (- expected only, + actual only, ~ expected -> actual):\n{}", f.name(), json_diff(&want, &got)));
         }
     }
     assert!(failures.is_empty(), "{} of {} fixtures differ:\n{}", failures.len(), fixtures.len(), failures.join("\n"));
@@ -119,17 +125,4 @@ fn assert_children_controlled(f: &Fixture) {
             child["metadata"]["ownerReferences"].as_array().is_some_and(|owners| owners.iter().any(|o| o["uid"] == uid && o["controller"] == true));
         assert!(controlled, "{}: child {} is not controlled by the parent", f.name(), child["metadata"]["name"]);
     }
-}
-
-/// Lines of `want` and `got` where they differ.
-fn diff(want: &str, got: &str) -> String {
-    let (w, g): (Vec<&str>, Vec<&str>) = (want.lines().collect(), got.lines().collect());
-    let mut out = String::new();
-    for i in 0..w.len().max(g.len()) {
-        let (a, b) = (w.get(i).copied().unwrap_or(""), g.get(i).copied().unwrap_or(""));
-        if a != b {
-            out.push_str(&format!("  line {}:\n    - {a}\n    + {b}\n", i + 1));
-        }
-    }
-    out
 }

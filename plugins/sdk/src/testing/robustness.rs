@@ -132,7 +132,9 @@ fn case(fixtures: usize) -> impl Strategy<Value = Case> {
 pub trait Subject {
     /// `default`; `Ok(None)` when the plugin refused the object cleanly.
     fn default(&self, object: &str) -> Result<Option<String>, String>;
+    /// Runs `validate` on an object (and its old version); `Err` is a crash, not a refusal.
     fn validate(&self, object: &str, old: Option<&str>) -> Result<(), String>;
+    /// Runs `reconcile`; `Err` is a crash, not a reconcile error.
     fn reconcile(&self, parent: &str, children: &[String], now_ms: i64) -> Result<(), String>;
 }
 
@@ -140,6 +142,7 @@ pub trait Subject {
 pub struct Native<P>(std::marker::PhantomData<fn() -> P>);
 
 impl<P> Native<P> {
+    /// Runs the plugin `P` natively.
     pub fn new() -> Self {
         Native(std::marker::PhantomData)
     }
