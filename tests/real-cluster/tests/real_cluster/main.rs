@@ -14,3 +14,4 @@ mod leader;
 mod rbac;
 mod sharding;
 mod tour;
+mod website;
