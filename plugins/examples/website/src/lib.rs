@@ -83,10 +83,10 @@ pub fn decide(website: &Website, deployments: &[Deployment], now: Time) -> Resul
     let ready = observed.and_then(|s| s.ready_replicas).unwrap_or(0);
     let mut conds: Vec<Condition> =
         website.status.as_ref().map(|s| s.conditions.clone()).unwrap_or_default().into_iter().filter(|c| c.type_ != "Reconciled").collect();
-    let available = observed.and_then(|s| s.conditions.as_ref()).and_then(|cs| cs.iter().find(|c| c.type_ == "Available"));
+    let available = observed.and_then(|s| s.conditions.as_ref()).and_then(|cs| cs.iter().find(|c| c.type_.as_deref() == Some("Available")));
     let available = match available {
         Some(c) => Condition {
-            status: c.status.clone(),
+            status: c.status.clone().unwrap_or_else(|| "Unknown".into()),
             ..Condition::new(AVAILABLE, false, c.reason.as_deref().unwrap_or("Unknown"), c.message.clone().unwrap_or_default())
         },
         None => Condition { status: "Unknown".into(), ..Condition::new(AVAILABLE, false, "Pending", format!("Deployment {name} reports no Available condition yet")) },
