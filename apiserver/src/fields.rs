@@ -470,11 +470,8 @@ pub fn apply(live: Option<&Value>, applied: &Value, w: &Writer<'_>, force: bool,
 /// nothing to store.
 pub fn same_ownership(old: &Value, managed: Option<&Value>) -> bool {
     let key = |entries: Vec<Entry>| {
-        let mut keys: Vec<_> = entries
-            .into_iter()
-            .filter(|e| !e.fields.is_empty())
-            .map(|e| (e.manager, e.operation, e.api_version, e.subresource, e.fields))
-            .collect();
+        let mut keys: Vec<_> =
+            entries.into_iter().filter(|e| !e.fields.is_empty()).map(|e| (e.manager, e.operation, e.api_version, e.subresource, e.fields)).collect();
         keys.sort();
         keys
     };

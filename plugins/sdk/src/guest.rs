@@ -143,5 +143,5 @@ pub fn field_error(e: FieldError) -> wit::FieldError {
 }
 
 pub use wit::Guest;
-pub use wit_desired::{Guest as DesiredGuest, Step as WitStep};
 pub use wit::{Action as WitAction, FieldError as WitFieldError, PluginManifest as WitManifest, ReconcileError as WitReconcileError};
+pub use wit_desired::{Guest as DesiredGuest, Step as WitStep};

@@ -80,15 +80,48 @@ pub trait Lookup {
 /// A checked write, ready to execute.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Write {
-    Create { gvk: GroupVersionKind, namespace: String, object: Value, fixed_name: bool },
-    Replace { gvk: GroupVersionKind, namespace: String, name: String, object: Value, existing: Existing },
-    Patch { gvk: GroupVersionKind, namespace: String, name: String, patch: Value, existing: Existing },
+    Create {
+        gvk: GroupVersionKind,
+        namespace: String,
+        object: Value,
+        fixed_name: bool,
+    },
+    Replace {
+        gvk: GroupVersionKind,
+        namespace: String,
+        name: String,
+        object: Value,
+        existing: Existing,
+    },
+    Patch {
+        gvk: GroupVersionKind,
+        namespace: String,
+        name: String,
+        patch: Value,
+        existing: Existing,
+    },
     /// Server-side apply of the child as the plugin wants it; `existing` is
     /// what the cache shows of it (none: the apply creates it).
-    Apply { gvk: GroupVersionKind, namespace: String, name: String, object: Value, existing: Option<Existing> },
-    Delete { gvk: GroupVersionKind, namespace: String, name: String, propagation: Propagation, existing: Existing },
+    Apply {
+        gvk: GroupVersionKind,
+        namespace: String,
+        name: String,
+        object: Value,
+        existing: Option<Existing>,
+    },
+    Delete {
+        gvk: GroupVersionKind,
+        namespace: String,
+        name: String,
+        propagation: Propagation,
+        existing: Existing,
+    },
     SetStatus(Value),
-    Event { event_type: EventType, reason: String, message: String },
+    Event {
+        event_type: EventType,
+        reason: String,
+        message: String,
+    },
 }
 
 /// The checked plan: writes in order, the soonest requeue, and whether the
@@ -408,7 +441,13 @@ pub fn prune(parent: &Parent, plan: &mut Plan, applied_earlier: Vec<AppliedEarli
     let stale: Vec<Write> = applied_earlier
         .into_iter()
         .filter(|a| a.existing.controller_uid.as_deref() == Some(parent.uid.as_str()) && !named(&a.gvk, &a.name))
-        .map(|a| Write::Delete { gvk: a.gvk, namespace: parent.namespace.clone(), name: a.name, propagation: Propagation::Background, existing: a.existing })
+        .map(|a| Write::Delete {
+            gvk: a.gvk,
+            namespace: parent.namespace.clone(),
+            name: a.name,
+            propagation: Propagation::Background,
+            existing: a.existing,
+        })
         .collect();
     plan.writes.extend(stale);
 }
@@ -501,7 +540,8 @@ mod tests {
         };
         let mut plan = run(vec![Action::Apply(cm("kept")), Action::Patch { target: target("team", "mine"), patch: json!({"data": {}}) }]).unwrap();
         prune(&parent(), &mut plan, vec![earlier("kept", "P-UID"), earlier("mine", "P-UID"), earlier("gone", "P-UID"), earlier("adopted", "OTHER")]);
-        let deleted: Vec<&str> = plan.writes.iter().filter_map(|w| if let Write::Delete { name, .. } = w { Some(name.as_str()) } else { None }).collect();
+        let deleted: Vec<&str> =
+            plan.writes.iter().filter_map(|w| if let Write::Delete { name, .. } = w { Some(name.as_str()) } else { None }).collect();
         assert_eq!(deleted, ["gone"], "only the child no write names, and only one this parent controls");
     }
 

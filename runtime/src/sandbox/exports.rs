@@ -78,7 +78,11 @@ impl Exports {
         let desired = match minor {
             Minor::V0_3 => component
                 .get_export_index(None, "operator:plugin/desired@0.3.0")
-                .map(|d| component.get_export_index(Some(&d), "reconcile").ok_or_else(|| wasmtime::format_err!("instance export `operator:plugin/desired@0.3.0` does not have export `reconcile`")))
+                .map(|d| {
+                    component
+                        .get_export_index(Some(&d), "reconcile")
+                        .ok_or_else(|| wasmtime::format_err!("instance export `operator:plugin/desired@0.3.0` does not have export `reconcile`"))
+                })
                 .transpose()?,
             _ => None,
         };
@@ -162,14 +166,18 @@ impl Exports {
                 }
             }
             Minor::V0_3 => match &self.desired {
-                Some(desired) => match self.func::<Reconcile02, Steps03>(store, instance, desired).call(store, (parent, children, related, now_ms))?.0 {
-                    Ok(steps) => from_v0_3::steps(steps).map(Ok),
-                    Err(e) => Ok(Err(from_v0_3::reconcile_error(e))),
-                },
-                None => match self.func::<Reconcile02, Actions03>(store, instance, &self.reconcile).call(store, (parent, children, related, now_ms))?.0 {
-                    Ok(actions) => from_v0_3::actions(actions).map(Ok),
-                    Err(e) => Ok(Err(from_v0_3::reconcile_error(e))),
-                },
+                Some(desired) => {
+                    match self.func::<Reconcile02, Steps03>(store, instance, desired).call(store, (parent, children, related, now_ms))?.0 {
+                        Ok(steps) => from_v0_3::steps(steps).map(Ok),
+                        Err(e) => Ok(Err(from_v0_3::reconcile_error(e))),
+                    }
+                }
+                None => {
+                    match self.func::<Reconcile02, Actions03>(store, instance, &self.reconcile).call(store, (parent, children, related, now_ms))?.0 {
+                        Ok(actions) => from_v0_3::actions(actions).map(Ok),
+                        Err(e) => Ok(Err(from_v0_3::reconcile_error(e))),
+                    }
+                }
             },
         })
     }

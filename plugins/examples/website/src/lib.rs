@@ -89,7 +89,10 @@ pub fn decide(website: &Website, deployments: &[Deployment], now: Time) -> Resul
             status: c.status.clone().unwrap_or_else(|| "Unknown".into()),
             ..Condition::new(AVAILABLE, false, c.reason.as_deref().unwrap_or("Unknown"), c.message.clone().unwrap_or_default())
         },
-        None => Condition { status: "Unknown".into(), ..Condition::new(AVAILABLE, false, "Pending", format!("Deployment {name} reports no Available condition yet")) },
+        None => Condition {
+            status: "Unknown".into(),
+            ..Condition::new(AVAILABLE, false, "Pending", format!("Deployment {name} reports no Available condition yet"))
+        },
     };
     conditions::set(&mut conds, available, now);
     let want = website.spec.replicas;
