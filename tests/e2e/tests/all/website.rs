@@ -65,7 +65,9 @@ fn a_website_applies_its_children_once_scales_and_never_rewrites_defaulted_field
     host.ok(&["scale", "website", NAME, "--replicas=3"]);
     eventually("the Deployment to be scaled to 3", || (host.json(&["get", "deployment", NAME])["spec"]["replicas"] == 3).then_some(()));
     ready_replicas(&host, 3);
-    let scale = host.json(&["get", "--raw", &format!("/apis/web.example.com/v1alpha1/namespaces/default/websites/{NAME}/scale")]);
+    let scale: Value =
+        serde_json::from_str(&host.ok(&["get", "--raw", &format!("/apis/web.example.com/v1alpha1/namespaces/default/websites/{NAME}/scale")]))
+            .unwrap();
     assert_eq!((scale["spec"]["replicas"].as_i64(), scale["status"]["replicas"].as_i64()), (Some(3), Some(3)), "{scale}");
 
     // Every one of those reconciles applied all three children again; only
