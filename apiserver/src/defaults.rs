@@ -50,6 +50,19 @@ pub fn pod_spec(spec: &mut Value, in_template_of_job: bool) {
             }
         }
     }
+    if let Some(volumes) = spec.get_mut("volumes").and_then(Value::as_array_mut) {
+        volumes.iter_mut().for_each(volume);
+    }
+}
+
+/// Upstream's `SetDefaults_*VolumeSource`: file modes 0644 (420) for the
+/// volume kinds that project files.
+fn volume(v: &mut Value) {
+    for source in ["configMap", "secret", "downwardAPI", "projected"] {
+        if let Some(s) = v.get_mut(source).filter(|s| s.is_object()) {
+            set_default(s, "defaultMode", json!(420));
+        }
+    }
 }
 
 fn template(obj: &mut Value, job: bool) {
@@ -214,6 +227,15 @@ pub fn job_selector(obj: &mut Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn projected_file_volumes_default_their_mode_to_0644() {
+        let mut spec = json!({"containers": [], "volumes": [{"name": "c", "configMap": {"name": "x"}}, {"name": "s", "secret": {"secretName": "y", "defaultMode": 256}}, {"name": "e", "emptyDir": {}}]});
+        pod_spec(&mut spec, false);
+        assert_eq!(spec["volumes"][0]["configMap"]["defaultMode"], 420);
+        assert_eq!(spec["volumes"][1]["secret"]["defaultMode"], 256, "a set mode is kept");
+        assert!(spec["volumes"][2]["emptyDir"].get("defaultMode").is_none());
+    }
 
     #[test]
     fn a_crd_gets_its_list_kind_singular_and_conversion_as_upstream_defaults_them() {

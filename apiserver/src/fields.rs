@@ -468,6 +468,20 @@ pub fn apply(live: Option<&Value>, applied: &Value, w: &Writer<'_>, force: bool,
     Ok(result)
 }
 
+/// Whether `managed` (a new `metadata.managedFields`) gives every manager of
+/// `old` the same fields by the same operation: the entries' times aside,
+/// nothing to store.
+pub fn same_ownership(old: &Value, managed: Option<&Value>) -> bool {
+    let key = |entries: Vec<Entry>| {
+        let mut keys: Vec<_> =
+            entries.into_iter().filter(|e| !e.fields.is_empty()).map(|e| (e.manager, e.operation, e.api_version, e.subresource, e.fields)).collect();
+        keys.sort();
+        keys
+    };
+    let new = json!({"metadata": {"managedFields": managed.cloned().unwrap_or(Value::Null)}});
+    key(read_entries(old)) == key(read_entries(&new))
+}
+
 /// Record a non-apply write: `manager` now owns every leaf it changed; others lose those.
 pub fn record_update(old: Option<&Value>, new: &mut Value, w: &Writer<'_>) {
     let mut entries = old.map(read_entries).unwrap_or_default();
@@ -581,6 +595,17 @@ mod tests {
         assert_eq!(e.message, "Apply failed with 1 conflict: conflict with \"alice\": .data.a");
         assert_eq!(e.causes[0].message, "conflict with \"alice\"");
         assert_eq!((e.group, e.kind, e.name), (None, None, None), "an apply conflict's details hold only its causes");
+    }
+
+    #[test]
+    fn ownership_compares_managers_and_fields_but_not_times() {
+        let live = apply(None, &json!({"metadata": {"name": "x"}, "data": {"a": "1"}}), &w("mgr"), false, ("", "configmaps", "x")).unwrap();
+        let mut later = w("mgr");
+        later.time = "2025-01-01T00:00:00Z".into();
+        let again = apply(Some(&live), &json!({"metadata": {"name": "x"}, "data": {"a": "1"}}), &later, false, ("", "configmaps", "x")).unwrap();
+        assert!(same_ownership(&live, again.pointer("/metadata/managedFields")), "the same intent applied later owns the same");
+        let other = apply(Some(&live), &json!({"metadata": {"name": "x"}, "data": {"a": "1"}}), &w("bob"), false, ("", "configmaps", "x")).unwrap();
+        assert!(!same_ownership(&live, other.pointer("/metadata/managedFields")), "a second applier shares the field");
     }
 
     #[test]

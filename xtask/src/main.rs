@@ -55,7 +55,7 @@ mod real_cluster;
 /// Plugins shipped to users, built to `target/plugins/<name>.wasm`.
 const SHIPPED: &[&str] = &["cronjob", "mydeployment"];
 /// Plugins only the tests use.
-const TEST_ONLY: &[&str] = &["hello", "memcached", "hostile", "contract-v1", "versioned", "finalizing", "related"];
+const TEST_ONLY: &[&str] = &["hello", "memcached", "website", "hostile", "contract-v1", "versioned", "finalizing", "related"];
 /// Test-only second builds with a feature, copied to `target/plugins/<name>.wasm`
 /// (crate, feature, name): the hot-swap tests swap between two versions.
 /// `sprocket` and `gizmo` are distinct controllers (kinds Sprocket, Gizmo) for

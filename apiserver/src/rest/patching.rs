@@ -88,6 +88,13 @@ impl Core {
                     let managed = merged.pointer("/metadata/managedFields").cloned();
                     let no_fm = WriteOptions { field_manager: String::new(), ..opts.clone() };
                     let new = self.prepare_update(res, &old, merged, sub, &no_fm).await?;
+                    // Values unchanged but ownership moved (a first apply of fields
+                    // another manager set): upstream stores the new managedFields
+                    // (a write); an apply that changes neither is a no-op.
+                    let new = match new {
+                        None if self.config.managed_fields && !fields::same_ownership(&old, managed.as_ref()) => Some(old.clone()),
+                        other => other,
+                    };
                     let new = new.map(|mut n| {
                         match &managed {
                             Some(m) => {

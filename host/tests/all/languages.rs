@@ -83,7 +83,7 @@ fn inspect_shows_the_same_contract_parent_and_crd_for_each_language() {
         let o = run(&["inspect", plugin.to_str().unwrap(), "--output", "json"]);
         assert!(o.status.success(), "{language}: {}", text(&o.stderr));
         let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
-        let contract = if language == "rust" { "0.2.0" } else { "0.1.0" };
+        let contract = if language == "rust" { "0.3.0" } else { "0.1.0" };
         assert_eq!(doc["info"]["contractVersion"], contract, "{language}");
         assert_eq!(doc["manifest"]["parent"], json!({"group": "example.operator.dev", "version": "v1alpha1", "kind": "Hello"}), "{language}");
         let export = format!("operator:plugin/controller@{contract}");

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// The package version of the WIT contract this SDK implements.
-pub const CONTRACT_VERSION: &str = "0.2.0";
+pub const CONTRACT_VERSION: &str = "0.3.0";
 
 /// A Kubernetes group, version and kind. The core group is `""`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -166,7 +166,8 @@ pub enum EventType {
     Warning,
 }
 
-/// One thing the plugin wants done; see `action` in `wit/plugin.wit`.
+/// One thing the plugin wants done; see `action` in `wit/plugin.wit`, and
+/// `desired.step` for [`Action::Apply`] (contract 0.3).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum Action {
@@ -204,6 +205,11 @@ pub enum Action {
     },
     /// Reconcile the parent again after this many milliseconds.
     RequeueAfterMs(u64),
+    /// The child as the plugin wants it (contract 0.3), applied server-side
+    /// by the host with the plugin's own field manager. The children one
+    /// reconcile applies are the whole desired set: a child applied earlier
+    /// and no longer applied is deleted.
+    Apply(Value),
     /// The plugin's cleanup of a parent being deleted is complete.
     Finalized {},
 }

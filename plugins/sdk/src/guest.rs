@@ -14,6 +14,7 @@ pub mod bindings {
 }
 
 use bindings::exports::operator::plugin::controller as wit;
+use bindings::exports::operator::plugin::desired as wit_desired;
 use bindings::operator::plugin::log as wit_log;
 
 use crate::contract::{
@@ -63,8 +64,11 @@ fn related_kind(r: RelatedKind) -> wit::RelatedKind {
     }
 }
 
-pub fn action(a: Action) -> wit::Action {
-    match a {
+/// An action of `controller.reconcile`. An apply has no such form: a 0.3
+/// host calls `desired.reconcile`, and a plugin that applies answers
+/// `controller.reconcile` with the error [`apply_needs_desired`].
+pub fn action(a: Action) -> Result<wit::Action, ReconcileError> {
+    Ok(match a {
         Action::Create(o) => wit::Action::Create(o.to_string()),
         Action::Replace(o) => wit::Action::Replace(o.to_string()),
         Action::Patch { target, patch } => wit::Action::Patch(wit::MergePatch { target: object_ref(target), patch: patch.to_string() }),
@@ -87,7 +91,34 @@ pub fn action(a: Action) -> wit::Action {
         }),
         Action::RequeueAfterMs(ms) => wit::Action::RequeueAfter(ms),
         Action::Finalized {} => wit::Action::Finalized,
+        Action::Apply(_) => return Err(apply_needs_desired()),
+    })
+}
+
+/// Why `controller.reconcile` cannot carry an apply.
+pub fn apply_needs_desired() -> ReconcileError {
+    ReconcileError::permanent(
+        "ApplyNeedsDesiredState",
+        "this plugin applies desired state, which only `desired.reconcile` (contract 0.3) carries; the host called `controller.reconcile`",
+    )
+}
+
+/// `controller.reconcile`'s answer: every action, or the error of the first apply.
+pub fn actions(actions: Vec<Action>) -> Result<Vec<wit::Action>, wit::ReconcileError> {
+    actions.into_iter().map(action).collect::<Result<_, _>>().map_err(error)
+}
+
+/// One step of `desired.reconcile`.
+pub fn step(a: Action) -> wit_desired::Step {
+    match a {
+        Action::Apply(o) => wit_desired::Step::Apply(o.to_string()),
+        other => wit_desired::Step::Act(action(other).expect("only an apply has no action form")),
     }
+}
+
+/// `desired.reconcile`'s answer.
+pub fn steps(actions: Vec<Action>) -> Vec<wit_desired::Step> {
+    actions.into_iter().map(step).collect()
 }
 
 pub fn error(e: ReconcileError) -> wit::ReconcileError {
@@ -112,3 +143,4 @@ pub fn field_error(e: FieldError) -> wit::FieldError {
 
 pub use wit::Guest;
 pub use wit::{Action as WitAction, FieldError as WitFieldError, PluginManifest as WitManifest, ReconcileError as WitReconcileError};
+pub use wit_desired::{Guest as DesiredGuest, Step as WitStep};

@@ -47,6 +47,39 @@ impl Outcome {
         Ok(self)
     }
 
+    /// Applies a child server-side (contract 0.3): `child` is the object as
+    /// this plugin wants it, with `metadata.name` and only the fields the
+    /// plugin cares about (a typed k8s-openapi object serializes only the
+    /// fields that are set). The host applies it with the field manager
+    /// `operator-host/<plugin>`, forcing conflicts, and sets the namespace,
+    /// the controller ownerReference and the label
+    /// `operator-host.dev/applied-by`. Applying the same child again writes
+    /// nothing, whatever the API server defaulted (Service `protocol`, volume
+    /// `defaultMode`, ...), so no comparison with the live child is needed.
+    ///
+    /// The children one reconcile applies are the whole desired set: a child
+    /// this plugin applied to the parent before and does not apply now is
+    /// deleted by the host.
+    ///
+    /// ```
+    /// # use operator_plugin_sdk::{Outcome, ReconcileError};
+    /// # use operator_plugin_sdk::k8s_openapi::api::core::v1::ConfigMap;
+    /// # use operator_plugin_sdk::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    /// # fn f() -> Result<Outcome, ReconcileError> {
+    /// let mut out = Outcome::new();
+    /// out.apply(&ConfigMap {
+    ///     metadata: ObjectMeta { name: Some("site-content".into()), ..Default::default() },
+    ///     data: Some([("index.html".to_string(), "<h1>hi</h1>".to_string())].into()),
+    ///     ..Default::default()
+    /// })?;
+    /// # Ok(out)
+    /// # }
+    /// ```
+    pub fn apply(&mut self, child: &impl Serialize) -> Result<&mut Self, ReconcileError> {
+        self.actions.push(Action::Apply(to_json("child to apply", child)?));
+        Ok(self)
+    }
+
     /// Replaces a child (PUT); carry its `resourceVersion`.
     pub fn replace(&mut self, child: &impl Serialize) -> Result<&mut Self, ReconcileError> {
         self.actions.push(Action::Replace(to_json("child to replace", child)?));
@@ -168,6 +201,13 @@ mod tests {
         out.create(&json!({"kind": "ConfigMap"})).unwrap();
         let actions = out.requeue_after(Duration::from_micros(1500)).finalized().into_actions();
         assert_eq!(actions, vec![Action::Create(json!({"kind": "ConfigMap"})), Action::RequeueAfterMs(2), Action::Finalized {}]);
+    }
+
+    #[test]
+    fn an_applied_child_is_an_apply_action_with_its_type_meta() {
+        let mut out = Outcome::new();
+        out.apply(&k8s_openapi::api::core::v1::Service::default()).unwrap();
+        assert!(matches!(&out.actions()[0], Action::Apply(v) if v["apiVersion"] == "v1" && v["kind"] == "Service"));
     }
 
     #[test]

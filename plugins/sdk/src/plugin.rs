@@ -136,15 +136,18 @@ macro_rules! export_plugin {
                     __p::manifest(<$plugin as $crate::Plugin>::manifest())
                 }
                 fn reconcile(parent: String, children: Vec<String>, related: Vec<String>, now: i64) -> Result<Vec<__p::WitAction>, __p::WitReconcileError> {
-                    $crate::plugin::reconcile_related::<$plugin>(&parent, &children, &related, now)
-                        .map(|actions| actions.into_iter().map(__p::action).collect())
-                        .map_err(__p::error)
+                    $crate::plugin::reconcile_related::<$plugin>(&parent, &children, &related, now).map_err(__p::error).and_then(__p::actions)
                 }
                 fn validate(object: String, old: Option<String>) -> Vec<__p::WitFieldError> {
                     $crate::plugin::validate::<$plugin>(&object, old.as_deref()).into_iter().map(__p::field_error).collect()
                 }
                 fn default(object: String) -> Result<String, __p::WitReconcileError> {
                     $crate::plugin::default::<$plugin>(&object).map_err(__p::error)
+                }
+            }
+            impl __p::DesiredGuest for __OperatorPluginExport {
+                fn reconcile(parent: String, children: Vec<String>, related: Vec<String>, now: i64) -> Result<Vec<__p::WitStep>, __p::WitReconcileError> {
+                    $crate::plugin::reconcile_related::<$plugin>(&parent, &children, &related, now).map(__p::steps).map_err(__p::error)
                 }
             }
             $crate::__private::bindings::__export_operator_plugin_world!(__OperatorPluginExport with_types_in $crate::__private::bindings);

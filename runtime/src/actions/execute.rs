@@ -8,12 +8,19 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParam
 use operator_plugin_sdk::{EventType, GroupVersionKind, Propagation};
 use serde_json::Value;
 
-use super::policy::{Existing, Write};
+use super::policy::{APPLIED_BY, Existing, Write};
 use crate::api_error::ApiErrorClass;
 use crate::events::{Recorder, Regarding};
 
-/// The field manager of every write the host makes.
+/// The field manager of every write the host makes, except applies.
 pub const FIELD_MANAGER: &str = "operator-host";
+
+/// The field manager of the children a plugin applies: one per plugin, so
+/// the API server tracks which fields each plugin wants, and two plugins
+/// (or a plugin and a person with kubectl) stay apart in managedFields.
+pub fn apply_manager(plugin: &str) -> String {
+    format!("{FIELD_MANAGER}/{plugin}")
+}
 
 /// What the cache must show before the next reconcile of the parent.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,7 +65,8 @@ pub struct Executed {
     /// The last status the plugin set before any failure.
     pub status: Option<Value>,
     pub error: Option<WriteError>,
-    /// Writes made (creates, replaces, patches, deletes).
+    /// Writes made (creates, replaces, patches, deletes, and applies that
+    /// changed the object: an apply of what is already there writes nothing).
     pub writes: usize,
 }
 
@@ -72,6 +80,8 @@ pub struct Executor<'a> {
     pub lookup: &'a (dyn super::Lookup + Sync),
     /// The parent's uid.
     pub parent_uid: &'a str,
+    /// The plugin's name: its applies' field manager and [`APPLIED_BY`] label.
+    pub plugin: &'a str,
     /// Sharded: the shard label every created or replaced child carries, so
     /// it stays in this replica's cache (its watches select on it).
     pub child_label: Option<(&'a str, &'a str)>,
@@ -198,6 +208,11 @@ impl Executor<'_> {
                         break;
                     }
                 }
+                Write::Apply { gvk, namespace, name, object, existing } => {
+                    if !self.apply(&mut out, gvk, &namespace, &name, object, existing).await {
+                        break;
+                    }
+                }
                 Write::Delete { gvk, namespace, name, propagation, existing } => {
                     let what = describe("delete", &gvk, &namespace, Some(&Value::String(name.clone())));
                     let params = DeleteParams {
@@ -234,6 +249,45 @@ impl Executor<'_> {
             }
         }
         out
+    }
+}
+
+impl Executor<'_> {
+    /// Server-side apply of one child, forced: upstream's guidance for
+    /// controllers is to force conflicts on the objects they manage (they
+    /// cannot resolve one, and the next reconcile would meet it again), as
+    /// controller-runtime's `client.ForceOwnership` does. A field another
+    /// manager set and this plugin applies is taken over; fields the plugin
+    /// does not apply are left to whoever set them (the API server's
+    /// defaults included), so the same intent applied again is a no-op.
+    /// Returns false when the write failed and execution must stop.
+    async fn apply(&self, out: &mut Executed, gvk: GroupVersionKind, namespace: &str, name: &str, object: Value, existing: Option<Existing>) -> bool {
+        let what = describe("apply", &gvk, namespace, Some(&Value::String(name.to_owned())));
+        let object = with_label(with_label(object, Some((APPLIED_BY, self.plugin))), self.child_label);
+        let params = PatchParams { field_manager: Some(apply_manager(self.plugin)), force: true, ..PatchParams::default() };
+        match self.api(&gvk, namespace).patch(name, &params, &Patch::Apply(&object)).await {
+            Ok(applied) => {
+                let rv = applied.metadata.resource_version.unwrap_or_default();
+                match existing {
+                    Some(existing) if existing.resource_version == rv => tracing::debug!(%what, "applied; nothing changed"),
+                    Some(existing) => {
+                        out.writes += 1;
+                        out.expectations.push(Expectation::Updated { gvk, uid: existing.uid, from: existing.resource_version });
+                    }
+                    None => {
+                        out.writes += 1;
+                        if let Some(uid) = applied.metadata.uid {
+                            out.expectations.push(Expectation::Created { gvk, uid });
+                        }
+                    }
+                }
+                true
+            }
+            Err(source) => {
+                out.error = Some(WriteError { what, source });
+                false
+            }
+        }
     }
 }
 

@@ -6,5 +6,5 @@ pub mod execute;
 pub mod policy;
 pub mod status;
 
-pub use execute::{Executed, Executor, Expectation, FIELD_MANAGER, WriteError};
-pub use policy::{Existing, Lookup, Parent, Plan, Refusal, Write, check};
+pub use execute::{Executed, Executor, Expectation, FIELD_MANAGER, WriteError, apply_manager};
+pub use policy::{APPLIED_BY, AppliedEarlier, Existing, Lookup, Parent, Plan, Refusal, Write, check, prune};

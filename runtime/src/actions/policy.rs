@@ -16,6 +16,14 @@
 //!    controller is refused. Patches may not touch ownerReferences; a replace
 //!    keeps the parent as controller.
 //! 4. Status must be an object; Events need a reason.
+//! 4a. An apply (contract 0.3) names its child by `metadata.name` (never
+//!     `generateName`); one the cache shows controlled by another owner, or
+//!     by none, is refused, as a replace would be. It gets the parent's
+//!     namespace and controller ownerReference, and its `resourceVersion`
+//!     is dropped (apply takes the object as the plugin's intent, not as an
+//!     edit of one version). The children applied are the whole desired set:
+//!     [`prune`] adds the deletes of children applied earlier and no longer
+//!     applied.
 //! 5. At most [`MAX_WRITES`] writes per reconcile: a plugin that answers
 //!    with a flood (say 200,000 Events) is refused before anything is
 //!    written, instead of holding the executor and the API server for
@@ -72,12 +80,48 @@ pub trait Lookup {
 /// A checked write, ready to execute.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Write {
-    Create { gvk: GroupVersionKind, namespace: String, object: Value, fixed_name: bool },
-    Replace { gvk: GroupVersionKind, namespace: String, name: String, object: Value, existing: Existing },
-    Patch { gvk: GroupVersionKind, namespace: String, name: String, patch: Value, existing: Existing },
-    Delete { gvk: GroupVersionKind, namespace: String, name: String, propagation: Propagation, existing: Existing },
+    Create {
+        gvk: GroupVersionKind,
+        namespace: String,
+        object: Value,
+        fixed_name: bool,
+    },
+    Replace {
+        gvk: GroupVersionKind,
+        namespace: String,
+        name: String,
+        object: Value,
+        existing: Existing,
+    },
+    Patch {
+        gvk: GroupVersionKind,
+        namespace: String,
+        name: String,
+        patch: Value,
+        existing: Existing,
+    },
+    /// Server-side apply of the child as the plugin wants it; `existing` is
+    /// what the cache shows of it (none: the apply creates it).
+    Apply {
+        gvk: GroupVersionKind,
+        namespace: String,
+        name: String,
+        object: Value,
+        existing: Option<Existing>,
+    },
+    Delete {
+        gvk: GroupVersionKind,
+        namespace: String,
+        name: String,
+        propagation: Propagation,
+        existing: Existing,
+    },
     SetStatus(Value),
-    Event { event_type: EventType, reason: String, message: String },
+    Event {
+        event_type: EventType,
+        reason: String,
+        message: String,
+    },
 }
 
 /// The checked plan: writes in order, the soonest requeue, and whether the
@@ -108,6 +152,7 @@ fn action_name(a: &Action) -> &'static str {
         Action::Event { .. } => "event",
         Action::RequeueAfterMs(_) => "requeue-after",
         Action::Finalized {} => "finalized",
+        Action::Apply(_) => "apply",
     }
 }
 
@@ -142,6 +187,15 @@ pub fn check(parent: &Parent, children: &[GroupVersionKind], lookup: &dyn Lookup
         match action {
             Action::Create(object) => plan.writes.push(check_create(parent, children, lookup, object).map_err(refuse)?),
             Action::Replace(object) => plan.writes.push(check_replace(parent, children, lookup, object).map_err(refuse)?),
+            Action::Apply(object) => {
+                let write = check_apply(parent, children, lookup, object).map_err(refuse)?;
+                if let Write::Apply { gvk, name, .. } = &write
+                    && plan.writes.iter().any(|w| matches!(w, Write::Apply { gvk: g, name: n, .. } if g == gvk && n == name))
+                {
+                    return Err(refuse(format!("{} {name} is applied twice in one reconcile", gvk.kind)));
+                }
+                plan.writes.push(write);
+            }
             Action::Patch { target, patch } => {
                 let (gvk, existing) = check_target(parent, children, lookup, &target).map_err(refuse)?;
                 if !patch.is_object() {
@@ -318,6 +372,86 @@ fn check_replace(parent: &Parent, children: &[GroupVersionKind], lookup: &dyn Lo
     Ok(Write::Replace { gvk, namespace: parent.namespace.clone(), name, object, existing })
 }
 
+fn check_apply(parent: &Parent, children: &[GroupVersionKind], lookup: &dyn Lookup, mut object: Value) -> Result<Write, String> {
+    let (api_version, kind) = type_of(&object)?;
+    let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+    not_the_parent(parent, &api_version, &kind, name)?;
+    let gvk = declared(children, &api_version, &kind)?;
+    scoped(parent, lookup, &gvk)?;
+    let meta = object.as_object_mut().expect("checked").entry("metadata").or_insert_with(|| json!({}));
+    let meta = meta.as_object_mut().ok_or("metadata must be an object")?;
+    same_namespace(parent, meta.get("namespace").and_then(Value::as_str).unwrap_or(""))?;
+    if meta.get("generateName").is_some() {
+        return Err("an applied child is named by metadata.name; generateName cannot be applied".into());
+    }
+    let name = meta.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()).ok_or("an apply needs metadata.name")?.to_string();
+    let existing = lookup.find(&gvk, &parent.namespace, &name);
+    if let Some(e) = &existing
+        && e.controller_uid.as_deref() != Some(parent.uid.as_str())
+    {
+        return Err(format!("{} {}/{} exists and is not controlled by this {}", gvk.kind, parent.namespace, name, parent.kind));
+    }
+    let mut refs = match meta.get("ownerReferences") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(a)) => a.clone(),
+        Some(_) => return Err("metadata.ownerReferences must be a list".into()),
+    };
+    if refs.iter().any(|r| r["controller"] == true && r["uid"] != parent.uid.as_str()) {
+        return Err("the object names another controller".into());
+    }
+    refs.retain(|r| r["uid"] != parent.uid.as_str());
+    refs.push(parent.owner_reference());
+    meta.insert("ownerReferences".into(), Value::Array(refs));
+    meta.remove("resourceVersion");
+    if !parent.namespace.is_empty() {
+        meta.insert("namespace".into(), Value::String(parent.namespace.clone()));
+    }
+    Ok(Write::Apply { gvk, namespace: parent.namespace.clone(), name, object, existing })
+}
+
+/// The label the host puts on every child it applies, with the plugin's
+/// name as value: how "applied by this plugin" is known later. The cache
+/// keeps labels (it drops managedFields), and a label reads the same on
+/// every API server.
+pub const APPLIED_BY: &str = "operator-host.dev/applied-by";
+
+/// A child the parent controls that carries [`APPLIED_BY`] with this
+/// plugin's name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AppliedEarlier {
+    pub gvk: GroupVersionKind,
+    pub name: String,
+    pub existing: Existing,
+}
+
+/// Adds to `plan` the deletion (background propagation) of every child
+/// applied earlier that the plan neither applies nor otherwise writes: the
+/// children one reconcile applies are the whole desired set. A child the
+/// plan replaces, patches or deletes is the plugin's to handle.
+pub fn prune(parent: &Parent, plan: &mut Plan, applied_earlier: Vec<AppliedEarlier>) {
+    let named = |gvk: &GroupVersionKind, name: &str| {
+        plan.writes.iter().any(|w| match w {
+            Write::Apply { gvk: g, name: n, .. }
+            | Write::Replace { gvk: g, name: n, .. }
+            | Write::Patch { gvk: g, name: n, .. }
+            | Write::Delete { gvk: g, name: n, .. } => g == gvk && n == name,
+            _ => false,
+        })
+    };
+    let stale: Vec<Write> = applied_earlier
+        .into_iter()
+        .filter(|a| a.existing.controller_uid.as_deref() == Some(parent.uid.as_str()) && !named(&a.gvk, &a.name))
+        .map(|a| Write::Delete {
+            gvk: a.gvk,
+            namespace: parent.namespace.clone(),
+            name: a.name,
+            propagation: Propagation::Background,
+            existing: a.existing,
+        })
+        .collect();
+    plan.writes.extend(stale);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -362,6 +496,53 @@ mod tests {
 
     fn run(actions: Vec<Action>) -> Result<Plan, Refusal> {
         check(&parent(), &children(), &cache(), actions)
+    }
+
+    fn cm(name: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "resourceVersion": "3"}, "data": {"k": "v"}})
+    }
+
+    #[test]
+    fn an_apply_gets_the_parent_as_controller_and_loses_its_resource_version() {
+        let plan = run(vec![Action::Apply(cm("mine")), Action::Apply(cm("new"))]).unwrap();
+        let Write::Apply { object, existing, name, namespace, .. } = &plan.writes[0] else { panic!("{plan:?}") };
+        assert_eq!((name.as_str(), namespace.as_str()), ("mine", "team"));
+        assert_eq!(existing.as_ref().map(|e| e.uid.as_str()), Some("c1"));
+        assert_eq!(object["metadata"]["namespace"], "team");
+        assert_eq!(object["metadata"]["ownerReferences"], json!([parent().owner_reference()]));
+        assert!(object["metadata"].get("resourceVersion").is_none(), "{object}");
+        assert!(matches!(&plan.writes[1], Write::Apply { existing: None, .. }), "a child not in the cache is created by the apply");
+    }
+
+    #[test]
+    fn an_apply_of_someone_elses_object_or_without_a_name_is_refused() {
+        for (object, why) in [
+            (cm("theirs"), "not controlled by this Thing"),
+            (cm("loose"), "not controlled by this Thing"),
+            (json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"generateName": "g-"}}), "generateName cannot be applied"),
+            (json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}}), "not among the plugin's declared children"),
+        ] {
+            let refusal = run(vec![Action::Apply(object)]).unwrap_err();
+            assert!(refusal.reason.contains(why), "{refusal}");
+            assert_eq!(refusal.action, "apply");
+        }
+        let twice = run(vec![Action::Apply(cm("a")), Action::Apply(cm("a"))]).unwrap_err();
+        assert!(twice.reason.contains("applied twice"), "{twice}");
+    }
+
+    #[test]
+    fn children_applied_earlier_and_not_now_are_pruned() {
+        let gvk = GroupVersionKind::new("", "v1", "ConfigMap");
+        let earlier = |name: &str, controller: &str| AppliedEarlier {
+            gvk: gvk.clone(),
+            name: name.into(),
+            existing: Existing { uid: format!("u-{name}"), resource_version: "1".into(), controller_uid: Some(controller.into()) },
+        };
+        let mut plan = run(vec![Action::Apply(cm("kept")), Action::Patch { target: target("team", "mine"), patch: json!({"data": {}}) }]).unwrap();
+        prune(&parent(), &mut plan, vec![earlier("kept", "P-UID"), earlier("mine", "P-UID"), earlier("gone", "P-UID"), earlier("adopted", "OTHER")]);
+        let deleted: Vec<&str> =
+            plan.writes.iter().filter_map(|w| if let Write::Delete { name, .. } = w { Some(name.as_str()) } else { None }).collect();
+        assert_eq!(deleted, ["gone"], "only the child no write names, and only one this parent controls");
     }
 
     fn events(n: usize) -> Vec<Action> {

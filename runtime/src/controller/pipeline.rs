@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 use super::cache::{CachedObject, ObjectKey};
 use super::finalizer::{Event, Reconciled};
 use super::{CacheLookup, Controller, Ended, permanent, related};
-use crate::actions::{self, Executor, Expectation, FIELD_MANAGER, Parent, Plan, status};
+use crate::actions::{self, Executor, Existing, Expectation, FIELD_MANAGER, Parent, Plan, status};
 use crate::api_error::ApiErrorClass;
 use crate::clock::timestamp;
 use crate::events::Regarding;
@@ -151,10 +151,15 @@ impl Controller {
                         self.metrics.plugin_outcome(&self.name, digest, Some("action_refused"));
                         refused
                     }
-                    Ok(plan) => {
+                    Ok(mut plan) => {
+                        // A parent on its way out keeps its children until the
+                        // garbage collector (or an orphaning delete) decides.
+                        if event == Event::Apply {
+                            actions::prune(&target.parent, &mut plan, self.applied_earlier(plugin, &target.parent.uid));
+                        }
                         self.metrics.plugin_outcome(&self.name, digest, None);
                         let finalized = plan.finalized;
-                        let pass = self.execute(key, &target, &lookup, plan).await;
+                        let pass = self.execute(key, &target, &lookup, plan, &plugin.manifest().name).await;
                         if event == Event::Cleanup && finalized && pass.verdict.as_ref().is_some_and(|v| v.ok) {
                             return Reconciled::CleanedUp;
                         }
@@ -293,8 +298,30 @@ impl Controller {
         })
     }
 
+    /// The children of the parent that this plugin applied (they carry
+    /// [`actions::APPLIED_BY`] with its name), for [`actions::prune`].
+    fn applied_earlier(&self, plugin: &LoadedPlugin, parent_uid: &str) -> Vec<actions::AppliedEarlier> {
+        let name = plugin.manifest().name.as_str();
+        plugin
+            .manifest()
+            .children
+            .iter()
+            .flat_map(|gvk| self.caches[gvk].controlled_by(parent_uid).into_iter().map(move |c| (gvk, c)))
+            .filter(|(_, c)| c.labels().get(actions::APPLIED_BY) == Some(name))
+            .map(|(gvk, c)| actions::AppliedEarlier {
+                gvk: gvk.clone(),
+                name: c.name().to_owned(),
+                existing: Existing {
+                    uid: c.uid().unwrap_or_default().to_owned(),
+                    resource_version: c.resource_version().unwrap_or_default().to_owned(),
+                    controller_uid: c.controller().map(|r| r.uid.to_owned()),
+                },
+            })
+            .collect()
+    }
+
     /// The checked writes, made in order; the first failure stops them.
-    async fn execute(&self, key: &ObjectKey, target: &Target, lookup: &CacheLookup<'_>, plan: Plan) -> Pass {
+    async fn execute(&self, key: &ObjectKey, target: &Target, lookup: &CacheLookup<'_>, plan: Plan, plugin_name: &str) -> Pass {
         let child_label = self.config.sharding.as_ref().map(crate::shard::Sharding::child_label);
         let executor = Executor {
             client: &self.client,
@@ -303,6 +330,7 @@ impl Controller {
             regarding: &target.regarding,
             lookup,
             parent_uid: &target.parent.uid,
+            plugin: plugin_name,
             child_label: child_label.as_ref().map(|(k, v)| (k.as_str(), v.as_str())),
         };
         let executed = executor.execute(plan.writes).await;

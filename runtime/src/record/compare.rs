@@ -114,6 +114,7 @@ fn describe(action: &Action) -> (String, Value) {
         }
         Action::RequeueAfterMs(ms) => ("requeue after".into(), serde_json::json!({"ms": ms})),
         Action::Finalized {} => ("finalized".into(), serde_json::json!({})),
+        Action::Apply(o) => (object("apply", o), o.clone()),
     }
 }
 

@@ -44,7 +44,7 @@ pub fn object_text(text: &str) -> Option<String> {
 pub fn actions(actions: &mut [Action]) {
     for a in actions {
         match a {
-            Action::Create(obj) | Action::Replace(obj)
+            Action::Create(obj) | Action::Replace(obj) | Action::Apply(obj)
                 if is_secret(obj["kind"].as_str().unwrap_or_default(), obj["apiVersion"].as_str().unwrap_or_default()) =>
             {
                 values(obj);
@@ -98,8 +98,10 @@ mod tests {
                 patch: json!({"stringData": {"k": "v"}}),
             },
             Action::Create(json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"k": "v"}})),
+            Action::Apply(json!({"apiVersion": "v1", "kind": "Secret", "stringData": {"k": "v"}})),
         ];
         actions(&mut list);
+        assert_eq!(list[3], Action::Apply(json!({"apiVersion": "v1", "kind": "Secret", "stringData": {"k": REDACTED}})));
         assert_eq!(list[0], Action::Create(json!({"apiVersion": "v1", "kind": "Secret", "data": {"k": REDACTED}})));
         assert!(matches!(&list[1], Action::Patch { patch, .. } if patch["stringData"]["k"] == REDACTED));
         assert_eq!(list[2], Action::Create(json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"k": "v"}})));

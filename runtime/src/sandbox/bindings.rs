@@ -1,5 +1,6 @@
 //! The WIT edge of the host: `bindgen!` output for every contract minor it
-//! runs (`wit/v0.1/plugin.wit`, `wit/plugin.wit` = 0.2) and their
+//! runs (`wit/v0.1/plugin.wit`, `wit/v0.2/plugin.wit`, `wit/plugin.wit` =
+//! 0.3) and their
 //! conversion to the SDK's plain types, the one internal representation.
 //! Nothing outside this module sees generated code.
 
@@ -16,8 +17,16 @@ pub(crate) mod v0_1 {
 
 /// Contract 0.2: 0.1 plus related kinds.
 pub(crate) mod v0_2 {
+    wasmtime::component::bindgen!({ path: "../wit/v0.2", world: "plugin" });
+    pub(crate) use exports::operator::plugin::controller as wit;
+    pub(crate) use operator::plugin::log as wit_log;
+}
+
+/// Contract 0.3: 0.2 plus `desired` (children applied server-side).
+pub(crate) mod v0_3 {
     wasmtime::component::bindgen!({ path: "../wit", world: "plugin" });
     pub(crate) use exports::operator::plugin::controller as wit;
+    pub(crate) use exports::operator::plugin::desired as wit_desired;
     pub(crate) use operator::plugin::log as wit_log;
 }
 
@@ -128,6 +137,49 @@ pub(crate) mod from_v0_1 {
 pub(crate) mod from_v0_2 {
     use super::*;
     conversions!(v0_2);
+
+    pub(crate) fn manifest(m: wit::PluginManifest) -> Result<Manifest, InvalidOutput> {
+        let crds = crds(&m.crds)?;
+        let related = m.related.into_iter().enumerate().map(|(i, r)| related_kind(i, r)).collect::<Result<Vec<_>, _>>()?;
+        Ok(Manifest {
+            name: m.name,
+            version: m.version,
+            parent: gvk(m.parent),
+            children: m.children.into_iter().map(gvk).collect(),
+            related,
+            crds,
+            finalizer: m.finalizer,
+        })
+    }
+
+    fn related_kind(i: usize, r: wit::RelatedKind) -> Result<RelatedKind, InvalidOutput> {
+        use wit::Attachment as A;
+        let attach = match r.attach {
+            A::SelectorFrom(path) => Attachment::SelectorFrom(path),
+            A::NamesFrom(paths) => Attachment::NamesFrom(paths),
+            A::FixedSelector(text) => Attachment::FixedSelector(json_object(&format!("manifest related[{i}] fixed-selector"), &text)?),
+        };
+        Ok(RelatedKind { kind: gvk(r.kind), attach, cluster_scoped: r.cluster_scoped })
+    }
+}
+
+/// Converted outputs of a 0.3 component.
+pub(crate) mod from_v0_3 {
+    use super::*;
+    conversions!(v0_3);
+
+    /// `desired.reconcile`'s steps as actions: an apply is [`Action::Apply`].
+    pub(crate) fn steps(steps: Vec<crate::sandbox::bindings::v0_3::wit_desired::Step>) -> Result<Vec<Action>, InvalidOutput> {
+        use crate::sandbox::bindings::v0_3::wit_desired::Step;
+        steps
+            .into_iter()
+            .enumerate()
+            .map(|(i, s)| match s {
+                Step::Act(a) => action(i, a),
+                Step::Apply(o) => Ok(Action::Apply(json_object(&format!("action {i} (apply)"), &o)?)),
+            })
+            .collect()
+    }
 
     pub(crate) fn manifest(m: wit::PluginManifest) -> Result<Manifest, InvalidOutput> {
         let crds = crds(&m.crds)?;

@@ -56,18 +56,23 @@ pub enum Minor {
     V0_1,
     /// 0.2.x: 0.1 plus related kinds.
     V0_2,
+    /// 0.3.x: 0.2 plus desired state applied server-side.
+    V0_3,
 }
 
 /// Every minor, oldest first, as the version a component declares.
-pub const SUPPORTED: [(Minor, Version); 2] =
-    [(Minor::V0_1, Version { major: 0, minor: 1, patch: 0 }), (Minor::V0_2, Version { major: 0, minor: 2, patch: 0 })];
+pub const SUPPORTED: [(Minor, Version); 3] = [
+    (Minor::V0_1, Version { major: 0, minor: 1, patch: 0 }),
+    (Minor::V0_2, Version { major: 0, minor: 2, patch: 0 }),
+    (Minor::V0_3, Version { major: 0, minor: 3, patch: 0 }),
+];
 
 /// The minor a component of version `found` is run as, if any.
 pub fn minor_of(found: Version) -> Option<Minor> {
     SUPPORTED.iter().find(|(_, v)| v.compatible_with(found)).map(|(m, _)| *m)
 }
 
-/// What this host accepts, for an error message: `0.1.x, 0.2.x`.
+/// What this host accepts, for an error message: `0.1.x, 0.2.x, 0.3.x`.
 pub fn supported_ranges() -> String {
     SUPPORTED.iter().map(|(_, v)| v.compatible_range()).collect::<Vec<_>>().join(", ")
 }
@@ -108,9 +113,10 @@ mod tests {
         assert_eq!(minor_of(v("0.1.3")), Some(Minor::V0_1));
         assert_eq!(minor_of(v("0.2.0")), Some(Minor::V0_2));
         assert_eq!(minor_of(v("0.2.9")), Some(Minor::V0_2));
-        assert_eq!(minor_of(v("0.3.0")), None);
+        assert_eq!(minor_of(v("0.3.0")), Some(Minor::V0_3));
+        assert_eq!(minor_of(v("0.4.0")), None);
         assert_eq!(minor_of(v("1.0.0")), None);
-        assert_eq!(supported_ranges(), "0.1.x, 0.2.x");
+        assert_eq!(supported_ranges(), "0.1.x, 0.2.x, 0.3.x");
         // The newest minor is the one the SDK implements.
         assert!(host_version().compatible_with(SUPPORTED[SUPPORTED.len() - 1].1));
     }

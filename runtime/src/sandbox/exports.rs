@@ -1,4 +1,5 @@
-//! The `controller` functions of a linked component, found and type-checked
+//! The `controller` functions of a linked component (and, from contract 0.3,
+//! `desired.reconcile` when the component exports it), found and type-checked
 //! once per build, then called on each fresh instance by index.
 //!
 //! The generated bindings' `PluginPre::instantiate` looks up and type-checks
@@ -14,7 +15,7 @@ use operator_plugin_sdk::{Action, FieldError, Manifest, ReconcileError};
 use wasmtime::Store;
 use wasmtime::component::{ComponentExportIndex, Instance, InstancePre, TypedFunc};
 
-use super::bindings::{InvalidOutput, from_v0_1, from_v0_2, v0_1, v0_2};
+use super::bindings::{InvalidOutput, from_v0_1, from_v0_2, from_v0_3, v0_1, v0_2, v0_3};
 use super::contract::Minor;
 use super::wasi::CallState;
 
@@ -29,6 +30,8 @@ pub(crate) struct Exports {
     reconcile: ComponentExportIndex,
     validate: ComponentExportIndex,
     default: ComponentExportIndex,
+    /// `desired.reconcile` (0.3), called instead of `reconcile` when present.
+    desired: Option<ComponentExportIndex>,
     /// Set once the signatures passed on one instance.
     checked: AtomicBool,
 }
@@ -37,16 +40,21 @@ pub(crate) struct Exports {
 // `wit/v0.1` and `wit`); checked against the component once per build.
 type Manifest01 = (v0_1::wit::PluginManifest,);
 type Manifest02 = (v0_2::wit::PluginManifest,);
+type Manifest03 = (v0_3::wit::PluginManifest,);
 type Reconcile01<'a> = (&'a str, &'a [String], i64);
 type Reconcile02<'a> = (&'a str, &'a [String], &'a [String], i64);
 type Actions01 = (Result<Vec<v0_1::wit::Action>, v0_1::wit::ReconcileError>,);
 type Actions02 = (Result<Vec<v0_2::wit::Action>, v0_2::wit::ReconcileError>,);
+type Actions03 = (Result<Vec<v0_3::wit::Action>, v0_3::wit::ReconcileError>,);
+type Steps03 = (Result<Vec<v0_3::wit_desired::Step>, v0_3::wit::ReconcileError>,);
 type ValidateArgs<'a> = (&'a str, Option<&'a str>);
 type FieldErrors01 = (Vec<v0_1::wit::FieldError>,);
 type FieldErrors02 = (Vec<v0_2::wit::FieldError>,);
+type FieldErrors03 = (Vec<v0_3::wit::FieldError>,);
 type DefaultArgs<'a> = (&'a str,);
 type Defaulted01 = (Result<String, v0_1::wit::ReconcileError>,);
 type Defaulted02 = (Result<String, v0_2::wit::ReconcileError>,);
+type Defaulted03 = (Result<String, v0_3::wit::ReconcileError>,);
 
 impl Exports {
     /// Finds `controller`'s functions in `pre`'s component (their types are
@@ -57,6 +65,7 @@ impl Exports {
         let interface = match minor {
             Minor::V0_1 => "operator:plugin/controller@0.1.0",
             Minor::V0_2 => "operator:plugin/controller@0.2.0",
+            Minor::V0_3 => "operator:plugin/controller@0.3.0",
         };
         let component = pre.component();
         let iface = component.get_export_index(None, interface).ok_or_else(|| wasmtime::format_err!("no exported instance named `{interface}`"))?;
@@ -65,8 +74,21 @@ impl Exports {
                 .get_export_index(Some(&iface), name)
                 .ok_or_else(|| wasmtime::format_err!("instance export `{interface}` does not have export `{name}`"))
         };
+        // An addition is read only from a component that exports it.
+        let desired = match minor {
+            Minor::V0_3 => component
+                .get_export_index(None, "operator:plugin/desired@0.3.0")
+                .map(|d| {
+                    component
+                        .get_export_index(Some(&d), "reconcile")
+                        .ok_or_else(|| wasmtime::format_err!("instance export `operator:plugin/desired@0.3.0` does not have export `reconcile`"))
+                })
+                .transpose()?,
+            _ => None,
+        };
         Ok(Exports {
             minor,
+            desired,
             manifest: find("manifest")?,
             reconcile: find("reconcile")?,
             validate: find("validate")?,
@@ -98,6 +120,15 @@ impl Exports {
                 instance.get_typed_func::<ValidateArgs, FieldErrors02>(&mut *store, &self.validate).map_err(|e| checked("validate", e))?;
                 instance.get_typed_func::<DefaultArgs, Defaulted02>(&mut *store, &self.default).map_err(|e| checked("default", e))?;
             }
+            Minor::V0_3 => {
+                instance.get_typed_func::<(), Manifest03>(&mut *store, &self.manifest).map_err(|e| checked("manifest", e))?;
+                instance.get_typed_func::<Reconcile02, Actions03>(&mut *store, &self.reconcile).map_err(|e| checked("reconcile", e))?;
+                instance.get_typed_func::<ValidateArgs, FieldErrors03>(&mut *store, &self.validate).map_err(|e| checked("validate", e))?;
+                instance.get_typed_func::<DefaultArgs, Defaulted03>(&mut *store, &self.default).map_err(|e| checked("default", e))?;
+                if let Some(desired) = &self.desired {
+                    instance.get_typed_func::<Reconcile02, Steps03>(&mut *store, desired).map_err(|e| checked("desired.reconcile", e))?;
+                }
+            }
         }
         self.checked.store(true, Ordering::Release);
         Ok(())
@@ -107,11 +138,13 @@ impl Exports {
         Ok(match self.minor {
             Minor::V0_1 => from_v0_1::manifest(self.func::<(), Manifest01>(store, instance, &self.manifest).call(store, ())?.0),
             Minor::V0_2 => from_v0_2::manifest(self.func::<(), Manifest02>(store, instance, &self.manifest).call(store, ())?.0),
+            Minor::V0_3 => from_v0_3::manifest(self.func::<(), Manifest03>(store, instance, &self.manifest).call(store, ())?.0),
         })
     }
 
     /// `related` is not passed to a 0.1 component (it cannot declare
-    /// related kinds, so there are none).
+    /// related kinds, so there are none). A 0.3 component that exports
+    /// `desired` answers through it (its applies become [`Action::Apply`]).
     pub(crate) fn reconcile(
         &self,
         store: &mut Store<CallState>,
@@ -132,6 +165,20 @@ impl Exports {
                     Err(e) => Ok(Err(from_v0_2::reconcile_error(e))),
                 }
             }
+            Minor::V0_3 => match &self.desired {
+                Some(desired) => {
+                    match self.func::<Reconcile02, Steps03>(store, instance, desired).call(store, (parent, children, related, now_ms))?.0 {
+                        Ok(steps) => from_v0_3::steps(steps).map(Ok),
+                        Err(e) => Ok(Err(from_v0_3::reconcile_error(e))),
+                    }
+                }
+                None => {
+                    match self.func::<Reconcile02, Actions03>(store, instance, &self.reconcile).call(store, (parent, children, related, now_ms))?.0 {
+                        Ok(actions) => from_v0_3::actions(actions).map(Ok),
+                        Err(e) => Ok(Err(from_v0_3::reconcile_error(e))),
+                    }
+                }
+            },
         })
     }
 
@@ -157,6 +204,13 @@ impl Exports {
                 .into_iter()
                 .map(from_v0_2::field_error)
                 .collect(),
+            Minor::V0_3 => self
+                .func::<ValidateArgs, FieldErrors03>(store, instance, &self.validate)
+                .call(store, (object, old))?
+                .0
+                .into_iter()
+                .map(from_v0_3::field_error)
+                .collect(),
         })
     }
 
@@ -167,6 +221,9 @@ impl Exports {
             }
             Minor::V0_2 => {
                 self.func::<DefaultArgs, Defaulted02>(store, instance, &self.default).call(store, (object,))?.0.map_err(from_v0_2::reconcile_error)
+            }
+            Minor::V0_3 => {
+                self.func::<DefaultArgs, Defaulted03>(store, instance, &self.default).call(store, (object,))?.0.map_err(from_v0_3::reconcile_error)
             }
         })
     }

@@ -13,7 +13,7 @@ use wasmtime::component::{HasSelf, Linker, ResourceTable};
 use wasmtime_wasi::clocks::{HostMonotonicClock, HostWallClock};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-use super::bindings::{v0_1, v0_2};
+use super::bindings::{v0_1, v0_2, v0_3};
 use super::limits::CallLimiter;
 use super::stdio::CappedOutput;
 
@@ -181,6 +181,7 @@ macro_rules! log_host {
 }
 log_host!(v0_1);
 log_host!(v0_2);
+log_host!(v0_3);
 
 /// Wall clock reads return the call's `now`, so a plugin that reads the
 /// clock anyway stays deterministic.
@@ -224,9 +225,10 @@ pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<CallState>> {
         Ok(((seed as u64, (seed >> 64) as u64),))
     })?;
     linker.allow_shadowing(false);
-    // Each minor imports its own `log@0.x.0`, so both are linked.
+    // Each minor imports its own `log@0.x.0`, so every one is linked.
     v0_1::Plugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)?;
     v0_2::Plugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)?;
+    v0_3::Plugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)?;
     Ok(linker)
 }
 

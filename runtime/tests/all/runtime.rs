@@ -681,6 +681,7 @@ async fn an_already_exists_the_cache_has_not_seen_yet_is_checked_with_the_api_se
         regarding: &regarding,
         lookup: &NotSeenYet,
         parent_uid: "parent-uid",
+        plugin: "hello",
         child_label: None,
     };
     let create = |name: &str| Write::Create {

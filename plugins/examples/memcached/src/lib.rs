@@ -6,13 +6,13 @@
 //!
 //! The Pods are not its children (the Deployment's ReplicaSet owns them):
 //! they reach reconcile as related objects (contract 0.2), picked by the
-//! Deployment's labels.
+//! Deployment's labels. The Deployment is applied server-side (contract
+//! 0.3): the plugin says what it wants, never how to get there.
 
 pub mod api;
 pub mod deployment;
 
 use operator_plugin_sdk::conditions;
-use operator_plugin_sdk::json;
 use operator_plugin_sdk::k8s_openapi::api::apps::v1::Deployment;
 use operator_plugin_sdk::k8s_openapi::api::core::v1::Pod;
 use operator_plugin_sdk::prelude::*;
@@ -80,23 +80,20 @@ pub fn decide(memcached: &Memcached, deployments: &[Deployment], pods: &[Pod], n
         return Ok(out.finalized());
     }
 
+    // The Deployment as wanted, every time (contract 0.3): the host applies
+    // it server-side, so an unchanged one is not written and a changed size
+    // is, with no comparison here. The Events and conditions still say what
+    // happened, as the tutorial's do.
     let size = memcached.spec.size;
+    out.apply(&deployment::desired(memcached))?;
     match deployments.iter().find(|d| d.metadata.name.as_deref() == Some(name.as_str())) {
         None => {
-            out.create(&deployment::desired(memcached))?;
             out.event_normal("Created", format!("created Deployment {name} with {size} replicas"));
             let starting = Condition { status: "Unknown".into(), ..Condition::new(AVAILABLE, false, "Reconciling", "Starting reconciliation") };
             conditions::set(&mut conditions, starting, now);
         }
         Some(found) => {
             if found.spec.replicas != Some(size) {
-                let target = ObjectRef {
-                    api_version: "apps/v1".into(),
-                    kind: "Deployment".into(),
-                    namespace: memcached.namespace().unwrap_or_default(),
-                    name: name.clone(),
-                };
-                out.patch(target, &json!({"spec": {"replicas": size}}))?;
                 out.event_normal("Scaled", format!("scaled Deployment {name} to {size} replicas"));
             }
             let message = format!("Deployment for custom resource ({name}) with {size} replicas created successfully");

@@ -10,3 +10,4 @@ mod hotswap;
 mod memcached;
 mod mydeployment;
 mod readme_tour;
+mod website;

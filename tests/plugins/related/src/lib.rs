@@ -7,7 +7,8 @@
 //! `spec.mode: patch-related` answers a patch of the first related object,
 //! which the host must refuse.
 
-wit_bindgen::generate!({ path: "../../../wit", world: "plugin" });
+// Frozen at 0.2 (`wit/v0.2`): the host must keep running 0.2 components.
+wit_bindgen::generate!({ path: "../../../wit/v0.2", world: "plugin" });
 
 use exports::operator::plugin::controller::{
     Action, Attachment, FieldError, GroupVersionKind, Guest, MergePatch, ObjectRef, PluginManifest, ReconcileError, RelatedKind,

@@ -15,3 +15,4 @@ mod plugin_resource;
 mod rbac;
 mod sharding;
 mod tour;
+mod website;
