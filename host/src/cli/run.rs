@@ -28,6 +28,7 @@ use operator_runtime::sandbox::{LoadedPlugin, Sandbox, Tiering};
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// A plugin component (.wasm); repeat for several.
+    /// A registry plugin is `oci://REGISTRY/REPO:TAG` or `...@sha256:DIGEST`.
     #[arg(long = "plugin", required_unless_present_any = ["plugin_configmaps", "plugin_configmap_selector"])]
     plugins: Vec<PathBuf>,
     /// Reload a `--plugin` file when it changes (hot swap).
@@ -116,6 +117,8 @@ pub struct Args {
     record: RecordArgs,
     #[command(flatten)]
     shadow: ShadowArgs,
+    #[command(flatten)]
+    oci: super::oci_args::OciArgs,
     #[cfg(feature = "embedded")]
     #[command(flatten)]
     embedded_args: Box<super::embedded_args::EmbeddedArgs>,
@@ -204,14 +207,17 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
     // A long-running host: a plugin that must be compiled (a new version
     // swapped in, an uncached start) runs from Winch until Cranelift is done.
     let sandbox = sandbox.sandbox_tiered(Tiering::BaselineFirst).map_err(|e| Failure::bad_input(format!("{e:#}")))?;
-    let trust = Policy::load(&args.plugin_trust_keys, &args.plugin_digests).map_err(|e| Failure::bad_input(operator_runtime::error_chain(&e)))?;
+    let trust = Policy::load(&args.plugin_trust_keys, &args.plugin_digests)
+        .and_then(|p| p.with_cosign_keys(&args.oci.cosign_keys))
+        .map_err(|e| Failure::bad_input(operator_runtime::error_chain(&e)))?;
+    let (files, registry_plugins) = super::oci_args::split(&args.plugins)?;
     // Stamped before the files are read: a change made from here on is reloaded.
-    let file_watch = args.watch.then(|| {
+    let file_watch = (args.watch && !files.is_empty()).then(|| {
         // Each file and the candidate that may be staged beside it.
-        hotswap::files::FileWatch::new(args.plugins.iter().flat_map(|p| [p.clone(), hotswap::shadow::candidate_path(p)]).collect())
+        hotswap::files::FileWatch::new(files.iter().flat_map(|p| [p.clone(), hotswap::shadow::candidate_path(p)]).collect())
     });
     let mut plugins: Vec<(String, LoadedPlugin)> = Vec::new();
-    for path in &args.plugins {
+    for path in &files {
         let admitted = trust.admit_file(path).map_err(|e| match e {
             NotAdmitted::Untrusted(_) => Failure::bad_input(format!("plugin {} refused: {e}", path.display())),
             NotAdmitted::Unreadable(why) => Failure::bad_input(why),
@@ -220,11 +226,13 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
         tracing::info!(plugin = p.name(), parent = %p.manifest().parent.kind, "loaded");
         plugins.push((hotswap::Origin::File(path.clone()).id(), p));
     }
+    let started = args.oci.start(&registry_plugins, &sandbox, &trust)?;
+    plugins.extend(started.plugins);
     let list: Vec<LoadedPlugin> = plugins.iter().map(|(_, p)| p.clone()).collect();
     manager::check_parents(&list).map_err(|e| Failure { code: e.exit_code(), message: e.to_string() })?;
     let runtime = if args.clock_speed == 1.0 { tokio::runtime::Builder::new_multi_thread().enable_all().build() } else { paused_runtime() };
     let runtime = runtime.map_err(|e| Failure::plugin(format!("tokio: {e}")))?;
-    let prepared = Prepared { sandbox, trust, plugins, file_watch, metrics_addr, webhook, election, sharding, recorder: recorder.clone() };
+    let prepared = Prepared { sandbox, trust, plugins, file_watch, oci_poll: started.poll, metrics_addr, webhook, election, sharding, recorder: recorder.clone() };
     let result = runtime.block_on(run_async(args, prepared));
     if let Some(r) = recorder {
         r.flush();
@@ -269,6 +277,8 @@ struct Prepared {
     plugins: Vec<(String, LoadedPlugin)>,
     /// `--watch`: stamped before the files were read.
     file_watch: Option<hotswap::files::FileWatch>,
+    /// `--oci-poll-interval`: the registry plugins' tags to poll.
+    oci_poll: Option<super::oci_args::Poll>,
     metrics_addr: Option<SocketAddr>,
     /// `--webhook-*`: where and how admission is served and configured.
     webhook: Option<WebhookPlan>,
@@ -281,7 +291,7 @@ struct Prepared {
 /// The host's life: endpoints, cluster, manager, hot swap, then drain on a
 /// signal (or exit on a lost election).
 async fn run_async(args: &Args, prepared: Prepared) -> Result<(), Failure> {
-    let Prepared { sandbox, trust, plugins, file_watch, metrics_addr, webhook, election, sharding, recorder } = prepared;
+    let Prepared { sandbox, trust, plugins, file_watch, oci_poll, metrics_addr, webhook, election, sharding, recorder } = prepared;
     let identity = election.as_ref().map(|e| e.identity.clone()).unwrap_or_default();
     let registry = registry_of(&plugins);
     let (clock, pacer) = clock(args);
@@ -345,7 +355,7 @@ async fn run_async(args: &Args, prepared: Prepared) -> Result<(), Failure> {
             min_calls: args.rollback_min_calls,
         }),
     };
-    let mut sources = watch_plugin_sources(args, &client, file_watch, reloader);
+    let mut sources = watch_plugin_sources(args, &client, (file_watch, oci_poll), reloader);
     if let (Some(config), Some(ca_pem)) = (webhook.and_then(|w| w.configure), webhook_ca) {
         let leading = election.as_ref().map(|e| e.leading());
         sources.push(tokio::spawn(operator_runtime::webhook::configuration::run(client.clone(), config, registry.clone(), ca_pem, leading)));
@@ -583,12 +593,12 @@ fn start_election(
 }
 
 /// Watches the plugin sources (`--plugin-configmap`, the selector,
-/// `--watch`) and hands what they publish to `reloader`; no tasks without
+/// `--watch`, `--oci-poll-interval`) and hands what they publish to `reloader`; no tasks without
 /// a source.
 fn watch_plugin_sources(
     args: &Args,
     client: &kube::Client,
-    file_watch: Option<hotswap::files::FileWatch>,
+    (file_watch, oci_poll): (Option<hotswap::files::FileWatch>, Option<super::oci_args::Poll>),
     reloader: Reloader,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     let mut selections = args.plugin_configmaps.clone();
@@ -596,7 +606,7 @@ fn watch_plugin_sources(
         selections.push(Selection::Labelled { namespace: namespace.clone(), selector: selector.clone() });
     }
     let mut sources = Vec::new();
-    if file_watch.is_none() && selections.is_empty() {
+    if file_watch.is_none() && oci_poll.is_none() && selections.is_empty() {
         return sources;
     }
     let (tx, rx) = tokio::sync::mpsc::channel(16);
@@ -606,6 +616,9 @@ fn watch_plugin_sources(
     }
     if let Some(watch) = file_watch {
         sources.push(tokio::spawn(watch.run(args.watch_interval, tx.clone())));
+    }
+    if let Some(poll) = oci_poll {
+        sources.push(tokio::spawn(poll.run(reloader.metrics.clone(), tx.clone())));
     }
     sources.push(tokio::spawn(reloader.run(rx)));
     sources

@@ -16,6 +16,7 @@
 
 pub mod configmap;
 pub mod files;
+pub mod oci;
 pub mod rollback;
 pub mod shadow;
 pub mod trust;
@@ -35,6 +36,9 @@ use crate::sandbox::{LoadedPlugin, Sandbox};
 pub enum Origin {
     File(PathBuf),
     ConfigMap { namespace: String, name: String, uid: String, key: String },
+    /// A registry reference as given (`oci://REGISTRY/REPO:TAG`): the tag is
+    /// the source, each digest it points to a version ([`oci`]).
+    Oci(oci::Reference),
 }
 
 impl Origin {
@@ -43,21 +47,23 @@ impl Origin {
         match self {
             Origin::File(path) => path.display().to_string(),
             Origin::ConfigMap { namespace, name, key, .. } => format!("configmap/{namespace}/{name}/{key}"),
+            Origin::Oci(reference) => reference.to_string(),
         }
     }
 
     /// Where the signature of these bytes is looked for ([`trust`]).
-    fn signature_name(&self) -> String {
+    pub fn signature_name(&self) -> String {
         let sig = trust::SIGNATURE_SUFFIX;
         match self {
             Origin::File(path) => format!("{}{sig}", path.display()),
             Origin::ConfigMap { namespace, name, key, .. } => format!("key {key}{sig} in configmap {namespace}/{name}"),
+            Origin::Oci(reference) => format!("a cosign signature of {reference} in its registry"),
         }
     }
 
     fn regarding(&self) -> Option<Regarding> {
         match self {
-            Origin::File(_) => None,
+            Origin::File(_) | Origin::Oci(_) => None,
             Origin::ConfigMap { namespace, name, uid, .. } => Some(Regarding {
                 api_version: "v1".into(),
                 kind: "ConfigMap".into(),
@@ -76,6 +82,9 @@ pub struct Update {
     pub bytes: Option<Vec<u8>>,
     /// The detached signature stored beside the bytes, if any ([`trust`]).
     pub signature: Option<Vec<u8>>,
+    /// The cosign signatures found for a registry version's manifest digest
+    /// (`None` for other sources, or when no cosign key is configured).
+    pub cosign: Option<oci::cosign::Evidence>,
 }
 
 /// Called after a plugin version is running (e.g. to register embedded admission).
@@ -160,7 +169,7 @@ impl Reloader {
             return;
         };
         let current = self.manager.plugin(&id);
-        let (bytes, digest) = match self.trust.admit(bytes, update.signature.as_deref(), &update.origin.signature_name()) {
+        let (bytes, digest) = match self.trust.admit_with(bytes, update.signature.as_deref(), update.cosign.as_ref(), &update.origin.signature_name()) {
             Ok(admitted) => (admitted.component, admitted.digest),
             Err(trust::NotAdmitted::Untrusted(why)) => return self.refuse_untrusted(&update.origin, current.as_ref(), why).await,
             Err(trust::NotAdmitted::Unreadable(why)) => return self.reject(&update.origin, current.as_ref(), why).await,
@@ -245,6 +254,7 @@ impl Reloader {
                         candidate.info().digest
                     ),
                     Origin::File(path) => format!("mv {} {active_id}", path.display()),
+                    Origin::Oci(reference) => oci::promote_command(reference, active_id, &candidate.info().digest),
                 };
                 let message = format!(
                     "candidate {} staged beside {} ({active_id}): every reconcile now also runs on it, its writes discarded; promote now with `{how}`",
