@@ -52,7 +52,9 @@ pub fn registry() -> Result<bool> {
     }
     let root_user = Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
     if !root_user || !succeeds("apt-get", &["--version"]) {
-        eprintln!("xtask: SKIPPING the registry tests: docker-registry is missing and cannot be installed here (needs apt-get as root); install Debian's `docker-registry` package");
+        eprintln!(
+            "xtask: SKIPPING the registry tests: docker-registry is missing and cannot be installed here (needs apt-get as root); install Debian's `docker-registry` package"
+        );
         return Ok(false);
     }
     eprintln!("xtask: installing Debian's docker-registry package (the distribution server the registry tests start)");

@@ -104,19 +104,21 @@ impl OciArgs {
         let mut started = Vec::new();
         // A candidate tag (`TAG.candidate`) is staged beside its running tag
         // by the hot-swap path once that one runs: polled, never loaded here.
-        let (candidates, refs): (Vec<&Reference>, Vec<&Reference>) = refs.iter().partition(|r| hotswap::shadow::active_id(&Origin::Oci((*r).clone()).id()).is_some());
+        let (candidates, refs): (Vec<&Reference>, Vec<&Reference>) =
+            refs.iter().partition(|r| hotswap::shadow::active_id(&Origin::Oci((*r).clone()).id()).is_some());
         if !candidates.is_empty() && self.oci_poll_interval.is_none() {
             return Err(Failure::bad_input(format!("--plugin {}: a candidate tag is staged by polling; add --oci-poll-interval", candidates[0])));
         }
         started.extend(candidates.into_iter().map(|c| (c.clone(), None)));
         for r in refs {
-            let (pulled, evidence) = runtime.block_on(async {
-                let pulled = puller.pull(r).await?;
-                let digest = pulled.digest.parse::<oci::Digest>().expect("a pulled digest parses");
-                let evidence = if trust.wants_cosign() { Some(puller.signatures(r, &digest).await?) } else { None };
-                Ok::<_, oci::OciError>((pulled, evidence))
-            })
-            .map_err(|e| Failure::bad_input(format!("plugin {r}: {}", operator_runtime::error_chain(&e))))?;
+            let (pulled, evidence) = runtime
+                .block_on(async {
+                    let pulled = puller.pull(r).await?;
+                    let digest = pulled.digest.parse::<oci::Digest>().expect("a pulled digest parses");
+                    let evidence = if trust.wants_cosign() { Some(puller.signatures(r, &digest).await?) } else { None };
+                    Ok::<_, oci::OciError>((pulled, evidence))
+                })
+                .map_err(|e| Failure::bad_input(format!("plugin {r}: {}", operator_runtime::error_chain(&e))))?;
             let origin = Origin::Oci(r.clone());
             let digest = pulled.digest.clone();
             let admitted = trust.admit_with(pulled.component, None, evidence.as_ref(), &origin.signature_name()).map_err(|e| match e {
@@ -138,23 +140,31 @@ impl OciArgs {
 /// The logins in a kubernetes.io/dockerconfigjson Secret of the kubeconfig's cluster.
 fn read_secret(secret: &str) -> Result<Credentials, Failure> {
     use k8s_openapi::api::core::v1::Secret;
-    let (namespace, name) = secret.split_once('/').filter(|(n, m)| !n.is_empty() && !m.is_empty() && !m.contains('/')).ok_or_else(|| {
-        Failure::bad_input(format!("--registry-secret {secret:?} is not NAMESPACE/NAME"))
-    })?;
+    let (namespace, name) = secret
+        .split_once('/')
+        .filter(|(n, m)| !n.is_empty() && !m.is_empty() && !m.contains('/'))
+        .ok_or_else(|| Failure::bad_input(format!("--registry-secret {secret:?} is not NAMESPACE/NAME")))?;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| Failure::plugin(format!("tokio: {e}")))?;
     runtime.block_on(async {
         let config = super::kubeconfig::config().await?.ok_or_else(|| {
             Failure::bad_input(format!("--registry-secret {secret} needs a cluster to read it from: {}", super::kubeconfig::NONE_CONFIGURED))
         })?;
-        let client = kube::Client::try_from(config).map_err(|e| Failure::bad_input(format!("--registry-secret: {}", operator_runtime::error_chain(&e))))?;
+        let client =
+            kube::Client::try_from(config).map_err(|e| Failure::bad_input(format!("--registry-secret: {}", operator_runtime::error_chain(&e))))?;
         let s = kube::Api::<Secret>::namespaced(client, namespace)
             .get(name)
             .await
             .map_err(|e| Failure::bad_input(format!("--registry-secret {secret}: {}", operator_runtime::error_chain(&e))))?;
         if s.type_.as_deref() != Some("kubernetes.io/dockerconfigjson") {
-            return Err(Failure::bad_input(format!("--registry-secret {secret} is of type {:?}, not kubernetes.io/dockerconfigjson", s.type_.unwrap_or_default())));
+            return Err(Failure::bad_input(format!(
+                "--registry-secret {secret} is of type {:?}, not kubernetes.io/dockerconfigjson",
+                s.type_.unwrap_or_default()
+            )));
         }
-        let json = s.data.and_then(|mut d| d.remove(".dockerconfigjson")).ok_or_else(|| Failure::bad_input(format!("--registry-secret {secret} has no .dockerconfigjson key")))?;
+        let json = s
+            .data
+            .and_then(|mut d| d.remove(".dockerconfigjson"))
+            .ok_or_else(|| Failure::bad_input(format!("--registry-secret {secret} has no .dockerconfigjson key")))?;
         Credentials::from_docker_config(&json.0, &format!("secret {secret}")).map_err(Failure::bad_input)
     })
 }

@@ -232,7 +232,18 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
     manager::check_parents(&list).map_err(|e| Failure { code: e.exit_code(), message: e.to_string() })?;
     let runtime = if args.clock_speed == 1.0 { tokio::runtime::Builder::new_multi_thread().enable_all().build() } else { paused_runtime() };
     let runtime = runtime.map_err(|e| Failure::plugin(format!("tokio: {e}")))?;
-    let prepared = Prepared { sandbox, trust, plugins, file_watch, oci_poll: started.poll, metrics_addr, webhook, election, sharding, recorder: recorder.clone() };
+    let prepared = Prepared {
+        sandbox,
+        trust,
+        plugins,
+        file_watch,
+        oci_poll: started.poll,
+        metrics_addr,
+        webhook,
+        election,
+        sharding,
+        recorder: recorder.clone(),
+    };
     let result = runtime.block_on(run_async(args, prepared));
     if let Some(r) = recorder {
         r.flush();

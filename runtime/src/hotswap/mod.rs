@@ -35,7 +35,12 @@ use crate::sandbox::{LoadedPlugin, Sandbox};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Origin {
     File(PathBuf),
-    ConfigMap { namespace: String, name: String, uid: String, key: String },
+    ConfigMap {
+        namespace: String,
+        name: String,
+        uid: String,
+        key: String,
+    },
     /// A registry reference as given (`oci://REGISTRY/REPO:TAG`): the tag is
     /// the source, each digest it points to a version ([`oci`]).
     Oci(oci::Reference),
@@ -169,7 +174,8 @@ impl Reloader {
             return;
         };
         let current = self.manager.plugin(&id);
-        let (bytes, digest) = match self.trust.admit_with(bytes, update.signature.as_deref(), update.cosign.as_ref(), &update.origin.signature_name()) {
+        let (bytes, digest) = match self.trust.admit_with(bytes, update.signature.as_deref(), update.cosign.as_ref(), &update.origin.signature_name())
+        {
             Ok(admitted) => (admitted.component, admitted.digest),
             Err(trust::NotAdmitted::Untrusted(why)) => return self.refuse_untrusted(&update.origin, current.as_ref(), why).await,
             Err(trust::NotAdmitted::Unreadable(why)) => return self.reject(&update.origin, current.as_ref(), why).await,

@@ -45,7 +45,10 @@ pub struct PublicKey {
 pub fn read_key(path: &Path) -> Result<PublicKey, String> {
     let pem = std::fs::read_to_string(path).map_err(|e| format!("cannot read cosign key {}: {e}", path.display()))?;
     let key = VerifyingKey::from_public_key_pem(pem.trim()).map_err(|e| {
-        format!("{} is not an ECDSA P-256 public key in PEM (-----BEGIN PUBLIC KEY-----, the cosign.pub `cosign generate-key-pair` writes): {e}", path.display())
+        format!(
+            "{} is not an ECDSA P-256 public key in PEM (-----BEGIN PUBLIC KEY-----, the cosign.pub `cosign generate-key-pair` writes): {e}",
+            path.display()
+        )
     })?;
     Ok(PublicKey { path: path.to_path_buf(), key })
 }
@@ -149,7 +152,12 @@ impl Puller {
             return Err(Self::registry_error(r, format!("signature blob {} is {} bytes; a signature is smaller", d.digest, d.size)));
         }
         let mut out = Vec::new();
-        let wanted = oci_client::manifest::OciDescriptor { media_type: d.media_type.clone(), digest: d.digest.clone(), size: d.size as i64, ..Default::default() };
+        let wanted = oci_client::manifest::OciDescriptor {
+            media_type: d.media_type.clone(),
+            digest: d.digest.clone(),
+            size: d.size as i64,
+            ..Default::default()
+        };
         self.client(&r.registry).pull_blob(&r.to_client(), &wanted, &mut out).await.map_err(|e| Self::registry_error(r, e))?;
         if Digest::of(&out).as_str() != d.digest {
             return Err(Self::registry_error(r, format!("signature blob {} does not hash to its digest", d.digest)));
@@ -159,7 +167,8 @@ impl Puller {
 
     async fn simple_signing(&self, tag: &Reference) -> Result<Vec<Signed>, OciError> {
         let Some(manifest) = self.optional_manifest(tag, &[layout::OCI_MANIFEST, layout::DOCKER_MANIFEST]).await? else { return Ok(vec![]) };
-        let m: SigManifest = serde_json::from_slice(&manifest).map_err(|e| Self::registry_error(tag, format!("the signature manifest is not JSON: {e}")))?;
+        let m: SigManifest =
+            serde_json::from_slice(&manifest).map_err(|e| Self::registry_error(tag, format!("the signature manifest is not JSON: {e}")))?;
         let mut out = Vec::new();
         for layer in m.layers.iter().filter(|l| l.media_type == SIMPLE_SIGNING) {
             let Some(b64) = layer.annotations.get(SIGNATURE_ANNOTATION) else { continue };
@@ -199,7 +208,10 @@ fn is_not_found(e: &oci_client::errors::OciDistributionError) -> bool {
     match e {
         E::ImageManifestNotFoundError(_) => true,
         E::ServerError { code, .. } => *code == 404,
-        E::RegistryError { envelope, .. } => envelope.errors.iter().any(|e| matches!(e.code, oci_client::errors::OciErrorCode::ManifestUnknown | oci_client::errors::OciErrorCode::NameUnknown)),
+        E::RegistryError { envelope, .. } => envelope
+            .errors
+            .iter()
+            .any(|e| matches!(e.code, oci_client::errors::OciErrorCode::ManifestUnknown | oci_client::errors::OciErrorCode::NameUnknown)),
         _ => false,
     }
 }

@@ -49,7 +49,10 @@ pub fn verify<'a>(bundle: &[u8], digest: &Digest, keys: impl Iterator<Item = &'a
     let bundle: Bundle = serde_json::from_slice(bundle).map_err(|e| format!("a Sigstore bundle is not JSON of the bundle format: {e}"))?;
     let Some(envelope) = bundle.dsse_envelope else {
         let form = if bundle.message_signature.is_some() { "a message signature" } else { "no signature" };
-        return Err(format!("a Sigstore bundle ({}) holds {form}, not the DSSE envelope cosign signs images with", bundle.media_type.unwrap_or_default()));
+        return Err(format!(
+            "a Sigstore bundle ({}) holds {form}, not the DSSE envelope cosign signs images with",
+            bundle.media_type.unwrap_or_default()
+        ));
     };
     let payload = b64.decode(&envelope.payload).map_err(|_| "a bundle's DSSE payload is not base64".to_string())?;
     let signed = pae(&envelope.payload_type, &payload);
@@ -64,7 +67,10 @@ pub fn verify<'a>(bundle: &[u8], digest: &Digest, keys: impl Iterator<Item = &'a
     let statement: serde_json::Value = serde_json::from_slice(&payload).map_err(|e| format!("a bundle's statement is not JSON: {e}"))?;
     // An attestation (SBOM, provenance) by the same key is no signature.
     if envelope.payload_type != IN_TOTO || statement["predicateType"] != SIGN_PREDICATE {
-        return Err(format!("the bundle is a {} statement of predicate {}, not a cosign signature ({SIGN_PREDICATE})", envelope.payload_type, statement["predicateType"]));
+        return Err(format!(
+            "the bundle is a {} statement of predicate {}, not a cosign signature ({SIGN_PREDICATE})",
+            envelope.payload_type, statement["predicateType"]
+        ));
     }
     let subjects = statement["subject"].as_array().cloned().unwrap_or_default();
     if subjects.iter().any(|s| s["digest"]["sha256"].as_str() == Some(digest.hex())) {

@@ -12,7 +12,10 @@ use base64::Engine;
 /// How to sign in to one registry.
 #[derive(Clone, PartialEq, Eq)]
 pub enum Login {
-    Basic { username: String, password: String },
+    Basic {
+        username: String,
+        password: String,
+    },
     /// An OAuth2 refresh token (`identitytoken`), sent as a bearer token.
     Token(String),
 }
@@ -47,7 +50,8 @@ struct Entry {
 impl Credentials {
     /// Parses a docker config JSON (`source` names it in errors).
     pub fn from_docker_config(json: &[u8], source: &str) -> Result<Self, String> {
-        let config: DockerConfig = serde_json::from_slice(json).map_err(|e| format!("{source} is not a docker config JSON ({{\"auths\": {{...}}}}): {e}"))?;
+        let config: DockerConfig =
+            serde_json::from_slice(json).map_err(|e| format!("{source} is not a docker config JSON ({{\"auths\": {{...}}}}): {e}"))?;
         let mut out = BTreeMap::new();
         for (key, entry) in config.auths {
             let login = if let Some(token) = entry.identitytoken.filter(|t| !t.is_empty()) {
@@ -58,7 +62,8 @@ impl Credentials {
                     .ok()
                     .and_then(|b| String::from_utf8(b).ok())
                     .ok_or_else(|| format!("{source}: the auth of {key} is not base64 of USER:PASSWORD"))?;
-                let (username, password) = decoded.split_once(':').ok_or_else(|| format!("{source}: the auth of {key} is not base64 of USER:PASSWORD"))?;
+                let (username, password) =
+                    decoded.split_once(':').ok_or_else(|| format!("{source}: the auth of {key} is not base64 of USER:PASSWORD"))?;
                 Login::Basic { username: username.into(), password: password.into() }
             } else if let (Some(username), Some(password)) = (entry.username, entry.password) {
                 Login::Basic { username, password }

@@ -157,7 +157,10 @@ mod tests {
         assert!(e.contains("application/vnd.oci.image.config.v1+json"), "{e}");
         assert_eq!(component_layer(&manifest(CNCF_CONFIG, &[CNCF_LAYER, CNCF_LAYER])).unwrap_err(), LayoutError::LayerCount(2));
         assert_eq!(component_layer(&manifest(CNCF_CONFIG, &[])).unwrap_err(), LayoutError::LayerCount(0));
-        let index = serde_json::to_vec(&serde_json::json!({"schemaVersion": 2, "mediaType": OCI_INDEX, "config": {"mediaType": "x", "digest": "d", "size": 1}})).unwrap();
+        let index = serde_json::to_vec(
+            &serde_json::json!({"schemaVersion": 2, "mediaType": OCI_INDEX, "config": {"mediaType": "x", "digest": "d", "size": 1}}),
+        )
+        .unwrap();
         assert!(matches!(component_layer(&index).unwrap_err(), LayoutError::ManifestType(_)));
         assert!(matches!(component_layer(b"not json").unwrap_err(), LayoutError::NotAManifest(_)));
     }

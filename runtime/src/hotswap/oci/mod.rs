@@ -216,7 +216,14 @@ impl Puller {
         for (d, bytes) in [(&layer_digest, &component), (digest, &manifest)] {
             self.cache.put(d, bytes).map_err(|source| OciError::Cache { dir: self.cache.dir().to_path_buf(), source })?;
         }
-        Ok(Pulled { digest: digest.to_string(), component, layer_digest: layer_digest.to_string(), media_type: layer.media_type, reference: r.clone(), cached })
+        Ok(Pulled {
+            digest: digest.to_string(),
+            component,
+            layer_digest: layer_digest.to_string(),
+            media_type: layer.media_type,
+            reference: r.clone(),
+            cached,
+        })
     }
 
     async fn fetch_manifest(&self, by_digest: &Reference, digest: &Digest) -> Result<Vec<u8>, OciError> {
@@ -234,14 +241,23 @@ impl Puller {
         }
         let actual = Digest::of(&bytes);
         if actual != *digest {
-            return Err(OciError::ManifestDigestMismatch { reference: by_digest.to_string(), expected: digest.clone(), actual: format!("it hashes to {actual}") });
+            return Err(OciError::ManifestDigestMismatch {
+                reference: by_digest.to_string(),
+                expected: digest.clone(),
+                actual: format!("it hashes to {actual}"),
+            });
         }
         Ok(bytes.to_vec())
     }
 
     async fn fetch_layer(&self, by_digest: &Reference, layer: &layout::Descriptor, digest: &Digest) -> Result<Vec<u8>, OciError> {
         let client = self.client(&by_digest.registry);
-        let wanted = oci_client::manifest::OciDescriptor { media_type: layer.media_type.clone(), digest: layer.digest.clone(), size: layer.size as i64, ..Default::default() };
+        let wanted = oci_client::manifest::OciDescriptor {
+            media_type: layer.media_type.clone(),
+            digest: layer.digest.clone(),
+            size: layer.size as i64,
+            ..Default::default()
+        };
         let mut stream = client.pull_blob_stream(&by_digest.to_client(), &wanted).await.map_err(|e| Self::registry_error(by_digest, e))?;
         let mut bytes = Vec::with_capacity(layer.size as usize);
         while let Some(chunk) = stream.next().await {
@@ -255,7 +271,12 @@ impl Puller {
             })?;
             bytes.extend_from_slice(&chunk);
             if bytes.len() as u64 > layer.size.max(1) || bytes.len() as u64 > MAX_LAYER_BYTES {
-                return Err(OciError::LayerSize { reference: by_digest.to_string(), digest: digest.clone(), expected: layer.size, actual: bytes.len() as u64 });
+                return Err(OciError::LayerSize {
+                    reference: by_digest.to_string(),
+                    digest: digest.clone(),
+                    expected: layer.size,
+                    actual: bytes.len() as u64,
+                });
             }
         }
         let actual = Digest::of(&bytes);

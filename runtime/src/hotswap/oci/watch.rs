@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use super::{Digest, OciError, Puller, Pulled, Reference};
+use super::{Digest, OciError, Pulled, Puller, Reference};
 use crate::hotswap::{Origin, Update};
 use crate::metrics::Metrics;
 
@@ -38,7 +38,11 @@ impl OciWatch {
     /// `started`: each reference and the digest it started with (`None`:
     /// not loaded yet, handed on at the first poll).
     pub fn new(puller: Arc<Puller>, started: Vec<(Reference, Option<Digest>)>, signatures: bool, metrics: Arc<Metrics>) -> Self {
-        let polled = started.into_iter().filter(|(r, _)| r.digest.is_none()).map(|(reference, current)| Polled { reference, current, failing: None }).collect();
+        let polled = started
+            .into_iter()
+            .filter(|(r, _)| r.digest.is_none())
+            .map(|(reference, current)| Polled { reference, current, failing: None })
+            .collect();
         Self { puller, polled, signatures, metrics }
     }
 

@@ -68,14 +68,24 @@ fn cosign_signatures_admit_their_key_only() {
 
     // The `.sig` tag form (cosign 2's default; cosign 3 without the bundle format).
     let v2 = digest_line(&ok(&tools.host, &["push", plugin("hello-py").to_str().unwrap(), &registry.oci("signed:v2")], &home));
-    sign(&tools, d, &key, &registry.plain(&format!("signed@{v2}")), &["--new-bundle-format=false", "--use-signing-config=false", "--tlog-upload=false"]);
+    sign(
+        &tools,
+        d,
+        &key,
+        &registry.plain(&format!("signed@{v2}")),
+        &["--new-bundle-format=false", "--use-signing-config=false", "--tlog-upload=false"],
+    );
     let verified = pull(&registry.oci("signed:v2"), &public);
     assert!(verified.status.success(), "{}", text(&verified.stderr));
 
     // At start-up, a plugin signed by another key is bad input: exit 2.
     let other_signed = digest_line(&ok(&tools.host, &["push", plugin("versioned-v2").to_str().unwrap(), &registry.oci("signed:by-other")], &home));
     sign(&tools, d, &other_key, &registry.plain(&format!("signed@{other_signed}")), &[]);
-    let start = run(&tools.host, &["run", "--embedded", "--metrics-addr", "0", "--plugin", &registry.oci("signed:by-other"), "--cosign-key", public.to_str().unwrap()], &home);
+    let start = run(
+        &tools.host,
+        &["run", "--embedded", "--metrics-addr", "0", "--plugin", &registry.oci("signed:by-other"), "--cosign-key", public.to_str().unwrap()],
+        &home,
+    );
     assert_eq!(start.status.code(), Some(2), "{}", text(&start.stderr));
     assert!(text(&start.stderr).contains("refused: untrusted"), "{}", text(&start.stderr));
 
@@ -83,7 +93,21 @@ fn cosign_signatures_admit_their_key_only() {
     // refused, counted, and v1 keeps serving.
     let stable = registry.oci("signed:stable");
     ok(&tools.oras, &["tag", "--plain-http", &registry.plain(&format!("signed@{v1}")), "stable"], &home);
-    let mut host = Host::start(&tools, d, "host", &["--plugin", &stable, "--oci-poll-interval", "300ms", "--cosign-key", public.to_str().unwrap(), "--oci-cache-dir", d.join("cache").to_str().unwrap()]);
+    let mut host = Host::start(
+        &tools,
+        d,
+        "host",
+        &[
+            "--plugin",
+            &stable,
+            "--oci-poll-interval",
+            "300ms",
+            "--cosign-key",
+            public.to_str().unwrap(),
+            "--oci-cache-dir",
+            d.join("cache").to_str().unwrap(),
+        ],
+    );
     ok(&tools.oras, &["tag", "--plain-http", &registry.plain(&format!("signed@{other_signed}")), "stable"], &home);
     host.wait_log("the refusal of the version signed by another key", "refused: untrusted");
     eventually_within("plugin_trust_refusals_total", Duration::from_secs(30), || {

@@ -33,7 +33,14 @@ fn oras_and_host_read_what_the_other_pushed() {
         ("cncf", "application/vnd.wasm.config.v0+json", "application/wasm"),
         ("kubewarden", "application/vnd.wasm.config.v1+json", "application/vnd.wasm.content.layer.v1+wasm"),
     ] {
-        oras(&["push", "--plain-http", &registry.plain(&format!("by-oras:{tag}")), "--config", &format!("config.json:{config}"), &format!("hello.wasm:{layer}")]);
+        oras(&[
+            "push",
+            "--plain-http",
+            &registry.plain(&format!("by-oras:{tag}")),
+            "--config",
+            &format!("config.json:{config}"),
+            &format!("hello.wasm:{layer}"),
+        ]);
         let resolved = oras(&["resolve", "--plain-http", &registry.plain(&format!("by-oras:{tag}"))]);
         let out = dir.path().join(format!("{tag}.wasm"));
         let printed = pull(&registry.oci(&format!("by-oras:{tag}")), &out);
@@ -53,7 +60,15 @@ fn oras_and_host_read_what_the_other_pushed() {
     assert_eq!(layer, sha256(&bytes));
     oras(&["blob", "fetch", "--plain-http", "--output", "fetched.wasm", &registry.plain(&format!("by-host@{layer}"))]);
     assert_eq!(std::fs::read(dir.path().join("fetched.wasm")).unwrap(), bytes, "the layer oras fetched is the file host pushed");
-    let config: serde_json::Value = serde_json::from_str(&oras(&["blob", "fetch", "--plain-http", "--output", "-", &registry.plain(&format!("by-host@{}", manifest["config"]["digest"].as_str().unwrap()))])).unwrap();
+    let config: serde_json::Value = serde_json::from_str(&oras(&[
+        "blob",
+        "fetch",
+        "--plain-http",
+        "--output",
+        "-",
+        &registry.plain(&format!("by-host@{}", manifest["config"]["digest"].as_str().unwrap())),
+    ]))
+    .unwrap();
     assert_eq!((config["architecture"].as_str(), config["os"].as_str()), (Some("wasm"), Some("wasip2")));
     assert_eq!(config["layerDigests"][0], layer.as_str());
 

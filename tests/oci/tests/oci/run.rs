@@ -34,7 +34,8 @@ fn a_pushed_plugin_runs_from_the_registry_moves_with_its_tag_and_bad_versions_ar
     let py_digest = digest_line(&py);
 
     let cache = dir.path().join("oci-cache");
-    let mut host = Host::start(&tools, dir.path(), "host", &["--plugin", &stable, "--oci-poll-interval", "300ms", "--oci-cache-dir", cache.to_str().unwrap()]);
+    let mut host =
+        Host::start(&tools, dir.path(), "host", &["--plugin", &stable, "--oci-poll-interval", "300ms", "--oci-cache-dir", cache.to_str().unwrap()]);
     assert!(host.log().contains(&format!("from {stable} ({py_digest}, the registry)")), "{}", host.log());
     serves(&host, &tools, "Hi");
 
@@ -50,7 +51,11 @@ fn a_pushed_plugin_runs_from_the_registry_moves_with_its_tag_and_bad_versions_ar
     // A layer that is no Wasm component (a container image layer type).
     let tar = dir.path().join("layer.tar");
     std::fs::write(&tar, b"not a plugin").unwrap();
-    ok(&tools.oras, &["push", "--plain-http", &registry.plain("hello:stable"), &format!("{}:application/vnd.oci.image.layer.v1.tar", tar.display())], &[("HOME", dir.path().to_str().unwrap())]);
+    ok(
+        &tools.oras,
+        &["push", "--plain-http", &registry.plain("hello:stable"), &format!("{}:application/vnd.oci.image.layer.v1.tar", tar.display())],
+        &[("HOME", dir.path().to_str().unwrap())],
+    );
     host.wait_log("the refusal of the tar layer", "layer media type application/vnd.oci.image.layer.v1.tar is not a Wasm component");
     assert_eq!(rejected(&host), 1.0);
 
