@@ -53,7 +53,13 @@ fn a_pushed_plugin_runs_from_the_registry_moves_with_its_tag_and_bad_versions_ar
     std::fs::write(&tar, b"not a plugin").unwrap();
     ok(
         &tools.oras,
-        &["push", "--plain-http", "--disable-path-validation", &registry.plain("hello:stable"), &format!("{}:application/vnd.oci.image.layer.v1.tar", tar.display())],
+        &[
+            "push",
+            "--plain-http",
+            "--disable-path-validation",
+            &registry.plain("hello:stable"),
+            &format!("{}:application/vnd.oci.image.layer.v1.tar", tar.display()),
+        ],
         &[("HOME", dir.path().to_str().unwrap())],
     );
     host.wait_log("the refusal of the tar layer", "layer media type application/vnd.oci.image.layer.v1.tar is not a Wasm component");
