@@ -13,7 +13,9 @@
 //!   bench's `--quick` tests load it), then Prometheus's `promtool` (Debian's
 //!   package, installed when missing) checks and unit-tests the shipped
 //!   alerting rules, then the real control plane and Helm where Go is
-//!   installed (`ops`), then every test of the workspace. The host
+//!   installed (`ops`), then Debian's docker-registry and the oras and
+//!   cosign CLIs for the registry tests (`oci`), then every test of the
+//!   workspace. The host
 //!   binary is built by the test build, not by `cargo build -p host`: the two
 //!   resolve different features (dev-dependencies such as proptest turn on
 //!   `fnv/std`, which changes `gimli` and with it all of cranelift and
@@ -49,6 +51,7 @@ use std::process::{Command, ExitCode};
 
 mod languages;
 mod layering;
+mod oci;
 mod ops;
 mod real_cluster;
 
@@ -87,7 +90,8 @@ fn main() -> ExitCode {
             .and_then(|()| ops::prometheus())
             .and_then(|prometheus| real_cluster::build().map(|go| (prometheus, go)))
             .and_then(|(prometheus, go)| ops::build_helm().map(|_| (prometheus, go)))
-            .and_then(|(prometheus, go)| test(&args[1..], go, prometheus)),
+            .and_then(|(prometheus, go)| Ok((prometheus, go, oci::registry()? && oci::build_tools()?)))
+            .and_then(|(prometheus, go, registry)| test(&args[1..], go, prometheus, registry)),
         Some("layering") => layering::check(),
         Some("run") => setup().and_then(|()| build()).and_then(|()| run(&args[1..])),
         Some("bench") => setup().and_then(|()| build()).and_then(|()| bench(&args[1..])),
@@ -309,7 +313,7 @@ fn lint() -> Result {
     Ok(())
 }
 
-fn test(extra: &[String], real_cluster_built: bool, prometheus_installed: bool) -> Result {
+fn test(extra: &[String], real_cluster_built: bool, prometheus_installed: bool, registry_tools: bool) -> Result {
     // First every test binary and the host binary (`target/release/host`, which
     // the e2e tests run) in one build with one feature set, whatever `extra`
     // selects; then the tests, which find everything compiled.
@@ -329,6 +333,10 @@ fn test(extra: &[String], real_cluster_built: bool, prometheus_installed: bool) 
         // Built, so a missing binary is a failure, not a skip.
         c.env("REAL_CLUSTER_REQUIRED", "1");
     }
+    if registry_tools {
+        // docker-registry, oras and cosign are there: the registry tests must not skip.
+        c.env("OCI_TOOLS_REQUIRED", "1");
+    }
     c.args(extra);
     let result = status(c);
     let names: Vec<String> = std::fs::read_dir(&skipped)
@@ -336,6 +344,9 @@ fn test(extra: &[String], real_cluster_built: bool, prometheus_installed: bool) 
         .unwrap_or_default();
     if !names.is_empty() {
         eprintln!("xtask: SKIPPED {} real-cluster tests (no real control plane: Go not found): {}", names.len(), names.join(", "));
+    }
+    if !registry_tools {
+        eprintln!("xtask: SKIPPED the registry tests (tests/oci): docker-registry, oras or cosign is missing (needs apt-get as root and Go)");
     }
     if !prometheus_installed {
         eprintln!("xtask: SKIPPED the Prometheus rule tests and the scrape test: promtool could not be installed (needs apt-get as root)");

@@ -14,6 +14,9 @@ mod inspect;
 mod kubeconfig;
 mod leader_args;
 mod new;
+mod oci_args;
+mod pull;
+mod push;
 mod reconcile;
 mod replay;
 mod run;
@@ -73,6 +76,10 @@ enum Command {
     Generate(generate::Args),
     /// Sign a plugin for `run --plugin-trust-key`: writes FILE.sig.
     Sign(sign::Args),
+    /// Push a plugin to an OCI registry (CNCF Wasm layout) and print its digest.
+    Push(push::Args),
+    /// Pull and verify a registry plugin as `run` would, and print (or save) it.
+    Pull(pull::Args),
     /// What a running host is doing: per plugin its version, tier, state, queue, recent reconciles and last error.
     Status(status::Args),
 }
@@ -226,6 +233,8 @@ pub fn main() -> ExitCode {
         Command::Cluster(args) => cluster::run(args),
         Command::Generate(args) => generate::run(&cli.sandbox, args),
         Command::Sign(args) => sign::run(args),
+        Command::Push(args) => push::run(args),
+        Command::Pull(args) => pull::run(args),
         Command::Status(args) => status::run(args),
     };
     match result {

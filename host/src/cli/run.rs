@@ -29,6 +29,7 @@ use operator_runtime::sandbox::{LoadedPlugin, Sandbox, Tiering};
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// A plugin component (.wasm); repeat for several.
+    /// A registry plugin is `oci://REGISTRY/REPO:TAG` or `...@sha256:DIGEST`.
     #[arg(long = "plugin", required_unless_present_any = ["plugin_configmaps", "plugin_configmap_selector", "plugin_resources"])]
     plugins: Vec<PathBuf>,
     /// Reload a `--plugin` file when it changes (hot swap).
@@ -123,6 +124,8 @@ pub struct Args {
     record: RecordArgs,
     #[command(flatten)]
     shadow: ShadowArgs,
+    #[command(flatten)]
+    oci: super::oci_args::OciArgs,
     #[cfg(feature = "embedded")]
     #[command(flatten)]
     embedded_args: Box<super::embedded_args::EmbeddedArgs>,
@@ -211,14 +214,17 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
     // A long-running host: a plugin that must be compiled (a new version
     // swapped in, an uncached start) runs from Winch until Cranelift is done.
     let sandbox = sandbox.sandbox_tiered(Tiering::BaselineFirst).map_err(|e| Failure::bad_input(format!("{e:#}")))?;
-    let trust = Policy::load(&args.plugin_trust_keys, &args.plugin_digests).map_err(|e| Failure::bad_input(operator_runtime::error_chain(&e)))?;
+    let trust = Policy::load(&args.plugin_trust_keys, &args.plugin_digests)
+        .and_then(|p| p.with_cosign_keys(&args.oci.cosign_keys))
+        .map_err(|e| Failure::bad_input(operator_runtime::error_chain(&e)))?;
+    let (files, registry_plugins) = super::oci_args::split(&args.plugins)?;
     // Stamped before the files are read: a change made from here on is reloaded.
-    let file_watch = args.watch.then(|| {
+    let file_watch = (args.watch && !files.is_empty()).then(|| {
         // Each file and the candidate that may be staged beside it.
-        hotswap::files::FileWatch::new(args.plugins.iter().flat_map(|p| [p.clone(), hotswap::shadow::candidate_path(p)]).collect())
+        hotswap::files::FileWatch::new(files.iter().flat_map(|p| [p.clone(), hotswap::shadow::candidate_path(p)]).collect())
     });
     let mut plugins: Vec<(String, LoadedPlugin)> = Vec::new();
-    for path in &args.plugins {
+    for path in &files {
         let admitted = trust.admit_file(path).map_err(|e| match e {
             NotAdmitted::Untrusted(_) => Failure::bad_input(format!("plugin {} refused: {e}", path.display())),
             NotAdmitted::Unreadable(why) => Failure::bad_input(why),
@@ -227,11 +233,25 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
         tracing::info!(plugin = p.name(), parent = %p.manifest().parent.kind, "loaded");
         plugins.push((hotswap::Origin::File(path.clone()).id(), p));
     }
+    let started = args.oci.start(&registry_plugins, &sandbox, &trust, args.plugin_resources)?;
+    plugins.extend(started.plugins);
     let list: Vec<LoadedPlugin> = plugins.iter().map(|(_, p)| p.clone()).collect();
     manager::check_parents(&list).map_err(|e| Failure { code: e.exit_code(), message: e.to_string() })?;
     let runtime = if args.clock_speed == 1.0 { tokio::runtime::Builder::new_multi_thread().enable_all().build() } else { paused_runtime() };
     let runtime = runtime.map_err(|e| Failure::plugin(format!("tokio: {e}")))?;
-    let prepared = Prepared { sandbox, trust, plugins, file_watch, metrics_addr, webhook, election, sharding, recorder: recorder.clone() };
+    let prepared = Prepared {
+        sandbox,
+        trust,
+        plugins,
+        file_watch,
+        oci_poll: started.poll,
+        oci_puller: started.puller,
+        metrics_addr,
+        webhook,
+        election,
+        sharding,
+        recorder: recorder.clone(),
+    };
     let result = runtime.block_on(run_async(args, prepared));
     if let Some(r) = recorder {
         r.flush();
@@ -276,6 +296,10 @@ struct Prepared {
     plugins: Vec<(String, LoadedPlugin)>,
     /// `--watch`: stamped before the files were read.
     file_watch: Option<hotswap::files::FileWatch>,
+    /// `--oci-poll-interval`: the registry plugins' tags to poll.
+    oci_poll: Option<super::oci_args::Poll>,
+    /// The registry client, for `--plugin oci://` and `Plugin` objects.
+    oci_puller: Option<Arc<operator_runtime::hotswap::oci::Puller>>,
     metrics_addr: Option<SocketAddr>,
     /// `--webhook-*`: where and how admission is served and configured.
     webhook: Option<WebhookPlan>,
@@ -288,7 +312,7 @@ struct Prepared {
 /// The host's life: endpoints, cluster, manager, hot swap, then drain on a
 /// signal (or exit on a lost election).
 async fn run_async(args: &Args, prepared: Prepared) -> Result<(), Failure> {
-    let Prepared { sandbox, trust, plugins, file_watch, metrics_addr, webhook, election, sharding, recorder } = prepared;
+    let Prepared { sandbox, trust, plugins, file_watch, oci_poll, oci_puller, metrics_addr, webhook, election, sharding, recorder } = prepared;
     let identity = election.as_ref().map(|e| e.identity.clone()).unwrap_or_default();
     let registry = registry_of(&plugins);
     let (clock, pacer) = clock(args);
@@ -338,7 +362,7 @@ async fn run_async(args: &Args, prepared: Prepared) -> Result<(), Failure> {
         _ = shutdown_signal() => return Ok(()),
     };
     metrics.set_status_source(Box::new(operator_runtime::status::Source { registry: registry.clone(), shadows: Some(shadows.clone()) }));
-    let resources = plugin_resources(args, &client, &running, &shadows, election.as_ref(), &clock).await?;
+    let resources = plugin_resources(args, &client, &running, &shadows, election.as_ref(), &clock, oci_puller).await?;
     let reloader = Reloader {
         sandbox,
         manager: running.clone(),
@@ -353,7 +377,7 @@ async fn run_async(args: &Args, prepared: Prepared) -> Result<(), Failure> {
             min_calls: args.rollback_min_calls,
         }),
     };
-    let mut sources = watch_plugin_sources(args, &client, file_watch, reloader, resources);
+    let mut sources = watch_plugin_sources(args, &client, (file_watch, oci_poll), reloader, resources);
     if let (Some(config), Some(ca_pem)) = (webhook.and_then(|w| w.configure), webhook_ca) {
         let leading = election.as_ref().map(|e| e.leading());
         sources.push(tokio::spawn(operator_runtime::webhook::configuration::run(client.clone(), config, registry.clone(), ca_pem, leading)));
@@ -591,12 +615,12 @@ fn start_election(
 }
 
 /// Watches the plugin sources (`--plugin-configmap`, the selector,
-/// `--watch`) and hands what they publish to `reloader`; no tasks without
+/// `--watch`, `--oci-poll-interval`) and hands what they publish to `reloader`; no tasks without
 /// a source.
 fn watch_plugin_sources(
     args: &Args,
     client: &kube::Client,
-    file_watch: Option<hotswap::files::FileWatch>,
+    (file_watch, oci_poll): (Option<hotswap::files::FileWatch>, Option<super::oci_args::Poll>),
     reloader: Reloader,
     resources: Option<plugin_resource::Config>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
@@ -605,7 +629,7 @@ fn watch_plugin_sources(
         selections.push(Selection::Labelled { namespace: namespace.clone(), selector: selector.clone() });
     }
     let mut sources = Vec::new();
-    if file_watch.is_none() && selections.is_empty() && resources.is_none() {
+    if file_watch.is_none() && oci_poll.is_none() && selections.is_empty() && resources.is_none() {
         return sources;
     }
     let (tx, rx) = tokio::sync::mpsc::channel(16);
@@ -620,6 +644,9 @@ fn watch_plugin_sources(
         println!("plugins from Plugin objects ({})", plugin_resource::crd::NAME);
         sources.push(tokio::spawn(plugin_resource::run(config, tx.clone())));
     }
+    if let Some(poll) = oci_poll {
+        sources.push(tokio::spawn(poll.run(reloader.metrics.clone(), tx.clone())));
+    }
     sources.push(tokio::spawn(reloader.run(rx)));
     sources
 }
@@ -633,6 +660,7 @@ async fn plugin_resources(
     shadows: &Shadows,
     election: Option<&operator_runtime::leader::Election>,
     clock: &SharedClock,
+    oci_puller: Option<Arc<operator_runtime::hotswap::oci::Puller>>,
 ) -> Result<Option<plugin_resource::Config>, Failure> {
     if !args.plugin_resources {
         return Ok(None);
@@ -643,7 +671,7 @@ async fn plugin_resources(
         metrics: running.metrics().clone(),
         status: operator_runtime::status::Source { registry: running.registry().clone(), shadows: Some(shadows.clone()) },
         recorder: Recorder::new(client.clone(), "plugin-resource", clock.clone()),
-        oci: None,
+        oci: oci_puller.map(|p| Arc::new(plugin_resource::registry::Registry::new(p)) as Arc<dyn plugin_resource::OciSource>),
         leading: election.map(|e| e.leading()),
         promote_after: args.shadow.shadow_promote_after,
         file_interval: args.watch_interval,

@@ -77,12 +77,12 @@ impl Known {
             .into_iter()
             .map(|(key, bytes)| {
                 let signature = signatures.get(&format!("{key}{}", super::trust::SIGNATURE_SUFFIX)).cloned();
-                Update { origin: Self::origin(namespace, &name, &uid, &key), bytes: Some(bytes), signature, trust: None }
+                Update { origin: Self::origin(namespace, &name, &uid, &key), bytes: Some(bytes), signature, trust: None, cosign: None }
             })
             .collect();
         if let Some((old_uid, old_keys)) = self.0.insert(name.clone(), (uid, keys.clone())) {
             for gone in old_keys.difference(&keys) {
-                out.push(Update { origin: Self::origin(namespace, &name, &old_uid, gone), bytes: None, signature: None, trust: None });
+                out.push(Update { origin: Self::origin(namespace, &name, &old_uid, gone), bytes: None, signature: None, trust: None, cosign: None });
             }
         }
         out
@@ -92,7 +92,9 @@ impl Known {
         let Some((uid, keys)) = self.0.remove(name) else {
             return vec![];
         };
-        keys.iter().map(|k| Update { origin: Self::origin(namespace, name, &uid, k), bytes: None, signature: None, trust: None }).collect()
+        keys.iter()
+            .map(|k| Update { origin: Self::origin(namespace, name, &uid, k), bytes: None, signature: None, trust: None, cosign: None })
+            .collect()
     }
 }
 

@@ -88,7 +88,11 @@ impl FileWatch {
                     Ok(bytes) => {
                         tracing::info!(path = %f.path.display(), "plugin file changed; reloading");
                         let signature = tokio::fs::read(super::trust::signature_path(&f.path)).await.ok();
-                        if tx.send(Update { origin: Origin::File(f.path.clone()), bytes: Some(bytes), signature, trust: None }).await.is_err() {
+                        if tx
+                            .send(Update { origin: Origin::File(f.path.clone()), bytes: Some(bytes), signature, trust: None, cosign: None })
+                            .await
+                            .is_err()
+                        {
                             return;
                         }
                     }

@@ -19,6 +19,7 @@
 
 pub mod configmap;
 pub mod files;
+pub mod oci;
 pub mod rollback;
 pub mod shadow;
 pub mod trust;
@@ -52,6 +53,9 @@ pub enum Origin {
         /// Where the signature of the bytes was looked for, for messages.
         signature_name: String,
     },
+    /// A registry reference as given (`oci://REGISTRY/REPO:TAG`): the tag is
+    /// the source, each digest it points to a version ([`oci`]).
+    Oci(oci::Reference),
 }
 
 /// `apiVersion` of the `Plugin` resource (Events about one name it).
@@ -65,22 +69,24 @@ impl Origin {
             Origin::ConfigMap { namespace, name, key, .. } => format!("configmap/{namespace}/{name}/{key}"),
             Origin::Resource { name, candidate: false, .. } => format!("plugin/{name}"),
             Origin::Resource { name, candidate: true, .. } => format!("plugin/{name}{}", shadow::CANDIDATE_SUFFIX),
+            Origin::Oci(reference) => reference.to_string(),
         }
     }
 
     /// Where the signature of these bytes is looked for ([`trust`]).
-    fn signature_name(&self) -> String {
+    pub fn signature_name(&self) -> String {
         let sig = trust::SIGNATURE_SUFFIX;
         match self {
             Origin::File(path) => format!("{}{sig}", path.display()),
             Origin::ConfigMap { namespace, name, key, .. } => format!("key {key}{sig} in configmap {namespace}/{name}"),
             Origin::Resource { signature_name, .. } => signature_name.clone(),
+            Origin::Oci(reference) => format!("a cosign signature of {reference} in its registry"),
         }
     }
 
     fn regarding(&self) -> Option<Regarding> {
         match self {
-            Origin::File(_) => None,
+            Origin::File(_) | Origin::Oci(_) => None,
             Origin::ConfigMap { namespace, name, uid, .. } => Some(Regarding {
                 api_version: "v1".into(),
                 kind: "ConfigMap".into(),
@@ -109,6 +115,9 @@ pub struct Update {
     /// A policy the bytes must satisfy as well as the host's (a `Plugin`'s
     /// `spec.trust`): it can add requirements, never lift the host's.
     pub trust: Option<trust::Policy>,
+    /// The cosign signatures found for a registry version's manifest digest
+    /// (`None` for other sources, or when no cosign key is configured).
+    pub cosign: Option<oci::cosign::Evidence>,
 }
 
 /// Called after a plugin version is running (e.g. to register embedded admission).
@@ -195,14 +204,15 @@ impl Reloader {
         };
         let current = self.manager.plugin(&id);
         if let Some(own) = &update.trust
-            && let Err(e) = own.admit(bytes.clone(), update.signature.as_deref(), &update.origin.signature_name())
+            && let Err(e) = own.admit_with(bytes.clone(), update.signature.as_deref(), update.cosign.as_ref(), &update.origin.signature_name())
         {
             return match e {
                 trust::NotAdmitted::Untrusted(why) => self.refuse_untrusted(&update.origin, current.as_ref(), why).await,
                 trust::NotAdmitted::Unreadable(why) => self.reject(&update.origin, current.as_ref(), why).await,
             };
         }
-        let (bytes, digest) = match self.trust.admit(bytes, update.signature.as_deref(), &update.origin.signature_name()) {
+        let (bytes, digest) = match self.trust.admit_with(bytes, update.signature.as_deref(), update.cosign.as_ref(), &update.origin.signature_name())
+        {
             Ok(admitted) => (admitted.component, admitted.digest),
             Err(trust::NotAdmitted::Untrusted(why)) => return self.refuse_untrusted(&update.origin, current.as_ref(), why).await,
             Err(trust::NotAdmitted::Unreadable(why)) => return self.reject(&update.origin, current.as_ref(), why).await,
@@ -296,6 +306,7 @@ impl Reloader {
                             "kubectl patch plugin {name} --type json -p '[{{\"op\":\"move\",\"from\":\"/spec/candidate\",\"path\":\"/spec/source\"}}]'"
                         )
                     }
+                    Origin::Oci(reference) => oci::promote_command(reference, active_id, &candidate.info().digest),
                 };
                 let message = format!(
                     "candidate {} staged beside {} ({active_id}): every reconcile now also runs on it, its writes discarded; promote now with `{how}`",

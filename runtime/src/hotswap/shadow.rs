@@ -333,6 +333,11 @@ impl Shadow {
                 std::fs::rename(candidate, &active).map_err(|e| format!("cannot rename {} to {}: {e}", candidate.display(), active.display()))
             }
             Origin::Resource { name, .. } => Err(format!("plugin {name} is promoted by its spec.promotion, not by the shadow run")),
+            // The host does not write to registries: the operator moves the tag.
+            Origin::Oci(reference) => Err(format!(
+                "a registry tag is moved by its owner: `{}`",
+                super::oci::promote_command(reference, &self.active_id, &self.candidate.info().digest)
+            )),
         };
         match result {
             Ok(()) => {

@@ -13,6 +13,13 @@
 //! signature, raw (what both tools write; `binaryData` in a ConfigMap) or as
 //! base64 text (for `data`, or a hand-written manifest).
 //!
+//! Registry plugins (`oci://`) are signed the way the registry world signs:
+//! with `--cosign-key` (the `cosign.pub` of `cosign generate-key-pair`) the
+//! signatures cosign attached to the manifest digest are checked
+//! ([`super::oci::cosign`]). A plugin is admitted when any configured kind
+//! of signature verifies: an Ed25519 `.sig` beside a file or key, or a
+//! cosign signature of its manifest.
+//!
 //! What is pinned: the SHA-256 of the component (after inflating), the
 //! digest the host reports in its logs and Events, so one pin matches a
 //! build whether it ships plain or gzipped.
@@ -42,6 +49,8 @@ pub enum KeyError {
     Private { path: PathBuf, detail: String },
     #[error("--plugin-digest {given:?} is not sha256:<64 hex digits>")]
     Digest { given: String },
+    #[error("{0}")]
+    Cosign(String),
 }
 
 /// Why plugin bytes were refused.
@@ -55,6 +64,8 @@ pub enum Refusal {
     BadSignature { keys: usize },
     #[error("its digest sha256:{digest} is not one of the --plugin-digest pins")]
     NotPinned { digest: String },
+    #[error("{0}")]
+    Cosign(#[from] super::oci::cosign::CosignRefusal),
 }
 
 impl Refusal {
@@ -65,6 +76,8 @@ impl Refusal {
             Refusal::MalformedSignature { .. } => "malformed_signature",
             Refusal::BadSignature { .. } => "bad_signature",
             Refusal::NotPinned { .. } => "digest_not_pinned",
+            Refusal::Cosign(super::oci::cosign::CosignRefusal::Unsigned { .. }) => "unsigned",
+            Refusal::Cosign(super::oci::cosign::CosignRefusal::BadSignature { .. }) => "bad_signature",
         }
     }
 }
@@ -95,6 +108,8 @@ pub struct Policy {
     keys: Vec<VerifyingKey>,
     /// Hex SHA-256 digests of pinned components; empty = no pin.
     pins: BTreeSet<String>,
+    /// `--cosign-key`: keys whose cosign signatures of a manifest digest are accepted.
+    cosign_keys: Vec<super::oci::cosign::PublicKey>,
 }
 
 impl Policy {
@@ -107,7 +122,15 @@ impl Policy {
             keys.push(key);
         }
         let pins = pins.iter().map(|p| parse_pin(p)).collect::<Result<_, _>>()?;
-        Ok(Self { keys, pins })
+        Ok(Self { keys, pins, cosign_keys: vec![] })
+    }
+
+    /// Adds `--cosign-key` files (cosign.pub).
+    pub fn with_cosign_keys(mut self, files: &[PathBuf]) -> Result<Self, KeyError> {
+        for path in files {
+            self.cosign_keys.push(super::oci::cosign::read_key(path).map_err(KeyError::Cosign)?);
+        }
+        Ok(self)
     }
 
     /// A policy from PEM text (a `Plugin`'s `spec.trust`): keys are named
@@ -127,19 +150,36 @@ impl Policy {
 
     /// Whether plugins need a signature.
     pub fn requires_signature(&self) -> bool {
-        !self.keys.is_empty()
+        !self.keys.is_empty() || !self.cosign_keys.is_empty()
+    }
+
+    /// Whether registry versions need their cosign signatures fetched.
+    pub fn wants_cosign(&self) -> bool {
+        !self.cosign_keys.is_empty()
     }
 
     /// Checks `stored` (the bytes as they sit in the file or ConfigMap) and
     /// its detached `signature` (`None` when there is none), then inflates
     /// it and checks the component against the pins.
     pub fn admit(&self, stored: Vec<u8>, signature: Option<&[u8]>, signature_name: &str) -> Result<Admitted, NotAdmitted> {
+        self.admit_with(stored, signature, None, signature_name)
+    }
+
+    /// [`Self::admit`] for bytes that may also carry cosign evidence (a
+    /// registry version: the signatures found for its manifest digest).
+    /// Either kind of signature admits them.
+    pub fn admit_with(
+        &self,
+        stored: Vec<u8>,
+        signature: Option<&[u8]>,
+        cosign: Option<&super::oci::cosign::Evidence>,
+        signature_name: &str,
+    ) -> Result<Admitted, NotAdmitted> {
         if self.requires_signature() {
-            let raw = signature.ok_or_else(|| Refusal::Unsigned { expected: signature_name.into() })?;
-            let signature = decode_signature(raw).ok_or_else(|| Refusal::MalformedSignature { expected: signature_name.into() })?;
-            // Strict: no malleable signatures or weak keys (RFC 8032 checks).
-            if !self.keys.iter().any(|k| k.verify_strict(&stored, &signature).is_ok()) {
-                return Err(Refusal::BadSignature { keys: self.keys.len() }.into());
+            match cosign {
+                Some(evidence) if !self.cosign_keys.is_empty() => super::oci::cosign::verify(evidence, &self.cosign_keys).map_err(Refusal::from)?,
+                _ if self.keys.is_empty() => return Err(Refusal::Unsigned { expected: signature_name.into() }.into()),
+                _ => self.check_ed25519(&stored, signature, signature_name)?,
             }
         }
         let component = super::gunzip_if_gzipped(stored).map_err(NotAdmitted::Unreadable)?;
@@ -148,6 +188,16 @@ impl Policy {
             return Err(Refusal::NotPinned { digest }.into());
         }
         Ok(Admitted { component, digest })
+    }
+
+    fn check_ed25519(&self, stored: &[u8], signature: Option<&[u8]>, signature_name: &str) -> Result<(), Refusal> {
+        let raw = signature.ok_or_else(|| Refusal::Unsigned { expected: signature_name.into() })?;
+        let signature = decode_signature(raw).ok_or_else(|| Refusal::MalformedSignature { expected: signature_name.into() })?;
+        // Strict: no malleable signatures or weak keys (RFC 8032 checks).
+        if !self.keys.iter().any(|k| k.verify_strict(stored, &signature).is_ok()) {
+            return Err(Refusal::BadSignature { keys: self.keys.len() });
+        }
+        Ok(())
     }
 
     /// [`Self::admit`] for a plugin file and the `.sig` file beside it.

@@ -22,6 +22,7 @@
 //! every plugin.
 
 pub mod crd;
+pub mod registry;
 pub mod sources;
 pub mod spec;
 pub mod status;

@@ -184,9 +184,8 @@ pub async fn run(ctx: Context, origin: Origin, source: Checked, trust: Option<Po
         }
         Checked::Oci { reference, poll } => {
             let Some(oci) = ctx.oci.clone() else {
-                let message = format!(
-                    "cannot pull {reference}: this host has no OCI client (pulling plugins from registries is not built in yet); use a configMap or file source"
-                );
+                let message =
+                    format!("cannot pull {reference}: this host runs with no OCI client (a library user gave none); use a configMap or file source");
                 return ctx.problems.set(&id, "OciUnavailable", message);
             };
             pull_loop(&ctx, &id, oci.as_ref(), OciRequest { reference, cosign_keys }, poll, send).await;

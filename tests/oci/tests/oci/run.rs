@@ -1,0 +1,111 @@
+//! The Python hello plugin pushed with `host push` and run from the
+//! registry; the polled tag moves to the Rust build (swapped in); then a
+//! layer of the wrong media type, a tampered manifest, a tampered layer and
+//! a registry that is down are each refused with a clear message while the
+//! running version keeps serving.
+
+use std::time::Duration;
+
+use oci_tests::{Host, Registry, Tools, digest_line, eventually_within, ok, plugin};
+
+fn hello(greeting: &str) -> String {
+    format!("apiVersion: example.operator.dev/v1alpha1\nkind: Hello\nmetadata:\n  name: world\n  namespace: default\nspec:\n  greeting: {greeting}\n")
+}
+
+/// Applies a Hello with `greeting` and waits for the running plugin to write it.
+fn serves(host: &Host, tools: &Tools, greeting: &str) {
+    let kubectl = host.kubectl(tools);
+    eventually_within("kubectl apply of a Hello (once its CRD is served)", Duration::from_secs(60), || {
+        kubectl.run_stdin(&["apply", "-f", "-"], Some(hello(greeting).as_bytes())).status.success().then_some(())
+    });
+    eventually_within(&format!("the plugin's ConfigMap saying {greeting}"), Duration::from_secs(60), || {
+        let out = kubectl.run(&["get", "configmap", "world-greeting", "-n", "default", "-o", "jsonpath={.data.greeting}"]);
+        (String::from_utf8_lossy(&out.stdout) == greeting).then_some(())
+    });
+}
+
+#[test]
+fn a_pushed_plugin_runs_from_the_registry_moves_with_its_tag_and_bad_versions_are_refused() {
+    let Some(tools) = Tools::find() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let mut registry = Registry::start(&tools, dir.path());
+    let stable = registry.oci("hello:stable");
+    let py = ok(&tools.host, &["push", plugin("hello-py").to_str().unwrap(), &stable], &[]);
+    let py_digest = digest_line(&py);
+
+    let cache = dir.path().join("oci-cache");
+    let mut host =
+        Host::start(&tools, dir.path(), "host", &["--plugin", &stable, "--oci-poll-interval", "300ms", "--oci-cache-dir", cache.to_str().unwrap()]);
+    assert!(host.log().contains(&format!("from {stable} ({py_digest}, the registry)")), "{}", host.log());
+    serves(&host, &tools, "Hi");
+
+    // The tag moves to the Rust build: pulled and swapped in, same kinds.
+    let rust = digest_line(&ok(&tools.host, &["push", plugin("hello").to_str().unwrap(), &stable], &[]));
+    host.wait_log("the swap to the Rust build", &format!("to={rust}"));
+    eventually_within("plugin_swaps_total{result=swapped}", Duration::from_secs(60), || {
+        (host.metric(&format!("plugin_swaps_total{{plugin=\"{stable}\",result=\"swapped\"}}")) == 1.0).then_some(())
+    });
+    serves(&host, &tools, "Bonjour");
+    let rejected = |h: &Host| h.metric(&format!("plugin_swaps_total{{plugin=\"{stable}\",result=\"rejected\"}}"));
+
+    // A layer that is no Wasm component (a container image layer type).
+    let tar = dir.path().join("layer.tar");
+    std::fs::write(&tar, b"not a plugin").unwrap();
+    ok(
+        &tools.oras,
+        &[
+            "push",
+            "--plain-http",
+            "--disable-path-validation",
+            &registry.plain("hello:stable"),
+            &format!("{}:application/vnd.oci.image.layer.v1.tar", tar.display()),
+        ],
+        &[("HOME", dir.path().to_str().unwrap())],
+    );
+    host.wait_log("the refusal of the tar layer", "layer media type application/vnd.oci.image.layer.v1.tar is not a Wasm component");
+    assert_eq!(rejected(&host), 1.0);
+
+    // A manifest whose bytes no longer hash to the digest the tag names.
+    let twin = digest_line(&ok(&tools.host, &["push", plugin("hello-py").to_str().unwrap(), &registry.oci("hello:twin")], &[]));
+    registry.tamper_manifest(&twin);
+    registry.point_tag("hello", "stable", &twin);
+    host.wait_log("the refusal of the tampered manifest", &format!("does not hash to {twin}"));
+    assert_eq!(rejected(&host), 2.0);
+
+    // A layer whose bytes no longer hash to the layer digest in the manifest.
+    let v2 = plugin("versioned-v2");
+    let other = digest_line(&ok(&tools.host, &["push", v2.to_str().unwrap(), &registry.oci("hello:other")], &[]));
+    registry.tamper_blob(&oci_tests::sha256(&std::fs::read(&v2).unwrap()), 100);
+    registry.point_tag("hello", "stable", &other);
+    host.wait_log("the refusal of the tampered layer", "refused (a tampered or substituted blob)");
+    assert_eq!(rejected(&host), 3.0);
+
+    // The registry goes away: reported once, the running version serves.
+    registry.stop();
+    host.wait_log("the report of the registry being down", "cannot pull a new version of plugin");
+    serves(&host, &tools, "Hallo");
+    assert!(host.log().contains("keeps serving"), "{}", host.log());
+    assert_eq!(host.metric(&format!("plugin_swaps_total{{plugin=\"{stable}\",result=\"swapped\"}}")), 1.0, "nothing else was swapped in");
+
+    // Back up, the tag moved to the Python build again: swapped in.
+    registry.restart();
+    ok(&tools.host, &["push", plugin("hello-py").to_str().unwrap(), &stable], &[]);
+    eventually_within("the swap back to the Python build", Duration::from_secs(90), || {
+        (host.metric(&format!("plugin_swaps_total{{plugin=\"{stable}\",result=\"swapped\"}}")) == 2.0).then_some(())
+    });
+    serves(&host, &tools, "Ciao");
+}
+
+#[test]
+fn a_plugin_that_cannot_be_pulled_at_start_up_is_bad_input() {
+    let Some(tools) = Tools::find() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let registry = Registry::start(&tools, dir.path());
+    let missing = registry.oci("nothing:v1");
+    let out = oci_tests::run(&tools.host, &["run", "--embedded", "--metrics-addr", "0", "--plugin", &missing], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", oci_tests::text(&out.stderr));
+    assert!(oci_tests::text(&out.stderr).contains(&format!("plugin {missing}")), "{}", oci_tests::text(&out.stderr));
+    let out = oci_tests::run(&tools.host, &["run", "--embedded", "--metrics-addr", "0", "--plugin", "oci://127.0.0.1/no-tag"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(oci_tests::text(&out.stderr).contains("neither a tag nor a digest"), "{}", oci_tests::text(&out.stderr));
+}
