@@ -71,5 +71,9 @@ pub use kubeconfig::{kubeconfig_yaml, write_kubeconfig};
 pub use persist::FILE_NAME as PERSIST_FILE_NAME;
 pub use persist::{PersistError, RedbBackend};
 pub use protobuf::decode as decode_protobuf;
+/// Validates an object against a CRD version's `openAPIV3Schema` as the server does on a
+/// write (types, bounds, formats, required fields), without pruning or defaulting: the causes
+/// of the refusal, empty when it passes.
+pub use schema::validate as validate_against_schema;
 pub use server::{ApiServer, ApiService, ServerHandle};
 pub use status::{ApiError, Cause};

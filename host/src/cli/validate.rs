@@ -69,7 +69,7 @@ fn check_schema(plugin: &LoadedPlugin, object: &Value) -> Result<(), Failure> {
     let Some(schema) = version.and_then(|v| v.pointer("/schema/openAPIV3Schema")) else {
         return Ok(());
     };
-    let causes = apiserver::schema::validate(schema, object);
+    let causes = apiserver::validate_against_schema(schema, object);
     if causes.is_empty() {
         return Ok(());
     }

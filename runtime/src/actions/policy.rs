@@ -16,15 +16,15 @@
 //!    controller is refused. Patches may not touch ownerReferences; a replace
 //!    keeps the parent as controller.
 //! 4. Status must be an object; Events need a reason.
-//! 4a. An apply (contract 0.3) names its child by `metadata.name` (never
-//!     `generateName`); one the cache shows controlled by another owner, or
-//!     by none, is refused, as a replace would be. It gets the parent's
-//!     namespace and controller ownerReference, and its `resourceVersion`
-//!     is dropped (apply takes the object as the plugin's intent, not as an
-//!     edit of one version). The children applied are the whole desired set:
-//!     [`prune`] adds the deletes of children applied earlier and no longer
-//!     applied.
-//! 5. At most [`MAX_WRITES`] writes per reconcile: a plugin that answers
+//! 5. An apply (contract 0.3) names its child by `metadata.name` (never
+//!    `generateName`); one the cache shows controlled by another owner, or
+//!    by none, is refused, as a replace would be. It gets the parent's
+//!    namespace and controller ownerReference, and its `resourceVersion`
+//!    is dropped (apply takes the object as the plugin's intent, not as an
+//!    edit of one version). The children applied are the whole desired set:
+//!    [`prune`] adds the deletes of children applied earlier and no longer
+//!    applied.
+//! 6. At most [`MAX_WRITES`] writes per reconcile: a plugin that answers
 //!    with a flood (say 200,000 Events) is refused before anything is
 //!    written, instead of holding the executor and the API server for
 //!    minutes.

@@ -145,7 +145,7 @@ impl Policy {
             })
             .collect::<Result<_, _>>()?;
         let pins = pins.iter().map(|p| parse_pin(p)).collect::<Result<_, _>>()?;
-        Ok(Self { keys, pins })
+        Ok(Self { keys, pins, cosign_keys: Vec::new() })
     }
 
     /// Whether plugins need a signature.

@@ -318,7 +318,7 @@ impl Watch {
 
 /// Stops the plugin (or candidate) of Plugin `name`.
 async fn remove(ctx: &sources::Context, name: &str, uid: &str, candidate: bool) {
-    let update = Update { origin: origin(name, uid, candidate, String::new()), bytes: None, signature: None, trust: None };
+    let update = Update { origin: origin(name, uid, candidate, String::new()), bytes: None, signature: None, trust: None, cosign: None };
     let _ = ctx.updates.send(update).await;
 }
 

@@ -35,7 +35,7 @@ impl OciSource for Registry {
             .collect::<Result<Vec<_>, _>>()?;
         let pulled = self.puller.pull(&reference).await.map_err(|e| e.to_string())?;
         if !keys.is_empty() {
-            let digest: Digest = pulled.digest.parse().map_err(|e| format!("{e}"))?;
+            let digest: Digest = pulled.digest.parse()?;
             let evidence = self.puller.signatures(&reference, &digest).await.map_err(|e| e.to_string())?;
             cosign::verify(&evidence, &keys).map_err(|e| e.to_string())?;
         }

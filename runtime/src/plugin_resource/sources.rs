@@ -131,7 +131,7 @@ pub async fn run(ctx: Context, origin: Origin, source: Checked, trust: Option<Po
     let id = origin.id();
     let send = |bytes: Vec<u8>, signature: Option<Vec<u8>>| {
         ctx.problems.sent(&id, &bytes);
-        ctx.updates.send(Update { origin: origin.clone(), bytes: Some(bytes), signature, trust: trust.clone() })
+        ctx.updates.send(Update { origin: origin.clone(), bytes: Some(bytes), signature, trust: trust.clone(), cosign: None })
     };
     match source {
         Checked::ConfigMap(c) => {

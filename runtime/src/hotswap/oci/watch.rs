@@ -107,5 +107,5 @@ impl OciWatch {
 
 /// The hot-swap update for a pulled version.
 pub fn update(reference: &Reference, pulled: Pulled, cosign: Option<super::cosign::Evidence>) -> Update {
-    Update { origin: Origin::Oci(reference.clone()), bytes: Some(pulled.component), signature: None, cosign }
+    Update { origin: Origin::Oci(reference.clone()), bytes: Some(pulled.component), signature: None, trust: None, cosign }
 }
