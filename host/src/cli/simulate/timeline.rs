@@ -5,7 +5,8 @@
 //! Output is a pure function of the simulated run: no UIDs, resourceVersions
 //! or managedFields; names the API server generated (`generateName`) are
 //! replaced by the prefix and a counter in order of creation; entries of one
-//! instant keep the order of the commits they describe.
+//! instant keep the order of the commits they describe, the Events the host
+//! writes in the background last.
 
 use std::collections::BTreeMap;
 
@@ -94,7 +95,10 @@ pub struct Timeline {
 impl Timeline {
     /// Adds an entry at virtual time `at`, ordered among entries of the same
     /// millisecond by `rv`, the resourceVersion of the commit it describes
-    /// (actions before the state change they cause).
+    /// (actions before the state change they cause). Events come after the
+    /// other entries of their millisecond, in the order they were written:
+    /// the host writes them in the background, so their commits interleave
+    /// with the reconcile's writes differently from run to run.
     #[allow(clippy::too_many_arguments)]
     pub fn push(
         &mut self,
@@ -114,7 +118,7 @@ impl Timeline {
             object,
             detail,
             body: body.map(sanitize),
-            order: (at.timestamp_millis(), rv, category, seq),
+            order: (at.timestamp_millis(), if category == Category::Event { u64::MAX } else { rv }, category, seq),
         });
     }
 
@@ -331,6 +335,18 @@ mod tests {
                 ("2026-01-01T00:05:00.000Z".to_string(), "created".to_string()),
             ]
         );
+    }
+
+    #[test]
+    fn events_follow_the_other_entries_of_their_millisecond_whatever_their_commit() {
+        let mut t = Timeline::default();
+        let cj = ObjectRef { api_version: "v1".into(), kind: "CronJob".into(), namespace: "ns".into(), name: "c".into() };
+        t.push(at("2026-01-01T00:05:00Z"), 10, Category::Event, "Normal SuccessfulCreate", cj.clone(), None, None);
+        t.push(at("2026-01-01T00:05:00Z"), 12, Category::Action, "status", cj.clone(), None, None);
+        t.push(at("2026-01-01T00:05:00Z"), 11, Category::Action, "create", cj.clone(), None, None);
+        t.push(at("2026-01-01T00:05:01Z"), 13, Category::State, "changed", cj.clone(), None, None);
+        let whats: Vec<_> = t.entries_until(at("2027-01-01T00:00:00Z")).into_iter().map(|e| e.what).collect();
+        assert_eq!(whats, ["create", "status", "Normal SuccessfulCreate", "changed"]);
     }
 
     #[test]

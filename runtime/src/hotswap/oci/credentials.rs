@@ -50,8 +50,13 @@ struct Entry {
 impl Credentials {
     /// Parses a docker config JSON (`source` names it in errors).
     pub fn from_docker_config(json: &[u8], source: &str) -> Result<Self, String> {
-        let config: DockerConfig =
-            serde_json::from_slice(json).map_err(|e| format!("{source} is not a docker config JSON ({{\"auths\": {{...}}}}): {e}"))?;
+        let not_config = |why: String| format!("{source} is not a docker config JSON ({{\"auths\": {{...}}}}): {why}");
+        // A JSON object only: serde would also read a struct from an array.
+        let value: serde_json::Value = serde_json::from_slice(json).map_err(|e| not_config(e.to_string()))?;
+        if !value.is_object() {
+            return Err(not_config("not an object".into()));
+        }
+        let config: DockerConfig = serde_json::from_value(value).map_err(|e| not_config(e.to_string()))?;
         let mut out = BTreeMap::new();
         for (key, entry) in config.auths {
             let login = if let Some(token) = entry.identitytoken.filter(|t| !t.is_empty()) {
