@@ -49,6 +49,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
+mod debian;
 mod languages;
 mod layering;
 mod oci;

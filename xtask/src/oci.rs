@@ -50,32 +50,9 @@ pub fn registry() -> Result<bool> {
     if succeeds("docker-registry", &["--version"]) {
         return Ok(true);
     }
-    let root_user = Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
-    if !root_user || !succeeds("apt-get", &["--version"]) {
-        eprintln!(
-            "xtask: SKIPPING the registry tests: docker-registry is missing and cannot be installed here (needs apt-get as root); install Debian's `docker-registry` package"
-        );
-        return Ok(false);
-    }
-    eprintln!("xtask: installing Debian's docker-registry package (the distribution server the registry tests start)");
-    let install = || {
-        let mut c = Command::new("apt-get");
-        c.env("DEBIAN_FRONTEND", "noninteractive").args(["install", "-y", "--no-install-recommends", "docker-registry"]);
-        status(c)
-    };
-    if install().is_err() {
-        // A fresh machine may have no package lists yet.
-        let mut c = Command::new("apt-get");
-        c.args(["update"]);
-        status(c)?;
-        install()?;
-    }
-    // On a machine with systemd the package starts its service on :5000;
-    // the tests start their own, and nothing else should listen there.
-    if succeeds("systemctl", &["is-active", "--quiet", "docker-registry"]) {
-        let mut c = Command::new("systemctl");
-        c.args(["disable", "--now", "docker-registry"]);
-        status(c)?;
-    }
-    Ok(true)
+    crate::debian::install_service_package(
+        "docker-registry",
+        "the distribution server the registry tests start",
+        "the registry tests (docker-registry is missing)",
+    )
 }

@@ -63,7 +63,13 @@ pub fn build_helm() -> Result<bool> {
 /// checks and unit-tests the shipped rules; `Ok(false)` (said loudly) when
 /// it cannot be installed here.
 pub fn prometheus() -> Result<bool> {
-    if !succeeds("promtool", &["--version"]) && !install_prometheus()? {
+    if !succeeds("promtool", &["--version"])
+        && !crate::debian::install_service_package(
+            "prometheus",
+            "promtool and the server the tests start",
+            "the Prometheus rule tests (promtool is missing)",
+        )?
+    {
         return Ok(false);
     }
     let dir = root().join("deploy/prometheus");
@@ -73,37 +79,5 @@ pub fn prometheus() -> Result<bool> {
     let mut c = Command::new("promtool");
     c.current_dir(&dir).args(["test", "rules", "rules_test.yaml"]);
     status(c)?;
-    Ok(true)
-}
-
-/// `Ok(false)` when apt-get as root is not available.
-fn install_prometheus() -> Result<bool> {
-    let root_user = Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
-    if !root_user || !succeeds("apt-get", &["--version"]) {
-        eprintln!(
-            "xtask: SKIPPING the Prometheus rule tests: promtool is missing and cannot be installed here (needs apt-get as root); install Debian's `prometheus` package"
-        );
-        return Ok(false);
-    }
-    eprintln!("xtask: installing Debian's prometheus package (promtool and the server the tests start)");
-    let install = || {
-        let mut c = Command::new("apt-get");
-        c.env("DEBIAN_FRONTEND", "noninteractive").args(["install", "-y", "--no-install-recommends", "prometheus"]);
-        status(c)
-    };
-    if install().is_err() {
-        // A fresh machine may have no package lists yet.
-        let mut c = Command::new("apt-get");
-        c.args(["update"]);
-        status(c)?;
-        install()?;
-    }
-    // On a machine with systemd the package starts its service; the tests
-    // start their own server, and nothing else should listen on :9090.
-    if succeeds("systemctl", &["is-active", "--quiet", "prometheus"]) {
-        let mut c = Command::new("systemctl");
-        c.args(["disable", "--now", "prometheus"]);
-        status(c)?;
-    }
     Ok(true)
 }
