@@ -19,8 +19,9 @@
 //! - `events.k8s.io` events: create/patch (the recorder creates, then patches `series`);
 //! - configmaps: get/list/watch (`--plugin-configmap`, and a Plugin's `configMap` source);
 //! - `plugins.operator-host.dev` plugins: get/list/watch (`--plugin-resources`), patch (an
-//!   automatic promotion moves `spec.candidate` to `spec.source`), and the status subresource
-//!   update/patch;
+//!   automatic promotion moves `spec.candidate` to `spec.source`), create/patch/delete (the
+//!   objects published for plugins given by flag or ConfigMap key, by server-side apply), and
+//!   the status subresource update/patch;
 //! - a Role in the leader election namespace: create leases, get/update the one named `--leader-election-id`;
 //! - with `--sharded` (as `run`'s): in that Role also get/list/update/delete leases of any name (each
 //!   replica's shard Lease is named after the process; the sharder lists them, takes expired ones over
@@ -407,7 +408,7 @@ pub fn rbac(manifests: &[Manifest], o: &RbacOptions) -> Result<Vec<Value>, Error
     grant(&mut grants, "apiextensions.k8s.io", "customresourcedefinitions", &["get", "list", "watch", "create", "patch"]);
     grant(&mut grants, "events.k8s.io", "events", &["create", "patch"]);
     grant(&mut grants, "", "configmaps", &["get", "list", "watch"]);
-    grant(&mut grants, plugin_resource::crd::GROUP, plugin_resource::crd::PLURAL, &["get", "list", "watch", "patch"]);
+    grant(&mut grants, plugin_resource::crd::GROUP, plugin_resource::crd::PLURAL, &["get", "list", "watch", "create", "patch", "delete"]);
     grant(&mut grants, plugin_resource::crd::GROUP, &format!("{}/status", plugin_resource::crd::PLURAL), &["update", "patch"]);
 
     let mut manager_rules = rules(&grants);
@@ -529,7 +530,7 @@ mod tests {
         // A child kind the host also reads for itself gets one rule with the union of verbs.
         assert_eq!(rule(&docs, "configmaps").unwrap()["verbs"], json!(["get", "list", "watch", "create", "update", "patch", "delete"]));
         assert_eq!(rule(&docs, "events").unwrap()["verbs"], json!(["create", "patch"]));
-        assert_eq!(rule(&docs, "plugins").unwrap()["verbs"], json!(["get", "list", "watch", "patch"]));
+        assert_eq!(rule(&docs, "plugins").unwrap()["verbs"], json!(["get", "list", "watch", "create", "patch", "delete"]));
         assert_eq!(rule(&docs, "plugins/status").unwrap()["verbs"], json!(["update", "patch"]));
         assert_eq!(rule(&docs, "plugins").unwrap()["apiGroups"], json!(["plugins.operator-host.dev"]));
         assert_eq!(docs[0]["rules"].as_array().unwrap().len(), 9);

@@ -51,6 +51,9 @@ pub struct Args {
     plugin_configmap_namespace: Option<String>,
     /// Run the plugins that `Plugin` objects (plugins.operator-host.dev)
     /// declare, and write their status: installs the Plugin CRD at start.
+    /// The plugins given by --plugin and ConfigMap keys are published as
+    /// Plugin objects too (label operator-host.dev/published-by=host:
+    /// output only, never read back, deleted when no longer given).
     /// Off by default: whoever may create a Plugin then runs code with this
     /// host's permissions, so the door is opened on purpose.
     #[arg(long)]
@@ -362,7 +365,7 @@ async fn run_async(args: &Args, prepared: Prepared) -> Result<(), Failure> {
         _ = shutdown_signal() => return Ok(()),
     };
     metrics.set_status_source(Box::new(operator_runtime::status::Source { registry: registry.clone(), shadows: Some(shadows.clone()) }));
-    let resources = plugin_resources(args, &client, &running, &shadows, election.as_ref(), &clock, oci_puller).await?;
+    let resources = plugin_resources(args, &client, &running, &shadows, election.as_ref(), &clock, (oci_puller, trust.wants_cosign())).await?;
     let reloader = Reloader {
         sandbox,
         manager: running.clone(),
@@ -660,22 +663,32 @@ async fn plugin_resources(
     shadows: &Shadows,
     election: Option<&operator_runtime::leader::Election>,
     clock: &SharedClock,
-    oci_puller: Option<Arc<operator_runtime::hotswap::oci::Puller>>,
+    (oci_puller, host_cosign): (Option<Arc<operator_runtime::hotswap::oci::Puller>>, bool),
 ) -> Result<Option<plugin_resource::Config>, Failure> {
     if !args.plugin_resources {
         return Ok(None);
     }
     plugin_resource::install(client).await.map_err(|e| Failure { code: e.exit_code(), message: operator_runtime::error_chain(&e) })?;
+    // Every plugin given by flag (and by ConfigMap key) is published as a Plugin object too.
+    let (files, refs) = super::oci_args::split(&args.plugins)?;
+    let mut published = plugin_resource::mirror::Flags::default();
+    for f in files {
+        published.file(hotswap::Origin::File(f.clone()).id(), &f.display().to_string());
+    }
+    for r in refs {
+        published.oci(hotswap::Origin::Oci(r.clone()).id(), &r.to_string());
+    }
     Ok(Some(plugin_resource::Config {
         client: client.clone(),
         metrics: running.metrics().clone(),
         status: operator_runtime::status::Source { registry: running.registry().clone(), shadows: Some(shadows.clone()) },
         recorder: Recorder::new(client.clone(), "plugin-resource", clock.clone()),
-        oci: oci_puller.map(|p| Arc::new(plugin_resource::registry::Registry::new(p)) as Arc<dyn plugin_resource::OciSource>),
+        oci: oci_puller.map(|p| Arc::new(plugin_resource::registry::Registry::new(p, host_cosign)) as Arc<dyn plugin_resource::OciSource>),
         leading: election.map(|e| e.leading()),
         promote_after: args.shadow.shadow_promote_after,
         file_interval: args.watch_interval,
         status_interval: Duration::from_secs(2),
+        published,
     }))
 }
 

@@ -275,6 +275,9 @@ impl Reloader {
                     tracing::info!(plugin = %id, "{message}");
                     self.event(&update.origin, "Normal", "PluginPromoted", &message).await;
                 }
+                if let Some((origin, candidate)) = self.shadows.as_ref().and_then(|s| s.take_waiting(&id)) {
+                    self.stage(&origin, &id, candidate).await;
+                }
             }
             Err(e) => self.reject(&update.origin, current.as_ref(), crate::error_chain(&e)).await,
         }
@@ -286,9 +289,12 @@ impl Reloader {
             return self.reject(origin, None, "staging candidates is not enabled in this host".into()).await;
         };
         let Some(active) = self.manager.plugin(active_id) else {
-            let why =
-                format!("nothing runs as {active_id} to compare the candidate with; load it there first, or without `{}`", shadow::CANDIDATE_SUFFIX);
-            return self.reject(origin, None, why).await;
+            // Staged once a version runs there ([`Self::apply`]).
+            let message = format!("candidate {} waits for a version of {active_id} to run, to be staged beside it", describe(&candidate));
+            tracing::info!(plugin = %origin.id(), "{message}");
+            shadows.wait_for(active_id, origin.clone(), candidate);
+            self.metrics.activity.accepted(&origin.id());
+            return self.event(origin, "Normal", "PluginWaiting", &message).await;
         };
         match shadows.stage(active_id, &active, origin.clone(), candidate.clone()) {
             Ok(s) => {

@@ -149,6 +149,10 @@ struct Shared {
     events: Recorder,
     /// By the parent kind of the plugin shadowed (one plugin per parent kind).
     staged: Mutex<HashMap<GroupVersionKind, Arc<Shadow>>>,
+    /// Candidates that arrived before anything ran as the id they shadow,
+    /// by that id: staged once it runs. A Plugin's source and candidate are
+    /// watched apart, so either may arrive first.
+    waiting: Mutex<HashMap<String, (Origin, LoadedPlugin)>>,
 }
 
 /// One staged candidate.
@@ -170,7 +174,7 @@ pub struct Shadow {
 impl Shadows {
     pub fn new(config: ShadowConfig, metrics: Arc<Metrics>, client: kube::Client, clock: crate::clock::SharedClock) -> Self {
         let events = Recorder::new(client.clone(), "hotswap", clock);
-        Self { inner: Arc::new(Shared { config, metrics, client, events, staged: Mutex::new(HashMap::new()) }) }
+        Self { inner: Arc::new(Shared { config, metrics, client, events, staged: Mutex::new(HashMap::new()), waiting: Mutex::new(HashMap::new()) }) }
     }
 
     /// The candidate shadowing `active` (by its parent kind), unless it is
@@ -220,6 +224,17 @@ impl Shadows {
         Ok(shadow)
     }
 
+    /// Holds `candidate` (from `origin`) until a version runs as `active_id`;
+    /// replaces one held before for it.
+    pub fn wait_for(&self, active_id: &str, origin: Origin, candidate: LoadedPlugin) {
+        self.inner.waiting.lock().unwrap().insert(active_id.into(), (origin, candidate));
+    }
+
+    /// The candidate held for `active_id`, taken (to be staged now that it runs).
+    pub fn take_waiting(&self, active_id: &str) -> Option<(Origin, LoadedPlugin)> {
+        self.inner.waiting.lock().unwrap().remove(active_id)
+    }
+
     /// The digest of the candidate staged from `candidate_id`, if any.
     pub fn staged_digest(&self, candidate_id: &str) -> Option<String> {
         let staged = self.inner.staged.lock().unwrap();
@@ -228,6 +243,7 @@ impl Shadows {
 
     /// Unstages the candidate that came from `candidate_id`; returns it.
     pub fn unstage(&self, candidate_id: &str) -> Option<Arc<Shadow>> {
+        self.inner.waiting.lock().unwrap().retain(|_, (origin, _)| origin.id() != candidate_id);
         let mut staged = self.inner.staged.lock().unwrap();
         let kind = staged.iter().find(|(_, s)| s.origin.id() == candidate_id).map(|(k, _)| k.clone())?;
         let s = staged.remove(&kind)?;

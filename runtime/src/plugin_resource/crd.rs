@@ -27,7 +27,7 @@ const DESCRIPTION: &str = "A plugin the operator host runs: where its bytes are,
 shadowed beside it and how that is promoted; the status says which version runs and whether it is healthy. Cluster-scoped: \
 a plugin reconciles its kinds in every namespace with the host's cluster-wide permissions, and a source may name a ConfigMap \
 in any namespace, so creating a Plugin is a cluster-wide privilege (grant it as such); a namespaced Plugin would suggest a \
-tenancy boundary that does not exist.";
+tenancy boundary that does not exist. Objects labelled operator-host.dev/published-by=host are written by the host for the plugins it was given by flag or ConfigMap key (the annotation operator-host.dev/source names which): they are output only, never read back as input, and deleted when the plugin is no longer given.";
 
 fn source_schema(description: &str) -> Value {
     json!({

@@ -15,13 +15,12 @@
 //! Deleting a Plugin stops its plugin (no finalizer: a host that was down
 //! simply does not load it). With leader election only the leader writes
 //! status and promotes, as only it writes the webhook configurations; every
-//! replica loads the same plugins. Plugins from `--plugin` files and
-//! `--plugin-configmap` are not mirrored into Plugin objects: objects the
-//! host wrote would be read back as input, outlive the host that wrote them
-//! and be fought over by hosts with different flags; `host status` shows
-//! every plugin.
+//! replica loads the same plugins. Plugins given by `--plugin` (files,
+//! `oci://`) and ConfigMap keys are published as Plugin objects of their
+//! own ([`mirror`]): output only, labelled, and left out of the watch.
 
 pub mod crd;
+pub mod mirror;
 pub mod registry;
 pub mod sources;
 pub mod spec;
@@ -66,6 +65,9 @@ pub struct Config {
     pub file_interval: Duration,
     /// How often statuses are compared with the host's state (besides at every swap).
     pub status_interval: Duration,
+    /// The `--plugin` values the host was given: their plugins (and those
+    /// of ConfigMap keys) are published as Plugin objects ([`mirror`]).
+    pub published: mirror::Flags,
 }
 
 /// Installs the Plugin CRD (server-side apply) and waits until it is Established.
@@ -114,7 +116,8 @@ fn origin(name: &str, uid: &str, candidate: bool, signature_name: String) -> Ori
 /// reloader is gone.
 pub async fn run(config: Config, updates: mpsc::Sender<Update>) {
     let api: Api<DynamicObject> = Api::all_with(config.client.clone(), &crd::api_resource());
-    let mut stream = watcher::watcher(api.clone(), watcher::Config::default()).default_backoff().boxed();
+    // The objects the host publishes are output, never read back as input.
+    let mut stream = watcher::watcher(api.clone(), watcher::Config::default().labels(mirror::NOT_PUBLISHED)).default_backoff().boxed();
     let ctx = sources::Context {
         client: config.client.clone(),
         updates,
@@ -122,7 +125,8 @@ pub async fn run(config: Config, updates: mpsc::Sender<Update>) {
         oci: config.oci.clone(),
         file_interval: config.file_interval,
     };
-    let mut w = Watch { config, api, ctx, plugins: BTreeMap::new(), promoted: HashSet::new() };
+    let mirror = mirror::Mirror::new(config.published.clone());
+    let mut w = Watch { config, api, ctx, plugins: BTreeMap::new(), promoted: HashSet::new(), mirror };
     let mut listing = BTreeSet::new();
     let mut tick = tokio::time::interval(w.config.status_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -168,6 +172,8 @@ struct Watch {
     plugins: BTreeMap<String, Tracked>,
     /// (name, resourceVersion) promoted already: not patched twice.
     promoted: HashSet<(String, String)>,
+    /// The objects published for plugins given by flag or ConfigMap key.
+    mirror: mirror::Mirror,
 }
 
 impl Watch {
@@ -245,11 +251,21 @@ impl Watch {
     /// Writes every status that differs from what the host reports now, and
     /// promotes the candidates whose time has come.
     async fn write_statuses(&mut self) {
-        if !self.leading() || self.plugins.is_empty() {
+        if !self.leading() {
             return;
         }
         let snapshot = self.config.status.snapshot(&self.config.metrics);
         let now = crate::activity::rfc3339(chrono::Utc::now());
+        let user: BTreeSet<String> = self.plugins.keys().cloned().collect();
+        let pass = mirror::Pass {
+            api: &self.api,
+            recorder: &self.config.recorder,
+            activity: &self.config.metrics.activity,
+            running: &snapshot.plugins,
+            user: &user,
+            now: &now,
+        };
+        self.mirror.pass(pass).await;
         let activity = &self.config.metrics.activity;
         let mut promote = vec![];
         for (name, t) in &mut self.plugins {

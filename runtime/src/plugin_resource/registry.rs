@@ -2,7 +2,10 @@
 //! ([`Puller`]): the reference resolved and pulled by digest (layer and
 //! manifest checked against their digests, cached on disk), and when the
 //! Plugin names `spec.trust.cosignKeys`, admitted only if cosign signed
-//! that manifest digest with one of them.
+//! that manifest digest with one of them. When the host's own policy names
+//! cosign keys (`--cosign-key`), the signatures found travel with the bytes
+//! ([`Pulled::cosign`]) so that policy judges them as it judges a
+//! `--plugin oci://` version.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -15,11 +18,15 @@ use crate::hotswap::oci::{Digest, Puller, Reference, cosign};
 /// with its credentials, cache and insecure hosts).
 pub struct Registry {
     puller: Arc<Puller>,
+    /// Whether the host's policy wants the cosign signatures of each version.
+    host_cosign: bool,
 }
 
 impl Registry {
-    pub fn new(puller: Arc<Puller>) -> Self {
-        Self { puller }
+    /// `host_cosign`: the host's policy names cosign keys
+    /// ([`crate::hotswap::trust::Policy::wants_cosign`]).
+    pub fn new(puller: Arc<Puller>, host_cosign: bool) -> Self {
+        Self { puller, host_cosign }
     }
 }
 
@@ -34,11 +41,15 @@ impl OciSource for Registry {
             .map(|(i, pem)| cosign::parse_key(pem, Path::new(&format!("spec.trust.cosignKeys[{i}]"))))
             .collect::<Result<Vec<_>, _>>()?;
         let pulled = self.puller.pull(&reference).await.map_err(|e| e.to_string())?;
-        if !keys.is_empty() {
+        let mut evidence = None;
+        if !keys.is_empty() || self.host_cosign {
             let digest: Digest = pulled.digest.parse()?;
-            let evidence = self.puller.signatures(&reference, &digest).await.map_err(|e| e.to_string())?;
-            cosign::verify(&evidence, &keys).map_err(|e| e.to_string())?;
+            let found = self.puller.signatures(&reference, &digest).await.map_err(|e| e.to_string())?;
+            if !keys.is_empty() {
+                cosign::verify(&found, &keys).map_err(|e| e.to_string())?;
+            }
+            evidence = self.host_cosign.then_some(found);
         }
-        Ok(Pulled { digest: pulled.digest, bytes: pulled.component })
+        Ok(Pulled { digest: pulled.digest, bytes: pulled.component, cosign: evidence })
     }
 }

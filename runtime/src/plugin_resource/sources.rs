@@ -15,6 +15,7 @@ use tokio::sync::mpsc;
 
 use super::spec::Checked;
 use crate::hotswap::configmap::{self, Selection};
+use crate::hotswap::oci::cosign::Evidence;
 use crate::hotswap::trust::{self, Policy};
 use crate::hotswap::{Origin, Update, files};
 
@@ -29,17 +30,22 @@ pub struct OciRequest {
 }
 
 /// A pulled, verified artifact.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct Pulled {
     /// The manifest digest (`sha256:<hex>`) the reference resolved to.
     pub digest: String,
     /// The Wasm component (or its gzip), as the layer holds it.
     pub bytes: Vec<u8>,
+    /// The cosign signatures found for `digest`, when the host's own policy
+    /// names cosign keys (`--cosign-key`): handed to the reloader with the
+    /// bytes, so that policy admits a version signed with one of its keys.
+    pub cosign: Option<Evidence>,
 }
 
 /// The seam an OCI client plugs into: resolve `request.reference` to a
 /// manifest digest, check the cosign signature when keys are given, and
-/// return the component's bytes. Errors are messages for the status
+/// return the component's bytes (with the signatures found, when the host's
+/// policy wants them: [`Pulled::cosign`]). Errors are messages for the status
 /// (`lastError`) and are retried. Called again at `pollInterval` for a tag;
 /// the reloader ignores bytes it already runs, so returning the same
 /// artifact again is harmless.
@@ -129,9 +135,9 @@ impl Drop for AbortOnDrop {
 /// Runs `source` for `origin` until aborted or the reloader is gone.
 pub async fn run(ctx: Context, origin: Origin, source: Checked, trust: Option<Policy>, cosign_keys: Vec<String>) {
     let id = origin.id();
-    let send = |bytes: Vec<u8>, signature: Option<Vec<u8>>| {
+    let send = |bytes: Vec<u8>, signature: Option<Vec<u8>>, cosign: Option<Evidence>| {
         ctx.problems.sent(&id, &bytes);
-        ctx.updates.send(Update { origin: origin.clone(), bytes: Some(bytes), signature, trust: trust.clone(), cosign: None })
+        ctx.updates.send(Update { origin: origin.clone(), bytes: Some(bytes), signature, trust: trust.clone(), cosign })
     };
     match source {
         Checked::ConfigMap(c) => {
@@ -145,7 +151,7 @@ pub async fn run(ctx: Context, origin: Origin, source: Checked, trust: Option<Po
                 }
                 match u.bytes {
                     Some(bytes) => {
-                        if send(bytes, u.signature).await.is_err() {
+                        if send(bytes, u.signature, None).await.is_err() {
                             return;
                         }
                     }
@@ -166,7 +172,7 @@ pub async fn run(ctx: Context, origin: Origin, source: Checked, trust: Option<Po
             match tokio::fs::read(&path).await {
                 Ok(bytes) => {
                     let signature = tokio::fs::read(trust::signature_path(&path)).await.ok();
-                    if send(bytes, signature).await.is_err() {
+                    if send(bytes, signature, None).await.is_err() {
                         return;
                     }
                 }
@@ -176,7 +182,7 @@ pub async fn run(ctx: Context, origin: Origin, source: Checked, trust: Option<Po
             let _watch = AbortOnDrop(tokio::spawn(watch.run(ctx.file_interval, tx)));
             while let Some(u) = rx.recv().await {
                 if let Some(bytes) = u.bytes
-                    && send(bytes, u.signature).await.is_err()
+                    && send(bytes, u.signature, None).await.is_err()
                 {
                     return;
                 }
@@ -197,7 +203,7 @@ pub async fn run(ctx: Context, origin: Origin, source: Checked, trust: Option<Po
 /// failure, and not again after a success without `poll`.
 async fn pull_loop<F, Fut>(ctx: &Context, id: &str, oci: &dyn OciSource, request: OciRequest, poll: Option<Duration>, send: F)
 where
-    F: Fn(Vec<u8>, Option<Vec<u8>>) -> Fut,
+    F: Fn(Vec<u8>, Option<Vec<u8>>, Option<Evidence>) -> Fut,
     Fut: std::future::Future<Output = Result<(), mpsc::error::SendError<Update>>>,
 {
     let mut last: Option<String> = None;
@@ -209,7 +215,7 @@ where
                 if last.as_deref() != Some(&pulled.digest) {
                     tracing::info!(plugin = %id, reference = %request.reference, digest = %pulled.digest, "pulled");
                     last = Some(pulled.digest);
-                    if send(pulled.bytes, None).await.is_err() {
+                    if send(pulled.bytes, None, pulled.cosign).await.is_err() {
                         return;
                     }
                 } else {
@@ -266,7 +272,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_polled_tag_sends_each_new_digest_once_and_a_failed_pull_is_a_problem() {
-        let pulled = |d: &str| Ok(Pulled { digest: d.into(), bytes: d.as_bytes().to_vec() });
+        let pulled = |d: &str| Ok(Pulled { digest: d.into(), bytes: d.as_bytes().to_vec(), cosign: None });
         let script = vec![pulled("sha256:1"), pulled("sha256:1"), Err("registry down".into()), pulled("sha256:2")];
         let (ctx, mut rx) = context(Some(Arc::new(Scripted(Mutex::new(script)))));
         let problems = ctx.problems.clone();
@@ -279,7 +285,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_failed_pull_is_reported_until_one_succeeds() {
-        let script = vec![Err("registry down".into()), Ok(Pulled { digest: "sha256:1".into(), bytes: b"x".to_vec() })];
+        let script = vec![Err("registry down".into()), Ok(Pulled { digest: "sha256:1".into(), bytes: b"x".to_vec(), cosign: None })];
         let (ctx, mut rx) = context(Some(Arc::new(Scripted(Mutex::new(script)))));
         let problems = ctx.problems.clone();
         let task = tokio::spawn(run(ctx, origin(), Checked::Oci { reference: "r/x:v1".into(), poll: None }, None, vec![]));

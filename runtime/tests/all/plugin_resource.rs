@@ -5,7 +5,9 @@
 //! spec.trust does not hold) leaves the old one serving with Ready=False and
 //! the reason; an `oci` source without an OCI client says so; a candidate is
 //! shadowed and promoted automatically by moving it into spec.source; and
-//! deleting the object stops its plugin.
+//! deleting the object stops its plugin. A plugin given by flag is
+//! published as a labelled Plugin object the watch never reads back, with
+//! the same status, a Warning Event on a refusal, and deleted once gone.
 
 use crate::common;
 use crate::upgrades::rebuilt;
@@ -17,6 +19,7 @@ use std::time::Duration;
 use apiserver::ApiServer;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::events::v1::Event;
 use kube::Api;
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -25,8 +28,8 @@ use common::trust_keys::{key, public_pem, sign};
 use operator_runtime::clock::SystemClock;
 use operator_runtime::controller;
 use operator_runtime::events::Recorder;
-use operator_runtime::hotswap::Reloader;
 use operator_runtime::hotswap::shadow::{ShadowConfig, Shadows};
+use operator_runtime::hotswap::{Origin, Reloader, Update};
 use operator_runtime::manager::{self, Options, Running};
 use operator_runtime::metrics::Metrics;
 use operator_runtime::plugin_resource::{self, crd};
@@ -52,12 +55,19 @@ fn sha(bytes: &[u8]) -> String {
 struct Env {
     client: kube::Client,
     manager: Running,
+    /// The reloader's input, as the host's other sources (flags, ConfigMap keys) feed it.
+    updates: tokio::sync::mpsc::Sender<Update>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     _server: ApiServer,
 }
 
 impl Env {
     async fn start() -> Env {
+        Self::start_with(Default::default()).await
+    }
+
+    /// With `published`: the `--plugin` values whose plugins are published as Plugin objects.
+    async fn start_with(published: plugin_resource::mirror::Flags) -> Env {
         let server = ApiServer::new();
         let client = server.kube_client();
         let metrics = Arc::new(Metrics::new());
@@ -81,6 +91,7 @@ impl Env {
             promote_after: 100,
             file_interval: Duration::from_millis(50),
             status_interval: Duration::from_millis(100),
+            published,
         };
         let reloader = Reloader {
             sandbox: Sandbox::new(common::config(Duration::from_secs(5))).unwrap(),
@@ -93,8 +104,8 @@ impl Env {
             shadows: Some(shadows),
         };
         let (tx, rx) = tokio::sync::mpsc::channel(16);
-        let tasks = vec![tokio::spawn(plugin_resource::run(config, tx)), tokio::spawn(reloader.run(rx))];
-        Env { client, manager, tasks, _server: server }
+        let tasks = vec![tokio::spawn(plugin_resource::run(config, tx.clone())), tokio::spawn(reloader.run(rx))];
+        Env { client, manager, updates: tx, tasks, _server: server }
     }
 
     async fn publish(&self, data: &[(&str, Vec<u8>)]) {
@@ -220,7 +231,6 @@ async fn a_plugin_runs_only_when_signed_by_a_key_of_its_spec_trust_and_an_oci_so
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "regressed when the OCI and Plugin-resource branches merged: the candidate's version replaces the active one (status shows it Serving, Staged=False NoCandidate) instead of being staged; see issue 38's note"]
 async fn a_candidate_is_shadowed_then_promoted_into_spec_source_after_agreeing_on_enough_reconciles() {
     let env = Env::start().await;
     let (active, candidate) = (v1(), rebuilt(v1()));
@@ -246,5 +256,52 @@ async fn a_candidate_is_shadowed_then_promoted_into_spec_source_after_agreeing_o
     let spec = env.plugins().get("widgets").await.unwrap().data["spec"].clone();
     assert_eq!(spec["source"], configmap_source("next.wasm"), "spec.candidate moved to spec.source: {spec:#}");
     assert_eq!(spec.get("candidate"), None);
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_plugin_given_by_flag_is_published_with_its_status_and_refusals_and_deleted_when_gone() {
+    let path = std::path::PathBuf::from("/plugins/versioned.wasm");
+    let origin = Origin::File(path.clone());
+    let mut flags = plugin_resource::mirror::Flags::default();
+    flags.file(origin.id(), "/plugins/versioned.wasm");
+    let env = Env::start_with(flags).await;
+    let send = |bytes: Option<Vec<u8>>| Update { origin: origin.clone(), bytes, signature: None, trust: None, cosign: None };
+    let one = v1();
+    env.updates.send(send(Some(one.clone()))).await.unwrap();
+
+    let s = env.status("versioned", "the flag's plugin published, Ready", |s| ready(s) == ("True", "Serving") && s["digest"] == sha(&one)).await;
+    assert_eq!(s["id"], origin.id(), "{s:#}");
+    let o = env.plugins().get("versioned").await.unwrap();
+    assert_eq!(o.metadata.labels.unwrap()[plugin_resource::mirror::PUBLISHED_BY], plugin_resource::mirror::HOST);
+    assert_eq!(o.metadata.annotations.unwrap()[plugin_resource::mirror::SOURCE_ANNOTATION], "--plugin /plugins/versioned.wasm");
+    assert_eq!(o.data["spec"], json!({"source": {"file": {"path": "/plugins/versioned.wasm"}}}));
+    assert!(env.running_version("versioned").is_none(), "the published object is never read back as a Plugin of its own");
+
+    // A refused version: Ready=False with the message and a Warning Event on the object; v1 serves.
+    env.updates.send(send(Some(b"\0asm this is not a component".to_vec()))).await.unwrap();
+    let s = env.status("versioned", "the refusal", |s| ready(s).0 == "False").await;
+    assert_eq!((ready(&s).1, s["digest"].as_str()), ("Refused", Some(sha(&one).as_str())), "{s:#}");
+    let message = condition(&s, "Ready")["message"].as_str().unwrap().to_string();
+    assert!(message.contains("refused") && message.contains("still running versioned 1.0.0"), "{message}");
+    let events: Api<Event> = Api::all(env.client.clone());
+    common::eventually("a Warning Event on the published Plugin", WAIT, || async {
+        let list = events.list(&Default::default()).await.ok()?;
+        list.items
+            .into_iter()
+            .find(|e| {
+                e.regarding.as_ref().is_some_and(|r| r.kind.as_deref() == Some("Plugin") && r.name.as_deref() == Some("versioned"))
+                    && e.type_.as_deref() == Some("Warning")
+                    && e.note.as_deref() == Some(message.as_str())
+            })
+            .map(|_| ())
+    })
+    .await;
+    assert_eq!(env.manager.plugin(&origin.id()).map(|p| p.manifest().version.clone()).as_deref(), Some("1.0.0"));
+
+    // The flag's plugin gone: the object goes too.
+    env.updates.send(send(None)).await.unwrap();
+    common::eventually("the published Plugin deleted", WAIT, || async { env.plugins().get_opt("versioned").await.ok()?.is_none().then_some(()) })
+        .await;
     env.stop().await;
 }

@@ -70,7 +70,10 @@ impl OciWatch {
         let p = &mut self.polled[i];
         let result = async {
             let digest = puller.resolve(&p.reference).await?;
-            if p.current.as_ref() == Some(&digest) {
+            // After a failure the version is handed on again even when the
+            // tag did not move: the reloader ignores what already runs, and
+            // that clears the failure from the plugin's status.
+            if p.current.as_ref() == Some(&digest) && p.failing.is_none() {
                 return Ok(None);
             }
             let pulled = puller.pull_digest(&p.reference, &digest).await?;
@@ -86,7 +89,11 @@ impl OciWatch {
             }
             Ok(Some((digest, pulled, cosign))) => {
                 let from = p.current.as_ref().map_or_else(|| "nothing".to_string(), Digest::to_string);
-                tracing::info!(plugin = %id, from = %from, to = %digest, "tag {} moved: pulled the new version", p.reference);
+                if p.current.as_ref() == Some(&digest) {
+                    tracing::info!(plugin = %id, digest = %digest, "tag {} reachable again: handing its version on", p.reference);
+                } else {
+                    tracing::info!(plugin = %id, from = %from, to = %digest, "tag {} moved: pulled the new version", p.reference);
+                }
                 p.current = Some(digest);
                 p.failing = None;
                 Some(update(&p.reference, pulled, cosign))
@@ -95,8 +102,11 @@ impl OciWatch {
                 let why = crate::error_chain(&e);
                 if p.failing.as_deref() != Some(why.as_str()) {
                     let running = p.current.as_ref().map_or_else(|| "(none yet)".to_string(), Digest::to_string);
-                    tracing::warn!(plugin = %id, reason = e.label(), "cannot pull a new version of plugin {id}: {why}; the running version {running} keeps serving");
+                    let message = format!("cannot pull a new version of plugin {id}: {why}; the running version {running} keeps serving");
+                    tracing::warn!(plugin = %id, reason = e.label(), "{message}");
                     self.metrics.plugin_swap(&id, "rejected");
+                    // What a Plugin object mirroring this plugin shows and events.
+                    self.metrics.activity.refused(&id, "PullFailed", &message);
                     p.failing = Some(why);
                 }
                 None

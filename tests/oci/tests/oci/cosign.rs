@@ -115,3 +115,51 @@ fn cosign_signatures_admit_their_key_only() {
     });
     assert!(host.log().contains("still running hello"), "{}", host.log());
 }
+
+/// The condition `type_` of Plugin `name`, once `ok` holds for it.
+fn condition(host: &Host, tools: &Tools, name: &str, type_: &str, ok: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+    let kubectl = host.kubectl(tools);
+    eventually_within(&format!("Plugin {name}'s {type_} condition"), Duration::from_secs(120), || {
+        let out = kubectl.run(&["get", "plugin", name, "-o", "json"]);
+        let o: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+        let c = o["status"]["conditions"].as_array()?.iter().find(|c| c["type"] == type_)?.clone();
+        ok(&c).then_some(c)
+    })
+}
+
+/// A host-wide `--cosign-key` judges a Plugin object's `oci` source as it
+/// judges `--plugin oci://`: a version signed with it runs, one signed by
+/// another key is refused (Ready=False, Untrusted).
+#[test]
+fn a_plugin_objects_oci_source_is_admitted_by_the_hosts_cosign_key_only() {
+    let Some(tools) = Tools::find() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let registry = Registry::start(&tools, d);
+    let (key, public) = key_pair(&tools, d, "trusted");
+    let (other_key, _) = key_pair(&tools, d, "other");
+    let home = [("HOME", d.to_str().unwrap())];
+    let signed = digest_line(&ok(&tools.host, &["push", plugin("hello").to_str().unwrap(), &registry.oci("hello:v1")], &home));
+    sign(&tools, d, &key, &registry.plain(&format!("hello@{signed}")), &[]);
+    let by_other = digest_line(&ok(&tools.host, &["push", plugin("versioned-v2").to_str().unwrap(), &registry.oci("versioned:v1")], &home));
+    sign(&tools, d, &other_key, &registry.plain(&format!("versioned@{by_other}")), &[]);
+
+    let cache = d.join("cache");
+    let args = ["--plugin-resources", "--cosign-key", public.to_str().unwrap(), "--oci-cache-dir", cache.to_str().unwrap()];
+    let mut host = Host::start(&tools, d, "host", &args);
+    let kubectl = host.kubectl(&tools);
+    for (name, reference) in [("hello", registry.plain("hello:v1")), ("versioned", registry.plain("versioned:v1"))] {
+        let object = format!(
+            "apiVersion: plugins.operator-host.dev/v1alpha1\nkind: Plugin\nmetadata:\n  name: {name}\nspec:\n  source:\n    oci: {{reference: \"{reference}\"}}\n"
+        );
+        eventually_within("the Plugin CRD served", Duration::from_secs(60), || {
+            kubectl.run_stdin(&["apply", "-f", "-"], Some(object.as_bytes())).status.success().then_some(())
+        });
+    }
+    let ready = condition(&host, &tools, "hello", "Ready", |c| c["status"] == "True");
+    assert_eq!(ready["reason"], "Serving", "{ready}");
+    let refused = condition(&host, &tools, "versioned", "Ready", |c| c["status"] == "False");
+    assert_eq!(refused["reason"], "Untrusted", "{refused}");
+    assert!(refused["message"].as_str().unwrap().contains("verifies with the 1 trusted --cosign-key key(s)"), "{refused}");
+    assert!(host.process.exited().is_none(), "the host exited:\n{}", host.process.log_tail(40));
+}

@@ -109,3 +109,40 @@ fn a_plugin_that_cannot_be_pulled_at_start_up_is_bad_input() {
     assert_eq!(out.status.code(), Some(2));
     assert!(oci_tests::text(&out.stderr).contains("neither a tag nor a digest"), "{}", oci_tests::text(&out.stderr));
 }
+
+/// `--plugin oci://R/hello:stable --plugin oci://R/hello:stable.candidate`:
+/// a build pushed under the candidate tag is staged beside the running one
+/// and shadowed; the host prints the `oras tag` that promotes it, and once
+/// the tag is moved so, the candidate goes live (PluginPromoted) and serves.
+#[test]
+fn a_candidate_tag_is_shadowed_then_promoted_by_moving_the_tag() {
+    let Some(tools) = Tools::find() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let registry = Registry::start(&tools, dir.path());
+    let (stable, candidate) = (registry.oci("hello:stable"), registry.oci("hello:stable.candidate"));
+    ok(&tools.host, &["push", plugin("hello-py").to_str().unwrap(), &stable], &[]);
+
+    let cache = dir.path().join("oci-cache");
+    let args = ["--plugin", &stable, "--plugin", &candidate, "--oci-poll-interval", "300ms", "--oci-cache-dir", cache.to_str().unwrap()];
+    let mut host = Host::start(&tools, dir.path(), "host", &args);
+    serves(&host, &tools, "Hi");
+
+    // The Rust build pushed as the candidate: staged, not swapped in.
+    let rust = digest_line(&ok(&tools.host, &["push", plugin("hello").to_str().unwrap(), &candidate], &[]));
+    let promote = format!("oras tag {} stable", registry.plain("hello:stable.candidate"));
+    host.wait_log("the candidate staged", "staged beside hello-py");
+    assert!(host.log().contains(&promote), "the staging message names the promotion: {}", host.log());
+    serves(&host, &tools, "Bonjour");
+    eventually_within("the candidate shadowing the reconcile", Duration::from_secs(60), || {
+        (host.metric("plugin_shadow_reconciles_total") >= 1.0).then_some(())
+    });
+    assert_eq!(host.metric(&format!("plugin_swaps_total{{plugin=\"{stable}\",result=\"swapped\"}}")), 0.0, "staged, not swapped");
+
+    // Promoted as the host said: the running tag moved to the candidate's digest.
+    let home = [("HOME", dir.path().to_str().unwrap())];
+    ok(&tools.oras, &["tag", "--plain-http", &registry.plain("hello:stable.candidate"), "stable"], &home);
+    host.wait_log("the swap to the candidate", &format!("to={rust}"));
+    host.wait_log("the promotion", &format!("promoted to {stable}"));
+    serves(&host, &tools, "Ciao");
+    assert!(host.process.exited().is_none(), "the host exited:\n{}", host.process.log_tail(40));
+}
