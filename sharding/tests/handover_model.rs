@@ -20,8 +20,8 @@
 //! its Lease is in the ring before either. A parent handed to it between the
 //! two lists is in its first parent list while the child relabels are not
 //! in its child cache; the host gates such a parent like one gained later
-//! (the rule `gate_first_list`; without it the random run and a scripted one
-//! find a reconcile that misses a child).
+//! (the rule `gate_first_list`; the random runs include first lists, and a
+//! scripted run with the rule off finds a reconcile that misses a child).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
