@@ -26,10 +26,11 @@
 //! Memory: the sharder keeps nothing between passes but Lease observations
 //! and drains. A list is read in pages of [`LIST_PAGE`] objects, and of each
 //! object only what a decision and a conditional write need is kept
-//! ([`Listed`]: no managedFields, annotations or other labels); a pass that
-//! listed children hands the freed pages back to the OS, since glibc keeps
-//! a freed peak in every thread's arena and a leader listing several
-//! thousand children's metadata grew by hundreds of MiB that way.
+//! ([`Listed`]: no managedFields, annotations or other labels); every pass
+//! hands the freed pages back to the OS (`malloc_trim`, a few milliseconds
+//! per retry period), since glibc keeps a freed peak in every thread's arena
+//! and a leader listing several thousand children's metadata grew by
+//! hundreds of MiB that way.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -177,13 +178,11 @@ impl Sharder {
         self.passes = self.passes.wrapping_add(1);
         let states = self.membership().await?;
         let ring = Ring::new(states.iter().filter(|(_, s)| s.is_available()).map(|(name, _)| name));
-        let mut listed_children = false;
         for kind in kinds(&self.manager) {
-            listed_children |= self.place(&kind, &ring, &states).await?;
+            self.place(&kind, &ring, &states).await?;
         }
-        if listed_children {
-            crate::heap::release_free_pages();
-        }
+        // What the pass listed and wrote is freed; glibc would keep it.
+        crate::heap::release_free_pages();
         Ok(())
     }
 
@@ -266,9 +265,8 @@ impl Sharder {
         }
     }
 
-    /// Places the parents of one kind; returns whether it listed their
-    /// children.
-    async fn place(&mut self, kind: &ShardedKind, ring: &Ring, states: &BTreeMap<String, ShardState>) -> Result<bool, kube::Error> {
+    /// Places the parents of one kind.
+    async fn place(&mut self, kind: &ShardedKind, ring: &Ring, states: &BTreeMap<String, ShardState>) -> Result<(), kube::Error> {
         let parents = self.list(&kind.parent_resource).await?;
         let state_of = |name: &str| states.get(name).copied();
         let mut assign = Vec::new();
@@ -309,7 +307,7 @@ impl Sharder {
                 .map(|(parent, shard, _)| async move { this.assign(kind, parent, &shard, BTreeMap::new(), "assign").await })
                 .collect();
             futures::stream::iter(writes).buffer_unordered(PARENTS_AT_ONCE).collect::<()>().await;
-            return Ok(false);
+            return Ok(());
         }
         // Children by their controller's uid, from a consistent list.
         let mut children: HashMap<String, Vec<ChildMeta<'_>>> = HashMap::new();
@@ -347,7 +345,7 @@ impl Sharder {
                 }
             }
         }
-        Ok(true)
+        Ok(())
     }
 
     /// Moves one parent to `shard`: its children first, then the parent.
