@@ -393,6 +393,15 @@ async fn run_async(args: &Args, prepared: Prepared) -> Result<(), Failure> {
     for s in sources {
         s.abort();
     }
+    // Sharded, the sharder stops and the leader Lease goes before the drain:
+    // the drain needs neither, and another replica's sharder then starts at
+    // once, ready to move this shard's parents when its Lease is released.
+    if let Some(m) = member.as_mut() {
+        m.stop_sharder().await;
+        if let Some(e) = election.take() {
+            e.release().await;
+        }
+    }
     // The grace is wall time; under --clock-speed tokio's delays are virtual.
     running.shutdown(args.shutdown_grace.mul_f64(args.clock_speed)).await;
     if let Some(m) = member {

@@ -46,12 +46,19 @@ impl Member {
         }
     }
 
+    /// Stops the sharder (if it runs here) and waits until it has stopped,
+    /// so none of its writes is still in flight.
+    pub async fn stop_sharder(&mut self) {
+        if let Some(s) = self.sharder.take() {
+            s.abort();
+            let _ = s.await;
+        }
+    }
+
     /// Stops the sharder and releases the Lease (the sharder then moves this
     /// shard's parents at once).
     pub async fn leave(mut self) {
-        if let Some(s) = self.sharder.take() {
-            s.abort();
-        }
+        self.stop_sharder().await;
         let _ = self.stop.send(true);
         if let Some(hold) = self.hold.take() {
             let _ = hold.await;

@@ -258,16 +258,16 @@ impl Controller {
                 index.update_parent(&key, self.parent_cache().get(&key).as_deref());
             }
         }
-        let gained = self.config.sharding.as_ref().map(|s| {
-            let parents = self.parent_cache().clone();
-            (self.handovers.clone(), s.handover_annotation(), self.plugin().manifest().children.clone(), parents)
-        });
+        let gained =
+            self.config.sharding.as_ref().map(|s| (self.handovers.clone(), s.handover_annotation(), self.plugin().manifest().children.clone()));
         let id = self.parent_cache().on_change(Arc::new(move |old: Option<&CachedObject>, new: Option<&CachedObject>| {
-            // Sharded: a parent that arrives after the initial list came by a
-            // handover; its first reconcile here waits for its children.
-            if let Some((gate, annotation, kinds, parents)) = &gained {
+            // Sharded: a parent that arrives may have come by a handover, in
+            // the initial list too (the child list may have been read before
+            // the children were relabelled); its first reconcile here waits
+            // until the child caches reach the revisions its annotation names.
+            if let Some((gate, annotation, kinds)) = &gained {
                 match (old, new) {
-                    (None, Some(o)) if parents.is_synced() => {
+                    (None, Some(o)) => {
                         if let Some(value) = o.object().metadata.annotations.and_then(|mut a| a.remove(annotation)) {
                             gate.gained(o.key(), &value, kinds);
                         }

@@ -45,6 +45,11 @@ pub struct CreateError {
 pub struct ShardLease {
     api: Api<Lease>,
     sharding: Sharding,
+    /// The Lease as this replica last wrote it: a renewal is one conditional
+    /// write of it (a loaded API server answers one request sooner than
+    /// two); a conflict means someone else wrote it, and the renewal reads
+    /// it to find out who.
+    written: std::sync::Mutex<Option<Lease>>,
 }
 
 fn now() -> MicroTime {
@@ -72,9 +77,9 @@ impl ShardLease {
             }),
         };
         let created = api.create(&PostParams::default(), &lease).await;
-        created.map_err(|source| CreateError { namespace: sharding.namespace.clone(), name: sharding.shard.clone(), source })?;
+        let created = created.map_err(|source| CreateError { namespace: sharding.namespace.clone(), name: sharding.shard.clone(), source })?;
         tracing::info!(shard = %sharding.shard, ring = %sharding.ring, "shard Lease created");
-        Ok(ShardLease { api, sharding })
+        Ok(ShardLease { api, sharding, written: std::sync::Mutex::new(Some(created)) })
     }
 
     /// Renews the Lease every retry period until `stop` turns true (then
@@ -110,6 +115,22 @@ impl ShardLease {
 
     async fn renew(&self) -> Result<(), Renewal> {
         let name = &self.sharding.shard;
+        let last = self.written.lock().unwrap().take();
+        if let Some(mut lease) = last {
+            lease.spec.get_or_insert_with(LeaseSpec::default).renew_time = Some(now());
+            match self.api.replace(name, &PostParams::default(), &lease).await {
+                Ok(written) => {
+                    *self.written.lock().unwrap() = Some(written);
+                    return Ok(());
+                }
+                // Written by someone else (a takeover?): read it below.
+                Err(kube::Error::Api(status)) if status.code == 409 => {}
+                Err(e) => {
+                    *self.written.lock().unwrap() = Some(lease);
+                    return Err(Renewal::Failed(e));
+                }
+            }
+        }
         let Some(mut lease) = self.api.get_opt(name).await.map_err(Renewal::Failed)? else {
             return Err(Renewal::Lost(Lost::Deleted { namespace: self.sharding.namespace.clone(), name: name.clone() }));
         };
@@ -121,7 +142,8 @@ impl ShardLease {
         spec.renew_time = Some(now());
         // The update carries the resourceVersion read: a takeover in between
         // answers 409 and the next round sees the new holder.
-        self.api.replace(name, &PostParams::default(), &lease).await.map_err(Renewal::Failed)?;
+        let written = self.api.replace(name, &PostParams::default(), &lease).await.map_err(Renewal::Failed)?;
+        *self.written.lock().unwrap() = Some(written);
         Ok(())
     }
 

@@ -22,6 +22,15 @@
 //! design assigns new objects from a mutating webhook instead and lists
 //! nothing; here a new parent waits for the next pass (at most one retry
 //! period) and the lists are served from the API server's watch cache.
+//!
+//! Memory: the sharder keeps nothing between passes but Lease observations
+//! and drains. A list is read in pages of [`LIST_PAGE`] objects, and of each
+//! object only what a decision and a conditional write need is kept
+//! ([`Listed`]: no managedFields, annotations or other labels); every pass
+//! hands the freed pages back to the OS (`malloc_trim`, a few milliseconds
+//! per retry period), since glibc keeps a freed peak in every thread's arena
+//! and a leader listing several thousand children's metadata grew by
+//! hundreds of MiB that way.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -45,8 +54,41 @@ use crate::manager::Running;
 use crate::metrics::Metrics;
 use crate::shard::metrics::{DecisionLabels, StateLabels};
 
-/// A child's kind, resource and metadata, as the sharder lists it.
-type ChildMeta<'a> = (&'a GroupVersionKind, &'a ApiResource, PartialObjectMeta<DynamicObject>);
+/// A child's kind, resource and what the sharder keeps of it.
+type ChildMeta<'a> = (&'a GroupVersionKind, &'a ApiResource, Listed);
+
+/// Objects per page of the sharder's lists: a page's response is parsed
+/// whole, so this bounds the memory one request costs.
+pub const LIST_PAGE: u32 = 500;
+
+/// What the sharder keeps of a listed object: what it decides on and what
+/// its conditional writes name.
+#[derive(Clone, Debug)]
+pub struct Listed {
+    name: String,
+    namespace: Option<String>,
+    uid: String,
+    resource_version: Option<String>,
+    placement: Placement,
+    /// The uid of the object's controller (its owner reference with
+    /// `controller: true`), for a child.
+    controller: Option<String>,
+}
+
+impl Listed {
+    fn of(sharding: &Sharding, meta: PartialObjectMeta<DynamicObject>) -> Listed {
+        let m = meta.metadata;
+        let labels = m.labels.as_ref();
+        Listed {
+            placement: Placement::from_labels(&sharding.ring, |key| labels.and_then(|l| l.get(key).cloned())),
+            controller: m.owner_references.iter().flatten().find(|r| r.controller == Some(true)).map(|r| r.uid.clone()),
+            name: m.name.unwrap_or_default(),
+            namespace: m.namespace,
+            uid: m.uid.unwrap_or_default(),
+            resource_version: m.resource_version,
+        }
+    }
+}
 
 /// Every this many passes the sharder also lists children, to relabel those
 /// that do not follow their parent.
@@ -86,11 +128,6 @@ pub struct Sharder {
     /// Drained parents (kind, namespace/name) → target and when drained.
     drains: HashMap<(String, String), (String, Instant)>,
     passes: u32,
-}
-
-fn placement(sharding: &Sharding, meta: &PartialObjectMeta<DynamicObject>) -> Placement {
-    let labels = meta.metadata.labels.as_ref();
-    Placement::from_labels(&sharding.ring, |key| labels.and_then(|l| l.get(key).cloned()))
 }
 
 fn revision(rv: Option<&str>) -> u64 {
@@ -144,6 +181,8 @@ impl Sharder {
         for kind in kinds(&self.manager) {
             self.place(&kind, &ring, &states).await?;
         }
+        // What the pass listed and wrote is freed; glibc would keep it.
+        crate::heap::release_free_pages();
         Ok(())
     }
 
@@ -232,10 +271,9 @@ impl Sharder {
         let state_of = |name: &str| states.get(name).copied();
         let mut assign = Vec::new();
         for parent in &parents {
-            let meta = &parent.metadata;
-            let (namespace, name) = (meta.namespace.clone().unwrap_or_default(), meta.name.clone().unwrap_or_default());
-            let Ok(hash_key) = key::for_parent(&kind.parent.group, &kind.parent.kind, &namespace, &name) else { continue };
-            let current = placement(&self.sharding, parent);
+            let (namespace, name) = (parent.namespace.as_deref().unwrap_or_default(), parent.name.as_str());
+            let Ok(hash_key) = key::for_parent(&kind.parent.group, &kind.parent.kind, namespace, name) else { continue };
+            let current = &parent.placement;
             let drain_key = (kind.parent.kind.clone(), format!("{namespace}/{name}"));
             if let Some((to, since)) = self.drains.get(&drain_key)
                 && current.shard.as_deref() == Some(to.as_str())
@@ -244,11 +282,11 @@ impl Sharder {
                 self.metrics.shard.drain_seconds.observe(since.elapsed().as_secs_f64());
                 self.drains.remove(&drain_key);
             }
-            match decide(&current, ring.shard_for(&hash_key), state_of) {
+            match decide(current, ring.shard_for(&hash_key), state_of) {
                 Decision::Assign(shard) => assign.push((parent, shard, current.shard.is_some())),
                 Decision::Drain(to) => {
                     let patch = json!({"metadata": {
-                        "resourceVersion": meta.resource_version,
+                        "resourceVersion": parent.resource_version,
                         "labels": {self.sharding.drain_label(): to},
                     }});
                     if self.patch(&kind.parent_resource, parent, &patch).await {
@@ -275,8 +313,7 @@ impl Sharder {
         let mut children: HashMap<String, Vec<ChildMeta<'_>>> = HashMap::new();
         for (gvk, resource) in &kind.children {
             for child in self.list(resource).await? {
-                let owner = child.metadata.owner_references.iter().flatten().find(|r| r.controller == Some(true)).map(|r| r.uid.clone());
-                if let Some(uid) = owner {
+                if let Some(uid) = child.controller.clone() {
                     children.entry(uid).or_default().push((gvk, resource, child));
                 }
             }
@@ -286,8 +323,7 @@ impl Sharder {
         let moves: Vec<_> = assign
             .into_iter()
             .map(|(parent, shard, moved)| async move {
-                let uid = parent.metadata.uid.clone().unwrap_or_default();
-                let own = children.get(&uid).map(Vec::as_slice).unwrap_or_default();
+                let own = children.get(&parent.uid).map(Vec::as_slice).unwrap_or_default();
                 this.move_parent(kind, parent, &shard, moved, own).await;
             })
             .collect();
@@ -297,14 +333,12 @@ impl Sharder {
         // parent read after the child list (rule 6 of the protocol), since
         // the list may predate this pass's drains and their handovers.
         for parent in &parents {
-            let listed = placement(&self.sharding, parent);
-            let uid = parent.metadata.uid.clone().unwrap_or_default();
-            for (_, resource, child) in children.get(&uid).into_iter().flatten() {
-                if !matches!(decide_child(&placement(&self.sharding, child), Some(&listed)), Decision::Assign(_)) {
+            for (_, resource, child) in children.get(&parent.uid).into_iter().flatten() {
+                if !matches!(decide_child(&child.placement, Some(&parent.placement)), Decision::Assign(_)) {
                     continue;
                 }
                 let Some(fresh) = self.read(&kind.parent_resource, parent).await else { continue };
-                if let Decision::Assign(shard) = decide_child(&placement(&self.sharding, child), Some(&placement(&self.sharding, &fresh)))
+                if let Decision::Assign(shard) = decide_child(&child.placement, Some(&fresh.placement))
                     && self.relabel(resource, child, &shard).await.is_some()
                 {
                     self.decided("child");
@@ -315,7 +349,7 @@ impl Sharder {
     }
 
     /// Moves one parent to `shard`: its children first, then the parent.
-    async fn move_parent(&self, kind: &ShardedKind, parent: &PartialObjectMeta<DynamicObject>, shard: &str, moved: bool, own: &[ChildMeta<'_>]) {
+    async fn move_parent(&self, kind: &ShardedKind, parent: &Listed, shard: &str, moved: bool, own: &[ChildMeta<'_>]) {
         // The pass's parent list may predate its own writes: children move
         // only for a parent still at the version decided on.
         if !own.is_empty() && !self.unchanged(&kind.parent_resource, parent).await {
@@ -326,8 +360,8 @@ impl Sharder {
             // A child already on the target (a move whose parent write was
             // refused) counts with its version: the new owner's cache must
             // hold it too.
-            let written = if placement(&self.sharding, child).shard.as_deref() == Some(shard) {
-                Some(revision(child.metadata.resource_version.as_deref()))
+            let written = if child.placement.shard.as_deref() == Some(shard) {
+                Some(revision(child.resource_version.as_deref()))
             } else {
                 self.relabel(resource, child, shard).await
             };
@@ -341,10 +375,10 @@ impl Sharder {
 
     /// The parent's metadata now (a GET: a current read, newer than any list
     /// this pass made); `None` if it is gone or cannot be read.
-    async fn read(&self, resource: &ApiResource, parent: &PartialObjectMeta<DynamicObject>) -> Option<PartialObjectMeta<DynamicObject>> {
-        let name = parent.metadata.name.as_deref()?;
-        match api(&self.client, resource, parent.metadata.namespace.as_deref()).get_metadata_opt(name).await {
-            Ok(found) => found,
+    async fn read(&self, resource: &ApiResource, parent: &Listed) -> Option<Listed> {
+        let name = parent.name.as_str();
+        match api(&self.client, resource, parent.namespace.as_deref()).get_metadata_opt(name).await {
+            Ok(found) => found.map(|meta| Listed::of(&self.sharding, meta)),
             Err(e) => {
                 tracing::debug!(object = %name, error = %crate::error_chain(&e), "parent read failed; next pass");
                 None
@@ -353,31 +387,45 @@ impl Sharder {
     }
 
     /// Whether the parent is still at the version it was listed at.
-    async fn unchanged(&self, resource: &ApiResource, parent: &PartialObjectMeta<DynamicObject>) -> bool {
+    async fn unchanged(&self, resource: &ApiResource, parent: &Listed) -> bool {
         let fresh = self.read(resource, parent).await;
-        fresh.is_some_and(|fresh| fresh.metadata.resource_version.is_some() && fresh.metadata.resource_version == parent.metadata.resource_version)
+        fresh.is_some_and(|fresh| fresh.resource_version.is_some() && fresh.resource_version == parent.resource_version)
     }
 
-    /// The metadata of every object of a kind, in the watched namespaces.
-    async fn list(&self, resource: &ApiResource) -> Result<Vec<PartialObjectMeta<DynamicObject>>, kube::Error> {
+    /// Every object of a kind in the watched namespaces, as the sharder
+    /// keeps it, read in pages (the pages of one list are one consistent
+    /// snapshot: the API server serves a continue token at the first page's
+    /// revision).
+    async fn list(&self, resource: &ApiResource) -> Result<Vec<Listed>, kube::Error> {
         let scopes: Vec<Option<&str>> =
             if self.namespaces.is_empty() { vec![None] } else { self.namespaces.iter().map(|n| Some(n.as_str())).collect() };
         let mut all = Vec::new();
         for scope in scopes {
-            all.extend(api(&self.client, resource, scope).list_metadata(&ListParams::default()).await?.items);
+            let api = api(&self.client, resource, scope);
+            let mut params = ListParams::default().limit(LIST_PAGE);
+            loop {
+                let page = api.list_metadata(&params).await?;
+                all.extend(page.items.into_iter().map(|meta| Listed::of(&self.sharding, meta)));
+                match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                    Some(token) => params = params.continue_token(&token),
+                    None => break,
+                }
+            }
         }
         Ok(all)
     }
 
     /// Sets an object's shard label (conditional on its version); returns the
     /// revision written.
-    async fn relabel(&self, resource: &ApiResource, object: &PartialObjectMeta<DynamicObject>, shard: &str) -> Option<u64> {
+    async fn relabel(&self, resource: &ApiResource, object: &Listed, shard: &str) -> Option<u64> {
         let patch = json!({"metadata": {
-            "resourceVersion": object.metadata.resource_version,
+            "resourceVersion": object.resource_version,
             "labels": {self.sharding.shard_label(): shard},
         }});
-        let name = object.metadata.name.as_deref()?;
-        match api(&self.client, resource, object.metadata.namespace.as_deref()).patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+        let name = object.name.as_str();
+        // The metadata API answers with the object's metadata only, not the
+        // whole object the patch wrote.
+        match api(&self.client, resource, object.namespace.as_deref()).patch_metadata(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
             Ok(written) => Some(revision(written.metadata.resource_version.as_deref())),
             Err(e) => {
                 tracing::debug!(object = %name, error = %crate::error_chain(&e), "relabel failed; next pass");
@@ -386,17 +434,10 @@ impl Sharder {
         }
     }
 
-    async fn assign(
-        &self,
-        kind: &ShardedKind,
-        parent: &PartialObjectMeta<DynamicObject>,
-        shard: &str,
-        revisions: BTreeMap<String, u64>,
-        decision: &str,
-    ) {
+    async fn assign(&self, kind: &ShardedKind, parent: &Listed, shard: &str, revisions: BTreeMap<String, u64>, decision: &str) {
         let annotation = revisions.iter().map(|(k, rv)| format!("{k}={rv}")).collect::<Vec<_>>().join(",");
         let patch = json!({"metadata": {
-            "resourceVersion": parent.metadata.resource_version,
+            "resourceVersion": parent.resource_version,
             "labels": {self.sharding.shard_label(): shard, self.sharding.drain_label(): null},
             "annotations": {self.sharding.handover_annotation(): if annotation.is_empty() { None } else { Some(annotation) }},
         }});
@@ -405,12 +446,14 @@ impl Sharder {
         }
     }
 
-    async fn patch(&self, resource: &ApiResource, object: &PartialObjectMeta<DynamicObject>, patch: &serde_json::Value) -> bool {
-        let Some(name) = object.metadata.name.as_deref() else { return false };
-        match api(&self.client, resource, object.metadata.namespace.as_deref()).patch(name, &PatchParams::default(), &Patch::Merge(patch)).await {
+    async fn patch(&self, resource: &ApiResource, object: &Listed, patch: &serde_json::Value) -> bool {
+        match api(&self.client, resource, object.namespace.as_deref())
+            .patch_metadata(&object.name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+        {
             Ok(_) => true,
             Err(e) => {
-                tracing::debug!(object = %name, error = %crate::error_chain(&e), "sharder write failed; next pass");
+                tracing::debug!(object = %object.name, error = %crate::error_chain(&e), "sharder write failed; next pass");
                 false
             }
         }
