@@ -21,7 +21,7 @@ pub const KCM_DEFAULT_CRONJOB_WORKERS: u32 = 5;
 
 /// kube-controller-manager cannot turn its client limiter off; this is far
 /// above what the API server on two cores serves.
-const UNLIMITED_QPS: u32 = 100_000;
+pub const UNLIMITED_QPS: u32 = 100_000;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub enum Contestant {

@@ -159,13 +159,16 @@ fn due_at_once(programs: &Programs, args: &Args) -> anyhow::Result<Vec<cronjobs:
     Ok(runs)
 }
 
-/// Workload 3, both sides each round.
+/// Workload 3, every side each round (the order reversed every other round).
 fn rollouts(target: &std::path::Path, programs: &Programs, args: &Args) -> anyhow::Result<Vec<rollout::Rollout>> {
     let mydeployment = target.join("plugins/mydeployment.wasm");
     anyhow::ensure!(mydeployment.exists(), "{} is missing: run `cargo xtask build`", mydeployment.display());
     let mut runs = Vec::new();
     for round in 0..args.rounds {
-        let sides = if round % 2 == 0 { [rollout::Side::Host, rollout::Side::Kcm] } else { [rollout::Side::Kcm, rollout::Side::Host] };
+        let mut sides = vec![rollout::Side::Host, rollout::Side::Kcm, rollout::Side::KcmTuned];
+        if round % 2 == 1 {
+            sides.reverse();
+        }
         for side in sides {
             let run = rollout::run_once(side, programs, &mydeployment, args.deployments, round)?;
             eprintln!(

@@ -323,7 +323,8 @@ fn rollout_section(r: &Results, plot: Option<&str>) -> String {
     s += &format!(
         "{m} MyDeployments (host + mydeployment.wasm at its defaults: 4 workers, no client limit) against {m} Deployments under kube-controller-manager's \
 Deployment and ReplicaSet controllers (`--controllers=deployment-controller,replicaset-controller` at their defaults: 5 workers each, client QPS 20, \
-burst 30), each on a fresh control plane whose Pods run (kube-scheduler binds them to a kwok node, which makes them Running and Ready) and \
+burst 30) and again at the host's limits (`--concurrent-deployment-syncs` and `--concurrent-replicaset-syncs` 4, client QPS and burst \
+100,000: no effective limit), each on a fresh control plane whose Pods run (kube-scheduler binds them to a kwok node, which makes them Running and Ready) and \
 whose own kube-controller-manager runs every other controller. The parents are created ({} replicas of nginx:1.7.9) and rolled out; then one \
 `kubectl replace` sets every parent's image to nginx:1.9.1, and the window runs until every Pod of the parents runs the new image, is Ready and \
 no other Pod is left (polled every second). A MyDeployment owns its Pods (and ControllerRevisions); a Deployment owns ReplicaSets that own \
@@ -364,6 +365,11 @@ the Pods: each side does what its design needs. Requests are kube-apiserver's `a
             verdict(host <= 1.2 * kcm),
             host / kcm
         );
+    }
+    if let (Some(host), Some(equal)) =
+        (rollout_median(&r.rollouts, Side::Host, |x| x.roll_s), rollout_median(&r.rollouts, Side::KcmTuned, |x| x.roll_s))
+    {
+        s += &format!("At equal limits: {host:.2} s vs {equal:.2} s ({:.2}×).\n\n", host / equal);
     }
     s
 }

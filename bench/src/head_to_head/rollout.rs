@@ -39,6 +39,9 @@ pub enum Side {
     /// kube-controller-manager `--controllers=deployment-controller,replicaset-controller`
     /// at its defaults (5 workers each, client QPS 20, burst 30).
     Kcm,
+    /// The same at the host's limits: its 4 workers for each controller and
+    /// no effective client limit (the host has none).
+    KcmTuned,
 }
 
 impl Side {
@@ -46,6 +49,7 @@ impl Side {
         match self {
             Side::Host => "host + mydeployment.wasm",
             Side::Kcm => "kube-controller-manager (Deployment + ReplicaSet controllers, defaults)",
+            Side::KcmTuned => "kube-controller-manager (Deployment + ReplicaSet controllers, equal limits)",
         }
     }
 
@@ -53,13 +57,14 @@ impl Side {
         match self {
             Side::Host => "host MyDeployment",
             Side::Kcm => "KCM Deployment",
+            Side::KcmTuned => "KCM equal limits",
         }
     }
 
     fn resource(self) -> &'static str {
         match self {
             Side::Host => "mydeployments.apps.example.com",
-            Side::Kcm => "deployments.apps",
+            Side::Kcm | Side::KcmTuned => "deployments.apps",
         }
     }
 }
@@ -86,7 +91,7 @@ pub struct Rollout {
 fn parent(side: Side, i: usize, image: &str) -> Value {
     let (api_version, kind) = match side {
         Side::Host => ("apps.example.com/v1", "MyDeployment"),
-        Side::Kcm => ("apps/v1", "Deployment"),
+        Side::Kcm | Side::KcmTuned => ("apps/v1", "Deployment"),
     };
     let app = format!("app-{i:04}");
     json!({
@@ -126,8 +131,18 @@ fn start(side: Side, plane: &ControlPlane, programs: &Programs, mydeployment: &P
                 .env("HOST_LOG", "warn");
             Running::new(Process::start(spec, log_dir.join("host.log")), Some(format!("http://127.0.0.1:{port}/readyz")))
         }
-        Side::Kcm => {
-            let spec = plane.controller_manager_spec(&["deployment-controller", "replicaset-controller"]);
+        Side::Kcm | Side::KcmTuned => {
+            let mut spec = plane.controller_manager_spec(&["deployment-controller", "replicaset-controller"]);
+            if side == Side::KcmTuned {
+                let workers = super::contestant::HOST_WORKERS;
+                let qps = super::contestant::UNLIMITED_QPS;
+                spec = spec.args([
+                    format!("--concurrent-deployment-syncs={workers}"),
+                    format!("--concurrent-replicaset-syncs={workers}"),
+                    format!("--kube-api-qps={qps}"),
+                    format!("--kube-api-burst={qps}"),
+                ]);
+            }
             Running::new(Process::start(spec, log_dir.join("kcm-contestant.log")), None)
         }
     }

@@ -198,6 +198,11 @@ fn parse_clock_speed(text: &str) -> Result<f64, String> {
 }
 
 pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
+    // The embedded API server (`--embedded`) allocates from many threads at
+    // once; it keeps malloc's default.
+    if !args.embedded {
+        super::malloc_arenas::limit();
+    }
     #[cfg(not(feature = "embedded"))]
     if args.embedded || args.clock_speed != 1.0 {
         return Err(Failure::bad_input(NO_EMBEDDED));

@@ -20,8 +20,11 @@
 //! 7. Requeue for the next run.
 //!
 //! Actions come out in the order the host should carry them out: Events of
-//! what was observed, deletions, the new Job, then the status (so a failed
-//! create records no `lastScheduleTime`), then the requeue.
+//! what was observed, deletions, the new Job, then the status, then the
+//! requeue. A pass that creates a Job does not record it in the status: as
+//! in the kubebuilder tutorial, `active` and `lastScheduleTime` are rebuilt
+//! from the children, so the pass that first sees the Job writes both at
+//! once (a failed create so records nothing).
 
 use std::time::Duration as StdDuration;
 
@@ -279,7 +282,12 @@ impl Reconciler<'_> {
         let template = spec.job_template.as_ref().unwrap_or(&serde_json::Value::Null);
         self.out.create(&jobs::job_from_template(cron_job, template, scheduled, zone))?;
         self.out.event_normal("SuccessfulCreate", format!("Created job {name}"));
-        status.last_schedule_time = Some(rfc3339(scheduled));
+        // `lastScheduleTime` is left for the next pass, which sees the new
+        // Job (the host waits for its cache to show a created object before
+        // reconciling again) and records the run from the Job's annotation
+        // together with its `active` reference and the `JobsActive`
+        // conditions: one status write per run instead of two. The Job's
+        // UID, which `active` needs, exists only once it is created.
         Ok(runs::next_run(&schedule, scheduled, self.now))
     }
 

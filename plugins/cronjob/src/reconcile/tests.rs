@@ -425,12 +425,26 @@ fn stored_times_never_move_backwards() {
 }
 
 #[test]
-fn a_new_run_is_recorded_as_the_last_scheduled_time_after_the_create() {
-    let out = run(&cron_job(json!({}), json!({})), &[], "2024-05-01T09:05:10Z");
-    assert_eq!(out.status()["lastScheduleTime"], "2024-05-01T09:05:00Z");
-    let position = |pred: fn(&Action) -> bool| out.0.iter().position(pred).unwrap();
+fn a_new_run_is_recorded_by_the_pass_that_sees_its_job() {
+    let stored = json!({"lastScheduleTime": "2024-05-01T09:00:00Z"});
+    let creating = run(&cron_job(json!({}), stored.clone()), &[], "2024-05-01T09:05:10Z");
+    assert!(creating.0.iter().any(|a| matches!(a, Action::Create(_))));
+    // The creating pass leaves the run out of the status: its Job has no UID yet.
+    assert_eq!(creating.status()["lastScheduleTime"], "2024-05-01T09:00:00Z");
+    assert!(creating.status()["active"].as_array().is_none_or(Vec::is_empty));
+    let position = |pred: fn(&Action) -> bool| creating.0.iter().position(pred).unwrap();
     assert!(position(|a| matches!(a, Action::Create(_))) < position(|a| matches!(a, Action::SetStatus(_))));
-    assert!(matches!(out.0.last(), Some(Action::RequeueAfterMs(_))));
+    assert!(matches!(creating.0.last(), Some(Action::RequeueAfterMs(_))));
+
+    // The next pass sees the Job and records both at once; it creates nothing.
+    let seeing = run(&cron_job(json!({}), creating.status().clone()), &[job("2024-05-01T09:05:00Z", State::Active)], "2024-05-01T09:05:11Z");
+    assert!(!seeing.0.iter().any(|a| matches!(a, Action::Create(_))));
+    assert_eq!(seeing.status()["lastScheduleTime"], "2024-05-01T09:05:00Z");
+    assert_eq!(seeing.status()["active"], json!([active_ref("2024-05-01T09:05:00Z")]));
+
+    // And the pass after that, with the status written, has nothing new to write.
+    let settled = run(&cron_job(json!({}), seeing.status().clone()), &[job("2024-05-01T09:05:00Z", State::Active)], "2024-05-01T09:05:12Z");
+    assert_eq!(settled.status(), seeing.status());
 }
 
 #[test]
