@@ -205,8 +205,8 @@ impl Writer {
 
     /// Where this recorder's Events in `namespace` are written (the
     /// answers are read for nothing but success: [`crate::api_answer`]).
-    fn target<'a>(&'a self, namespace: &'a str) -> crate::api_answer::Target<'a> {
-        crate::api_answer::Target { client: &self.client, resource: &self.resource, namespace }
+    fn target<'a>(&'a self, namespace: &'a str) -> crate::api_answer::ResourceEndpoint<'a> {
+        crate::api_answer::ResourceEndpoint { client: &self.client, resource: &self.resource, namespace }
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -120,8 +120,8 @@ impl Executor<'_> {
     }
 
     /// Where creates go: their answer is read for the uid only.
-    fn target<'t>(&'t self, gvk: &GroupVersionKind, namespace: &'t str) -> crate::api_answer::Target<'t> {
-        crate::api_answer::Target { client: self.client, resource: self.resource(gvk), namespace }
+    fn target<'t>(&'t self, gvk: &GroupVersionKind, namespace: &'t str) -> crate::api_answer::ResourceEndpoint<'t> {
+        crate::api_answer::ResourceEndpoint { client: self.client, resource: self.resource(gvk), namespace }
     }
 
     /// The controller uid of the object that holds `name`, after a create of

@@ -65,12 +65,12 @@ impl Pass {
 }
 
 /// The parent as the executor and the Event recorder name it.
-struct Target {
+struct ParentRefs {
     parent: Parent,
     regarding: Regarding,
 }
 
-impl Target {
+impl ParentRefs {
     fn of(controller: &Controller, key: &ObjectKey, cached: &CachedObject) -> Self {
         let parent = Parent {
             api_version: controller.parent_gvk.api_version(),
@@ -111,7 +111,7 @@ impl Controller {
 
     /// The steps inside the finalizer wrapper.
     async fn reconcile_parent(&self, key: &ObjectKey, plugin: &LoadedPlugin, parent: &CachedObject, event: Event) -> Reconciled {
-        let target = Target::of(self, key, parent);
+        let target = ParentRefs::of(self, key, parent);
         // A parent on its way out is not re-validated: an invalid spec must
         // not hold up the cleanup that lets it go.
         if event == Event::Apply
@@ -290,7 +290,7 @@ impl Controller {
         clippy::result_large_err,
         reason = "the Err side is the pass ending early with its verdict, as common as Ok and returned once per reconcile, not an error to box"
     )]
-    fn check(&self, plugin: &LoadedPlugin, target: &Target, lookup: &CacheLookup<'_>, actions: Vec<Action>) -> Result<Plan, Pass> {
+    fn check(&self, plugin: &LoadedPlugin, target: &ParentRefs, lookup: &CacheLookup<'_>, actions: Vec<Action>) -> Result<Plan, Pass> {
         actions::check(&target.parent, &plugin.manifest().children, lookup, actions).map_err(|refusal| {
             self.metrics.plugin_call_error(&self.name, "action_refused");
             tracing::warn!(%refusal, "action refused");
@@ -321,7 +321,7 @@ impl Controller {
     }
 
     /// The checked writes, made in order; the first failure stops them.
-    async fn execute(&self, key: &ObjectKey, target: &Target, lookup: &CacheLookup<'_>, plan: Plan, plugin_name: &str) -> Pass {
+    async fn execute(&self, key: &ObjectKey, target: &ParentRefs, lookup: &CacheLookup<'_>, plan: Plan, plugin_name: &str) -> Pass {
         let child_label = self.config.sharding.as_ref().map(crate::shard::Sharding::child_label);
         let executor = Executor {
             client: &self.client,
@@ -425,9 +425,9 @@ impl Controller {
 
     /// The parent's endpoint, for writes whose answer is read for its
     /// resourceVersion and conditions only ([`crate::api_answer`]).
-    pub(super) fn parent_target<'a>(&'a self, key: &'a ObjectKey) -> crate::api_answer::Target<'a> {
+    pub(super) fn parent_target<'a>(&'a self, key: &'a ObjectKey) -> crate::api_answer::ResourceEndpoint<'a> {
         let namespace = if self.parent_cache().namespaced() { key.namespace.as_str() } else { "" };
-        crate::api_answer::Target { client: &self.client, resource: self.parent_cache().resource(), namespace }
+        crate::api_answer::ResourceEndpoint { client: &self.client, resource: self.parent_cache().resource(), namespace }
     }
 
     /// After a write of the parent (its answer's resourceVersion `new`): the
