@@ -19,15 +19,8 @@ use serde_json::json;
 use crate::api_error::ApiErrorClass;
 use crate::clock::{SharedClock, micro_timestamp};
 
-/// The object an Event is about.
-#[derive(Clone, Debug)]
-pub struct Regarding {
-    pub api_version: String,
-    pub kind: String,
-    pub namespace: String,
-    pub name: String,
-    pub uid: String,
-}
+/// The object an Event is about (its `regarding`).
+pub use crate::object_reference::ObjectReference as Regarding;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Key {

@@ -10,7 +10,8 @@ use serde_json::Value;
 
 use super::policy::{APPLIED_BY, Existing, Write};
 use crate::api_error::ApiErrorClass;
-use crate::events::{Recorder, Regarding};
+use crate::events::Recorder;
+use crate::object_reference::ObjectReference;
 
 /// The field manager of every write the host makes, except applies.
 pub const FIELD_MANAGER: &str = "operator-host";
@@ -75,7 +76,7 @@ pub struct Executor<'a> {
     pub client: &'a kube::Client,
     pub resources: &'a HashMap<GroupVersionKind, ApiResource>,
     pub recorder: &'a Recorder,
-    pub regarding: &'a Regarding,
+    pub regarding: &'a ObjectReference,
     /// The cache, to tell an AlreadyExists of our own child from a name clash.
     pub lookup: &'a (dyn super::Lookup + Sync),
     /// The parent's uid.

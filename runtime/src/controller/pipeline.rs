@@ -25,10 +25,10 @@ use serde_json::{Value, json};
 use super::cache::{CachedObject, ObjectKey};
 use super::finalizer::{Event, Reconciled};
 use super::{CacheLookup, Controller, Ended, permanent, related};
-use crate::actions::{self, Executor, Existing, Expectation, FIELD_MANAGER, Parent, Plan, status};
+use crate::actions::{self, Executor, Existing, Expectation, FIELD_MANAGER, Plan, status};
 use crate::api_error::ApiErrorClass;
 use crate::clock::timestamp;
-use crate::events::Regarding;
+use crate::object_reference::ObjectReference;
 use crate::sandbox::{CallError, LoadedPlugin};
 
 /// What one `reconcile` call of a plugin is given. The texts are the
@@ -64,29 +64,14 @@ impl Pass {
     }
 }
 
-/// The parent as the executor and the Event recorder name it.
-struct ParentRefs {
-    parent: Parent,
-    regarding: Regarding,
-}
-
-impl ParentRefs {
-    fn of(controller: &Controller, key: &ObjectKey, cached: &CachedObject) -> Self {
-        let parent = Parent {
-            api_version: controller.parent_gvk.api_version(),
-            kind: controller.parent_gvk.kind.clone(),
-            namespace: key.namespace.clone(),
-            name: key.name.clone(),
-            uid: cached.uid().unwrap_or_default().to_string(),
-        };
-        let regarding = Regarding {
-            api_version: parent.api_version.clone(),
-            kind: parent.kind.clone(),
-            namespace: parent.namespace.clone(),
-            name: parent.name.clone(),
-            uid: parent.uid.clone(),
-        };
-        Self { parent, regarding }
+/// The parent as the policy, the executor and the Event recorder name it.
+fn parent_reference(controller: &Controller, key: &ObjectKey, cached: &CachedObject) -> ObjectReference {
+    ObjectReference {
+        api_version: controller.parent_gvk.api_version(),
+        kind: controller.parent_gvk.kind.clone(),
+        namespace: key.namespace.clone(),
+        name: key.name.clone(),
+        uid: cached.uid().unwrap_or_default().to_string(),
     }
 }
 
@@ -111,21 +96,21 @@ impl Controller {
 
     /// The steps inside the finalizer wrapper.
     async fn reconcile_parent(&self, key: &ObjectKey, plugin: &LoadedPlugin, parent: &CachedObject, event: Event) -> Reconciled {
-        let target = ParentRefs::of(self, key, parent);
+        let target = parent_reference(self, key, parent);
         // A parent on its way out is not re-validated: an invalid spec must
         // not hold up the cleanup that lets it go.
         if event == Event::Apply
-            && let Some(refused) = self.refuse_if_invalid(key, plugin, parent, &target.regarding).await
+            && let Some(refused) = self.refuse_if_invalid(key, plugin, parent, &target).await
         {
             return Reconciled::Ended(refused);
         }
-        let input = match self.gather(plugin, parent, &target.parent.uid) {
+        let input = match self.gather(plugin, parent, &target.uid) {
             Ok(input) => input,
             Err(verdict) => {
                 tracing::warn!(reason = %verdict.reason, message = %verdict.message, "related objects not passed");
                 self.metrics.plugin_call_error(&self.name, "related_refused");
                 let now = self.clock.now();
-                return Reconciled::Ended(self.record(key, parent, &target.regarding, Pass::failed(verdict), event, now).await);
+                return Reconciled::Ended(self.record(key, parent, &target, Pass::failed(verdict), event, now).await);
             }
         };
         // Related objects are inputs too: a refusal for good ends when one changes.
@@ -155,7 +140,7 @@ impl Controller {
                         // A parent on its way out keeps its children until the
                         // garbage collector (or an orphaning delete) decides.
                         if event == Event::Apply {
-                            actions::prune(&target.parent, &mut plan, self.applied_earlier(plugin, &target.parent.uid));
+                            actions::prune(&target, &mut plan, self.applied_earlier(plugin, &target.uid));
                         }
                         self.metrics.plugin_outcome(&self.name, digest, None);
                         let finalized = plan.finalized;
@@ -168,7 +153,7 @@ impl Controller {
                 }
             }
         };
-        Reconciled::Ended(self.record(key, parent, &target.regarding, pass, event, input.now).await)
+        Reconciled::Ended(self.record(key, parent, &target, pass, event, input.now).await)
     }
 
     /// The parent is gone from the cache: drop what was remembered for it.
@@ -290,8 +275,8 @@ impl Controller {
         clippy::result_large_err,
         reason = "the Err side is the pass ending early with its verdict, as common as Ok and returned once per reconcile, not an error to box"
     )]
-    fn check(&self, plugin: &LoadedPlugin, target: &ParentRefs, lookup: &CacheLookup<'_>, actions: Vec<Action>) -> Result<Plan, Pass> {
-        actions::check(&target.parent, &plugin.manifest().children, lookup, actions).map_err(|refusal| {
+    fn check(&self, plugin: &LoadedPlugin, target: &ObjectReference, lookup: &CacheLookup<'_>, actions: Vec<Action>) -> Result<Plan, Pass> {
+        actions::check(target, &plugin.manifest().children, lookup, actions).map_err(|refusal| {
             self.metrics.plugin_call_error(&self.name, "action_refused");
             tracing::warn!(%refusal, "action refused");
             Pass::failed(status::Verdict::failure("ActionRefused", refusal.to_string()))
@@ -321,15 +306,15 @@ impl Controller {
     }
 
     /// The checked writes, made in order; the first failure stops them.
-    async fn execute(&self, key: &ObjectKey, target: &ParentRefs, lookup: &CacheLookup<'_>, plan: Plan, plugin_name: &str) -> Pass {
+    async fn execute(&self, key: &ObjectKey, target: &ObjectReference, lookup: &CacheLookup<'_>, plan: Plan, plugin_name: &str) -> Pass {
         let child_label = self.config.sharding.as_ref().map(crate::shard::Sharding::child_label);
         let executor = Executor {
             client: &self.client,
             resources: &self.resources,
             recorder: &self.recorder,
-            regarding: &target.regarding,
+            regarding: target,
             lookup,
-            parent_uid: &target.parent.uid,
+            parent_uid: &target.uid,
             plugin: plugin_name,
             child_label: child_label.as_ref().map(|(k, v)| (k.as_str(), v.as_str())),
         };
@@ -354,7 +339,7 @@ impl Controller {
     /// condition (and the plugin's status) on the parent, and a refusal for
     /// good once it is on record. A failed status write decides the end when
     /// the pass itself succeeded.
-    async fn record(&self, key: &ObjectKey, parent: &CachedObject, regarding: &Regarding, pass: Pass, event: Event, now: DateTime<Utc>) -> Ended {
+    async fn record(&self, key: &ObjectKey, parent: &CachedObject, regarding: &ObjectReference, pass: Pass, event: Event, now: DateTime<Utc>) -> Ended {
         let Pass { verdict, plugin_status, ended, refused_for_good } = pass;
         if let Some(verdict) = verdict {
             if !verdict.ok {

@@ -21,7 +21,7 @@ use operator_plugin_sdk::FieldError;
 use super::Ended;
 use super::cache::{CachedObject, ObjectKey};
 use crate::actions::status::Verdict;
-use crate::events::Regarding;
+use crate::object_reference::ObjectReference;
 use crate::sandbox::LoadedPlugin;
 
 /// What an answer of `validate` was given for.
@@ -83,7 +83,7 @@ impl super::Controller {
         key: &ObjectKey,
         plugin: &LoadedPlugin,
         parent: &CachedObject,
-        regarding: &Regarding,
+        regarding: &ObjectReference,
     ) -> Option<Ended> {
         let (uid, generation) = (parent.uid().unwrap_or_default(), parent.generation());
         let stamp = Stamp { uid: uid.to_string(), generation, digest: plugin.info().digest.clone() };
