@@ -12,6 +12,7 @@ mod ended;
 pub mod finalizer;
 #[cfg(test)]
 mod footprint;
+pub mod hook;
 pub mod permanent;
 pub mod pipeline;
 pub mod queue;
@@ -19,7 +20,7 @@ pub mod related;
 pub mod validity;
 
 pub use ended::Ended;
-pub use pipeline::CallInput;
+pub use hook::{CallHook, CallInput};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -49,8 +50,9 @@ pub struct Config {
     /// Per-key backoff on errors.
     pub backoff: queue::Backoff,
     /// What observes each plugin call (`--record`, shadow runs of a staged
-    /// candidate); by default nothing, and the call is the plain call.
-    pub tap: crate::record::Tap,
+    /// candidate: see `record::tap`); by default nothing, and the call is
+    /// the plain call.
+    pub tap: CallHook,
     /// The most related objects one reconcile is given (default
     /// [`DEFAULT_MAX_RELATED`]); over it the call is refused, not truncated.
     pub max_related: usize,
@@ -68,7 +70,7 @@ impl Default for Config {
             concurrency: 4,
             expectations_timeout: Duration::from_secs(30),
             backoff: queue::Backoff::default(),
-            tap: crate::record::Tap::default(),
+            tap: CallHook::default(),
             max_related: DEFAULT_MAX_RELATED,
             sharding: None,
         }

@@ -23,6 +23,7 @@ use operator_plugin_sdk::Action;
 use serde_json::{Value, json};
 
 use super::cache::{CachedObject, ObjectKey};
+use super::hook::CallInput;
 use super::finalizer::{Event, Reconciled};
 use super::{CacheLookup, Controller, Ended, permanent, related};
 use crate::actions::{self, Executor, Existing, Expectation, FIELD_MANAGER, Plan, status};
@@ -30,19 +31,6 @@ use crate::api_error::ApiErrorClass;
 use crate::clock::timestamp;
 use crate::object_reference::ObjectReference;
 use crate::sandbox::{CallError, LoadedPlugin};
-
-/// What one `reconcile` call of a plugin is given. The texts are the
-/// cache's own (shared, not copied), so whatever else looks at a call (a
-/// recording, a second plugin version) can hold them cheaply.
-#[derive(Clone, Debug)]
-pub struct CallInput {
-    pub parent: Arc<str>,
-    /// The parent's controlled children of every declared kind.
-    pub children: Arc<[Arc<str>]>,
-    /// The objects of the related kinds that attach to the parent (0.2).
-    pub related: Arc<[Arc<str>]>,
-    pub now: DateTime<Utc>,
-}
 
 /// What a pass concluded, before it is recorded.
 #[derive(Debug)]
@@ -252,9 +240,9 @@ impl Controller {
     }
 
     /// The plugin's `reconcile`: the one place the driver calls it, through
-    /// the tap that records it and runs it on a staged candidate too.
+    /// the hook its observers (a recording, a staged candidate) watch.
     pub(super) async fn call_plugin(&self, plugin: &LoadedPlugin, input: &CallInput) -> Result<Vec<Action>, CallError> {
-        self.config.tap.reconcile(plugin, input.parent.clone(), input.children.clone(), input.related.clone(), input.now.timestamp_millis()).await
+        self.config.tap.reconcile(plugin, input).await
     }
 
     /// A failed call: retried with backoff, or (not retryable) reported once
