@@ -53,7 +53,15 @@ impl VerdictSink<'_> {
     /// failure, the `Reconciled` condition (and the plugin's status) on the
     /// parent, and a refusal for good once it is on record. A failed status
     /// write decides the end when the pass itself succeeded.
-    pub async fn record(&self, key: &ObjectKey, parent: &CachedObject, reference: &ObjectReference, pass: Pass, event: Event, now: DateTime<Utc>) -> Ended {
+    pub async fn record(
+        &self,
+        key: &ObjectKey,
+        parent: &CachedObject,
+        reference: &ObjectReference,
+        pass: Pass,
+        event: Event,
+        now: DateTime<Utc>,
+    ) -> Ended {
         let Pass { verdict, plugin_status, ended, refused_for_good } = pass;
         if let Some(verdict) = verdict {
             if !verdict.ok {

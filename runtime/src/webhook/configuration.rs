@@ -268,7 +268,11 @@ async fn plural(client: &kube::Client, plugin: &LoadedPlugin) -> Result<String, 
 }
 
 /// The targets of `plugins`; `plurals` remembers what discovery answered.
-async fn targets(client: &kube::Client, plugins: &[LoadedPlugin], plurals: &mut HashMap<GroupVersionKind, String>) -> Result<Vec<AdmittedResource>, Error> {
+async fn targets(
+    client: &kube::Client,
+    plugins: &[LoadedPlugin],
+    plurals: &mut HashMap<GroupVersionKind, String>,
+) -> Result<Vec<AdmittedResource>, Error> {
     let mut targets = Vec::new();
     for p in plugins {
         let parent = &p.manifest().parent;
