@@ -42,13 +42,13 @@ impl Written {
 }
 
 /// Where objects of `ar` live: in `namespace`, or cluster-wide when it is empty.
-pub struct Target<'a> {
+pub struct ResourceEndpoint<'a> {
     pub client: &'a kube::Client,
     pub resource: &'a ApiResource,
     pub namespace: &'a str,
 }
 
-impl Target<'_> {
+impl ResourceEndpoint<'_> {
     fn request(&self) -> kube::core::Request {
         let namespace = (!self.namespace.is_empty()).then_some(self.namespace);
         kube::core::Request::new(DynamicObject::url_path(self.resource, namespace))

@@ -19,15 +19,8 @@ use serde_json::json;
 use crate::api_error::ApiErrorClass;
 use crate::clock::{SharedClock, micro_timestamp};
 
-/// The object an Event is about.
-#[derive(Clone, Debug)]
-pub struct Regarding {
-    pub api_version: String,
-    pub kind: String,
-    pub namespace: String,
-    pub name: String,
-    pub uid: String,
-}
+/// The object an Event is about (its `regarding`).
+pub use crate::object_reference::ObjectReference as Regarding;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Key {
@@ -205,8 +198,8 @@ impl Writer {
 
     /// Where this recorder's Events in `namespace` are written (the
     /// answers are read for nothing but success: [`crate::api_answer`]).
-    fn target<'a>(&'a self, namespace: &'a str) -> crate::api_answer::Target<'a> {
-        crate::api_answer::Target { client: &self.client, resource: &self.resource, namespace }
+    fn target<'a>(&'a self, namespace: &'a str) -> crate::api_answer::ResourceEndpoint<'a> {
+        crate::api_answer::ResourceEndpoint { client: &self.client, resource: &self.resource, namespace }
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -35,6 +35,7 @@ pub mod hotswap;
 pub mod leader;
 pub mod manager;
 pub mod metrics;
+pub mod object_reference;
 pub mod plugin_resource;
 pub mod record;
 pub mod registry;

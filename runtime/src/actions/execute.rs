@@ -10,7 +10,8 @@ use serde_json::Value;
 
 use super::policy::{APPLIED_BY, Existing, Write};
 use crate::api_error::ApiErrorClass;
-use crate::events::{Recorder, Regarding};
+use crate::events::Recorder;
+use crate::object_reference::ObjectReference;
 
 /// The field manager of every write the host makes, except applies.
 pub const FIELD_MANAGER: &str = "operator-host";
@@ -75,7 +76,7 @@ pub struct Executor<'a> {
     pub client: &'a kube::Client,
     pub resources: &'a HashMap<GroupVersionKind, ApiResource>,
     pub recorder: &'a Recorder,
-    pub regarding: &'a Regarding,
+    pub regarding: &'a ObjectReference,
     /// The cache, to tell an AlreadyExists of our own child from a name clash.
     pub lookup: &'a (dyn super::Lookup + Sync),
     /// The parent's uid.
@@ -120,8 +121,8 @@ impl Executor<'_> {
     }
 
     /// Where creates go: their answer is read for the uid only.
-    fn target<'t>(&'t self, gvk: &GroupVersionKind, namespace: &'t str) -> crate::api_answer::Target<'t> {
-        crate::api_answer::Target { client: self.client, resource: self.resource(gvk), namespace }
+    fn target<'t>(&'t self, gvk: &GroupVersionKind, namespace: &'t str) -> crate::api_answer::ResourceEndpoint<'t> {
+        crate::api_answer::ResourceEndpoint { client: self.client, resource: self.resource(gvk), namespace }
     }
 
     /// The controller uid of the object that holds `name`, after a create of

@@ -7,4 +7,4 @@ pub mod policy;
 pub mod status;
 
 pub use execute::{Executed, Executor, Expectation, FIELD_MANAGER, WriteError, apply_manager};
-pub use policy::{APPLIED_BY, AppliedEarlier, Existing, Lookup, Parent, Plan, Refusal, Write, check, prune};
+pub use policy::{APPLIED_BY, AppliedEarlier, Existing, Lookup, Plan, Refusal, Write, check, prune};

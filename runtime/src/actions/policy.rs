@@ -34,29 +34,7 @@ use std::time::Duration;
 use operator_plugin_sdk::{Action, EventType, GroupVersionKind, ObjectRef, Propagation};
 use serde_json::{Value, json};
 
-/// The parent being reconciled.
-#[derive(Clone, Debug)]
-pub struct Parent {
-    pub api_version: String,
-    pub kind: String,
-    pub namespace: String,
-    pub name: String,
-    pub uid: String,
-}
-
-impl Parent {
-    /// The controller ownerReference children of this parent carry.
-    pub fn owner_reference(&self) -> Value {
-        json!({
-            "apiVersion": self.api_version,
-            "kind": self.kind,
-            "name": self.name,
-            "uid": self.uid,
-            "controller": true,
-            "blockOwnerDeletion": true,
-        })
-    }
-}
+use crate::object_reference::ObjectReference;
 
 /// What the cache knows about a child the plugin names.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -171,7 +149,7 @@ pub fn split_api_version(api_version: &str) -> (&str, &str) {
 pub const MAX_WRITES: usize = 1000;
 
 /// Checks every action; the first refusal refuses the whole batch.
-pub fn check(parent: &Parent, children: &[GroupVersionKind], lookup: &dyn Lookup, actions: Vec<Action>) -> Result<Plan, Refusal> {
+pub fn check(parent: &ObjectReference, children: &[GroupVersionKind], lookup: &dyn Lookup, actions: Vec<Action>) -> Result<Plan, Refusal> {
     let writes = actions.iter().filter(|a| !matches!(a, Action::RequeueAfterMs(_) | Action::Finalized {})).count();
     if writes > MAX_WRITES {
         return Err(Refusal {
@@ -244,7 +222,7 @@ fn declared(children: &[GroupVersionKind], api_version: &str, kind: &str) -> Res
 }
 
 /// Refuses a cluster-scoped child kind for a namespaced parent.
-fn scoped(parent: &Parent, lookup: &dyn Lookup, gvk: &GroupVersionKind) -> Result<(), String> {
+fn scoped(parent: &ObjectReference, lookup: &dyn Lookup, gvk: &GroupVersionKind) -> Result<(), String> {
     if parent.namespace.is_empty() || lookup.namespaced(gvk) {
         return Ok(());
     }
@@ -257,7 +235,7 @@ fn scoped(parent: &Parent, lookup: &dyn Lookup, gvk: &GroupVersionKind) -> Resul
 }
 
 /// Refuses actions aimed at the parent itself.
-fn not_the_parent(parent: &Parent, api_version: &str, kind: &str, name: &str) -> Result<(), String> {
+fn not_the_parent(parent: &ObjectReference, api_version: &str, kind: &str, name: &str) -> Result<(), String> {
     let (group, _) = split_api_version(api_version);
     let (parent_group, _) = split_api_version(&parent.api_version);
     if group == parent_group && kind == parent.kind && name == parent.name {
@@ -266,7 +244,7 @@ fn not_the_parent(parent: &Parent, api_version: &str, kind: &str, name: &str) ->
     Ok(())
 }
 
-fn same_namespace(parent: &Parent, namespace: &str) -> Result<(), String> {
+fn same_namespace(parent: &ObjectReference, namespace: &str) -> Result<(), String> {
     if namespace.is_empty() || namespace == parent.namespace {
         Ok(())
     } else {
@@ -283,7 +261,7 @@ fn type_of(object: &Value) -> Result<(String, String), String> {
     Ok((api_version.to_string(), kind.to_string()))
 }
 
-fn check_create(parent: &Parent, children: &[GroupVersionKind], lookup: &dyn Lookup, mut object: Value) -> Result<Write, String> {
+fn check_create(parent: &ObjectReference, children: &[GroupVersionKind], lookup: &dyn Lookup, mut object: Value) -> Result<Write, String> {
     let (api_version, kind) = type_of(&object)?;
     let gvk = declared(children, &api_version, &kind)?;
     scoped(parent, lookup, &gvk)?;
@@ -313,7 +291,7 @@ fn check_create(parent: &Parent, children: &[GroupVersionKind], lookup: &dyn Loo
     Ok(Write::Create { gvk, namespace: parent.namespace.clone(), object, fixed_name })
 }
 
-fn owned(parent: &Parent, lookup: &dyn Lookup, gvk: &GroupVersionKind, name: &str) -> Result<Existing, String> {
+fn owned(parent: &ObjectReference, lookup: &dyn Lookup, gvk: &GroupVersionKind, name: &str) -> Result<Existing, String> {
     let existing = lookup
         .find(gvk, &parent.namespace, name)
         .ok_or_else(|| format!("{} {}/{} is not in the cache (only existing children may be changed)", gvk.kind, parent.namespace, name))?;
@@ -324,7 +302,7 @@ fn owned(parent: &Parent, lookup: &dyn Lookup, gvk: &GroupVersionKind, name: &st
 }
 
 fn check_target(
-    parent: &Parent,
+    parent: &ObjectReference,
     children: &[GroupVersionKind],
     lookup: &dyn Lookup,
     target: &ObjectRef,
@@ -340,7 +318,7 @@ fn check_target(
     Ok((gvk, existing))
 }
 
-fn check_replace(parent: &Parent, children: &[GroupVersionKind], lookup: &dyn Lookup, mut object: Value) -> Result<Write, String> {
+fn check_replace(parent: &ObjectReference, children: &[GroupVersionKind], lookup: &dyn Lookup, mut object: Value) -> Result<Write, String> {
     let (api_version, kind) = type_of(&object)?;
     let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
     not_the_parent(parent, &api_version, &kind, name)?;
@@ -372,7 +350,7 @@ fn check_replace(parent: &Parent, children: &[GroupVersionKind], lookup: &dyn Lo
     Ok(Write::Replace { gvk, namespace: parent.namespace.clone(), name, object, existing })
 }
 
-fn check_apply(parent: &Parent, children: &[GroupVersionKind], lookup: &dyn Lookup, mut object: Value) -> Result<Write, String> {
+fn check_apply(parent: &ObjectReference, children: &[GroupVersionKind], lookup: &dyn Lookup, mut object: Value) -> Result<Write, String> {
     let (api_version, kind) = type_of(&object)?;
     let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
     not_the_parent(parent, &api_version, &kind, name)?;
@@ -428,7 +406,7 @@ pub struct AppliedEarlier {
 /// applied earlier that the plan neither applies nor otherwise writes: the
 /// children one reconcile applies are the whole desired set. A child the
 /// plan replaces, patches or deletes is the plugin's to handle.
-pub fn prune(parent: &Parent, plan: &mut Plan, applied_earlier: Vec<AppliedEarlier>) {
+pub fn prune(parent: &ObjectReference, plan: &mut Plan, applied_earlier: Vec<AppliedEarlier>) {
     let named = |gvk: &GroupVersionKind, name: &str| {
         plan.writes.iter().any(|w| match w {
             Write::Apply { gvk: g, name: n, .. }
@@ -470,8 +448,8 @@ mod tests {
         }
     }
 
-    fn parent() -> Parent {
-        Parent { api_version: "x.dev/v1".into(), kind: "Thing".into(), namespace: "team".into(), name: "p".into(), uid: "P-UID".into() }
+    fn parent() -> ObjectReference {
+        ObjectReference { api_version: "x.dev/v1".into(), kind: "Thing".into(), namespace: "team".into(), name: "p".into(), uid: "P-UID".into() }
     }
 
     fn children() -> Vec<GroupVersionKind> {
@@ -658,7 +636,7 @@ mod tests {
         let ns = ObjectRef { api_version: "v1".into(), kind: "Namespace".into(), namespace: "".into(), name: "team".into() };
         let e = run(vec![Action::delete(ns)]).unwrap_err();
         assert!(e.reason.contains("cluster-scoped"), "{e}");
-        let cluster_parent = Parent { namespace: String::new(), ..parent() };
+        let cluster_parent = ObjectReference { namespace: String::new(), ..parent() };
         let plan = check(
             &cluster_parent,
             &children(),

@@ -11,12 +11,9 @@
 
 use std::future::Future;
 
-use kube::api::{Patch, PatchParams};
-use serde_json::json;
-
+use super::Ended;
 use super::cache::{CachedObject, ObjectKey};
-use super::{Controller, Ended};
-use crate::actions::FIELD_MANAGER;
+use super::parent::ParentWrites;
 use crate::api_error::ApiErrorClass;
 
 /// What the wrapped reconcile is asked to do.
@@ -58,51 +55,45 @@ enum Step {
     Nothing,
 }
 
-impl Controller {
-    /// Runs `reconcile` for `parent` under the plugin's `finalizer` (if it
-    /// declares one); see the module docs for the table.
-    pub(super) async fn with_finalizer<F, Fut>(&self, key: &ObjectKey, parent: &CachedObject, finalizer: Option<&str>, reconcile: F) -> Ended
-    where
-        F: FnOnce(Event) -> Fut,
-        Fut: Future<Output = Reconciled>,
-    {
-        let event = match event(parent, finalizer) {
-            Ok(event) => event,
-            Err(Step::Nothing) => return Ended::Done,
-            Err(Step::Add) => {
-                let list = parent.finalizers().into_iter().chain(finalizer.map(String::from)).collect();
-                return self.patch_finalizers(key, parent, list).await;
-            }
-        };
-        match (reconcile(event).await, finalizer) {
-            (Reconciled::Ended(ended), _) => ended,
-            (Reconciled::CleanedUp, Some(f)) => {
-                let list = parent.finalizers().into_iter().filter(|x| x != f).collect();
-                self.patch_finalizers(key, parent, list).await
-            }
-            (Reconciled::CleanedUp, None) => Ended::Done,
+/// Runs `reconcile` for `parent` under the plugin's `finalizer` (if it
+/// declares one), writing the finalizer through `writes`; see the module
+/// docs for the table.
+pub async fn with_finalizer<F, Fut>(writes: &ParentWrites, key: &ObjectKey, parent: &CachedObject, finalizer: Option<&str>, reconcile: F) -> Ended
+where
+    F: FnOnce(Event) -> Fut,
+    Fut: Future<Output = Reconciled>,
+{
+    let event = match event(parent, finalizer) {
+        Ok(event) => event,
+        Err(Step::Nothing) => return Ended::Done,
+        Err(Step::Add) => {
+            let list = parent.finalizers().into_iter().chain(finalizer.map(String::from)).collect();
+            return patch_finalizers(writes, key, parent, list).await;
         }
+    };
+    match (reconcile(event).await, finalizer) {
+        (Reconciled::Ended(ended), _) => ended,
+        (Reconciled::CleanedUp, Some(f)) => {
+            let list = parent.finalizers().into_iter().filter(|x| x != f).collect();
+            patch_finalizers(writes, key, parent, list).await
+        }
+        (Reconciled::CleanedUp, None) => Ended::Done,
     }
+}
 
-    /// Writes `metadata.finalizers`, guarded by the resourceVersion read (a
-    /// newer parent answers 409 and the key comes back at once).
-    async fn patch_finalizers(&self, key: &ObjectKey, parent: &CachedObject, list: Vec<String>) -> Ended {
-        let patch = json!({"metadata": {"finalizers": list, "resourceVersion": parent.resource_version()}});
-        let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
-        match self.parent_target(key).patch(&key.name, None, &params, &Patch::Merge(&patch)).await {
-            Ok(new) => {
-                self.expect_parent_update(key, parent, new.metadata.resource_version.as_deref());
-                Ended::Done
+/// Writes `metadata.finalizers` (a newer parent answers 409 and the key
+/// comes back at once; a parent gone meanwhile needs nothing more).
+async fn patch_finalizers(writes: &ParentWrites, key: &ObjectKey, parent: &CachedObject, list: Vec<String>) -> Ended {
+    match writes.finalizers(key, parent, list).await {
+        Ok(()) => Ended::Done,
+        Err(e) => match ApiErrorClass::of(&e) {
+            ApiErrorClass::Conflict => Ended::Conflict,
+            ApiErrorClass::NotFound => Ended::Done,
+            _ => {
+                tracing::warn!(error = %crate::error_chain(&e), "finalizer update failed");
+                Ended::Failed
             }
-            Err(e) => match ApiErrorClass::of(&e) {
-                ApiErrorClass::Conflict => Ended::Conflict,
-                ApiErrorClass::NotFound => Ended::Done,
-                _ => {
-                    tracing::warn!(error = %crate::error_chain(&e), "finalizer update failed");
-                    Ended::Failed
-                }
-            },
-        }
+        },
     }
 }
 

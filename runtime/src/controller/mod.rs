@@ -1,25 +1,32 @@
 //! One controller per plugin: the shared [`cache`]s of its parent and child
 //! kinds feed its [`queue`]; workers take keys and run the reconcile driver
-//! ([`pipeline`]): wait for the expectations of the last pass, then
-//! finalizer ([`finalizer`]) → validity gate ([`validity`]) → call plugin →
-//! check → execute → record the verdict, and tell the queue how it
-//! [`Ended`]. A parent the plugin refused for good is not called again until
-//! its inputs change ([`permanent`]).
+//! ([`pipeline`]), a sequence of steps over narrow contexts: wait for the
+//! [`expectations`] of the last pass, then the finalizer wrapper
+//! ([`finalizer`]) → validity gate ([`validity`]) → read the inputs
+//! ([`read`]) → call the plugin through the [`hook`] → policy → execute →
+//! write the verdict ([`verdict`], through [`parent`]), and tell the queue
+//! how it [`Ended`]. A parent the plugin refused for good is not called
+//! again until its inputs change ([`permanent`]).
 
 pub mod cache;
 pub mod cached;
 mod ended;
+pub mod expectations;
 pub mod finalizer;
 #[cfg(test)]
 mod footprint;
+pub mod hook;
+pub mod parent;
 pub mod permanent;
 pub mod pipeline;
 pub mod queue;
+pub mod read;
 pub mod related;
 pub mod validity;
+pub mod verdict;
 
 pub use ended::Ended;
-pub use pipeline::CallInput;
+pub use hook::{CallHook, CallInput};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -27,14 +34,15 @@ use std::time::Duration;
 
 use kube::api::ApiResource;
 use operator_plugin_sdk::GroupVersionKind;
-use tokio::time::Instant;
 
-use crate::actions::{self, Existing, Expectation, Lookup};
+use crate::actions;
 use crate::clock::SharedClock;
 use crate::events::Recorder;
 use crate::metrics::{Metrics, QueueProbe};
 use crate::sandbox::LoadedPlugin;
 use cache::{CachedObject, HandlerId, KindCache, ObjectKey};
+use expectations::Expectations;
+use parent::ParentWrites;
 use queue::WorkQueue;
 
 /// Tunables of a controller.
@@ -49,8 +57,9 @@ pub struct Config {
     /// Per-key backoff on errors.
     pub backoff: queue::Backoff,
     /// What observes each plugin call (`--record`, shadow runs of a staged
-    /// candidate); by default nothing, and the call is the plain call.
-    pub tap: crate::record::Tap,
+    /// candidate: see `record::tap`); by default nothing, and the call is
+    /// the plain call.
+    pub tap: CallHook,
     /// The most related objects one reconcile is given (default
     /// [`DEFAULT_MAX_RELATED`]); over it the call is refused, not truncated.
     pub max_related: usize,
@@ -68,7 +77,7 @@ impl Default for Config {
             concurrency: 4,
             expectations_timeout: Duration::from_secs(30),
             backoff: queue::Backoff::default(),
-            tap: crate::record::Tap::default(),
+            tap: CallHook::default(),
             max_related: DEFAULT_MAX_RELATED,
             sharding: None,
         }
@@ -92,14 +101,15 @@ pub struct Controller {
     related: Arc<related::RelatedIndex>,
     resources: HashMap<GroupVersionKind, ApiResource>,
     queue: Arc<WorkQueue<ObjectKey>>,
-    expectations: Mutex<HashMap<ObjectKey, Vec<Expectation>>>,
+    /// The writes of each parent's last pass, until its next pass starts.
+    expectations: Arc<Expectations>,
+    /// The host's own writes to the parents (finalizers, status, verdict).
+    parent_writes: ParentWrites,
     client: kube::Client,
     clock: SharedClock,
     recorder: Recorder,
     metrics: Arc<Metrics>,
     config: Config,
-    /// Set once the API server was seen dropping `status.conditions`.
-    conditions_pruned: std::sync::atomic::AtomicBool,
     /// The plugin's last `validate` answer per parent.
     validity: validity::Validity,
     /// Parents the plugin refused with a non-retryable error, and for what inputs.
@@ -129,24 +139,6 @@ pub fn parent_changed(old: Option<&CachedObject>, new: Option<&CachedObject>) ->
     }
 }
 
-/// The executor's and the policy's view of what exists: the caches.
-struct CacheLookup<'a>(&'a HashMap<GroupVersionKind, Arc<KindCache>>);
-
-impl Lookup for CacheLookup<'_> {
-    fn find(&self, gvk: &GroupVersionKind, namespace: &str, name: &str) -> Option<Existing> {
-        let obj = self.0.get(gvk)?.get(&ObjectKey::new(namespace, name))?;
-        Some(Existing {
-            uid: obj.uid().unwrap_or_default().to_string(),
-            resource_version: obj.resource_version().unwrap_or_default().to_string(),
-            controller_uid: obj.controller().map(|c| c.uid.to_string()),
-        })
-    }
-
-    fn namespaced(&self, gvk: &GroupVersionKind) -> bool {
-        self.0.get(gvk).is_none_or(|c| c.namespaced())
-    }
-}
-
 impl Controller {
     /// `caches` must hold the parent kind and every declared child and related kind.
     pub fn new(
@@ -169,6 +161,9 @@ impl Controller {
         let resources = mine.iter().map(|(g, c)| (g.clone(), c.resource().clone())).collect();
         let queue = Arc::new(WorkQueue::new(config.backoff));
         metrics.add_queue(&name, queue.clone());
+        let expectations = Arc::new(Expectations::default());
+        let parent_cache = mine[&manifest.parent].clone();
+        let parent_writes = ParentWrites::new(client.clone(), manifest.parent.clone(), parent_cache, expectations.clone());
         let recorder = Recorder::new(client.clone(), &name, clock.clone())
             .count_dropped_in(metrics.events_dropped.get_or_create(&crate::metrics::ControllerLabels { controller: name.clone() }).clone());
         let this = Arc::new(Self {
@@ -181,13 +176,13 @@ impl Controller {
             related: Arc::new(related::RelatedIndex::new(manifest.related.clone())),
             resources,
             queue,
-            expectations: Mutex::new(HashMap::new()),
+            expectations,
+            parent_writes,
             client,
             clock,
             recorder,
             metrics,
             config,
-            conditions_pruned: std::sync::atomic::AtomicBool::new(false),
             validity: validity::Validity::default(),
             permanent: permanent::PermanentErrors::default(),
             handovers: Arc::default(),
@@ -246,10 +241,20 @@ impl Controller {
         &self.caches[&self.parent_gvk]
     }
 
-    /// Maps cache changes to parent keys.
+    /// Maps cache changes to parent keys: the parents' own changes, their
+    /// children's, and those of the related objects they refer to.
     fn register(self: &Arc<Self>) {
-        let queue = self.queue.clone();
         let mut handlers = self.handlers.lock().unwrap();
+        handlers.push(self.register_parents());
+        handlers.extend(self.register_children());
+        handlers.extend(self.register_related());
+    }
+
+    /// A parent's change queues it (unless only its status changed), keeps
+    /// the related index current and, sharded, notes a parent gained by a
+    /// handover.
+    fn register_parents(&self) -> (Arc<KindCache>, HandlerId) {
+        let queue = self.queue.clone();
         let index = self.related.clone();
         // Parents already listed (a plugin started on running caches) are not
         // replayed to a new handler: index them now.
@@ -288,15 +293,16 @@ impl Controller {
                 queue.add(o.key());
             }
         }));
-        handlers.push((self.parent_cache().clone(), id));
-        let parent = self.parent_gvk.clone();
+        (self.parent_cache().clone(), id)
+    }
+
+    /// A child's change queues its controller of the parent kind.
+    fn register_children(&self) -> Vec<(Arc<KindCache>, HandlerId)> {
         let children = self.plugin().manifest().children.clone();
-        for gvk in children.iter() {
-            if *gvk == self.parent_gvk {
-                continue;
-            }
+        let mut handlers = Vec::new();
+        for gvk in children.iter().filter(|g| **g != self.parent_gvk) {
             let queue = self.queue.clone();
-            let parent = parent.clone();
+            let parent = self.parent_gvk.clone();
             let id = self.caches[gvk].on_change(Arc::new(move |old: Option<&CachedObject>, new: Option<&CachedObject>| {
                 for obj in [old, new].into_iter().flatten() {
                     if let Some(key) = controller_key(obj, &parent) {
@@ -306,8 +312,13 @@ impl Controller {
             }));
             handlers.push((self.caches[gvk].clone(), id));
         }
-        // A related object's change (any: a Pod's readiness is in its status)
-        // requeues the parents that refer to it before or after the change.
+        handlers
+    }
+
+    /// A related object's change (any: a Pod's readiness is in its status)
+    /// requeues the parents that refer to it before or after the change.
+    fn register_related(&self) -> Vec<(Arc<KindCache>, HandlerId)> {
+        let mut handlers = Vec::new();
         for (i, cache) in self.related_caches.iter().enumerate() {
             let queue = self.queue.clone();
             let index = self.related.clone();
@@ -320,6 +331,7 @@ impl Controller {
             }));
             handlers.push((cache.clone(), id));
         }
+        handlers
     }
 
     /// Queues every parent in the cache (periodic resync).
@@ -372,48 +384,6 @@ impl Controller {
             .collect();
         for w in workers {
             let _ = w.await;
-        }
-    }
-
-    fn satisfied(&self, e: &Expectation) -> bool {
-        let (gvk, uid) = match e {
-            Expectation::Created { gvk, uid } | Expectation::Updated { gvk, uid, .. } | Expectation::Deleted { gvk, uid } => (gvk, uid),
-        };
-        let Some(cache) = self.caches.get(gvk) else {
-            return true;
-        };
-        let seen = cache.get_by_uid(uid);
-        match e {
-            Expectation::Created { .. } => seen.is_some() || cache.has_seen_uid(uid),
-            Expectation::Updated { from, .. } => seen.is_none_or(|o| o.resource_version() != Some(from.as_str())),
-            Expectation::Deleted { .. } => seen.is_none_or(|o| o.deleting),
-        }
-    }
-
-    /// Holds the reconcile of `key` until the cache has seen the writes of
-    /// its previous pass (or the timeout passes).
-    async fn wait_for_expectations(&self, key: &ObjectKey) {
-        let Some(pending) = self.expectations.lock().unwrap().remove(key) else {
-            return;
-        };
-        let deadline = Instant::now() + self.config.expectations_timeout;
-        let mut receivers: Vec<_> = self.caches.values().map(|c| c.subscribe_changes()).collect();
-        loop {
-            if pending.iter().all(|e| self.satisfied(e)) {
-                return;
-            }
-            if Instant::now() >= deadline {
-                tracing::warn!(object = %key, "the cache did not show this controller's last writes in time; reconciling anyway");
-                return;
-            }
-            let changed = futures::future::select_all(receivers.iter_mut().map(|r| Box::pin(r.changed())));
-            let _ = tokio::time::timeout_at(deadline, changed).await;
-        }
-    }
-
-    fn expect(&self, key: &ObjectKey, new: Vec<Expectation>) {
-        if !new.is_empty() {
-            self.expectations.lock().unwrap().entry(key.clone()).or_default().extend(new);
         }
     }
 }

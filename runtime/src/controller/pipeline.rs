@@ -1,99 +1,51 @@
-//! The reconcile driver as a pipeline of named steps, one reconcile of one
-//! parent:
+//! The reconcile driver: one reconcile of one parent as a sequence of
+//! steps, each a function that takes what it needs and returns what the
+//! next needs:
 //!
 //! ```text
-//! wait for expectations → read the parent from the cache
-//!   → finalizer (wrapper: add it / Apply / Cleanup, remove it when done)
-//!     → validity gate (`validate`, remembered per generation)
-//!     → gather inputs (shared text: parent, children, related, now;
-//!       more related objects than the cap: refused)
+//! wait for expectations ([`Expectations`](super::expectations::Expectations))
+//!   → read the parent from the cache → sharding (hand over, or not ours)
+//!   → finalizer ([`with_finalizer`]: add it / Apply / Cleanup, remove it when done)
+//!     → validity gate ([`validity::gate`], remembered per generation)
+//!     → read the inputs ([`CacheView::inputs`]: parent, children, related,
+//!       now; more related objects than the cap: refused)
 //!     → permanent-error gate (same inputs as a refusal for good: stop)
-//!     → call plugin → check (policy) → execute (writes, expectations)
-//!   → record the verdict (Reconciled condition + status, Warning Event)
+//!     → call the plugin (through the [`CallHook`](super::hook::CallHook))
+//!     → policy ([`actions::check`], then [`actions::prune`])
+//!     → execute (the writes, in order; their expectations)
+//!   → write the verdict ([`VerdictSink::record`], the one place:
+//!     Reconciled condition + status, Warning Event)
 //! → the queue (by [`Ended`])
 //! ```
 //!
-//! Each step returns what the next needs; only `record` writes the verdict.
+//! A step that ends the pass early returns the [`Pass`] to record; only the
+//! verdict step writes it.
 
-use std::sync::Arc;
-
-use chrono::{DateTime, Utc};
-use kube::api::{Patch, PatchParams};
 use operator_plugin_sdk::Action;
-use serde_json::{Value, json};
 
 use super::cache::{CachedObject, ObjectKey};
-use super::finalizer::{Event, Reconciled};
-use super::{CacheLookup, Controller, Ended, permanent, related};
-use crate::actions::{self, Executor, Existing, Expectation, FIELD_MANAGER, Parent, Plan, status};
-use crate::api_error::ApiErrorClass;
-use crate::clock::timestamp;
-use crate::events::Regarding;
+use super::finalizer::{Event, Reconciled, with_finalizer};
+use super::read::{CacheLookup, CacheView};
+use super::verdict::{Pass, VerdictSink};
+use super::{Controller, Ended, permanent, validity};
+use crate::actions::{self, Executed, Executor, Plan, status};
+use crate::object_reference::ObjectReference;
 use crate::sandbox::{CallError, LoadedPlugin};
 
-/// What one `reconcile` call of a plugin is given. The texts are the
-/// cache's own (shared, not copied), so whatever else looks at a call (a
-/// recording, a second plugin version) can hold them cheaply.
-#[derive(Clone, Debug)]
-pub struct CallInput {
-    pub parent: Arc<str>,
-    /// The parent's controlled children of every declared kind.
-    pub children: Arc<[Arc<str>]>,
-    /// The objects of the related kinds that attach to the parent (0.2).
-    pub related: Arc<[Arc<str>]>,
-    pub now: DateTime<Utc>,
-}
-
-/// What a pass concluded, before it is recorded.
-#[derive(Debug)]
-struct Pass {
-    /// The `Reconciled` condition to record; `None` writes nothing (a
-    /// conflict: the next pass, at once, decides).
-    verdict: Option<status::Verdict>,
-    /// The status the plugin set, if any.
-    plugin_status: Option<Value>,
-    ended: Ended,
-    /// Set when the plugin refused these inputs for good: remembered once
-    /// the refusal is on record.
-    refused_for_good: Option<permanent::Inputs>,
-}
-
-impl Pass {
-    fn failed(verdict: status::Verdict) -> Self {
-        Self { verdict: Some(verdict), plugin_status: None, ended: Ended::Failed, refused_for_good: None }
-    }
-}
-
-/// The parent as the executor and the Event recorder name it.
-struct Target {
-    parent: Parent,
-    regarding: Regarding,
-}
-
-impl Target {
-    fn of(controller: &Controller, key: &ObjectKey, cached: &CachedObject) -> Self {
-        let parent = Parent {
-            api_version: controller.parent_gvk.api_version(),
-            kind: controller.parent_gvk.kind.clone(),
-            namespace: key.namespace.clone(),
-            name: key.name.clone(),
-            uid: cached.uid().unwrap_or_default().to_string(),
-        };
-        let regarding = Regarding {
-            api_version: parent.api_version.clone(),
-            kind: parent.kind.clone(),
-            namespace: parent.namespace.clone(),
-            name: parent.name.clone(),
-            uid: parent.uid.clone(),
-        };
-        Self { parent, regarding }
-    }
+/// How the steps inside the finalizer wrapper ended.
+enum Outcome {
+    /// With a verdict to record, as of `now`.
+    Record(Pass, chrono::DateTime<chrono::Utc>),
+    /// With nothing to record (the refusal for good is on record already).
+    Quiet(Ended),
+    /// The plugin's cleanup is done ([`Reconciled::CleanedUp`]).
+    CleanedUp,
 }
 
 impl Controller {
     /// One reconcile of `key`, start to end.
     pub(super) async fn reconcile(&self, key: &ObjectKey) -> Ended {
-        self.wait_for_expectations(key).await;
+        self.expectations.wait(key, &self.caches, self.config.expectations_timeout).await;
         let plugin = self.plugin();
         let Some(parent) = self.parent_cache().get(key) else {
             self.forget(key);
@@ -106,26 +58,45 @@ impl Controller {
             }
         }
         let finalizer = plugin.manifest().finalizer.clone();
-        self.with_finalizer(key, &parent, finalizer.as_deref(), |event| self.reconcile_parent(key, &plugin, &parent, event)).await
+        with_finalizer(&self.parent_writes, key, &parent, finalizer.as_deref(), |event| self.reconcile_parent(key, &plugin, &parent, event)).await
     }
 
-    /// The steps inside the finalizer wrapper.
+    /// The steps inside the finalizer wrapper, then the verdict.
     async fn reconcile_parent(&self, key: &ObjectKey, plugin: &LoadedPlugin, parent: &CachedObject, event: Event) -> Reconciled {
-        let target = Target::of(self, key, parent);
+        let reference = parent_reference(&self.parent_gvk, key, parent);
+        let (pass, now) = match self.steps(key, plugin, parent, &reference, event).await {
+            Outcome::Record(pass, now) => (pass, now),
+            Outcome::Quiet(ended) => return Reconciled::Ended(ended),
+            Outcome::CleanedUp => return Reconciled::CleanedUp,
+        };
+        let sink = VerdictSink {
+            controller: &self.name,
+            writes: &self.parent_writes,
+            recorder: &self.recorder,
+            metrics: &self.metrics,
+            permanent: &self.permanent,
+        };
+        Reconciled::Ended(sink.record(key, parent, &reference, pass, event, now).await)
+    }
+
+    /// Validity gate → read the inputs → permanent-error gate → call the
+    /// plugin → policy → execute.
+    async fn steps(&self, key: &ObjectKey, plugin: &LoadedPlugin, parent: &CachedObject, reference: &ObjectReference, event: Event) -> Outcome {
         // A parent on its way out is not re-validated: an invalid spec must
         // not hold up the cleanup that lets it go.
         if event == Event::Apply
-            && let Some(refused) = self.refuse_if_invalid(key, plugin, parent, &target.regarding).await
+            && let Err(refused) = validity::gate(&self.validity, key, plugin, parent).await
         {
-            return Reconciled::Ended(refused);
+            self.metrics.plugin_call_error(&self.name, refused.error_kind);
+            return Outcome::Record(Pass::failed(refused.verdict), self.clock.now());
         }
-        let input = match self.gather(plugin, parent, &target.parent.uid) {
+        let view = CacheView { caches: &self.caches, related: &self.related_caches, max_related: self.config.max_related };
+        let input = match view.inputs(plugin, parent, &reference.uid, self.clock.now()) {
             Ok(input) => input,
             Err(verdict) => {
                 tracing::warn!(reason = %verdict.reason, message = %verdict.message, "related objects not passed");
                 self.metrics.plugin_call_error(&self.name, "related_refused");
-                let now = self.clock.now();
-                return Reconciled::Ended(self.record(key, parent, &target.regarding, Pass::failed(verdict), event, now).await);
+                return Outcome::Record(Pass::failed(verdict), self.clock.now());
             }
         };
         // Related objects are inputs too: a refusal for good ends when one changes.
@@ -134,44 +105,62 @@ impl Controller {
         if self.permanent.still_refused(key, &inputs) {
             // Reported once already; only a change of the inputs can help.
             tracing::debug!("the plugin refused these inputs for good; waiting for a change");
-            return Reconciled::Ended(Ended::Done);
+            return Outcome::Quiet(Ended::Done);
         }
         // Each call's outcome by plugin version feeds automatic rollback.
         let digest = &plugin.info().digest;
-        let pass = match self.call_plugin(plugin, &input).await {
+        let actions = match self.config.tap.reconcile(plugin, &input).await {
+            Ok(actions) => actions,
             Err(e) => {
                 self.metrics.plugin_outcome(&self.name, digest, Some(e.kind()));
-                self.plugin_failed(&e, inputs)
-            }
-            Ok(actions) => {
-                self.permanent.forget(key);
-                let lookup = CacheLookup(&self.caches);
-                match self.check(plugin, &target, &lookup, actions) {
-                    Err(refused) => {
-                        self.metrics.plugin_outcome(&self.name, digest, Some("action_refused"));
-                        refused
-                    }
-                    Ok(mut plan) => {
-                        // A parent on its way out keeps its children until the
-                        // garbage collector (or an orphaning delete) decides.
-                        if event == Event::Apply {
-                            actions::prune(&target.parent, &mut plan, self.applied_earlier(plugin, &target.parent.uid));
-                        }
-                        self.metrics.plugin_outcome(&self.name, digest, None);
-                        let finalized = plan.finalized;
-                        let pass = self.execute(key, &target, &lookup, plan, &plugin.manifest().name).await;
-                        if event == Event::Cleanup && finalized && pass.verdict.as_ref().is_some_and(|v| v.ok) {
-                            return Reconciled::CleanedUp;
-                        }
-                        pass
-                    }
-                }
+                self.metrics.plugin_call_error(&self.name, e.kind());
+                return Outcome::Record(call_failed(&e, inputs), input.now);
             }
         };
-        Reconciled::Ended(self.record(key, parent, &target.regarding, pass, event, input.now).await)
+        self.permanent.forget(key);
+        let lookup = CacheLookup(&self.caches);
+        let mut plan = match check(plugin, reference, &lookup, actions) {
+            Ok(plan) => plan,
+            Err(refused) => {
+                self.metrics.plugin_call_error(&self.name, "action_refused");
+                self.metrics.plugin_outcome(&self.name, digest, Some("action_refused"));
+                return Outcome::Record(refused, input.now);
+            }
+        };
+        // A parent on its way out keeps its children until the garbage
+        // collector (or an orphaning delete) decides.
+        if event == Event::Apply {
+            actions::prune(reference, &mut plan, view.applied_earlier(plugin, &reference.uid));
+        }
+        self.metrics.plugin_outcome(&self.name, digest, None);
+        let finalized = plan.finalized;
+        let pass = self.execute(key, reference, &lookup, plan, &plugin.manifest().name).await;
+        if event == Event::Cleanup && finalized && pass.verdict.as_ref().is_some_and(|v| v.ok) {
+            return Outcome::CleanedUp;
+        }
+        Outcome::Record(pass, input.now)
     }
 
-    /// The parent is gone from the cache: drop what was remembered for it.
+    /// The checked writes, made in order (the first failure stops them);
+    /// the next pass waits for the caches to show them.
+    async fn execute(&self, key: &ObjectKey, reference: &ObjectReference, lookup: &CacheLookup<'_>, plan: Plan, plugin_name: &str) -> Pass {
+        let child_label = self.config.sharding.as_ref().map(crate::shard::Sharding::child_label);
+        let executor = Executor {
+            client: &self.client,
+            resources: &self.resources,
+            recorder: &self.recorder,
+            regarding: reference,
+            lookup,
+            parent_uid: &reference.uid,
+            plugin: plugin_name,
+            child_label: child_label.as_ref().map(|(k, v)| (k.as_str(), v.as_str())),
+        };
+        let requeue_after = plan.requeue_after;
+        let mut executed = executor.execute(plan.writes).await;
+        self.expectations.add(key, std::mem::take(&mut executed.expectations));
+        executed_pass(executed, requeue_after)
+    }
+
     /// Sharded: a drained parent is handed over instead of reconciled (no
     /// other pass of the key runs now, and the last one's writes are in the
     /// caches); one on another shard is not this replica's; one gained by a
@@ -212,234 +201,67 @@ impl Controller {
         Sharded::Reconcile
     }
 
+    /// The parent is gone from the cache: drop what was remembered for it.
     fn forget(&self, key: &ObjectKey) {
         self.queue.forget(key);
-        self.expectations.lock().unwrap().remove(key);
+        self.expectations.forget(key);
         self.validity.forget(key);
         self.permanent.forget(key);
     }
+}
 
-    /// The call's inputs, read from the caches: the parent's text, its
-    /// controlled children of every declared kind, the related objects that
-    /// attach to it, and the clock's `now`. Refused (never truncated: the
-    /// plugin would take a part for the whole) over the related cap, or when
-    /// the parent's selector is malformed.
-    fn gather(&self, plugin: &LoadedPlugin, parent: &CachedObject, parent_uid: &str) -> Result<CallInput, status::Verdict> {
-        let children =
-            plugin.manifest().children.iter().flat_map(|gvk| self.caches[gvk].controlled_by(parent_uid)).map(|c| c.shared_json()).collect();
-        let related = self.gather_related(plugin, parent)?;
-        Ok(CallInput { parent: parent.shared_json(), children, related, now: self.clock.now() })
+/// The parent as the policy, the executor and the Event recorder name it.
+fn parent_reference(gvk: &operator_plugin_sdk::GroupVersionKind, key: &ObjectKey, cached: &CachedObject) -> ObjectReference {
+    ObjectReference {
+        api_version: gvk.api_version(),
+        kind: gvk.kind.clone(),
+        namespace: key.namespace.clone(),
+        name: key.name.clone(),
+        uid: cached.uid().unwrap_or_default().to_string(),
     }
+}
 
-    fn gather_related(&self, plugin: &LoadedPlugin, parent: &CachedObject) -> Result<Arc<[Arc<str>]>, status::Verdict> {
-        let kinds = &plugin.manifest().related;
-        if kinds.is_empty() {
-            return Ok(Arc::from([]));
+/// A failed call: retried with backoff, or (not retryable) reported once
+/// and then left until the inputs change.
+fn call_failed(e: &CallError, inputs: permanent::Inputs) -> Pass {
+    tracing::warn!(error = %e, retryable = e.retryable(), "plugin call failed");
+    let verdict = status::Verdict::failure(e.reason(), e.to_string());
+    if e.retryable() {
+        Pass::failed(verdict)
+    } else {
+        Pass { verdict: Some(verdict), plugin_status: None, ended: Ended::FailedForGood, refused_for_good: Some(inputs) }
+    }
+}
+
+/// The policy check of the plugin's answer ([`actions::check`]): the plan,
+/// or the pass that ends on the refusal.
+#[allow(
+    clippy::result_large_err,
+    reason = "the Err side is the pass ending early with its verdict, as common as Ok and returned once per reconcile, not an error to box"
+)]
+fn check(plugin: &LoadedPlugin, reference: &ObjectReference, lookup: &CacheLookup<'_>, actions: Vec<Action>) -> Result<Plan, Pass> {
+    actions::check(reference, &plugin.manifest().children, lookup, actions).map_err(|refusal| {
+        tracing::warn!(%refusal, "action refused");
+        Pass::failed(status::Verdict::failure("ActionRefused", refusal.to_string()))
+    })
+}
+
+/// What the writes concluded: success (and when to come back), a conflict
+/// (at once, nothing recorded), or a failed write.
+fn executed_pass(executed: Executed, requeue_after: Option<std::time::Duration>) -> Pass {
+    let (verdict, ended) = match executed.error {
+        Some(err) if err.is_conflict() => {
+            tracing::debug!(error = %crate::error_chain(&err), "conflict; requeue");
+            (None, Ended::Conflict)
         }
-        let value: Value = serde_json::from_str(parent.json()).unwrap_or_default();
-        let references = related::references(kinds, &value, parent.namespace())
-            .map_err(|e| status::Verdict::failure("InvalidRelatedSelector", format!("the parent's related-object reference is malformed: {e}")))?;
-        let mut seen = std::collections::HashSet::new();
-        let mut found: Vec<Arc<str>> = Vec::new();
-        for ((reference, kind), cache) in references.iter().zip(kinds).zip(&self.related_caches) {
-            let objects = match &reference.refs {
-                related::Refs::Names(names) => names.iter().filter_map(|n| cache.get(&ObjectKey::new(reference.scope.clone(), n.clone()))).collect(),
-                related::Refs::Selector(_) => cache.in_namespace(&reference.scope).into_iter().filter(|o| reference.covers(o)).collect(),
-                related::Refs::Nothing => Vec::new(),
-            };
-            for o in objects {
-                if seen.insert((kind.kind.clone(), o.key())) {
-                    found.push(o.shared_json());
-                }
-            }
+        Some(err) => {
+            tracing::warn!(error = %crate::error_chain(&err), "write failed");
+            let reason = format!("WriteFailed{}", err.reason());
+            (Some(status::Verdict::failure(reason, crate::error_chain(&err))), Ended::Failed)
         }
-        if found.len() > self.config.max_related {
-            return Err(status::Verdict::failure(
-                "TooManyRelated",
-                format!(
-                    "{} related objects attach to this parent; the cap per reconcile is {} (narrow the selector, or raise --max-related)",
-                    found.len(),
-                    self.config.max_related
-                ),
-            ));
-        }
-        Ok(found.into())
-    }
-
-    /// The plugin's `reconcile`: the one place the driver calls it, through
-    /// the tap that records it and runs it on a staged candidate too.
-    pub(super) async fn call_plugin(&self, plugin: &LoadedPlugin, input: &CallInput) -> Result<Vec<Action>, CallError> {
-        self.config.tap.reconcile(plugin, input.parent.clone(), input.children.clone(), input.related.clone(), input.now.timestamp_millis()).await
-    }
-
-    /// A failed call: retried with backoff, or (not retryable) reported once
-    /// and then left until the inputs change.
-    fn plugin_failed(&self, e: &CallError, inputs: permanent::Inputs) -> Pass {
-        self.metrics.plugin_call_error(&self.name, e.kind());
-        tracing::warn!(error = %e, retryable = e.retryable(), "plugin call failed");
-        let verdict = status::Verdict::failure(e.reason(), e.to_string());
-        if e.retryable() {
-            Pass::failed(verdict)
-        } else {
-            Pass { verdict: Some(verdict), plugin_status: None, ended: Ended::FailedForGood, refused_for_good: Some(inputs) }
-        }
-    }
-
-    /// The policy check of the plugin's answer ([`actions::check`]).
-    #[allow(
-        clippy::result_large_err,
-        reason = "the Err side is the pass ending early with its verdict, as common as Ok and returned once per reconcile, not an error to box"
-    )]
-    fn check(&self, plugin: &LoadedPlugin, target: &Target, lookup: &CacheLookup<'_>, actions: Vec<Action>) -> Result<Plan, Pass> {
-        actions::check(&target.parent, &plugin.manifest().children, lookup, actions).map_err(|refusal| {
-            self.metrics.plugin_call_error(&self.name, "action_refused");
-            tracing::warn!(%refusal, "action refused");
-            Pass::failed(status::Verdict::failure("ActionRefused", refusal.to_string()))
-        })
-    }
-
-    /// The children of the parent that this plugin applied (they carry
-    /// [`actions::APPLIED_BY`] with its name), for [`actions::prune`].
-    fn applied_earlier(&self, plugin: &LoadedPlugin, parent_uid: &str) -> Vec<actions::AppliedEarlier> {
-        let name = plugin.manifest().name.as_str();
-        plugin
-            .manifest()
-            .children
-            .iter()
-            .flat_map(|gvk| self.caches[gvk].controlled_by(parent_uid).into_iter().map(move |c| (gvk, c)))
-            .filter(|(_, c)| c.labels().get(actions::APPLIED_BY) == Some(name))
-            .map(|(gvk, c)| actions::AppliedEarlier {
-                gvk: gvk.clone(),
-                name: c.name().to_owned(),
-                existing: Existing {
-                    uid: c.uid().unwrap_or_default().to_owned(),
-                    resource_version: c.resource_version().unwrap_or_default().to_owned(),
-                    controller_uid: c.controller().map(|r| r.uid.to_owned()),
-                },
-            })
-            .collect()
-    }
-
-    /// The checked writes, made in order; the first failure stops them.
-    async fn execute(&self, key: &ObjectKey, target: &Target, lookup: &CacheLookup<'_>, plan: Plan, plugin_name: &str) -> Pass {
-        let child_label = self.config.sharding.as_ref().map(crate::shard::Sharding::child_label);
-        let executor = Executor {
-            client: &self.client,
-            resources: &self.resources,
-            recorder: &self.recorder,
-            regarding: &target.regarding,
-            lookup,
-            parent_uid: &target.parent.uid,
-            plugin: plugin_name,
-            child_label: child_label.as_ref().map(|(k, v)| (k.as_str(), v.as_str())),
-        };
-        let executed = executor.execute(plan.writes).await;
-        self.expect(key, executed.expectations);
-        let (verdict, ended) = match executed.error {
-            Some(err) if err.is_conflict() => {
-                tracing::debug!(error = %crate::error_chain(&err), "conflict; requeue");
-                (None, Ended::Conflict)
-            }
-            Some(err) => {
-                tracing::warn!(error = %crate::error_chain(&err), "write failed");
-                let reason = format!("WriteFailed{}", err.reason());
-                (Some(status::Verdict::failure(reason, crate::error_chain(&err))), Ended::Failed)
-            }
-            None => (Some(status::Verdict::success()), plan.requeue_after.map_or(Ended::Done, Ended::RequeueAfter)),
-        };
-        Pass { verdict, plugin_status: executed.status, ended, refused_for_good: None }
-    }
-
-    /// Records the verdict: a Warning Event for a failure, the `Reconciled`
-    /// condition (and the plugin's status) on the parent, and a refusal for
-    /// good once it is on record. A failed status write decides the end when
-    /// the pass itself succeeded.
-    async fn record(&self, key: &ObjectKey, parent: &CachedObject, regarding: &Regarding, pass: Pass, event: Event, now: DateTime<Utc>) -> Ended {
-        let Pass { verdict, plugin_status, ended, refused_for_good } = pass;
-        if let Some(verdict) = verdict {
-            if !verdict.ok {
-                self.metrics.activity.failed(&self.name, &key.to_string(), &verdict.reason, &verdict.message);
-            }
-            if !verdict.ok {
-                self.recorder.record(regarding, "Warning", &verdict.reason, &verdict.message);
-            }
-            // A parent on its way out gets no success condition of its own.
-            let quiet = event == Event::Cleanup && verdict.ok && plugin_status.is_none();
-            if !quiet && let Err(e) = self.write_status(key, parent, plugin_status, &verdict, now).await {
-                tracing::warn!(error = %crate::error_chain(&e), "status write failed");
-                if refused_for_good.is_some() {
-                    // The refusal is not on record yet: retry until it is.
-                    return Ended::Failed;
-                }
-                if !ended.failed() {
-                    return if ApiErrorClass::of(&e) == ApiErrorClass::Conflict { Ended::Conflict } else { Ended::Failed };
-                }
-            }
-        }
-        if let Some(inputs) = refused_for_good {
-            self.permanent.record(key, inputs);
-        }
-        ended
-    }
-
-    /// Merges the plugin's status and the verdict into the parent's status;
-    /// writes only what differs.
-    pub(super) async fn write_status(
-        &self,
-        key: &ObjectKey,
-        parent: &CachedObject,
-        plugin_status: Option<Value>,
-        verdict: &status::Verdict,
-        now: DateTime<Utc>,
-    ) -> kube::Result<()> {
-        let current = parent.status();
-        let base = plugin_status.unwrap_or_else(|| current.clone());
-        let pruned = self.conditions_pruned.load(std::sync::atomic::Ordering::Relaxed);
-        let desired = if pruned { base } else { status::with_verdict(base, &current, verdict, parent.generation(), &timestamp(now)) };
-        let Some(diff) = status::merge_diff(&current, &desired) else {
-            return Ok(());
-        };
-        let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
-        let body = json!({"status": diff});
-        let target = self.parent_target(key);
-        let new = match target.patch(&key.name, Some("status"), &params, &Patch::Merge(&body)).await {
-            // A CRD without the status subresource: status is part of the object.
-            Err(e) if ApiErrorClass::of(&e) == ApiErrorClass::NotFound && self.parent_cache().get(key).is_some() => {
-                target.patch(&key.name, None, &params, &Patch::Merge(&body)).await?
-            }
-            other => other?,
-        };
-        if !pruned && !new.has_condition(status::RECONCILED) {
-            // The CRD's status schema has no `conditions` (and does not
-            // preserve unknown fields): the API server drops the condition.
-            // Stop computing it, or every reconcile would write status again.
-            self.conditions_pruned.store(true, std::sync::atomic::Ordering::Relaxed);
-            tracing::warn!(
-                kind = %self.parent_gvk.kind,
-                "the CRD's status schema prunes status.conditions; the host's Reconciled condition cannot be recorded (Events and metrics still report failures)"
-            );
-        }
-        self.expect_parent_update(key, parent, new.metadata.resource_version.as_deref());
-        Ok(())
-    }
-
-    /// The parent's endpoint, for writes whose answer is read for its
-    /// resourceVersion and conditions only ([`crate::api_answer`]).
-    pub(super) fn parent_target<'a>(&'a self, key: &'a ObjectKey) -> crate::api_answer::Target<'a> {
-        let namespace = if self.parent_cache().namespaced() { key.namespace.as_str() } else { "" };
-        crate::api_answer::Target { client: &self.client, resource: self.parent_cache().resource(), namespace }
-    }
-
-    /// After a write of the parent (its answer's resourceVersion `new`): the
-    /// next pass waits until the cache shows a resourceVersion newer than the
-    /// one this pass read.
-    pub(super) fn expect_parent_update(&self, key: &ObjectKey, old: &CachedObject, new: Option<&str>) {
-        let from = old.resource_version().unwrap_or_default().to_string();
-        if new != Some(from.as_str()) {
-            let uid = old.uid().unwrap_or_default().to_string();
-            self.expect(key, vec![Expectation::Updated { gvk: self.parent_gvk.clone(), uid, from }]);
-        }
-    }
+        None => (Some(status::Verdict::success()), requeue_after.map_or(Ended::Done, Ended::RequeueAfter)),
+    };
+    Pass { verdict, plugin_status: executed.status, ended, refused_for_good: None }
 }
 
 /// What sharding says about a reconcile that is about to start.

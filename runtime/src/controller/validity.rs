@@ -3,8 +3,9 @@
 //! admission off, or under an older plugin whose rules were looser. Before
 //! the driver calls `reconcile` it calls the plugin's `validate(parent, None)`;
 //! field errors mean the plugin is not asked to act on the object, which is
-//! flagged instead (`Reconciled=False`, reason `Invalid`, a Warning Event,
-//! backoff; a spec change queues it again at once).
+//! flagged instead: the gate answers the verdict the driver records
+//! (`Reconciled=False`, reason `Invalid`, a Warning Event), with backoff; a
+//! spec change queues it again at once.
 //!
 //! A `validate` call per reconcile would double the plugin calls, so the
 //! answer is remembered per parent with the (uid, generation, plugin digest)
@@ -18,10 +19,8 @@ use std::sync::Mutex;
 
 use operator_plugin_sdk::FieldError;
 
-use super::Ended;
 use super::cache::{CachedObject, ObjectKey};
 use crate::actions::status::Verdict;
-use crate::events::Regarding;
 use crate::sandbox::LoadedPlugin;
 
 /// What an answer of `validate` was given for.
@@ -74,44 +73,36 @@ pub fn invalid_message(group: &str, kind: &str, name: &str, errors: &[FieldError
     format!("{qualified} \"{name}\" is invalid: {joined}")
 }
 
-impl super::Controller {
-    /// `Some` when the parent at `key` may not be reconciled: the plugin
-    /// finds it invalid (or its `validate` call failed). The parent is then
-    /// flagged (Warning Event, `Reconciled=False`) and the caller backs it off.
-    pub(super) async fn refuse_if_invalid(
-        &self,
-        key: &ObjectKey,
-        plugin: &LoadedPlugin,
-        parent: &CachedObject,
-        regarding: &Regarding,
-    ) -> Option<Ended> {
-        let (uid, generation) = (parent.uid().unwrap_or_default(), parent.generation());
-        let stamp = Stamp { uid: uid.to_string(), generation, digest: plugin.info().digest.clone() };
-        let validate = || async move {
-            if plugin.take_found_valid_on_create(uid, generation) {
-                return Ok(Vec::new());
-            }
-            plugin.validate(parent.json().to_string(), None).await
-        };
-        let verdict = match self.validity.check(key, stamp, validate).await {
-            Ok(errors) if errors.is_empty() => return None,
-            Ok(errors) => {
-                self.metrics.plugin_call_error(&self.name, "invalid");
-                let parent = &plugin.manifest().parent;
-                Verdict::failure("Invalid", invalid_message(&parent.group, &parent.kind, &key.name, &errors))
-            }
-            Err(e) => {
-                self.metrics.plugin_call_error(&self.name, e.kind());
-                Verdict::failure(e.reason(), e.to_string())
-            }
-        };
-        tracing::warn!(reason = %verdict.reason, message = %verdict.message, "not reconciled");
-        self.recorder.record(regarding, "Warning", &verdict.reason, &verdict.message);
-        if let Err(e) = self.write_status(key, parent, None, &verdict, self.clock.now()).await {
-            tracing::warn!(error = %crate::error_chain(&e), "status write failed");
+/// Why the gate held a parent back: the verdict to record, and the kind
+/// of plugin-call error to count (`invalid`, or the failed call's kind).
+#[derive(Debug)]
+pub struct Refused {
+    pub error_kind: &'static str,
+    pub verdict: Verdict,
+}
+
+/// The validity gate: `Err` when the parent at `key` may not be reconciled,
+/// because the plugin finds it invalid or its `validate` call failed. The
+/// driver then records the verdict and backs the parent off.
+pub async fn gate(answers: &Validity, key: &ObjectKey, plugin: &LoadedPlugin, parent: &CachedObject) -> Result<(), Refused> {
+    let (uid, generation) = (parent.uid().unwrap_or_default(), parent.generation());
+    let stamp = Stamp { uid: uid.to_string(), generation, digest: plugin.info().digest.clone() };
+    let validate = || async move {
+        if plugin.take_found_valid_on_create(uid, generation) {
+            return Ok(Vec::new());
         }
-        Some(Ended::Failed)
-    }
+        plugin.validate(parent.json().to_string(), None).await
+    };
+    let refused = match answers.check(key, stamp, validate).await {
+        Ok(errors) if errors.is_empty() => return Ok(()),
+        Ok(errors) => {
+            let parent = &plugin.manifest().parent;
+            Refused { error_kind: "invalid", verdict: Verdict::failure("Invalid", invalid_message(&parent.group, &parent.kind, &key.name, &errors)) }
+        }
+        Err(e) => Refused { error_kind: e.kind(), verdict: Verdict::failure(e.reason(), e.to_string()) },
+    };
+    tracing::warn!(reason = %refused.verdict.reason, message = %refused.verdict.message, "not reconciled");
+    Err(refused)
 }
 
 #[cfg(test)]

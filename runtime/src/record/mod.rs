@@ -10,7 +10,8 @@
 //!   written off the hot path, and its reader.
 //! - [`compare`]: the one comparison of two answers, used by `host replay`
 //!   and by shadow runs ([`crate::hotswap::shadow`]).
-//! - [`tap`]: where the controller's plugin call feeds the log and the shadow.
+//! - [`tap`]: the log and the shadow as observers on the controller's
+//!   plugin-call hook.
 
 pub mod compare;
 pub mod log;

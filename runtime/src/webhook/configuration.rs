@@ -168,7 +168,7 @@ pub fn check_name(name: &str) -> Result<(), InvalidSetting> {
 
 /// One plugin's parent as the webhook rules name it.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Target {
+pub struct AdmittedResource {
     pub group: String,
     pub version: String,
     /// The resource (plural) name, e.g. `cronjobs`.
@@ -181,7 +181,7 @@ pub struct Target {
 /// (the API refuses fewer). `<plural>.<group>` for a group with a dot (every
 /// CRD's group has one); a built-in group (`apps`, or the core group) gets
 /// the configuration's name as suffix: `deployments.apps.operator-host`.
-pub fn webhook_name(target: &Target, configuration: &str) -> String {
+pub fn webhook_name(target: &AdmittedResource, configuration: &str) -> String {
     if target.group.contains('.') {
         format!("{}.{}", target.plural, target.group)
     } else {
@@ -190,7 +190,7 @@ pub fn webhook_name(target: &Target, configuration: &str) -> String {
     }
 }
 
-fn webhook(config: &Config, target: &Target, path: &str, ca_bundle: &str) -> Value {
+fn webhook(config: &Config, target: &AdmittedResource, path: &str, ca_bundle: &str) -> Value {
     json!({
         "name": webhook_name(target, &config.name),
         "clientConfig": config.endpoint.client_config(path, ca_bundle),
@@ -212,7 +212,7 @@ fn webhook(config: &Config, target: &Target, path: &str, ca_bundle: &str) -> Val
 /// The MutatingWebhookConfiguration and the ValidatingWebhookConfiguration
 /// for `targets` (sorted by name, so equal inputs give equal objects), with
 /// `ca_pem` (PEM) as every webhook's `caBundle`.
-pub fn configurations(config: &Config, targets: &[Target], ca_pem: &str) -> (Value, Value) {
+pub fn configurations(config: &Config, targets: &[AdmittedResource], ca_pem: &str) -> (Value, Value) {
     let ca_bundle = base64::engine::general_purpose::STANDARD.encode(ca_pem.as_bytes());
     let mut targets = targets.to_vec();
     targets.sort_by_key(|t| webhook_name(t, &config.name));
@@ -268,7 +268,11 @@ async fn plural(client: &kube::Client, plugin: &LoadedPlugin) -> Result<String, 
 }
 
 /// The targets of `plugins`; `plurals` remembers what discovery answered.
-async fn targets(client: &kube::Client, plugins: &[LoadedPlugin], plurals: &mut HashMap<GroupVersionKind, String>) -> Result<Vec<Target>, Error> {
+async fn targets(
+    client: &kube::Client,
+    plugins: &[LoadedPlugin],
+    plurals: &mut HashMap<GroupVersionKind, String>,
+) -> Result<Vec<AdmittedResource>, Error> {
     let mut targets = Vec::new();
     for p in plugins {
         let parent = &p.manifest().parent;
@@ -280,7 +284,7 @@ async fn targets(client: &kube::Client, plugins: &[LoadedPlugin], plurals: &mut 
                 found
             }
         };
-        targets.push(Target {
+        targets.push(AdmittedResource {
             group: parent.group.clone(),
             version: parent.version.clone(),
             plural,
@@ -397,8 +401,8 @@ pub async fn run(
 mod tests {
     use super::*;
 
-    fn target(group: &str, plural: &str) -> Target {
-        Target {
+    fn target(group: &str, plural: &str) -> AdmittedResource {
+        AdmittedResource {
             group: group.into(),
             version: "v1".into(),
             plural: plural.into(),
