@@ -84,10 +84,9 @@ fn module_graph(root: &Path) -> BTreeMap<String, BTreeSet<String>> {
     for f in &files {
         let me = module_of(f);
         let text = std::fs::read_to_string(f).unwrap_or_default();
-        // Code before an inline test module only: tests may import anything.
-        let before_tests = text.split("#[cfg(test)]").next().unwrap_or("");
-        // Comments (doc links among them) import nothing.
-        let code: String = before_tests.lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n");
+        // Comments (doc links among them) import nothing, and neither does
+        // code built for tests only: tests may import anything.
+        let code: String = without_test_code(&text).lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n");
         let mut deps = BTreeSet::new();
         for (i, _) in code
             .match_indices("crate::")
@@ -195,4 +194,40 @@ fn circles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
         }
     }
     s.out
+}
+
+/// `text` without what `#[cfg(test)]` marks: an inline test module (written
+/// last in a file, so everything from it on) or the one line of any other
+/// item (`#[cfg(test)] mod footprint;`, a test-only `use`). Cutting at the
+/// first `#[cfg(test)]` would hide the imports of the code after such a line.
+fn without_test_code(text: &str) -> String {
+    let mut kept = String::new();
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        if line.trim_start().starts_with("#[cfg(test)]") {
+            let rest = line.trim_start().trim_start_matches("#[cfg(test)]").trim();
+            let item = if rest.is_empty() { lines.next().unwrap_or("") } else { rest };
+            let item = item.trim_start();
+            if (item.starts_with("mod ") || item.starts_with("pub mod ") || item.starts_with("pub(crate) mod ")) && item.trim_end().ends_with('{') {
+                break;
+            }
+            continue;
+        }
+        kept.push_str(line);
+        kept.push('\n');
+    }
+    kept
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_test_code;
+
+    #[test]
+    fn a_test_only_item_hides_its_own_line_and_an_inline_test_module_the_rest() {
+        let text = "use crate::a;\n#[cfg(test)]\nmod footprint;\nuse crate::b;\n#[cfg(test)] use crate::c;\n#[cfg(test)]\nmod tests {\n    use crate::d;\n}\n";
+        let kept = without_test_code(text);
+        assert!(kept.contains("crate::a") && kept.contains("crate::b"), "{kept}");
+        assert!(!kept.contains("footprint") && !kept.contains("crate::c") && !kept.contains("crate::d"), "{kept}");
+    }
 }

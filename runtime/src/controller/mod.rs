@@ -199,14 +199,13 @@ impl Controller {
         &self.name
     }
 
-    /// The parent and child kinds with their API resources (what the sharder places).
-    pub fn sharded_kind(&self) -> crate::shard::sharder::ShardedKind {
+    /// The API resource of every kind this controller reconciles or owns,
+    /// the parent's first (what the sharder places).
+    pub fn parent_and_child_resources(&self) -> Vec<(GroupVersionKind, ApiResource)> {
         let children = self.plugin().manifest().children.clone();
-        crate::shard::sharder::ShardedKind {
-            parent: self.parent_gvk.clone(),
-            parent_resource: self.resources[&self.parent_gvk].clone(),
-            children: children.into_iter().filter(|g| *g != self.parent_gvk).map(|g| (g.clone(), self.resources[&g].clone())).collect(),
-        }
+        let mut resources = vec![(self.parent_gvk.clone(), self.resources[&self.parent_gvk].clone())];
+        resources.extend(children.into_iter().filter(|g| *g != self.parent_gvk).map(|g| (g.clone(), self.resources[&g].clone())));
+        resources
     }
 
     /// The plugin version in use now.

@@ -462,5 +462,13 @@ impl Sharder {
 
 /// The parent and child kinds of every running plugin.
 fn kinds(manager: &Running) -> Vec<ShardedKind> {
-    manager.controllers().iter().map(|c| c.sharded_kind()).collect()
+    manager
+        .controllers()
+        .iter()
+        .map(|c| {
+            let mut resources = c.parent_and_child_resources();
+            let (parent, parent_resource) = resources.remove(0);
+            ShardedKind { parent, parent_resource, children: resources }
+        })
+        .collect()
 }
