@@ -247,4 +247,20 @@ impl Host {
     pub fn kubectl(&self, tools: &Tools) -> real_cluster::Kubectl {
         real_cluster::Kubectl::new(tools.kubectl.clone(), self.kubeconfig.clone())
     }
+
+    /// Applies the Hello `world` with `greeting` and waits until the serving
+    /// hello plugin wrote it to its ConfigMap `world-greeting`.
+    pub fn serves(&self, tools: &Tools, greeting: &str) {
+        let kubectl = self.kubectl(tools);
+        let hello = format!(
+            "apiVersion: example.operator.dev/v1alpha1\nkind: Hello\nmetadata:\n  name: world\n  namespace: default\nspec:\n  greeting: {greeting}\n"
+        );
+        eventually_within("kubectl apply of a Hello (once its CRD is served)", Duration::from_secs(60), || {
+            kubectl.run_stdin(&["apply", "-f", "-"], Some(hello.as_bytes())).status.success().then_some(())
+        });
+        eventually_within(&format!("the plugin's ConfigMap saying {greeting}"), Duration::from_secs(60), || {
+            let out = kubectl.run(&["get", "configmap", "world-greeting", "-n", "default", "-o", "jsonpath={.data.greeting}"]);
+            (String::from_utf8_lossy(&out.stdout) == greeting).then_some(())
+        });
+    }
 }

@@ -44,34 +44,18 @@ fn a_plugin_object_runs_a_registry_plugin_and_kubectl_get_plugins_shows_its_dige
     });
     let row = ready_row(&host, &tools, &py);
     assert_eq!(row[5], "Serving", "{row:?}");
-    greets(&host, &tools, "Hi");
+    host.serves(&tools, "Hi");
 
     // The tag moves to the Rust build: pulled at pollInterval and swapped in.
     ok(&tools.host, &["push", plugin("hello").to_str().unwrap(), &v1], &[]);
     ready_row(&host, &tools, &rust);
-    greets(&host, &tools, "Bonjour");
+    host.serves(&tools, "Bonjour");
 
     // And back to the Python build.
     ok(&tools.host, &["push", plugin("hello-py").to_str().unwrap(), &v1], &[]);
     ready_row(&host, &tools, &py);
-    greets(&host, &tools, "Ciao");
+    host.serves(&tools, "Ciao");
     assert!(host.process.exited().is_none(), "the host exited:\n{}", host.process.log_tail(40));
-}
-
-/// Applies the Hello `world` with `greeting` and waits until the serving
-/// plugin wrote it to its ConfigMap.
-fn greets(host: &Host, tools: &Tools, greeting: &str) {
-    let kubectl = host.kubectl(tools);
-    let hello = format!(
-        "apiVersion: example.operator.dev/v1alpha1\nkind: Hello\nmetadata:\n  name: world\n  namespace: default\nspec:\n  greeting: {greeting}\n"
-    );
-    eventually_within("kubectl apply of a Hello (once its CRD is served)", Duration::from_secs(60), || {
-        kubectl.run_stdin(&["apply", "-f", "-"], Some(hello.as_bytes())).status.success().then_some(())
-    });
-    eventually_within(&format!("the plugin's ConfigMap saying {greeting}"), Duration::from_secs(60), || {
-        let out = kubectl.run(&["get", "configmap", "world-greeting", "-n", "default", "-o", "jsonpath={.data.greeting}"]);
-        (String::from_utf8_lossy(&out.stdout) == greeting).then_some(())
-    });
 }
 
 /// The hex SHA-256 of a test plugin's component: what `status.digest` names.

@@ -14,21 +14,6 @@ use serde_json::Value;
 
 const NAME: &str = "hello-py";
 
-/// Applies a Hello with `greeting` and waits for the running plugin to write it.
-fn serves(host: &Host, tools: &Tools, greeting: &str) {
-    let kubectl = host.kubectl(tools);
-    let hello = format!(
-        "apiVersion: example.operator.dev/v1alpha1\nkind: Hello\nmetadata:\n  name: world\n  namespace: default\nspec:\n  greeting: {greeting}\n"
-    );
-    eventually_within("kubectl apply of a Hello (once its CRD is served)", Duration::from_secs(60), || {
-        kubectl.run_stdin(&["apply", "-f", "-"], Some(hello.as_bytes())).status.success().then_some(())
-    });
-    eventually_within(&format!("the plugin's ConfigMap saying {greeting}"), Duration::from_secs(60), || {
-        let out = kubectl.run(&["get", "configmap", "world-greeting", "-n", "default", "-o", "jsonpath={.data.greeting}"]);
-        (String::from_utf8_lossy(&out.stdout) == greeting).then_some(())
-    });
-}
-
 /// The `hello-py` row of `kubectl get plugins` once `ok` holds for it.
 fn row(host: &Host, tools: &Tools, what: &str, ok: impl Fn(&[String]) -> bool) -> Vec<String> {
     let kubectl = host.kubectl(tools);
@@ -87,7 +72,7 @@ fn a_plugin_given_by_flag_is_published_and_kubectl_get_plugins_shows_its_digest_
     let mut host = Host::start(&tools, dir.path(), "host", &args);
     let r = row(&host, &tools, "hello-py Ready", |r| r[2] == short && r[6] == "True");
     assert_eq!(r[5], "Serving", "{r:?}");
-    serves(&host, &tools, "Hi");
+    host.serves(&tools, "Hi");
 
     // Marked as the host's, naming the flag; never read back as input.
     let kubectl = host.kubectl(&tools);
@@ -109,7 +94,7 @@ fn a_plugin_given_by_flag_is_published_and_kubectl_get_plugins_shows_its_digest_
     warned(&host, &tools, why);
     let r = row(&host, &tools, "still the Python build, not Ready", |r| r[6] == "False");
     assert_eq!(r[2], short, "the old version still serves: {r:?}");
-    serves(&host, &tools, "Bonjour");
+    host.serves(&tools, "Bonjour");
 
     // A manifest whose bytes do not hash to the digest the tag names.
     let other = digest_line(&ok(&tools.host, &["push", plugin("versioned-v2").to_str().unwrap(), &registry.oci("hello-py:other")], &[]));
@@ -124,7 +109,7 @@ fn a_plugin_given_by_flag_is_published_and_kubectl_get_plugins_shows_its_digest_
     let why = format!("registry {}: ", registry.addr);
     not_ready_with(&host, &tools, &why);
     warned(&host, &tools, &why);
-    serves(&host, &tools, "Hallo");
+    host.serves(&tools, "Hallo");
 
     // Back up, the tag on the Python build again: Ready once more.
     registry.restart();

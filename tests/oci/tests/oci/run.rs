@@ -8,22 +8,6 @@ use std::time::Duration;
 
 use oci_tests::{Host, Registry, Tools, digest_line, eventually_within, ok, plugin};
 
-fn hello(greeting: &str) -> String {
-    format!("apiVersion: example.operator.dev/v1alpha1\nkind: Hello\nmetadata:\n  name: world\n  namespace: default\nspec:\n  greeting: {greeting}\n")
-}
-
-/// Applies a Hello with `greeting` and waits for the running plugin to write it.
-fn serves(host: &Host, tools: &Tools, greeting: &str) {
-    let kubectl = host.kubectl(tools);
-    eventually_within("kubectl apply of a Hello (once its CRD is served)", Duration::from_secs(60), || {
-        kubectl.run_stdin(&["apply", "-f", "-"], Some(hello(greeting).as_bytes())).status.success().then_some(())
-    });
-    eventually_within(&format!("the plugin's ConfigMap saying {greeting}"), Duration::from_secs(60), || {
-        let out = kubectl.run(&["get", "configmap", "world-greeting", "-n", "default", "-o", "jsonpath={.data.greeting}"]);
-        (String::from_utf8_lossy(&out.stdout) == greeting).then_some(())
-    });
-}
-
 #[test]
 fn a_pushed_plugin_runs_from_the_registry_moves_with_its_tag_and_bad_versions_are_refused() {
     let Some(tools) = Tools::find() else { return };
@@ -37,7 +21,7 @@ fn a_pushed_plugin_runs_from_the_registry_moves_with_its_tag_and_bad_versions_ar
     let mut host =
         Host::start(&tools, dir.path(), "host", &["--plugin", &stable, "--oci-poll-interval", "300ms", "--oci-cache-dir", cache.to_str().unwrap()]);
     assert!(host.log().contains(&format!("from {stable} ({py_digest}, the registry)")), "{}", host.log());
-    serves(&host, &tools, "Hi");
+    host.serves(&tools, "Hi");
 
     // The tag moves to the Rust build: pulled and swapped in, same kinds.
     let rust = digest_line(&ok(&tools.host, &["push", plugin("hello").to_str().unwrap(), &stable], &[]));
@@ -45,7 +29,7 @@ fn a_pushed_plugin_runs_from_the_registry_moves_with_its_tag_and_bad_versions_ar
     eventually_within("plugin_swaps_total{result=swapped}", Duration::from_secs(60), || {
         (host.metric(&format!("plugin_swaps_total{{plugin=\"{stable}\",result=\"swapped\"}}")) == 1.0).then_some(())
     });
-    serves(&host, &tools, "Bonjour");
+    host.serves(&tools, "Bonjour");
     let rejected = |h: &Host| h.metric(&format!("plugin_swaps_total{{plugin=\"{stable}\",result=\"rejected\"}}"));
 
     // A layer that is no Wasm component (a container image layer type).
@@ -83,7 +67,7 @@ fn a_pushed_plugin_runs_from_the_registry_moves_with_its_tag_and_bad_versions_ar
     // The registry goes away: reported once, the running version serves.
     registry.stop();
     host.wait_log("the report of the registry being down", "cannot pull a new version of plugin");
-    serves(&host, &tools, "Hallo");
+    host.serves(&tools, "Hallo");
     assert!(host.log().contains("keeps serving"), "{}", host.log());
     assert_eq!(host.metric(&format!("plugin_swaps_total{{plugin=\"{stable}\",result=\"swapped\"}}")), 1.0, "nothing else was swapped in");
 
@@ -93,7 +77,7 @@ fn a_pushed_plugin_runs_from_the_registry_moves_with_its_tag_and_bad_versions_ar
     eventually_within("the swap back to the Python build", Duration::from_secs(90), || {
         (host.metric(&format!("plugin_swaps_total{{plugin=\"{stable}\",result=\"swapped\"}}")) == 2.0).then_some(())
     });
-    serves(&host, &tools, "Ciao");
+    host.serves(&tools, "Ciao");
 }
 
 #[test]
@@ -125,14 +109,14 @@ fn a_candidate_tag_is_shadowed_then_promoted_by_moving_the_tag() {
     let cache = dir.path().join("oci-cache");
     let args = ["--plugin", &stable, "--plugin", &candidate, "--oci-poll-interval", "300ms", "--oci-cache-dir", cache.to_str().unwrap()];
     let mut host = Host::start(&tools, dir.path(), "host", &args);
-    serves(&host, &tools, "Hi");
+    host.serves(&tools, "Hi");
 
     // The Rust build pushed as the candidate: staged, not swapped in.
     let rust = digest_line(&ok(&tools.host, &["push", plugin("hello").to_str().unwrap(), &candidate], &[]));
     let promote = format!("oras tag {} stable", registry.plain("hello:stable.candidate"));
     host.wait_log("the candidate staged", "staged beside hello-py");
     assert!(host.log().contains(&promote), "the staging message names the promotion: {}", host.log());
-    serves(&host, &tools, "Bonjour");
+    host.serves(&tools, "Bonjour");
     eventually_within("the candidate shadowing the reconcile", Duration::from_secs(60), || {
         (host.metric("plugin_shadow_reconciles_total") >= 1.0).then_some(())
     });
@@ -143,6 +127,6 @@ fn a_candidate_tag_is_shadowed_then_promoted_by_moving_the_tag() {
     ok(&tools.oras, &["tag", "--plain-http", &registry.plain("hello:stable.candidate"), "stable"], &home);
     host.wait_log("the swap to the candidate", &format!("to={rust}"));
     host.wait_log("the promotion", &format!("promoted to {stable}"));
-    serves(&host, &tools, "Ciao");
+    host.serves(&tools, "Ciao");
     assert!(host.process.exited().is_none(), "the host exited:\n{}", host.process.log_tail(40));
 }
