@@ -1,4 +1,5 @@
-//! Hands the heap's free pages back to the OS once start-up is over.
+//! The process heap under glibc's malloc: its free pages handed back to the
+//! OS once start-up is over, and one arena for the whole process.
 //!
 //! glibc's allocator keeps what a process freed for reuse: after start-up
 //! that is Cranelift's working memory when plugins were compiled (hundreds
@@ -13,5 +14,29 @@ pub fn release_free_pages() {
     // SAFETY: malloc_trim only walks the allocator's own free lists under its locks.
     unsafe {
         libc::malloc_trim(0);
+    }
+}
+
+/// Limits malloc to one arena unless the environment chose otherwise
+/// (`MALLOC_ARENA_MAX` or `GLIBC_TUNABLES` win). Call before the runtime's
+/// threads start.
+///
+/// glibc gives each thread that meets a locked heap an arena of its own, up
+/// to eight per core. Every Wasm call runs through `block_in_place`, which
+/// hands the worker's queue to a fresh thread: a burst of reconciles (a
+/// start-up with a thousand parents) briefly runs dozens of threads, and the
+/// arenas they opened keep their freed pages. With 1,000 CronJobs and 1,000
+/// Jobs cached, an idle host held 44-46 MiB with the default and 38-40 MiB
+/// with one arena (peak 55-57 MiB against 45). Allocation is mostly
+/// per-thread caches (tcache) either way; the lock is taken for refills only.
+pub fn limit_arenas() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if std::env::var_os("MALLOC_ARENA_MAX").is_none() && std::env::var_os("GLIBC_TUNABLES").is_none() {
+        // SAFETY: mallopt only sets a parameter of malloc, under malloc's
+        // own lock; it touches no memory of ours.
+        let ok = unsafe { libc::mallopt(libc::M_ARENA_MAX, 1) };
+        if ok != 1 {
+            tracing::debug!("mallopt(M_ARENA_MAX, 1) refused; malloc keeps its default arenas");
+        }
     }
 }

@@ -13,7 +13,6 @@ mod input;
 mod inspect;
 mod kubeconfig;
 mod leader_args;
-mod malloc_arenas;
 mod new;
 mod oci_args;
 mod pull;

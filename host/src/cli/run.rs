@@ -201,7 +201,7 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
     // The embedded API server (`--embedded`) allocates from many threads at
     // once; it keeps malloc's default.
     if !args.embedded {
-        super::malloc_arenas::limit();
+        operator_runtime::heap::limit_arenas();
     }
     #[cfg(not(feature = "embedded"))]
     if args.embedded || args.clock_speed != 1.0 {
