@@ -50,6 +50,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 mod debian;
+mod features;
 mod languages;
 mod layering;
 mod oci;
@@ -94,6 +95,8 @@ fn main() -> ExitCode {
             .and_then(|(prometheus, go)| Ok((prometheus, go, oci::registry()? && oci::build_tools()?)))
             .and_then(|(prometheus, go, registry)| test(&args[1..], go, prometheus, registry)),
         Some("layering") => layering::check(),
+        Some("features") if args.get(1).is_some_and(|a| a == "--write") => features::write(),
+        Some("features") => features::check(),
         Some("run") => setup().and_then(|()| build()).and_then(|()| run(&args[1..])),
         Some("bench") => setup().and_then(|()| build()).and_then(|()| bench(&args[1..])),
         Some("real-cluster") if args.get(1).is_some_and(|a| a == "build") => {
@@ -113,7 +116,7 @@ fn main() -> ExitCode {
             })
         }),
         _ => {
-            eprintln!("usage: cargo xtask <setup|build|test|run|bench|real-cluster|fidelity|sharding-scale> [args...]");
+            eprintln!("usage: cargo xtask <setup|build|test|run|bench|real-cluster|fidelity|sharding-scale|layering|features> [args...]");
             return ExitCode::from(2);
         }
     };
@@ -310,7 +313,8 @@ fn lint() -> Result {
     c.args(["--", "-D", "warnings"]);
     status(c)?;
     layering::check()?;
-    eprintln!("xtask: fmt, clippy and the layering check took {:.0?}", started.elapsed());
+    features::check()?;
+    eprintln!("xtask: fmt, clippy, the layering and the features check took {:.0?}", started.elapsed());
     Ok(())
 }
 
