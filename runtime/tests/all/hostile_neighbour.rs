@@ -225,6 +225,10 @@ async fn every_hostile_behaviour_is_contained_and_the_good_plugin_keeps_reconcil
 /// current-thread runtime, every request would wait out the deadline.)
 #[tokio::test(flavor = "current_thread")]
 async fn a_looping_validate_does_not_stall_other_requests() {
+    // Long against what a list costs even on a loaded machine (a stalled
+    // server makes one list wait all of it; a list waiting half of it is
+    // a stall, not load).
+    const DEADLINE: Duration = Duration::from_secs(6);
     let server = ApiServer::new();
     let sandbox = Sandbox::new(common::config(DEADLINE)).unwrap();
     let hostile = common::load(&sandbox, "hostile");

@@ -565,8 +565,9 @@ async fn a_panicking_plugin_is_contained_and_counted_by_kind() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_plugin_sees_the_host_clock_so_a_minutely_cronjob_runs_when_the_clock_says_so() {
-    // The host's clock is 61 s ahead of the API server's: the first */1 run
-    // is already due when the CronJob is created.
+    // The host's clock stands still until the test moves it past the first
+    // minute boundary after the CronJob's creation (the API server's real
+    // time), however long starting the host took.
     let clock = Arc::new(operator_runtime::clock::ManualClock::new(chrono::Utc::now()));
     let env = Env::start_clocked(&["cronjob"], Options::default(), clock.clone(), |_| async {}).await;
     let cjs = env.api("batch.tutorial.kubebuilder.io/v1", "CronJob", "cronjobs");
@@ -588,7 +589,11 @@ async fn the_plugin_sees_the_host_clock_so_a_minutely_cronjob_runs_when_the_cloc
     };
     let uid = created.metadata.uid.clone().unwrap();
     assert_eq!(owned(uid.clone()).await, 0);
-    clock.advance(Duration::from_secs(61));
+    // The first */1 run after creation is due one second before the clock's new time.
+    let created_at = created.metadata.creation_timestamp.clone().unwrap().0.as_second();
+    let first_run = chrono::DateTime::from_timestamp((created_at / 60 + 1) * 60, 0).unwrap();
+    assert!(operator_runtime::clock::Clock::now(&*clock) < first_run, "the host's clock is still before the first run");
+    clock.set(first_run + chrono::TimeDelta::seconds(1));
     // A spec touch makes the host reconcile now (the plugin's requeue is up to a minute away).
     cjs.patch("cronjob-sample", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"tick": "1"}}}))).await.unwrap();
     eventually("the Job of the run the clock made due", || {
