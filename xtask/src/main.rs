@@ -16,10 +16,13 @@
 //!   installed (`ops`), then Debian's docker-registry and the oras and
 //!   cosign CLIs for the registry tests (`oci`), then every test of the
 //!   workspace. The host
-//!   binary is built by the test build, not by `cargo build -p host`: the two
-//!   resolve different features (dev-dependencies such as proptest turn on
-//!   `fnv/std`, which changes `gimli` and with it all of cranelift and
-//!   wasmtime), so a separate host build compiled 22 crates twice.
+//!   binary is built by the test build itself; every other command's build
+//!   (`cargo build -p host` and the like) reuses its dependencies, since the
+//!   `workspace-hack` crate gives them one feature set (see `features`).
+//! - `features [--write]`: checks that every command's build (and `cargo
+//!   build`/`cargo test` of each member) compiles each dependency as the
+//!   workspace's test build does; `--write` regenerates `workspace-hack`
+//!   (see `features`). Part of `test`'s lint.
 //! - `run`: `build`, then the host on the embedded cluster with the shipped
 //!   plugins (extra arguments go to `host run`).
 //! - `bench`: `build`, the benchmark's native comparator (`bench/native`,
@@ -32,7 +35,8 @@
 //! - `real-cluster`: builds the real control plane from upstream's Go modules
 //!   (`real_cluster`, also part of `test` where Go is installed), starts it on
 //!   loopback and prints `export KUBECONFIG=...` until interrupted;
-//!   `real-cluster build` only builds it.
+//!   `real-cluster build` only builds it; `real-cluster --help` prints the
+//!   command's help (target/release/real-cluster, which runs without xtask).
 //! - `fidelity`: builds the real control plane, runs the fidelity corpus on
 //!   it through a recorder, replays it on the embedded API server, prints the
 //!   figures and the differences by cause and writes
@@ -104,6 +108,11 @@ fn main() -> ExitCode {
         }
         Some("fidelity") => real_cluster::build().and_then(|built| {
             if built { fidelity() } else { Err("the fidelity report needs the real control plane, which needs Go (1.26 or newer) on PATH".into()) }
+        }),
+        Some("real-cluster") if args[1..].iter().any(|a| a == "--help" || a == "-h") => real_cluster_bin().and_then(|bin| {
+            let mut c = Command::new(bin);
+            c.arg("--help");
+            status(c)
         }),
         Some("real-cluster") => setup().and_then(|()| build()).and_then(|()| real_cluster_up(&args[1..])),
         Some("sharding-scale") => sharding_scale_args(&args[1..]).and_then(|size| {
@@ -365,12 +374,17 @@ fn real_cluster_up(extra: &[String]) -> Result {
     if !real_cluster::build()? {
         return Err("the real control plane needs Go (1.26 or newer) on PATH".into());
     }
+    let mut c = Command::new(real_cluster_bin()?);
+    c.args(extra);
+    status(c)
+}
+
+/// Builds the `real-cluster` command (plain cargo, no Go) and returns its path.
+fn real_cluster_bin() -> Result<PathBuf> {
     let mut c = cargo();
     c.args(["build", "--release", "-p", "real-cluster", "--bin", "real-cluster"]);
     status(c)?;
-    let mut c = Command::new(target_dir().join("release/real-cluster"));
-    c.args(extra);
-    status(c)
+    Ok(target_dir().join("release/real-cluster"))
 }
 
 /// `sharding-scale`'s run: how many CronJobs, seconds each phase is held,

@@ -1,5 +1,6 @@
 //! Where `cargo xtask real-cluster` (and `cargo xtask test`) put the control
-//! plane's binaries, and what happens when they are not there.
+//! plane's binaries (`$REAL_CLUSTER_DIR` overrides it), and what happens when
+//! they are not there.
 //!
 //! Without Go nothing is built; each test that needs the real control plane
 //! then prints that it is skipped and leaves a file named after itself in
@@ -59,8 +60,12 @@ pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).expect("tests/real-cluster is two levels down").to_path_buf()
 }
 
+/// Overrides where the control plane's binaries are found (the `real-cluster`
+/// command's `--dir`), for a person running it outside the repository.
+pub const DIR_VAR: &str = "REAL_CLUSTER_DIR";
+
 fn out_dir() -> PathBuf {
-    target_dir().join("real-cluster")
+    std::env::var_os(DIR_VAR).map(PathBuf::from).unwrap_or_else(|| target_dir().join("real-cluster"))
 }
 
 /// Prints that the current test is skipped and why, and records it for

@@ -86,3 +86,37 @@ fn a_killed_owner_takes_its_control_plane_with_it() {
     owner.wait().unwrap();
     eventually_within("every child to be gone", Duration::from_secs(10), || pids.iter().all(|p| !alive(*p)).then_some(()));
 }
+
+/// `real-cluster --help` is a user command's help: it prints how to run and
+/// build it, starts nothing (no etcd, no directory), and an unknown
+/// argument is an error that says so, not a control plane.
+#[test]
+fn the_real_cluster_command_prints_its_help_and_starts_nothing() {
+    let bin = env!("CARGO_BIN_EXE_real-cluster");
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(bin)
+            .args(args)
+            .env("REAL_CLUSTER_DIR", dir.path())
+            .env("TMPDIR", dir.path())
+            // Under `cargo xtask test` a missing control plane is a panic; here it is the point.
+            .env_remove("REAL_CLUSTER_REQUIRED")
+            .output()
+            .expect("real-cluster runs");
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    for help in ["--help", "-h"] {
+        let (code, stdout, _) = run(&[help]);
+        assert_eq!(code, Some(0), "{help}");
+        assert!(stdout.contains("Usage: real-cluster [--dir DIR]") && stdout.contains("cargo build --release -p real-cluster"), "{stdout}");
+    }
+    let (code, _, stderr) = run(&["--bogus"]);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("unknown argument \"--bogus\""), "{stderr}");
+    // An empty --dir holds no control plane: the command says how to build one.
+    let (code, _, stderr) = run(&["--dir", dir.path().to_str().unwrap()]);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("cargo xtask real-cluster build"), "{stderr}");
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().filter_map(|e| e.ok()).map(|e| e.file_name()).filter(|n| n != "skipped").collect();
+    assert!(left.is_empty(), "nothing was started: {left:?}");
+}
