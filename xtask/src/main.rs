@@ -7,6 +7,8 @@
 //!   copy `<name>.wasm.gz` beside each (what fits a ConfigMap's 1 MiB; see
 //!   docs/operations.md); then the JavaScript and Python example plugins (see
 //!   `languages`; `run` skips them, it needs only the shipped plugins).
+//! - `plugins`: only the Wasm plugins, as `build` makes them (what a narrow
+//!   `cargo test -p ...` of the runtime, host or tests loads).
 //! - `test`: `setup`, the plugins as `build` makes them, then cargo-component
 //!   0.21 (installed when missing; only the test proving the author toolchain
 //!   needs it) builds one plugin, then the benchmark's native comparator (the
@@ -98,6 +100,7 @@ fn main() -> ExitCode {
             .and_then(|(prometheus, go)| ops::build_helm().map(|_| (prometheus, go)))
             .and_then(|(prometheus, go)| Ok((prometheus, go, oci::registry()? && oci::build_tools()?)))
             .and_then(|(prometheus, go, registry)| test(&args[1..], go, prometheus, registry)),
+        Some("plugins") => setup().and_then(|()| build_plugins()),
         Some("layering") => layering::check(),
         Some("features") if args.get(1).is_some_and(|a| a == "--write") => features::write(),
         Some("features") => features::check(),
@@ -125,7 +128,7 @@ fn main() -> ExitCode {
             })
         }),
         _ => {
-            eprintln!("usage: cargo xtask <setup|build|test|run|bench|real-cluster|fidelity|sharding-scale|layering|features> [args...]");
+            eprintln!("usage: cargo xtask <setup|build|plugins|test|run|bench|real-cluster|fidelity|sharding-scale|layering|features> [args...]");
             return ExitCode::from(2);
         }
     };
