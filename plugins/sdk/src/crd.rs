@@ -54,6 +54,34 @@ pub fn from_json<K: Resource<DynamicType = ()>>(text: &str) -> Value {
     crd
 }
 
+/// The annotation a checked-in `crd.json` carries with the
+/// [`types_stamp`] of the source file its types are in, so a build can tell
+/// that the file was generated from other types without running them (the
+/// `host new` scaffold's build script refuses such a build).
+pub const TYPES_STAMP_ANNOTATION: &str = "operator-host.dev/generated-from-types";
+
+/// The stamp of a types source file: FNV-1a (64 bits) of its text with line
+/// ends as `\n`, as `fnv1a64:<16 hex digits>`. Not a security measure: it
+/// tells a stale `crd.json` from a fresh one. A build script can compute it
+/// with no dependency:
+///
+/// ```
+/// assert_eq!(operator_plugin_sdk::crd::types_stamp(""), "fnv1a64:cbf29ce484222325");
+/// assert_eq!(operator_plugin_sdk::crd::types_stamp("a\r\nb"), operator_plugin_sdk::crd::types_stamp("a\nb"));
+/// ```
+pub fn types_stamp(source: &str) -> String {
+    let hash = source.replace("\r\n", "\n").bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    format!("fnv1a64:{hash:016x}")
+}
+
+/// `crd` with [`TYPES_STAMP_ANNOTATION`] set to the stamp of `types_source`.
+pub fn stamped(mut crd: Value, types_source: &str) -> Value {
+    let metadata = crd.as_object_mut().and_then(|o| o.get_mut("metadata")).and_then(Value::as_object_mut).expect("a CRD has metadata");
+    let annotations = metadata.entry("annotations").or_insert_with(|| Value::Object(Default::default()));
+    annotations[TYPES_STAMP_ANNOTATION] = Value::String(types_stamp(types_source));
+    crd
+}
+
 /// The text of the crate's checked-in `crd.json` (next to its
 /// `Cargo.toml`), for [`Manifest::for_parent_with_crd`](crate::Manifest::for_parent_with_crd).
 #[macro_export]

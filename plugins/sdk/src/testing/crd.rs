@@ -23,6 +23,17 @@ pub fn assert_crd_file_matches(generated: &Value, path: impl AsRef<Path>) {
     );
 }
 
+/// [`assert_crd_file_matches`] for a CRD whose types are all in the source
+/// file `types_path`: the file also carries that source's stamp
+/// ([`crate::crd::stamped`]), which a build script can check without
+/// running the types (the `host new` scaffold's does, so a `crd.json` left
+/// stale after an edit of the types fails the build, not only this test).
+pub fn assert_crd_file_matches_types(generated: &Value, path: impl AsRef<Path>, types_path: impl AsRef<Path>) {
+    let types_path = types_path.as_ref();
+    let source = fs::read_to_string(types_path).unwrap_or_else(|e| panic!("cannot read {}: {e}", types_path.display()));
+    assert_crd_file_matches(&crate::crd::stamped(generated.clone(), &source), path);
+}
+
 /// `crd` without what the derive legitimately writes differently from
 /// controller-gen or a hand-written CRD: `nullable: true` on optional fields
 /// and the `null` among an optional enum's values (kube's rewrite of

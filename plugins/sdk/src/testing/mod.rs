@@ -16,7 +16,7 @@ pub mod crd;
 pub mod diff;
 pub mod robustness;
 
-pub use crd::{assert_crd_file_matches, assert_crds_mean_the_same, normalised_crd};
+pub use crd::{assert_crd_file_matches, assert_crd_file_matches_types, assert_crds_mean_the_same, normalised_crd};
 pub use diff::json_diff;
 pub use robustness::check_robustness;
 
