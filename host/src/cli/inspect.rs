@@ -1,24 +1,33 @@
-//! `host inspect PLUGIN.wasm`.
+//! `host inspect PLUGIN`: a file or an `oci://` reference.
 
 use std::path::PathBuf;
 
 use serde_json::json;
 
+use super::oci_args::RegistryArgs;
 use super::{Failure, OutputFormat, SandboxArgs};
-use operator_runtime::sandbox::contract;
+use operator_runtime::sandbox::{Tiering, contract};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The plugin component (.wasm).
+    /// The plugin component: a .wasm file or `oci://REGISTRY/REPO:TAG`
+    /// (`...@sha256:DIGEST`), as `host run --plugin` takes it.
     plugin: PathBuf,
+    #[command(flatten)]
+    registry: RegistryArgs,
     /// Output format: human-readable text by default.
     #[arg(long, short)]
     output: Option<OutputFormat>,
 }
 
 pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
-    let sandbox = sandbox.sandbox().map_err(|e| Failure::bad_input(format!("{e:#}")))?;
-    let plugin = sandbox.load_file(&args.plugin).map_err(|e| Failure::plugin(operator_runtime::error_chain(&e)))?;
+    // Inspecting calls only the manifest export: a plugin the precompiled
+    // cache does not hold yet is compiled by Winch (several times faster than
+    // Cranelift, whose code the one call does not need) and not cached, so
+    // `run` still caches Cranelift's build; `--no-plugin-baseline` compiles
+    // with Cranelift (and caches it) instead.
+    let sandbox = sandbox.sandbox_tiered(Tiering::BaselineOnly).map_err(|e| Failure::bad_input(format!("{e:#}")))?;
+    let plugin = args.registry.load_one(&args.plugin, &sandbox)?;
     let m = plugin.manifest();
     let info = plugin.info();
     let crd_names: Vec<&str> = m.crds.iter().filter_map(|c| c["metadata"]["name"].as_str()).collect();

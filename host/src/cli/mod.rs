@@ -99,10 +99,11 @@ pub struct SandboxArgs {
     /// Compile plugins on every load instead of caching the artifact.
     #[arg(long, global = true)]
     pub no_plugin_cache: bool,
-    /// `run`: compile a plugin that is not cached with Cranelift before it
-    /// runs. By default `run` serves it at once from a Winch build (compiled
-    /// several times faster, slower code) and switches to Cranelift's build
-    /// when the background compile is done.
+    /// `run` and `inspect`: compile a plugin that is not cached with
+    /// Cranelift before it runs. By default `run` serves it at once from a
+    /// Winch build (compiled several times faster, slower code) and switches
+    /// to Cranelift's build when the background compile is done, and
+    /// `inspect` reads the manifest from a Winch build.
     #[arg(long, global = true)]
     pub no_plugin_baseline: bool,
 }

@@ -3,7 +3,7 @@
 //! `--insecure-registry`), polled (`--oci-poll-interval`) and trusted
 //! (`--cosign-key`). See [`operator_runtime::hotswap::oci`].
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,6 +20,14 @@ pub struct OciArgs {
     /// it a tag is resolved once, at start-up, and that digest runs.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     oci_poll_interval: Option<Duration>,
+    #[command(flatten)]
+    pub registry: RegistryArgs,
+}
+
+/// How `oci://` plugins are pulled and trusted: `run`'s flags, which
+/// `inspect`, `reconcile` and `validate` take too.
+#[derive(Debug, clap::Args)]
+pub struct RegistryArgs {
     /// Where pulled plugins are kept by digest (default:
     /// `$XDG_CACHE_HOME/operator-host/oci`); every read is hashed again.
     #[arg(long, value_name = "DIR")]
@@ -81,7 +89,7 @@ impl Poll {
     }
 }
 
-impl OciArgs {
+impl RegistryArgs {
     fn puller(&self) -> Result<Puller, Failure> {
         let mut credentials = Credentials::default();
         if let Some(path) = &self.registry_config {
@@ -95,16 +103,65 @@ impl OciArgs {
         Ok(Puller::new(PullerOptions { cache_dir, credentials, insecure: self.insecure_registries.clone(), ..PullerOptions::default() }))
     }
 
+    /// The one plugin `inspect`, `reconcile` and `validate` name: a file, or
+    /// an `oci://` reference pulled as `run` pulls it (the same cache,
+    /// credentials and `--cosign-key` check).
+    pub fn load_one(&self, plugin: &Path, sandbox: &Sandbox) -> Result<LoadedPlugin, Failure> {
+        let (files, refs) = split(std::slice::from_ref(&plugin.to_path_buf()))?;
+        if let Some(file) = files.first() {
+            return sandbox.load_file(file).map_err(|e| Failure::plugin(operator_runtime::error_chain(&e)));
+        }
+        let trust = Policy::default().with_cosign_keys(&self.cosign_keys).map_err(|e| Failure::bad_input(operator_runtime::error_chain(&e)))?;
+        let puller = self.puller()?;
+        let runtime = current_thread()?;
+        let reference = &refs[0];
+        let (plugin, _) = pull_and_load(&puller, &runtime, reference, sandbox, &trust)?;
+        Ok(plugin)
+    }
+}
+
+fn current_thread() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| Failure::plugin(format!("tokio: {e}")))
+}
+
+/// Pulls `r`, admits it by `trust` and loads it; with the pulled manifest
+/// digest and whether it came from the cache.
+fn pull_and_load(
+    puller: &Puller,
+    runtime: &tokio::runtime::Runtime,
+    r: &Reference,
+    sandbox: &Sandbox,
+    trust: &Policy,
+) -> Result<(LoadedPlugin, (String, bool)), Failure> {
+    let (pulled, evidence) = runtime
+        .block_on(async {
+            let pulled = puller.pull(r).await?;
+            let digest = pulled.digest.parse::<oci::Digest>().expect("a pulled digest parses");
+            let evidence = if trust.wants_cosign() { Some(puller.signatures(r, &digest).await?) } else { None };
+            Ok::<_, oci::OciError>((pulled, evidence))
+        })
+        .map_err(|e| Failure::bad_input(format!("plugin {r}: {}", operator_runtime::error_chain(&e))))?;
+    let origin = Origin::Oci(r.clone());
+    let digest = pulled.digest.clone();
+    let admitted = trust.admit_with(pulled.component, None, evidence.as_ref(), &origin.signature_name()).map_err(|e| match e {
+        NotAdmitted::Untrusted(_) => Failure::bad_input(format!("plugin {r} ({digest}) refused: {e}")),
+        NotAdmitted::Unreadable(why) => Failure::bad_input(format!("plugin {r}: {why}")),
+    })?;
+    let p = sandbox.load(&origin.id(), &admitted.component).map_err(|e| Failure::bad_input(operator_runtime::error_chain(&e)))?;
+    Ok((p, (digest, pulled.cached)))
+}
+
+impl OciArgs {
     /// Pulls, admits and loads `refs` (a refusal is bad input: exit 2).
     /// With `client_wanted` (`Plugin` objects may name registries) the
     /// registry client is made even when `refs` is empty.
     pub fn start(&self, refs: &[Reference], sandbox: &Sandbox, trust: &Policy, client_wanted: bool) -> Result<Started, Failure> {
         if refs.is_empty() {
-            let puller = if client_wanted { Some(Arc::new(self.puller()?)) } else { None };
+            let puller = if client_wanted { Some(Arc::new(self.registry.puller()?)) } else { None };
             return Ok(Started { plugins: vec![], poll: None, puller });
         }
-        let puller = Arc::new(self.puller()?);
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| Failure::plugin(format!("tokio: {e}")))?;
+        let puller = Arc::new(self.registry.puller()?);
+        let runtime = current_thread()?;
         let mut plugins = Vec::new();
         let mut started = Vec::new();
         // A candidate tag (`TAG.candidate`) is staged beside its running tag
@@ -116,22 +173,9 @@ impl OciArgs {
         }
         started.extend(candidates.into_iter().map(|c| (c.clone(), None)));
         for r in refs {
-            let (pulled, evidence) = runtime
-                .block_on(async {
-                    let pulled = puller.pull(r).await?;
-                    let digest = pulled.digest.parse::<oci::Digest>().expect("a pulled digest parses");
-                    let evidence = if trust.wants_cosign() { Some(puller.signatures(r, &digest).await?) } else { None };
-                    Ok::<_, oci::OciError>((pulled, evidence))
-                })
-                .map_err(|e| Failure::bad_input(format!("plugin {r}: {}", operator_runtime::error_chain(&e))))?;
+            let (p, (digest, cached)) = pull_and_load(&puller, &runtime, r, sandbox, trust)?;
             let origin = Origin::Oci(r.clone());
-            let digest = pulled.digest.clone();
-            let admitted = trust.admit_with(pulled.component, None, evidence.as_ref(), &origin.signature_name()).map_err(|e| match e {
-                NotAdmitted::Untrusted(_) => Failure::bad_input(format!("plugin {r} ({digest}) refused: {e}")),
-                NotAdmitted::Unreadable(why) => Failure::bad_input(format!("plugin {r}: {why}")),
-            })?;
-            let p = sandbox.load(&origin.id(), &admitted.component).map_err(|e| Failure::bad_input(operator_runtime::error_chain(&e)))?;
-            let from = if pulled.cached { "the cache" } else { "the registry" };
+            let from = if cached { "the cache" } else { "the registry" };
             tracing::info!(plugin = p.name(), source = %r, manifest = %digest, "loaded from {from}");
             println!("plugin {} from {r} ({digest}, {from})", hotswap::describe(&p));
             started.push((r.clone(), Some(digest.parse().expect("a pulled digest parses"))));

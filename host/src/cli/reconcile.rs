@@ -14,9 +14,12 @@ use operator_runtime::sandbox::CallError;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The plugin component (.wasm).
+    /// The plugin component: a .wasm file or `oci://REGISTRY/REPO:TAG`
+    /// (`...@sha256:DIGEST`), as `host run --plugin` takes it.
     #[arg(long)]
     plugin: PathBuf,
+    #[command(flatten)]
+    registry: super::oci_args::RegistryArgs,
     /// The parent object (YAML or JSON).
     #[arg(long)]
     parent: PathBuf,
@@ -54,7 +57,7 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
     };
     let now = args.now.unwrap_or_else(|| Time::from(chrono::Utc::now()));
     let sandbox = sandbox.sandbox().map_err(|e| Failure::bad_input(format!("{e:#}")))?;
-    let plugin = sandbox.load_file(&args.plugin).map_err(|e| Failure::plugin(operator_runtime::error_chain(&e)))?;
+    let plugin = args.registry.load_one(&args.plugin, &sandbox)?;
     let parent = if args.no_admission { parent } else { validate::admit(&plugin, &parent, None)? };
     check_controlled(&parent, &children)?;
     let related = match &args.related {

@@ -223,7 +223,7 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
     // swapped in, an uncached start) runs from Winch until Cranelift is done.
     let sandbox = sandbox.sandbox_tiered(Tiering::BaselineFirst).map_err(|e| Failure::bad_input(format!("{e:#}")))?;
     let trust = Policy::load(&args.plugin_trust_keys, &args.plugin_digests)
-        .and_then(|p| p.with_cosign_keys(&args.oci.cosign_keys))
+        .and_then(|p| p.with_cosign_keys(&args.oci.registry.cosign_keys))
         .map_err(|e| Failure::bad_input(operator_runtime::error_chain(&e)))?;
     let (files, registry_plugins) = super::oci_args::split(&args.plugins)?;
     // Stamped before the files are read: a change made from here on is reloaded.

@@ -16,9 +16,12 @@ use super::{Failure, SandboxArgs, input};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The plugin component (.wasm).
+    /// The plugin component: a .wasm file or `oci://REGISTRY/REPO:TAG`
+    /// (`...@sha256:DIGEST`), as `host run --plugin` takes it.
     #[arg(long)]
     plugin: PathBuf,
+    #[command(flatten)]
+    registry: super::oci_args::RegistryArgs,
     /// The object (YAML or JSON), of the plugin's parent kind.
     file: PathBuf,
     /// The stored object, to validate FILE as an update of it.
@@ -30,7 +33,7 @@ pub fn run(sandbox: &SandboxArgs, args: &Args) -> Result<(), Failure> {
     let object = input::read_object(&args.file).map_err(Failure::bad_input)?;
     let old = args.old.as_deref().map(input::read_object).transpose().map_err(Failure::bad_input)?;
     let sandbox = sandbox.sandbox().map_err(|e| Failure::bad_input(format!("{e:#}")))?;
-    let plugin = sandbox.load_file(&args.plugin).map_err(|e| Failure::plugin(operator_runtime::error_chain(&e)))?;
+    let plugin = args.registry.load_one(&args.plugin, &sandbox)?;
     let admitted = admit(&plugin, &object, old.as_ref())?;
     println!("{} {:?} is valid{}", kind_of(&admitted), name_of(&admitted), if admitted == object { "" } else { " (after defaulting)" });
     Ok(())

@@ -130,3 +130,44 @@ fn a_candidate_tag_is_shadowed_then_promoted_by_moving_the_tag() {
     host.serves(&tools, "Ciao");
     assert!(host.process.exited().is_none(), "the host exited:\n{}", host.process.log_tail(40));
 }
+
+/// `host inspect`, `host validate` and `host reconcile` take the `oci://`
+/// references `host run` takes: the pulled plugin is the pushed file (same
+/// manifest and digest), it answers admission and reconcile offline, and a
+/// reference that cannot be pulled is bad input naming it.
+#[test]
+fn inspect_validate_and_reconcile_take_a_registry_reference_as_run_does() {
+    let Some(tools) = Tools::find() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let registry = Registry::start(&tools, dir.path());
+    let stable = registry.oci("hello:stable");
+    let file = plugin("hello");
+    ok(&tools.host, &["push", file.to_str().unwrap(), &stable], &[]);
+    let cache = dir.path().join("oci-cache");
+    let cache = cache.to_str().unwrap();
+    let json = |args: &[&str]| -> serde_json::Value { serde_json::from_str(&ok(&tools.host, args, &[])).unwrap() };
+
+    let pulled = json(&["inspect", &stable, "--oci-cache-dir", cache, "-o", "json"]);
+    let local = json(&["inspect", file.to_str().unwrap(), "-o", "json"]);
+    assert_eq!(pulled["manifest"], local["manifest"]);
+    assert_eq!(pulled["info"]["digest"], local["info"]["digest"], "the same component");
+
+    let parent = dir.path().join("hello.yaml");
+    std::fs::write(
+        &parent,
+        "apiVersion: example.operator.dev/v1alpha1\nkind: Hello\nmetadata:\n  name: world\n  namespace: default\nspec:\n  greeting: Hi\n",
+    )
+    .unwrap();
+    let parent = parent.to_str().unwrap();
+    let valid = ok(&tools.host, &["validate", "--plugin", &stable, "--oci-cache-dir", cache, parent], &[]);
+    assert!(valid.contains("is valid"), "{valid}");
+    let now = "2026-01-01T00:00:00Z";
+    let actions = json(&["reconcile", "--plugin", &stable, "--oci-cache-dir", cache, "--parent", parent, "--now", now]);
+    assert!(actions.to_string().contains("ConfigMap"), "{actions}");
+    assert_eq!(actions, json(&["reconcile", "--plugin", file.to_str().unwrap(), "--parent", parent, "--now", now]), "the same answer as the file's");
+
+    let missing = registry.oci("nothing:v1");
+    let out = oci_tests::run(&tools.host, &["inspect", &missing, "--oci-cache-dir", cache], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", oci_tests::text(&out.stderr));
+    assert!(oci_tests::text(&out.stderr).contains(&format!("plugin {missing}")), "{}", oci_tests::text(&out.stderr));
+}
