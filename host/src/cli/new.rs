@@ -89,9 +89,13 @@ const FILES: &[(&str, &str)] = &[
     (".cargo/config.toml", include_str!("new/cargo-config.toml.tmpl")),
     ("README.md", include_str!("new/README.md.tmpl")),
     ("src/lib.rs", include_str!("new/lib.rs.tmpl")),
-    // What the derive generates from lib.rs's types, for the plugin to
-    // embed; the crate's own test (crd_json_is_the_generated_crd) fails if
-    // this template and lib.rs.tmpl ever disagree.
+    ("src/types.rs", TYPES),
+    // Refuses a build whose crd.json is stamped from other types.
+    ("build.rs", include_str!("new/build.rs.tmpl")),
+    // What the derive generates from types.rs, for the plugin to embed,
+    // stamped with types.rs's text; the crate's own test
+    // (crd_json_is_the_generated_crd) fails if this template and
+    // types.rs.tmpl ever disagree.
     ("crd.json", include_str!("new/crd.json.tmpl")),
     ("tests/fixtures.rs", include_str!("new/fixtures.rs.tmpl")),
     ("tests/fixtures/a-new-{{kind_lower}}-creates-its-configmap/parent.yaml", include_str!("new/parent.yaml.tmpl")),
@@ -103,6 +107,9 @@ const FILES: &[(&str, &str)] = &[
     ("tests/fixtures/an-up-to-date-configmap-is-left-alone/expected.json", include_str!("new/up-to-date.json.tmpl")),
     ("samples/{{kind_lower}}.yaml", include_str!("new/sample.yaml.tmpl")),
 ];
+
+/// The parent's spec and status: every type of the CRD's schema.
+const TYPES: &str = include_str!("new/types.rs.tmpl");
 
 /// What the templates are filled with.
 struct Names {
@@ -136,6 +143,7 @@ impl Names {
             .replace("{{sdk_dependency}}", &self.sdk.dependency(""))
             .replace("{{sdk_dev_dependency}}", &self.sdk.dependency("\"testing\""))
             .replace("{{sdk_note}}", self.sdk.note())
+            .replace("{{types_stamp}}", &operator_plugin_sdk::crd::types_stamp(&self.fill_names(TYPES)))
     }
 
     fn fill_names(&self, template: &str) -> String {
@@ -362,6 +370,9 @@ mod tests {
         assert!(names.fill(FILES[0].1).contains(r#"name = "my-op""#));
         let crd: serde_json::Value = serde_json::from_str(&names.fill(include_str!("new/crd.json.tmpl"))).expect("the CRD template is JSON");
         assert_eq!(crd["metadata"]["name"], "myops.g.example.com");
+        let stamp = operator_plugin_sdk::crd::types_stamp(&names.fill(TYPES));
+        assert_eq!(crd["metadata"]["annotations"][operator_plugin_sdk::crd::TYPES_STAMP_ANNOTATION], stamp.as_str(), "stamped from types.rs");
+        assert!(include_str!("new/build.rs.tmpl").contains(&format!("\"{}\": \"", operator_plugin_sdk::crd::TYPES_STAMP_ANNOTATION)));
         let policy = Names { kind: "Policy".into(), ..names };
         assert_eq!(policy.plural(), "policies");
     }

@@ -25,12 +25,18 @@ fn text(o: &Output) -> String {
 /// workspace's target/ (only the cache: the crate itself is outside), so a
 /// machine that ran the tests once rebuilds only the new crate and its SDK.
 fn cargo(dir: &Path, args: &[&str]) -> Output {
+    cargo_with(dir, args, &[])
+}
+
+/// [`cargo`] with these variables set.
+fn cargo_with(dir: &Path, args: &[&str], vars: &[(&str, &str)]) -> Output {
     let mut c = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     for (key, _) in std::env::vars_os() {
         if key.to_str().is_some_and(|k| k.starts_with("CARGO_") || k == "RUSTFLAGS") {
             c.env_remove(key);
         }
     }
+    c.envs(vars.iter().copied());
     let started = Instant::now();
     let o = c.current_dir(dir).args(args).env("CARGO_TARGET_DIR", workspace_root().join("target/scaffold-test")).output().expect("run cargo");
     eprintln!("cargo {}: {:.1} s", args.join(" "), started.elapsed().as_secs_f64());
@@ -88,6 +94,20 @@ fn a_scaffolded_plugin_builds_tests_inspects_and_reconciles_with_no_edits() {
         "{}",
         text(&o)
     );
+
+    // An edit of the types leaves crd.json stale: the build refuses it and
+    // says how to regenerate it; after `UPDATE_CRD=1 cargo test` it builds.
+    let types = demo.join("src/types.rs");
+    let edited = std::fs::read_to_string(&types).unwrap().replace("/// What the ConfigMap holds;", "/// The text the ConfigMap holds;");
+    std::fs::write(&types, edited).unwrap();
+    let o = cargo(&demo, &["build"]);
+    assert!(!o.status.success(), "a stale crd.json must fail the build: {}", text(&o));
+    assert!(text(&o).contains("crd.json is stale") && text(&o).contains("UPDATE_CRD=1 cargo test"), "{}", text(&o));
+    let o = cargo_with(&demo, &["test", "--lib", "crd_json"], &[("UPDATE_CRD", "1")]);
+    assert!(o.status.success(), "UPDATE_CRD=1 cargo test: {}", text(&o));
+    assert!(std::fs::read_to_string(demo.join("crd.json")).unwrap().contains("The text the ConfigMap holds"), "regenerated");
+    let o = cargo(&demo, &["build"]);
+    assert!(o.status.success(), "builds again with the regenerated crd.json: {}", text(&o));
 }
 
 /// `--sdk crates-io` is the form for when the SDK is published: a version
