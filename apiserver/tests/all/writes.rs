@@ -147,3 +147,54 @@ async fn secret_string_data_is_merged_on_create_and_update() {
         r#"Secret in version "v1" cannot be handled as a Secret: json: cannot unmarshal number into Go struct field Secret.stringData of type string"#
     );
 }
+
+/// The message of a 422 for `body` sent with `method` to `uri`.
+async fn refused(s: &ApiServer, method: &str, uri: &str, content_type: &str, body: Value) -> String {
+    let (code, _, status) = send(s, method, uri, content_type, &body.to_string()).await;
+    assert_eq!(code, 422, "{status}");
+    status["message"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn built_ins_are_refused_for_immutable_fields_enum_values_and_a_missing_selector_in_upstreams_words() {
+    let s = ApiServer::new();
+    let classes = "/apis/storage.k8s.io/v1/storageclasses";
+    let (code, _, _) =
+        send(&s, "POST", classes, "application/json", r#"{"metadata":{"name":"sc"},"provisioner":"a.io/x","parameters":{"k":"v"}}"#).await;
+    assert_eq!(code, 201);
+    let change = json!({"provisioner": "b.io/y", "parameters": {"k": "w"}, "reclaimPolicy": "Retain", "volumeBindingMode": "WaitForFirstConsumer"});
+    assert_eq!(
+        refused(&s, "PATCH", &format!("{classes}/sc"), "application/merge-patch+json", change).await,
+        r#"StorageClass.storage.k8s.io "sc" is invalid: [parameters: Invalid value: {"k":"w"}: field is immutable, provisioner: Invalid value: "b.io/y": field is immutable, reclaimPolicy: Invalid value: "Retain": field is immutable, volumeBindingMode: Invalid value: "WaitForFirstConsumer": field is immutable]"#
+    );
+    let pod = json!({"metadata": {"name": "p"}, "spec": {"restartPolicy": "Sometimes", "containers": [
+        {"name": "a", "image": "x", "imagePullPolicy": "Maybe", "ports": [{"containerPort": 80, "protocol": "tcp"}]}]}});
+    assert_eq!(
+        refused(&s, "POST", "/api/v1/namespaces/default/pods", "application/json", pod).await,
+        r#"Pod "p" is invalid: [spec.containers[0].ports[0].protocol: Unsupported value: "tcp": supported values: "SCTP", "TCP", "UDP", spec.containers[0].imagePullPolicy: Unsupported value: "Maybe": supported values: "Always", "IfNotPresent", "Never", spec.restartPolicy: Unsupported value: "Sometimes": supported values: "Always", "OnFailure", "Never"]"#
+    );
+    let deployment = json!({"metadata": {"name": "d"}, "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}},
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "a", "image": "x", "ports": [{"containerPort": 80, "protocol": "udpx"}]}]}}}});
+    assert_eq!(
+        refused(&s, "POST", "/apis/apps/v1/namespaces/default/deployments", "application/json", deployment).await,
+        r#"Deployment.apps "d" is invalid: [spec.template.spec.containers[0].ports[0].protocol: Unsupported value: "udpx": supported values: "SCTP", "TCP", "UDP", spec.template.spec.restartPolicy: Unsupported value: "Never": supported values: "Always"]"#
+    );
+    let rc = json!({"metadata": {"name": "rc"}, "spec": {"replicas": 1, "template": {"spec": {"containers": [{"name": "a", "image": "x"}]}}}});
+    assert_eq!(
+        refused(&s, "POST", "/api/v1/namespaces/default/replicationcontrollers", "application/json", rc).await,
+        r#"ReplicationController "rc" is invalid: spec.selector: Required value"#
+    );
+    let services = "/api/v1/namespaces/default/services";
+    let weird = json!({"metadata": {"name": "s"}, "spec": {"type": "Weird", "ports": [{"port": 80}]}});
+    assert_eq!(
+        refused(&s, "POST", services, "application/json", weird).await,
+        r#"Service "s" is invalid: spec.type: Unsupported value: "Weird": supported values: "ClusterIP", "ExternalName", "LoadBalancer", "NodePort""#
+    );
+    let (code, _, _) = send(&s, "POST", services, "application/json", r#"{"metadata":{"name":"s2"},"spec":{"ports":[{"port":80}]}}"#).await;
+    assert_eq!(code, 201);
+    let moved = json!({"spec": {"clusterIP": "10.96.0.77", "clusterIPs": ["10.96.0.77"]}});
+    assert_eq!(
+        refused(&s, "PATCH", &format!("{services}/s2"), "application/merge-patch+json", moved).await,
+        r#"Service "s2" is invalid: spec.clusterIPs[0]: Invalid value: ["10.96.0.77"]: may not change once set"#
+    );
+}
