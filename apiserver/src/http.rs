@@ -339,6 +339,38 @@ fn unserved_subresource(core: &Core, res: &Resource, ns: &str, name: &str, sub: 
     e
 }
 
+/// How long a list or watch from a resourceVersion the store has not reached waits for it
+/// before the 504, as upstream's watch cache waits (`blockTimeout`, 3 s).
+const RESOURCE_VERSION_WAIT: Duration = Duration::from_secs(3);
+
+/// A list or watch from `resourceVersion` N needs the store at N at least: it waits for a
+/// commit to reach it (a client that read N from another server), then answers 504 `Too large
+/// resource version`, as upstream. A list with `resourceVersionMatch=Exact` of a version older
+/// than the event window is 410 `Expired`, as upstream's for a compacted one.
+async fn resource_version_reached(core: &Core, r: &Req<'_>) -> Result<()> {
+    let Some(wanted) = r.q("resourceVersion").and_then(|v| v.parse::<u64>().ok()).filter(|v| *v > 0) else { return Ok(()) };
+    if r.q("resourceVersionMatch") == Some("Exact") && !r.flag("watch") && wanted < core.store.window_start() {
+        return Err(ApiError::expired("The resourceVersion for the provided list is too old."));
+    }
+    let mut commits = core.store.subscribe();
+    let deadline = tokio::time::sleep(RESOURCE_VERSION_WAIT);
+    tokio::pin!(deadline);
+    loop {
+        let current = core.store.current_rv();
+        if current >= wanted {
+            return Ok(());
+        }
+        tokio::select! {
+            _ = &mut deadline => return Err(ApiError::too_large_resource_version(wanted, current)),
+            changed = commits.changed() => {
+                if changed.is_err() {
+                    return Err(ApiError::too_large_resource_version(wanted, current));
+                }
+            }
+        }
+    }
+}
+
 /// Whether a body is a `v1 Status` (never transformed, as upstream's `doTransformObject`).
 fn is_status(v: &Value) -> bool {
     v.get("kind").and_then(Value::as_str) == Some("Status") && v.get("apiVersion").and_then(Value::as_str) == Some("v1")
@@ -530,6 +562,7 @@ async fn resource(core: &Arc<Core>, group: &str, version: &str, rest: &[&str], r
     match (method, t.name) {
         (Method::GET, None) => {
             let lo = r.list_options(&res)?;
+            resource_version_reached(core, r).await?;
             if r.flag("watch") {
                 return watch_response(core, res, t.namespace, lo, r, decision.drop_watch);
             }

@@ -155,6 +155,29 @@ fn with_part_of(old: &Value, new: &Value, pointer: &str) -> Value {
     out
 }
 
+/// The metadata a built-in kind's `/status` write changes besides its status, as upstream's
+/// status strategies leave it: labels, annotations, finalizers and owner references as sent
+/// (controller-runtime's `Status().Patch` of a metadata-only change relies on it), except
+/// that a Deployment keeps its labels and a Pod its owner references. Custom resources'
+/// status writes change no metadata (upstream's CRD status strategy resets it all).
+fn status_write_metadata(res: &Resource, kept: &mut Value, sent: &Value) {
+    let reset: &[&str] = match (res.group.as_str(), res.kind.as_str()) {
+        ("apps", "Deployment") => &["labels"],
+        ("", "Pod") => &["ownerReferences"],
+        _ => &[],
+    };
+    for field in ["labels", "annotations", "finalizers", "ownerReferences"].into_iter().filter(|f| !reset.contains(f)) {
+        match sent.pointer(&format!("/metadata/{field}")) {
+            Some(v) => {
+                meta(kept).insert(field.into(), v.clone());
+            }
+            None => {
+                meta(kept).remove(field);
+            }
+        }
+    }
+}
+
 /// What a DELETE did.
 #[derive(Debug)]
 pub enum Deleted {
@@ -693,6 +716,11 @@ impl Core {
             return Err(ApiError::bad_request("the body of the request was not a JSON object"));
         }
         let mut new = match sub.owned_field() {
+            Some(pointer) if sub == Sub::Status && !res.custom => {
+                let mut kept = with_part_of(old, &new, pointer);
+                status_write_metadata(res, &mut kept, &new);
+                kept
+            }
             Some(pointer) => with_part_of(old, &new, pointer),
             // Ephemeral containers change only through their subresource, as upstream.
             None if res.group.is_empty() && res.kind == "Pod" => with_part_of(&new, old, "/spec/ephemeralContainers"),

@@ -198,3 +198,55 @@ async fn built_ins_are_refused_for_immutable_fields_enum_values_and_a_missing_se
         r#"Service "s2" is invalid: spec.clusterIPs[0]: Invalid value: ["10.96.0.77"]: may not change once set"#
     );
 }
+
+#[tokio::test]
+async fn a_status_patch_of_metadata_changes_it_where_upstreams_status_strategy_lets_it() {
+    let s = ApiServer::new();
+    let template = json!({"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "a", "image": "x"}]}});
+    let workload = |name: &str| json!({"metadata": {"name": name, "labels": {"o": "1"}}, "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": template}});
+    let metadata_only = r#"{"metadata":{"labels":{"x":"y"},"annotations":{"an":"1"},"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"o","uid":"u1"}]}}"#;
+    let cases = [
+        ("/apis/apps/v1/namespaces/default/replicasets", workload("rs"), json!({"o": "1", "x": "y"}), true),
+        ("/apis/apps/v1/namespaces/default/deployments", workload("d"), json!({"o": "1"}), true),
+        (
+            "/api/v1/namespaces/default/pods",
+            json!({"metadata": {"name": "p", "labels": {"o": "1"}}, "spec": template["spec"]}),
+            json!({"o": "1", "x": "y"}),
+            false,
+        ),
+    ];
+    for (collection, body, labels, owned) in cases {
+        let name = body["metadata"]["name"].as_str().unwrap().to_string();
+        let (code, _, created) = send(&s, "POST", collection, "application/json", &body.to_string()).await;
+        assert_eq!(code, 201, "{created}");
+        let (code, _, patched) = send(&s, "PATCH", &format!("{collection}/{name}/status"), "application/merge-patch+json", metadata_only).await;
+        assert_eq!(code, 200, "{patched}");
+        assert_eq!(patched["metadata"]["labels"], labels, "{collection}");
+        assert_eq!(patched["metadata"]["annotations"], json!({"an": "1"}), "{collection}");
+        assert_eq!(patched["metadata"]["ownerReferences"].is_array(), owned, "{collection}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_list_from_a_resource_version_not_reached_waits_for_it_then_answers_504_as_upstream() {
+    let s = ApiServer::new();
+    let cms = "/api/v1/namespaces/default/configmaps";
+    let (_, _, list) = send(&s, "GET", cms, "application/json", "").await;
+    let current: u64 = list["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap();
+    let (code, _, status) = send(&s, "GET", &format!("{cms}?resourceVersion={}", current + 1000), "application/json", "").await;
+    assert_eq!(code, 504, "{status}");
+    assert_eq!(status["message"], format!("Timeout: Too large resource version: {}, current: {current}", current + 1000));
+    assert_eq!(
+        status["details"],
+        json!({"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}], "retryAfterSeconds": 1})
+    );
+    // A write landing while the list waits lets it through.
+    let wanted = format!("{cms}?resourceVersion={}&resourceVersionMatch=NotOlderThan", current + 1);
+    let (waiting, write) = tokio::join!(send(&s, "GET", &wanted, "application/json", ""), async {
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        send(&s, "POST", cms, "application/json", r#"{"metadata":{"name":"late"}}"#).await
+    });
+    assert_eq!(write.0, 201);
+    assert_eq!(waiting.0, 200, "{}", waiting.2);
+    assert!(waiting.2["items"].as_array().unwrap().iter().any(|c| c["metadata"]["name"] == "late"), "{}", waiting.2);
+}
