@@ -22,6 +22,13 @@ pub struct Config {
     pub bind: std::net::SocketAddr,
     /// Answer aggregated discovery (`apidiscovery.k8s.io/v2`) when asked (default true, as 1.32).
     pub aggregated_discovery: bool,
+    /// Do what kube-controller-manager does besides the server (default true, a real
+    /// cluster): each namespace gets its `default` ServiceAccount and `kube-root-ca.crt`
+    /// ConfigMap, ClusterRoles with an `aggregationRule` are filled, and a deleted namespace's
+    /// contents are deleted before it goes (the namespace controller). false is envtest's
+    /// kube-apiserver alone (no controller manager, ServiceAccount admission disabled):
+    /// nothing a client did not write appears, and a deleted namespace stays `Terminating`.
+    pub controllers: bool,
 }
 
 impl Default for Config {
@@ -34,6 +41,7 @@ impl Default for Config {
             clock: std::sync::Arc::new(crate::clock::SystemClock),
             bind: ([127, 0, 0, 1], 0).into(),
             aggregated_discovery: true,
+            controllers: true,
         }
     }
 }
@@ -44,6 +52,7 @@ impl std::fmt::Debug for Config {
             .field("event_window", &self.event_window)
             .field("bookmark_interval", &self.bookmark_interval)
             .field("bind", &self.bind)
+            .field("controllers", &self.controllers)
             .finish()
     }
 }

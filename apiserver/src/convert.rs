@@ -3,7 +3,8 @@
 //! kube-rs's event recorder writes through events.k8s.io. `autoscaling/v1`
 //! HorizontalPodAutoscalers are stored as `autoscaling/v2` (upstream's storage version); the v1
 //! view carries the CPU utilization target only, as upstream's v1 does (other metrics are not
-//! kept in annotations here; see the README).
+//! kept in annotations here; see the README). Also the steps of upstream's v1 → internal
+//! conversion that change what is stored ([`secret_string_data`]).
 
 use crate::resources::Resource;
 use serde_json::{Map, Value, json};
@@ -24,6 +25,49 @@ pub fn to_view(view: &Resource, v: Value) -> Value {
         "autoscaling" => hpa_v2_to_v1(v),
         _ => v,
     }
+}
+
+/// A Secret's `stringData` merged into `data` (base64) and dropped, as upstream's
+/// `Convert_v1_Secret_To_core_Secret` does while decoding every write (create, update, each
+/// patch type and apply): a key in both takes the `stringData` value. A value that is not a
+/// string is refused in the words of Go's decoder (`json: cannot unmarshal number into Go
+/// struct field Secret.stringData of type string`); null is the empty string, as in Go.
+pub fn secret_string_data(secret: &mut Value) -> Result<(), String> {
+    use base64::Engine;
+    let Some(obj) = secret.as_object_mut() else { return Ok(()) };
+    let strings = match obj.remove("stringData") {
+        None | Some(Value::Null) => return Ok(()),
+        Some(Value::Object(strings)) => strings,
+        Some(other) => return Err(cannot_unmarshal(&other, "Secret.stringData", "map[string]string")),
+    };
+    if let Some((_, bad)) = strings.iter().find(|(_, v)| !matches!(v, Value::String(_) | Value::Null)) {
+        return Err(cannot_unmarshal(bad, "Secret.stringData", "string"));
+    }
+    if strings.is_empty() {
+        return Ok(());
+    }
+    if !obj.get("data").is_some_and(Value::is_object) {
+        obj.insert("data".into(), json!({}));
+    }
+    let data = obj.get_mut("data").and_then(Value::as_object_mut).expect("just made an object");
+    for (key, value) in strings {
+        let text = value.as_str().unwrap_or_default();
+        data.insert(key, json!(base64::engine::general_purpose::STANDARD.encode(text)));
+    }
+    Ok(())
+}
+
+/// Go's `json.UnmarshalTypeError` text for `value` found where `go_type` was expected.
+fn cannot_unmarshal(value: &Value, field: &str, go_type: &str) -> String {
+    let found = match value {
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+        Value::Null => "null",
+    };
+    format!("json: cannot unmarshal {found} into Go struct field {field} of type {go_type}")
 }
 
 fn cpu_metric(utilization: &Value) -> Value {

@@ -9,7 +9,7 @@ use crate::openapi;
 use crate::patch::PatchType;
 use crate::rbac::Attributes;
 use crate::resources::Resource;
-use crate::rest::{Core, DeleteOptions, Deleted, ListOptions, Sub, WriteOptions};
+use crate::rest::{Core, DeleteOptions, Deleted, FieldValidation, ListOptions, Sub, WriteOptions};
 use crate::selector::{FieldSelector, LabelSelector, supported_fields};
 use crate::status::{ApiError, Result};
 use crate::table;
@@ -70,17 +70,34 @@ impl Req<'_> {
         self.accept.contains("as=PartialObjectMetadata")
     }
 
-    fn write_options(&self) -> WriteOptions {
+    fn write_options(&self) -> Result<WriteOptions> {
         let manager = match self.q("fieldManager") {
             Some(m) if !m.is_empty() => m.to_string(),
             _ => self.user_agent.split('/').next().unwrap_or_default().to_string(),
         };
-        WriteOptions {
+        let options = match *self.method {
+            Method::POST => "CreateOptions",
+            Method::PUT => "UpdateOptions",
+            _ => "PatchOptions",
+        };
+        let field_validation = FieldValidation::parse(self.q("fieldValidation"), options)?;
+        // A JSON body, or a merge or strategic patch, may name a member twice (serde_json keeps
+        // the last, as Go's decoder does); upstream's strict decoder reports each one. (An
+        // apply body is YAML, whose duplicates upstream words as YAML errors: not reported.)
+        let json_body = match *self.method {
+            Method::POST | Method::PUT => !self.content_type.contains("yaml") && !self.content_type.contains("protobuf"),
+            Method::PATCH => self.content_type.contains("merge-patch"),
+            _ => false,
+        };
+        let duplicate_fields =
+            if json_body && field_validation != FieldValidation::Ignore { crate::field_validation::duplicate_fields(self.body) } else { Vec::new() };
+        Ok(WriteOptions {
             dry_run: self.q("dryRun") == Some("All"),
             field_manager: manager,
             force: self.flag("force"),
-            strict: self.q("fieldValidation") == Some("Strict"),
-        }
+            field_validation,
+            duplicate_fields,
+        })
     }
 
     fn list_options(&self, res: &Resource) -> Result<ListOptions> {
@@ -150,7 +167,8 @@ impl Req<'_> {
             grace_period: self.q("gracePeriodSeconds").and_then(|g| g.parse().ok()),
             ..Default::default()
         };
-        if self.q("orphanDependents") == Some("true") {
+        o.orphan_dependents = self.q("orphanDependents").and_then(|v| v.parse().ok());
+        if o.orphan_dependents == Some(true) {
             o.propagation = Some("Orphan".into());
         }
         if !self.body.is_empty() {
@@ -163,8 +181,11 @@ impl Req<'_> {
             if let Some(p) = b.get("propagationPolicy").and_then(Value::as_str) {
                 o.propagation = Some(p.into());
             }
-            if b.get("orphanDependents") == Some(&Value::Bool(true)) {
-                o.propagation = Some("Orphan".into());
+            if let Some(orphan) = b.get("orphanDependents").and_then(Value::as_bool) {
+                o.orphan_dependents = Some(orphan);
+                if orphan {
+                    o.propagation = Some("Orphan".into());
+                }
             }
             if let Some(g) = b.get("gracePeriodSeconds").and_then(Value::as_i64) {
                 o.grace_period = Some(g);
@@ -204,27 +225,37 @@ pub async fn handle(core: Arc<Core>, req: Request<Bytes>, server_address: &str) 
             return error(&e);
         }
     }
-    let result: Result<Response<Body>> = match segs.as_slice() {
-        ["version"] if get => Ok(json(200, &discovery::version())),
-        ["healthz"] | ["livez"] | ["readyz"] if get => Ok(full(StatusCode::OK, "text/plain; charset=utf-8", b"ok".to_vec())),
-        ["api"] if get && aggregated => Ok(aggregated_response(discovery::aggregated(&core.registry, true))),
-        ["api"] if get => Ok(json(200, &discovery::core_versions(server_address))),
-        ["apis"] if get && aggregated => Ok(aggregated_response(discovery::aggregated(&core.registry, false))),
-        ["apis"] if get => Ok(json(200, &discovery::group_list(&core.registry))),
-        ["apis", g] if get => discovery::group(&core.registry, g).map(|v| json(200, &v)).ok_or_else(ApiError::no_route),
-        ["api", "v1"] if get => discovery::resource_list(&core.registry, "", "v1").map(|v| json(200, &v)).ok_or_else(ApiError::no_route),
-        ["apis", g, v] if get => discovery::resource_list(&core.registry, g, v).map(|v| json(200, &v)).ok_or_else(ApiError::no_route),
-        ["openapi", "v3"] if get => Ok(json(200, &openapi::root(&core.registry))),
-        ["openapi", "v3", "api", v] if get => openapi::group_version_doc(&core.registry, "", v).map(|d| json(200, &d)).ok_or_else(ApiError::no_route),
-        ["openapi", "v3", "apis", g, v] if get => {
-            openapi::group_version_doc(&core.registry, g, v).map(|d| json(200, &d)).ok_or_else(ApiError::no_route)
+    let (result, warnings) = crate::warning::collect(async {
+        match segs.as_slice() {
+            ["version"] if get => Ok(json(200, &discovery::version())),
+            ["healthz"] | ["livez"] | ["readyz"] if get => Ok(full(StatusCode::OK, "text/plain; charset=utf-8", b"ok".to_vec())),
+            ["api"] if get && aggregated => Ok(aggregated_response(discovery::aggregated(&core.registry, true))),
+            ["api"] if get => Ok(json(200, &discovery::core_versions(server_address))),
+            ["apis"] if get && aggregated => Ok(aggregated_response(discovery::aggregated(&core.registry, false))),
+            ["apis"] if get => Ok(json(200, &discovery::group_list(&core.registry))),
+            ["apis", g] if get => discovery::group(&core.registry, g).map(|v| json(200, &v)).ok_or_else(ApiError::no_route),
+            ["api", "v1"] if get => discovery::resource_list(&core.registry, "", "v1").map(|v| json(200, &v)).ok_or_else(ApiError::no_route),
+            ["apis", g, v] if get => discovery::resource_list(&core.registry, g, v).map(|v| json(200, &v)).ok_or_else(ApiError::no_route),
+            ["openapi", "v3"] if get => Ok(json(200, &openapi::root(&core.registry))),
+            ["openapi", "v3", "api", v] if get => {
+                openapi::group_version_doc(&core.registry, "", v).map(|d| json(200, &d)).ok_or_else(ApiError::no_route)
+            }
+            ["openapi", "v3", "apis", g, v] if get => {
+                openapi::group_version_doc(&core.registry, g, v).map(|d| json(200, &d)).ok_or_else(ApiError::no_route)
+            }
+            ["debug", "faults", rest @ ..] => debug_faults(&core, rest, &r),
+            ["api", "v1", rest @ ..] => resource(&core, "", "v1", rest, &r, &user).await,
+            ["apis", g, v, rest @ ..] => resource(&core, g, v, rest, &r, &user).await,
+            _ => Err(ApiError::no_route()),
         }
-        ["debug", "faults", rest @ ..] => debug_faults(&core, rest, &r),
-        ["api", "v1", rest @ ..] => resource(&core, "", "v1", rest, &r, &user).await,
-        ["apis", g, v, rest @ ..] => resource(&core, g, v, rest, &r, &user).await,
-        _ => Err(ApiError::no_route()),
-    };
-    let resp = result.unwrap_or_else(|e| error(&e));
+    })
+    .await;
+    let mut resp = result.unwrap_or_else(|e| error(&e));
+    for w in warnings {
+        if let Ok(value) = HeaderValue::from_str(&crate::warning::header_value(&w)) {
+            resp.headers_mut().append(header::WARNING, value);
+        }
+    }
     tracing::debug!(method = %req.method(), uri = %req.uri(), status = resp.status().as_u16(), "request");
     resp
 }
@@ -308,6 +339,38 @@ fn unserved_subresource(core: &Core, res: &Resource, ns: &str, name: &str, sub: 
     e
 }
 
+/// How long a list or watch from a resourceVersion the store has not reached waits for it
+/// before the 504, as upstream's watch cache waits (`blockTimeout`, 3 s).
+const RESOURCE_VERSION_WAIT: Duration = Duration::from_secs(3);
+
+/// A list or watch from `resourceVersion` N needs the store at N at least: it waits for a
+/// commit to reach it (a client that read N from another server), then answers 504 `Too large
+/// resource version`, as upstream. A list with `resourceVersionMatch=Exact` of a version older
+/// than the event window is 410 `Expired`, as upstream's for a compacted one.
+async fn resource_version_reached(core: &Core, r: &Req<'_>) -> Result<()> {
+    let Some(wanted) = r.q("resourceVersion").and_then(|v| v.parse::<u64>().ok()).filter(|v| *v > 0) else { return Ok(()) };
+    if r.q("resourceVersionMatch") == Some("Exact") && !r.flag("watch") && wanted < core.store.window_start() {
+        return Err(ApiError::expired("The resourceVersion for the provided list is too old."));
+    }
+    let mut commits = core.store.subscribe();
+    let deadline = tokio::time::sleep(RESOURCE_VERSION_WAIT);
+    tokio::pin!(deadline);
+    loop {
+        let current = core.store.current_rv();
+        if current >= wanted {
+            return Ok(());
+        }
+        tokio::select! {
+            _ = &mut deadline => return Err(ApiError::too_large_resource_version(wanted, current)),
+            changed = commits.changed() => {
+                if changed.is_err() {
+                    return Err(ApiError::too_large_resource_version(wanted, current));
+                }
+            }
+        }
+    }
+}
+
 /// Whether a body is a `v1 Status` (never transformed, as upstream's `doTransformObject`).
 fn is_status(v: &Value) -> bool {
     v.get("kind").and_then(Value::as_str) == Some("Status") && v.get("apiVersion").and_then(Value::as_str) == Some("v1")
@@ -329,7 +392,7 @@ async fn answered(core: &Core, res: &Resource, ns: &str, t: &Target<'_>, r: &Req
                 let body = r.body_json()?;
                 let pod = body.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
                 let pods = core.registry.find("", "v1", "pods").expect("pods are built in");
-                Ok(json(201, &core.bind(&pods, ns, &pod, &body, &r.write_options()).await?))
+                Ok(json(201, &core.bind(&pods, ns, &pod, &body, &r.write_options()?).await?))
             }
             .await
         }
@@ -337,12 +400,12 @@ async fn answered(core: &Core, res: &Resource, ns: &str, t: &Target<'_>, r: &Req
         ("", "pods", Some("binding")) => {
             async {
                 post_only()?;
-                Ok(json(201, &core.bind(res, ns, name, &r.body_json()?, &r.write_options()).await?))
+                Ok(json(201, &core.bind(res, ns, name, &r.body_json()?, &r.write_options()?).await?))
             }
             .await
         }
         ("", "pods", Some("eviction")) => {
-            post_only().and_then(|()| Ok(json(201, &core.evict(res, ns, name, &r.body_json()?, r.write_options().dry_run)?)))
+            post_only().and_then(|()| Ok(json(201, &core.evict(res, ns, name, &r.body_json()?, r.write_options()?.dry_run)?)))
         }
         ("", "pods", Some("log")) if r.method == Method::GET => {
             core.pod_log(res, ns, name, r.q("container"), r.flag("previous")).map(|text| full(StatusCode::OK, "text/plain", text.into_bytes()))
@@ -459,14 +522,14 @@ async fn resource(core: &Arc<Core>, group: &str, version: &str, rest: &[&str], r
         let view = |v: Value| core.present(&res, v);
         match (&method, t.name) {
             (&Method::POST, None) => {
-                return Ok(r.object(core, &res, 201, view(core.create(&storage, ns, to_storage(r.body_json()?), &r.write_options()).await?)));
+                return Ok(r.object(core, &res, 201, view(core.create(&storage, ns, to_storage(r.body_json()?), &r.write_options()?).await?)));
             }
             (&Method::PUT, Some(name)) => {
                 return Ok(r.object(
                     core,
                     &res,
                     200,
-                    view(core.update(&storage, ns, name, to_storage(r.body_json()?), sub, &r.write_options()).await?),
+                    view(core.update(&storage, ns, name, to_storage(r.body_json()?), sub, &r.write_options()?).await?),
                 ));
             }
             (&Method::PATCH, Some(name)) => {
@@ -478,17 +541,19 @@ async fn resource(core: &Arc<Core>, group: &str, version: &str, rest: &[&str], r
                         "application/strategic-merge-patch+json",
                     ])
                 })?;
-                let mut opts = r.write_options();
+                let mut opts = r.write_options()?;
                 if ptype == PatchType::Apply && r.q("fieldManager").is_none_or(str::is_empty) {
                     opts.field_manager.clear();
                 }
                 return Ok(r.object(core, &res, 200, core.patch_view(&res, &storage, ns, name, ptype, r.body, &opts).await?));
             }
             (&Method::DELETE, Some(name)) => {
-                return match core.delete(&storage, ns, name, &r.delete_options()?)? {
-                    Deleted::Now(v) if is_status(&v) => Ok(json(200, &v)),
-                    Deleted::Now(v) => Ok(r.object(core, &res, 200, view(v))),
-                    Deleted::Pending(v) => Ok(r.object(core, &res, 202, view(v))),
+                let opts = r.delete_options()?;
+                let deleted = core.delete(&storage, ns, name, &opts)?;
+                let code = opts.status_code(&deleted);
+                return match deleted {
+                    Deleted::Now(v) if is_status(&v) => Ok(json(code, &v)),
+                    Deleted::Now(v) | Deleted::Pending(v) => Ok(r.object(core, &res, code, view(v))),
                 };
             }
             _ => {}
@@ -497,6 +562,7 @@ async fn resource(core: &Arc<Core>, group: &str, version: &str, rest: &[&str], r
     match (method, t.name) {
         (Method::GET, None) => {
             let lo = r.list_options(&res)?;
+            resource_version_reached(core, r).await?;
             if r.flag("watch") {
                 return watch_response(core, res, t.namespace, lo, r, decision.drop_watch);
             }
@@ -527,14 +593,14 @@ async fn resource(core: &Arc<Core>, group: &str, version: &str, rest: &[&str], r
         }
         (Method::POST, None) => {
             let body = r.body_json()?;
-            Ok(r.object(core, &res, 201, core.create(&res, ns, body, &r.write_options()).await?))
+            Ok(r.object(core, &res, 201, core.create(&res, ns, body, &r.write_options()?).await?))
         }
         (Method::PUT, Some(name)) => {
             if sub == Sub::Scale {
-                return Ok(json(200, &core.update_scale(&res, ns, name, None, r.body, &r.write_options()).await?));
+                return Ok(json(200, &core.update_scale(&res, ns, name, None, r.body, &r.write_options()?).await?));
             }
             let body = r.body_json()?;
-            Ok(r.object(core, &res, 200, core.update(&res, ns, name, body, sub, &r.write_options()).await?))
+            Ok(r.object(core, &res, 200, core.update(&res, ns, name, body, sub, &r.write_options()?).await?))
         }
         (Method::PATCH, Some(name)) => {
             let accepted: &[&str] = if res.custom {
@@ -549,9 +615,9 @@ async fn resource(core: &Arc<Core>, group: &str, version: &str, rest: &[&str], r
             };
             let ptype = PatchType::from_content_type(&r.content_type).ok_or_else(|| ApiError::unsupported_media_type(accepted))?;
             if sub == Sub::Scale {
-                return Ok(json(200, &core.update_scale(&res, ns, name, Some(ptype), r.body, &r.write_options()).await?));
+                return Ok(json(200, &core.update_scale(&res, ns, name, Some(ptype), r.body, &r.write_options()?).await?));
             }
-            let mut opts = r.write_options();
+            let mut opts = r.write_options()?;
             if ptype == PatchType::Apply && r.q("fieldManager").is_none_or(str::is_empty) {
                 opts.field_manager.clear(); // apply needs an explicit manager, as upstream
             }
@@ -560,10 +626,14 @@ async fn resource(core: &Arc<Core>, group: &str, version: &str, rest: &[&str], r
             let object = core.patch(&res, ns, name, ptype, r.body, sub, &opts).await?;
             Ok(r.object(core, &res, if creates { 201 } else { 200 }, object))
         }
-        (Method::DELETE, Some(name)) if sub == Sub::Main => match core.delete(&res, ns, name, &r.delete_options()?)? {
-            Deleted::Now(v) => Ok(r.object(core, &res, 200, v)),
-            Deleted::Pending(v) => Ok(r.object(core, &res, 202, v)),
-        },
+        (Method::DELETE, Some(name)) if sub == Sub::Main => {
+            let opts = r.delete_options()?;
+            let deleted = core.delete(&res, ns, name, &opts)?;
+            let code = opts.status_code(&deleted);
+            match deleted {
+                Deleted::Now(v) | Deleted::Pending(v) => Ok(r.object(core, &res, code, v)),
+            }
+        }
         (Method::DELETE, None) => {
             let lo = r.list_options(&res)?;
             Ok(json(200, &without_item_type_meta(&res, core.delete_collection(&res, t.namespace, &lo, &r.delete_options()?)?)))

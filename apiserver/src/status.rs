@@ -144,6 +144,15 @@ impl ApiError {
         Self::base(504, "Timeout", message.into())
     }
 
+    /// 504 for a read from a resourceVersion the store has not reached, as upstream's watch
+    /// cache answers once it has waited for it: `Timeout: Too large resource version: 9, current: 5`.
+    pub fn too_large_resource_version(wanted: u64, current: u64) -> Self {
+        let mut e = Self::timeout(format!("Timeout: Too large resource version: {wanted}, current: {current}"));
+        e.causes = vec![Cause::new("ResourceVersionTooLarge", "Too large resource version", "")];
+        e.retry_after = Some(1);
+        e
+    }
+
     /// The `Status` object.
     pub fn to_status(&self) -> Value {
         let mut status = json!({
@@ -176,7 +185,18 @@ impl ApiError {
         if !self.causes.is_empty() {
             details.insert(
                 "causes".into(),
-                Value::Array(self.causes.iter().map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field})).collect()),
+                Value::Array(
+                    self.causes
+                        .iter()
+                        .map(|c| {
+                            let mut cause = json!({"reason": c.reason, "message": c.message, "field": c.field});
+                            if c.field.is_empty() {
+                                cause.as_object_mut().expect("object").remove("field"); // omitempty
+                            }
+                            cause
+                        })
+                        .collect(),
+                ),
             );
         }
         if let Some(r) = self.retry_after {

@@ -3,6 +3,7 @@
 //! selectors matching their template, immutable fields, immutable ConfigMaps and Secrets, what
 //! a pod update may change).
 
+mod enums;
 mod kinds;
 
 use crate::selector::LabelSelector;
@@ -22,7 +23,11 @@ fn short(v: &Value) -> String {
     if s.len() > 120 { format!("{}...", &s[..117]) } else { s }
 }
 
-fn pod_spec(spec: Option<&Value>, path: &str, causes: &mut Vec<Cause>) {
+/// A pod spec at `path`: containers with names and images, and the enumerated values of its
+/// containers and of `restartPolicy` (`restart_policies`: a Pod's three, a workload
+/// template's `Always`, or `None` where the owner checks its own, as a Job does), in
+/// upstream's order (each container's ports, then its pull policy; the restart policy last).
+fn pod_spec(spec: Option<&Value>, path: &str, restart_policies: Option<&[&str]>, causes: &mut Vec<Cause>) {
     let Some(spec) = spec else {
         causes.push(required(&format!("{path}.containers")));
         return;
@@ -40,6 +45,17 @@ fn pod_spec(spec: Option<&Value>, path: &str, causes: &mut Vec<Cause>) {
                 }
             }
         }
+    }
+    for list in ["initContainers", "containers"] {
+        for (i, c) in spec.get(list).and_then(Value::as_array).into_iter().flatten().enumerate() {
+            for (j, port) in c.get("ports").and_then(Value::as_array).into_iter().flatten().enumerate() {
+                enums::check(port.get("protocol"), enums::PROTOCOL, &format!("{path}.{list}[{i}].ports[{j}].protocol"), causes);
+            }
+            enums::check(c.get("imagePullPolicy"), enums::IMAGE_PULL_POLICY, &format!("{path}.{list}[{i}].imagePullPolicy"), causes);
+        }
+    }
+    if let Some(allowed) = restart_policies {
+        enums::check(spec.get("restartPolicy"), allowed, &format!("{path}.restartPolicy"), causes);
     }
 }
 
@@ -230,7 +246,7 @@ pub fn validate(group: &str, kind: &str, obj: &Value, old: Option<&Value>) -> Ve
     let mut causes = vec![];
     match (group, kind) {
         ("", "Pod") => {
-            pod_spec(obj.get("spec"), "spec", &mut causes);
+            pod_spec(obj.get("spec"), "spec", Some(enums::POD_RESTART_POLICY), &mut causes);
             ephemeral_containers(old, obj, &mut causes);
             if let Some(old) = old {
                 pod_update(old, obj, &mut causes);
@@ -238,7 +254,7 @@ pub fn validate(group: &str, kind: &str, obj: &Value, old: Option<&Value>) -> Ve
         }
         ("apps", "Deployment") | ("apps", "ReplicaSet") => {
             selector_matches_template(obj, &mut causes);
-            pod_spec(obj.pointer("/spec/template/spec"), "spec.template.spec", &mut causes);
+            pod_spec(obj.pointer("/spec/template/spec"), "spec.template.spec", Some(enums::TEMPLATE_RESTART_POLICY), &mut causes);
             if let Some(r) = obj.pointer("/spec/replicas").and_then(Value::as_i64)
                 && r < 0
             {
@@ -251,7 +267,7 @@ pub fn validate(group: &str, kind: &str, obj: &Value, old: Option<&Value>) -> Ve
             }
         }
         ("batch", "Job") => {
-            pod_spec(obj.pointer("/spec/template/spec"), "spec.template.spec", &mut causes);
+            pod_spec(obj.pointer("/spec/template/spec"), "spec.template.spec", None, &mut causes);
             match obj.pointer("/spec/template/spec/restartPolicy").and_then(Value::as_str) {
                 Some("OnFailure") | Some("Never") => {}
                 None => causes.push(Cause::new(

@@ -26,6 +26,30 @@ pub fn to_vec(v: &Value) -> Vec<u8> {
     out
 }
 
+/// An object as upstream's JSON and merge patchers re-encode a patched object (shown in a
+/// strict refusal): the top level's members sorted, as a Go map's, the members below in Go
+/// order; compact, no newline.
+pub fn patched_object(v: &Value) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256);
+    let Value::Object(map) = v else {
+        write(&mut out, v, Role::Any);
+        return out;
+    };
+    let role = resolve(map, Role::Any);
+    out.push(b'{');
+    // serde_json's map keeps its keys sorted: its own order is the Go map's.
+    for (i, (key, value)) in map.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        serde_json::to_writer(&mut out, key).expect("a string serializes");
+        out.push(b':');
+        write(&mut out, value, child(role, key));
+    }
+    out.push(b'}');
+    out
+}
+
 /// What a JSON object is, which decides the order of its members.
 #[derive(Clone, Copy)]
 enum Role {

@@ -59,6 +59,13 @@ pub struct Options {
     pub fault_seed: u64,
     /// The simulated cluster parts (`--sim-*`).
     pub cluster: ClusterConfig,
+    /// envtest's API server (`--api-server-only`): the server alone, as envtest runs
+    /// kube-apiserver without a controller manager. No simulated controller runs (`cluster`
+    /// is ignored) and the server does none of kube-controller-manager's work
+    /// ([`apiserver::Config::controllers`] false): no `default` ServiceAccount or
+    /// `kube-root-ca.crt` in new namespaces, no ClusterRole aggregation, namespaces stay
+    /// `Terminating` when deleted.
+    pub api_server_only: bool,
 }
 
 /// Why the embedded cluster did not start.
@@ -84,7 +91,7 @@ pub async fn start(port: u16, kubeconfig: &Path, options: &Options) -> Result<Em
 
 /// [`start`] with the server stamping times from `clock` (the host's, for `--clock-speed`).
 pub async fn start_with_clock(port: u16, kubeconfig: &Path, options: &Options, clock: apiserver::clock::SharedClock) -> Result<Embedded, StartError> {
-    let config = Config { clock, ..Config::default() };
+    let config = Config { clock, controllers: !options.api_server_only, ..Config::default() };
     let server = match &options.data_dir {
         Some(dir) => ApiServer::with_data_dir(config, dir)?,
         None => ApiServer::with_config(config),
@@ -96,7 +103,8 @@ pub async fn start_with_clock(port: u16, kubeconfig: &Path, options: &Options, c
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let handle = server.serve_on(addr).await.map_err(|source| StartError::Io { what: format!("serving on {addr}"), source })?;
     handle.write_kubeconfig(kubeconfig).map_err(|source| StartError::Io { what: format!("writing {}", kubeconfig.display()), source })?;
-    let cluster = simulated_cluster::start(&server, options.cluster.clone());
+    let cluster_config = if options.api_server_only { ClusterConfig::api_server_only() } else { options.cluster.clone() };
+    let cluster = simulated_cluster::start(&server, cluster_config);
     let own = (kubeconfig == default_kubeconfig_path()).then(|| OwnKubeconfig(kubeconfig.to_path_buf()));
     Ok(Embedded { server, handle, kubeconfig: kubeconfig.to_path_buf(), cluster, _own_kubeconfig: own })
 }

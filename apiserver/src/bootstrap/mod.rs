@@ -71,7 +71,7 @@ impl Core {
     /// The `default` ServiceAccount and `kube-root-ca.crt` ConfigMap of namespace `ns`,
     /// created if missing (not in a terminating namespace).
     pub(crate) fn ensure_namespace_defaults(&self, ns: &str) {
-        if !self.namespace_exists_now(ns) || self.namespace_terminating(ns) {
+        if !self.config.controllers || !self.namespace_exists_now(ns) || self.namespace_terminating(ns) {
             return;
         }
         let wanted = [
@@ -166,6 +166,9 @@ impl Core {
     /// Fill every ClusterRole that has an `aggregationRule` with the union of the rules of the
     /// ClusterRoles its selectors match, until nothing changes (edit aggregates into admin).
     pub(crate) fn aggregate_cluster_roles(&self) {
+        if !self.config.controllers {
+            return; // the clusterrole-aggregation controller is kube-controller-manager's
+        }
         if self.aggregating.swap(true, Ordering::SeqCst) {
             return; // our own writes below come back here
         }

@@ -189,6 +189,9 @@ impl Core {
                 Err(_) => return Err(ApiError::stale("", "namespaces", &name)),
             }
         };
+        if !self.config.controllers {
+            return self.delete_namespace_without_controller(res, key, terminating);
+        }
         for k in self.store.keys_in_namespace(&name) {
             if let Some(r) = self.registry.find_first(|r| r.group_resource() == k.gr && r.namespaced && r.alias_of.is_none()) {
                 let _ = self.delete(&r, &name, &k.name, &DeleteOptions::default());
@@ -201,8 +204,28 @@ impl Core {
         Ok(Deleted::Pending(self.present(res, current)))
     }
 
-    /// Remove a terminating namespace once it is empty. Returns whether it is gone.
+    /// Namespace deletion with no namespace controller (envtest's server): the namespace stays
+    /// `Terminating` with its contents, until a client empties `spec.finalizers` (through
+    /// `namespaces/finalize`) and deletes it again, which upstream's namespace registry then
+    /// does at once.
+    fn delete_namespace_without_controller(&self, res: &Resource, key: &ObjectKey, terminating: Value) -> Result<Deleted> {
+        let spec_finalizers = terminating.pointer("/spec/finalizers").and_then(Value::as_array).is_some_and(|f| !f.is_empty());
+        if spec_finalizers || !finalizers(&terminating).is_empty() {
+            return Ok(Deleted::Pending(self.present(res, terminating)));
+        }
+        match self.store.commit(key, Some(object_rv(&terminating)), Write::Delete) {
+            Ok(ev) => Ok(Deleted::Now(self.present(res, (*ev.object).clone()))),
+            Err(StoreError::Persist(e)) => Err(persist_failed(e)),
+            Err(_) => Err(ApiError::stale("", "namespaces", &key.name)),
+        }
+    }
+
+    /// Remove a terminating namespace once it is empty (the namespace controller's last step;
+    /// never without controllers). Returns whether it is gone.
     fn finalize_namespace(&self, ns: &str) -> bool {
+        if !self.config.controllers {
+            return false;
+        }
         let nsr = self.registry.find("", "v1", "namespaces").expect("namespaces");
         let key = self.key(&nsr, "", ns);
         let Some(obj) = self.store.get(&key) else { return true };

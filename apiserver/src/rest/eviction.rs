@@ -51,6 +51,7 @@ impl Core {
             resource_version: delete_options.pointer("/preconditions/resourceVersion").and_then(Value::as_str).map(String::from),
             dry_run: dry_run || delete_options["dryRun"].as_array().is_some_and(|a| a.iter().any(|d| d == "All")),
             grace_period: delete_options["gracePeriodSeconds"].as_i64(),
+            orphan_dependents: delete_options["orphanDependents"].as_bool(),
         };
         for _ in 0..16 {
             let pod = self.store.get(&self.key(pods, ns, name)).ok_or_else(|| ApiError::not_found("", "pods", name))?;

@@ -7,6 +7,8 @@ use crate::admission::Admission;
 use crate::clock::timestamp;
 pub use crate::config::Config;
 use crate::crd;
+pub use crate::field_validation::FieldValidation;
+use crate::field_validation::{self, Decoded};
 use crate::fields::{self, Writer};
 use crate::patch::{self, PatchType};
 use crate::resources::{Registry, Resource};
@@ -38,8 +40,11 @@ pub struct WriteOptions {
     pub field_manager: String,
     /// `force` (apply only).
     pub force: bool,
-    /// `fieldValidation=Strict`: unknown fields are a 400 instead of being dropped.
-    pub strict: bool,
+    /// `fieldValidation`: what unknown and duplicate fields do (warn by default, as upstream).
+    pub field_validation: FieldValidation,
+    /// Strict decoding errors found before the object was parsed (duplicate members of the
+    /// request's JSON body, `duplicate field "metadata.name"`), enforced with the unknown ones.
+    pub duplicate_fields: Vec<String>,
 }
 
 /// LIST options.
@@ -69,6 +74,22 @@ pub struct DeleteOptions {
     /// `gracePeriodSeconds` (pods only; honoured while a simulated kubelet runs, see
     /// [`Core::set_pod_grace_period`]).
     pub grace_period: Option<i64>,
+    /// The deprecated `orphanDependents`, as sent: `Some(false)` is the one case where
+    /// upstream answers a deletion that is not done yet with 202 rather than 200.
+    pub orphan_dependents: Option<bool>,
+}
+
+impl DeleteOptions {
+    /// The HTTP status of a DELETE's answer: 200, or 202 for a deletion left pending
+    /// (finalizers, graceful deletion, a terminating namespace) when the client sent
+    /// `orphanDependents: false`, as upstream's `DeleteResource` does (its comment says a 202
+    /// for every pending deletion would break clients).
+    pub fn status_code(&self, deleted: &Deleted) -> u16 {
+        match deleted {
+            Deleted::Pending(_) if self.orphan_dependents == Some(false) => 202,
+            _ => 200,
+        }
+    }
 }
 
 /// Which part of an object a write targets.
@@ -134,12 +155,35 @@ fn with_part_of(old: &Value, new: &Value, pointer: &str) -> Value {
     out
 }
 
+/// The metadata a built-in kind's `/status` write changes besides its status, as upstream's
+/// status strategies leave it: labels, annotations, finalizers and owner references as sent
+/// (controller-runtime's `Status().Patch` of a metadata-only change relies on it), except
+/// that a Deployment keeps its labels and a Pod its owner references. Custom resources'
+/// status writes change no metadata (upstream's CRD status strategy resets it all).
+fn status_write_metadata(res: &Resource, kept: &mut Value, sent: &Value) {
+    let reset: &[&str] = match (res.group.as_str(), res.kind.as_str()) {
+        ("apps", "Deployment") => &["labels"],
+        ("", "Pod") => &["ownerReferences"],
+        _ => &[],
+    };
+    for field in ["labels", "annotations", "finalizers", "ownerReferences"].into_iter().filter(|f| !reset.contains(f)) {
+        match sent.pointer(&format!("/metadata/{field}")) {
+            Some(v) => {
+                meta(kept).insert(field.into(), v.clone());
+            }
+            None => {
+                meta(kept).remove(field);
+            }
+        }
+    }
+}
+
 /// What a DELETE did.
 #[derive(Debug)]
 pub enum Deleted {
-    /// Gone now (200): the object, or a Status for kinds that answer with one.
+    /// Gone now: the object, or a Status for kinds that answer with one.
     Now(Value),
-    /// Pending finalizers (202): the object with deletionTimestamp.
+    /// Not gone yet (finalizers, graceful deletion): the object with deletionTimestamp.
     Pending(Value),
 }
 
@@ -424,8 +468,12 @@ impl Core {
 
     /// Admission + schema pipeline shared by create and update, in upstream's order.
     /// Decoding as upstream does it: drop unknown fields (returning their paths), then default.
-    fn decode(&self, res: &Resource, obj: &mut Value, creating: bool) -> Vec<String> {
-        if let Some(s) = &res.schema {
+    fn decode(&self, res: &Resource, obj: &mut Value, creating: bool) -> Result<Vec<String>> {
+        if res.group.is_empty() && res.kind == "Secret" {
+            crate::convert::secret_string_data(obj)
+                .map_err(|e| ApiError::bad_request(format!("Secret in version {:?} cannot be handled as a Secret: {e}", res.version)))?;
+        }
+        Ok(if let Some(s) = &res.schema {
             let pruned = schema::prune(s, obj, true);
             schema::apply_defaults(s, obj);
             pruned
@@ -433,32 +481,28 @@ impl Core {
             let pruned = crate::builtin_schema::prune(&res.group, &res.version, &res.kind, obj);
             crate::defaults::apply(&res.group, &res.kind, obj, creating);
             pruned
-        }
+        })
     }
 
     /// Decoding, defaulting, schema and built-in validation, and the admission hooks. The hooks
     /// run for writes of the main resource only: upstream matches a webhook's rules against
     /// `resource/subresource`, and a rule for `cronjobs` does not match `cronjobs/status`. (Here
     /// they ran on every status write too, one `default` and one `validate` plugin call each.)
-    async fn admit(&self, res: &Resource, mut obj: Value, old: Option<&Value>, sub: Sub, opts: &WriteOptions) -> Result<Value> {
+    #[allow(clippy::too_many_arguments)] // the write, and how its object was decoded (for strict errors' wording)
+    async fn admit(&self, res: &Resource, mut obj: Value, old: Option<&Value>, sub: Sub, opts: &WriteOptions, decoded: Decoded<'_>) -> Result<Value> {
         let name = meta_str(&obj, "name");
-        let unknown = self.decode(res, &mut obj, old.is_none());
-        if opts.strict && !unknown.is_empty() {
-            let list: Vec<String> = unknown.iter().map(|p| format!("unknown field \"{p}\"")).collect();
-            return Err(ApiError::bad_request(format!(
-                "{kind} in version {version:?} cannot be handled as a {kind}: strict decoding error: {}",
-                list.join(", "),
-                kind = res.kind,
-                version = res.version,
-            )));
-        }
+        // A strict refusal of a patch shows the patched object as it was before decoding.
+        let before = (opts.field_validation == FieldValidation::Strict && decoded == Decoded::Patched).then(|| obj.clone());
+        let unknown = self.decode(res, &mut obj, old.is_none())?;
+        let errors: Vec<String> = opts.duplicate_fields.iter().cloned().chain(field_validation::unknown(&unknown)).collect();
+        field_validation::enforce(opts.field_validation, &errors, decoded, before.as_ref().unwrap_or(&obj), &res.kind, &res.version)?;
         if sub == Sub::Main {
             obj = self.admission.mutate(&res.group, &res.kind, obj, old).await?;
         }
         if !obj.is_object() {
             return Err(ApiError::internal("a mutating admission hook returned a non-object"));
         }
-        self.decode(res, &mut obj, old.is_none());
+        self.decode(res, &mut obj, old.is_none())?;
         if let Some(s) = &res.schema {
             let causes = schema::validate(s, &obj);
             if !causes.is_empty() {
@@ -541,7 +585,7 @@ impl Core {
             meta(&mut obj).insert("name".into(), json!(format!("{generate}{}", random_suffix())));
         }
         self.check_name(res, &obj)?;
-        let mut obj = self.admit(res, obj, None, Sub::Main, opts).await?;
+        let mut obj = self.admit(res, obj, None, Sub::Main, opts, Decoded::Body).await?;
         let namespace = if res.namespaced { Some(self.namespace_object(ns).ok_or_else(|| ApiError::not_found("", "namespaces", ns))?) } else { None };
         if namespace.is_some_and(|n| delete::is_terminating(&n)) {
             let name = meta_str(&obj, "name");
@@ -658,11 +702,25 @@ impl Core {
 
     /// Compute the object an update of `old` to `new` stores. Returns `None` when nothing
     /// changes (a no-op keeps the resourceVersion, as upstream).
-    async fn prepare_update(&self, res: &Resource, old: &Value, new: Value, sub: Sub, opts: &WriteOptions) -> Result<Option<Value>> {
+    #[allow(clippy::too_many_arguments)] // the update, and how its object was decoded (for strict errors' wording)
+    async fn prepare_update(
+        &self,
+        res: &Resource,
+        old: &Value,
+        new: Value,
+        sub: Sub,
+        opts: &WriteOptions,
+        decoded: Decoded<'_>,
+    ) -> Result<Option<Value>> {
         if !new.is_object() {
             return Err(ApiError::bad_request("the body of the request was not a JSON object"));
         }
         let mut new = match sub.owned_field() {
+            Some(pointer) if sub == Sub::Status && !res.custom => {
+                let mut kept = with_part_of(old, &new, pointer);
+                status_write_metadata(res, &mut kept, &new);
+                kept
+            }
             Some(pointer) => with_part_of(old, &new, pointer),
             // Ephemeral containers change only through their subresource, as upstream.
             None if res.group.is_empty() && res.kind == "Pod" => with_part_of(&new, old, "/spec/ephemeralContainers"),
@@ -728,7 +786,7 @@ impl Core {
         if is_service(res) && sub == Sub::Main {
             crate::services::keep_allocated(&mut new, old);
         }
-        let mut new = self.admit(res, new, Some(old), sub, opts).await?;
+        let mut new = self.admit(res, new, Some(old), sub, opts, decoded).await?;
         if is_service(res) && sub == Sub::Main {
             self.allocate_service(res, &mut new, Some(old))?;
         }
@@ -791,7 +849,7 @@ impl Core {
             {
                 return Err(ApiError::stale(&res.group, &res.plural, name));
             }
-            let new = self.prepare_update(res, &old, body.clone(), sub, opts).await?;
+            let new = self.prepare_update(res, &old, body.clone(), sub, opts, Decoded::Body).await?;
             match self.commit_update(res, ns, &old, new, opts) {
                 Ok(v) => return Ok(v),
                 Err(StoreError::NotFound) => return Err(ApiError::not_found(&res.group, &res.plural, name)),

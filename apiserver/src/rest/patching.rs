@@ -43,7 +43,8 @@ impl Core {
             if !patched_rv.is_empty() && patched_rv != object_rv(&old).to_string() {
                 return Err(ApiError::stale(&res.group, &res.plural, name));
             }
-            let new = self.prepare_update(res, &old, patched, sub, opts).await?;
+            let decoded = if ptype == PatchType::Strategic { Decoded::Strategic(&patch) } else { Decoded::Patched };
+            let new = self.prepare_update(res, &old, patched, sub, opts, decoded).await?;
             match self.commit_update(res, ns, &old, new, opts) {
                 Ok(v) => return Ok(v),
                 Err(StoreError::NotFound) => return Err(ApiError::not_found(&res.group, &res.plural, name)),
@@ -87,7 +88,7 @@ impl Core {
                 Some(old) => {
                     let managed = merged.pointer("/metadata/managedFields").cloned();
                     let no_fm = WriteOptions { field_manager: String::new(), ..opts.clone() };
-                    let new = self.prepare_update(res, &old, merged, sub, &no_fm).await?;
+                    let new = self.prepare_update(res, &old, merged, sub, &no_fm, Decoded::Patched).await?;
                     // Values unchanged but ownership moved (a first apply of fields
                     // another manager set): upstream stores the new managedFields
                     // (a write); an apply that changes neither is a no-op.
@@ -156,7 +157,8 @@ impl Core {
             if !rv.is_empty() && rv != object_rv(&old).to_string() {
                 return Err(ApiError::stale(&view.group, &view.plural, name));
             }
-            let new = self.prepare_update(storage, &old, crate::convert::to_storage(view, current), Sub::Main, opts).await?;
+            let decoded = if ptype == PatchType::Strategic { Decoded::Strategic(&patch) } else { Decoded::Patched };
+            let new = self.prepare_update(storage, &old, crate::convert::to_storage(view, current), Sub::Main, opts, decoded).await?;
             match self.commit_update(storage, ns, &old, new, opts) {
                 Ok(v) => return Ok(self.present(view, v)),
                 Err(StoreError::NotFound) => return Err(ApiError::not_found(&view.group, &view.plural, name)),

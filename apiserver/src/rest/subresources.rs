@@ -68,7 +68,7 @@ impl Core {
                 return Ok(success(None));
             }
             // Sub::Scale: a subresource write that keeps the status it is given.
-            let prepared = self.prepare_update(res, &old, new, Sub::Scale, opts).await?;
+            let prepared = self.prepare_update(res, &old, new, Sub::Scale, opts, Decoded::Body).await?;
             match self.commit_update(res, ns, &old, prepared, opts) {
                 Ok(_) => return Ok(success(None)),
                 Err(StoreError::NotFound) => return Err(ApiError::not_found(&res.group, &res.plural, name)),
@@ -133,7 +133,7 @@ impl Core {
             }
             let mut new = old.clone();
             set_path(&mut new, &spec.spec_replicas_path, replicas);
-            let prepared = self.prepare_update(res, &old, new, Sub::Scale, opts).await?;
+            let prepared = self.prepare_update(res, &old, new, Sub::Scale, opts, Decoded::Body).await?;
             match self.commit_update(res, ns, &old, prepared, opts) {
                 Ok(v) => return Ok(scale_of(&v, &spec)),
                 Err(StoreError::NotFound) => return Err(ApiError::not_found(&res.group, &res.plural, name)),

@@ -17,3 +17,4 @@ mod persist;
 mod rbac;
 mod semantics;
 mod watch;
+mod writes;

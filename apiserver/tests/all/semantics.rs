@@ -139,7 +139,7 @@ async fn finalizers_hold_deletion_until_removed() {
     o["metadata"]["finalizers"] = json!(["example.com/hold"]);
     post(&s, CMS, o).await;
     let (code, pending) = delete(&s, &format!("{CMS}/f"), None).await;
-    assert_eq!(code, 202);
+    assert_eq!(code, 200);
     assert!(pending["metadata"]["deletionTimestamp"].is_string());
     // Still readable, and no new finalizers may be added.
     assert_eq!(get(&s, &format!("{CMS}/f")).await.0, 200);
@@ -165,11 +165,16 @@ async fn delete_preconditions_and_propagation_policies() {
     assert_eq!(body["kind"], "Status");
     assert_eq!(body["status"], "Success");
     let (code, body) = delete(&s, &format!("{CMS}/b"), Some(json!({"propagationPolicy": "Foreground"}))).await;
-    assert_eq!(code, 202);
+    assert_eq!(code, 200);
     assert_eq!(body["metadata"]["finalizers"], json!(["foregroundDeletion"]));
     let (code, body) = delete(&s, &format!("{CMS}/c"), Some(json!({"propagationPolicy": "Orphan"}))).await;
-    assert_eq!(code, 202);
+    assert_eq!(code, 200, "a pending deletion answers 200, as upstream");
     assert_eq!(body["metadata"]["finalizers"], json!(["orphan"]));
+    let mut held = cm("d");
+    held["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    post(&s, CMS, held).await;
+    let (code, body) = delete(&s, &format!("{CMS}/d"), Some(json!({"orphanDependents": false}))).await;
+    assert_eq!(code, 202, "only the deprecated orphanDependents=false makes it 202: {body}");
 }
 
 #[tokio::test]
@@ -384,7 +389,7 @@ async fn a_namespace_terminates_until_its_last_object_is_gone() {
     held["metadata"]["finalizers"] = json!(["example.com/hold"]);
     post(&s, "/api/v1/namespaces/tmp/configmaps", held).await;
     let (code, ns) = delete(&s, "/api/v1/namespaces/tmp", None).await;
-    assert_eq!(code, 202, "{ns}");
+    assert_eq!(code, 200, "{ns}");
     assert_eq!(ns["status"]["phase"], "Terminating");
     let (code, st) = post(&s, "/api/v1/namespaces/tmp/configmaps", cm("new")).await;
     assert_eq!(code, 403, "{st}");

@@ -98,7 +98,7 @@ async fn foreground_deletion_keeps_the_owner_until_blocking_dependents_are_gone(
     ]}});
     assert_eq!(post(&s, CMS, held.clone()).await.0, 201);
     let (code, _) = delete(&s, &cm_uri("owner"), Some(json!({"propagationPolicy": "Foreground"}))).await;
-    assert_eq!(code, 202);
+    assert_eq!(code, 200);
     eventually(5, "the dependents are being deleted", || async {
         !exists(&s, &cm_uri("free")).await && get(&s, &cm_uri("held")).await.1["metadata"]["deletionTimestamp"].is_string()
     })
@@ -124,7 +124,7 @@ async fn orphan_deletion_keeps_dependents_and_removes_their_owner_references() {
     cm(&s, "dep", &[("block", &owner)]).await;
     cm(&s, "both", &[("", &owner), ("", &other)]).await;
     let (code, o) = delete(&s, &cm_uri("owner"), Some(json!({"propagationPolicy": "Orphan"}))).await;
-    assert_eq!(code, 202, "{o}");
+    assert_eq!(code, 200, "{o}");
     eventually(5, "the owner is gone", || async { !exists(&s, &cm_uri("owner")).await }).await;
     let dep = get(&s, &cm_uri("dep")).await.1;
     assert!(dep["metadata"].get("ownerReferences").is_none_or(|r| r == &json!([])), "{dep}");
@@ -255,14 +255,14 @@ async fn deleting_a_pod_waits_for_its_grace_period_and_zero_grace_deletes_at_onc
     })
     .await;
     let (code, o) = delete(&s, &format!("{PODS}/graceful"), None).await;
-    assert_eq!(code, 202, "{o}");
+    assert_eq!(code, 200, "{o}");
     assert_eq!(o["metadata"]["deletionGracePeriodSeconds"], 5);
     assert!(o["metadata"]["deletionTimestamp"].is_string());
     let (code, _) = delete(&s, &format!("{PODS}/now?gracePeriodSeconds=0"), None).await;
     assert_eq!(code, 200);
     assert!(!exists(&s, &format!("{PODS}/now")).await);
     let (code, o) = delete(&s, &format!("{PODS}/custom"), Some(json!({"gracePeriodSeconds": 20}))).await;
-    assert_eq!(code, 202);
+    assert_eq!(code, 200);
     assert_eq!(o["metadata"]["deletionGracePeriodSeconds"], 20);
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(exists(&s, &format!("{PODS}/graceful")).await, "still terminating within its grace period");
@@ -462,7 +462,7 @@ async fn namespace_deletion_waits_for_its_pods_grace_period_and_stopping_the_clu
     let team_pods = "/api/v1/namespaces/team/pods";
     assert_eq!(post(&s, team_pods, pod("p", json!({}))).await.0, 201);
     eventually(5, "the pod runs", || async { get(&s, &format!("{team_pods}/p")).await.1["status"]["phase"] == "Running" }).await;
-    assert_eq!(delete(&s, "/api/v1/namespaces/team", None).await.0, 202);
+    assert_eq!(delete(&s, "/api/v1/namespaces/team", None).await.0, 200);
     let p = get(&s, &format!("{team_pods}/p")).await.1;
     assert_eq!(p["metadata"]["deletionGracePeriodSeconds"], 3, "{p}");
     assert_eq!(get(&s, "/api/v1/namespaces/team").await.1["status"]["phase"], "Terminating");
@@ -500,7 +500,7 @@ async fn a_foreground_deletion_requested_while_the_collector_was_not_running_com
     let child = cm(&s, "child", &[("block", &parent)]).await;
     cm(&s, "grandchild", &[("block", &child)]).await;
     let (code, _) = delete(&s, &cm_uri("parent"), Some(json!({"propagationPolicy": "Foreground"}))).await;
-    assert_eq!(code, 202);
+    assert_eq!(code, 200);
     tokio::time::sleep(Duration::from_secs(1)).await;
     let (code, o) = get(&s, &cm_uri("parent")).await;
     assert_eq!((code, o["metadata"]["finalizers"].clone()), (200, json!(["foregroundDeletion"])), "the owner waits for a collector");

@@ -51,8 +51,11 @@ pub struct EmbeddedArgs {
     #[arg(long, requires = "embedded")]
     pub no_sim_deployments: bool,
     /// Serve the API server alone, as envtest does: no Nodes, scheduler or kubelet, Job
-    /// runner, garbage collector, ReplicaSet or Deployment controller (the API server's own
-    /// Event expiry stays). Only the operators of `host run` act on objects.
+    /// runner, garbage collector, ReplicaSet or Deployment controller, and none of the
+    /// controller manager's work the server otherwise does (no `default` ServiceAccount or
+    /// `kube-root-ca.crt` in new namespaces, no ClusterRole aggregation, deleted namespaces
+    /// stay Terminating); the API server's own Event expiry stays. Only the operators of
+    /// `host run` act on objects.
     #[arg(long, requires = "embedded", conflicts_with_all = ["sim_nodes", "no_sim_gc", "no_sim_jobs", "no_sim_deployments"])]
     pub api_server_only: bool,
 }
@@ -66,7 +69,7 @@ impl EmbeddedArgs {
     // `..default()` keeps this compiling when ClusterConfig gains fields.
     #[allow(clippy::needless_update)]
     pub fn options(&self) -> Options {
-        let mut options = Options {
+        Options {
             data_dir: self.data_dir.clone(),
             faults: self.faults.clone(),
             fault_seed: self.fault_seed,
@@ -81,10 +84,7 @@ impl EmbeddedArgs {
                 deployments: !self.no_sim_deployments,
                 ..ClusterConfig::default()
             },
-        };
-        if self.api_server_only {
-            options.cluster = ClusterConfig::api_server_only();
+            api_server_only: self.api_server_only,
         }
-        options
     }
 }

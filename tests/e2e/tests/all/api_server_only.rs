@@ -20,12 +20,24 @@ spec:
         image: busybox
 "#;
 
-/// What a simulated cluster would have done within a second does not happen: no Node, a Job
-/// never started, a dependent of a deleted owner left in place.
+/// What a simulated cluster or kube-controller-manager would have done within a second does not
+/// happen: no Node, a Job never started, a dependent of a deleted owner left in place, no
+/// `default` ServiceAccount or `kube-root-ca.crt` in any namespace (envtest's kube-apiserver
+/// runs with ServiceAccount admission disabled and no controller manager), and a deleted
+/// namespace stays Terminating (no namespace controller empties it).
 fn nothing_but_the_api_server_acts(kubectl: impl Fn(&[&str], Option<&str>) -> (bool, String)) {
-    let (ok, nodes) = kubectl(&["get", "nodes", "-o", "json"], None);
-    assert!(ok, "{nodes}");
-    assert_eq!(serde_json::from_str::<e2e::Value>(&nodes).unwrap()["items"], json!([]), "no Nodes");
+    let items = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["-o", "json"]);
+        let (ok, out) = kubectl(&all, None);
+        assert!(ok, "{out}");
+        serde_json::from_str::<e2e::Value>(&out).unwrap()["items"].clone()
+    };
+    assert_eq!(items(&["get", "nodes"]), json!([]), "no Nodes");
+    let (ok, out) = kubectl(&["create", "namespace", "envtest"], None);
+    assert!(ok, "{out}");
+    let (ok, out) = kubectl(&["create", "configmap", "mine", "-n", "envtest"], None);
+    assert!(ok, "{out}");
     let (ok, out) = kubectl(&["apply", "-f", "-"], Some(JOB));
     assert!(ok, "{out}");
     let (ok, owner) = kubectl(&["create", "configmap", "owner", "-o", "json"], None);
@@ -43,6 +55,15 @@ fn nothing_but_the_api_server_acts(kubectl: impl Fn(&[&str], Option<&str>) -> (b
     assert_eq!(serde_json::from_str::<e2e::Value>(&job).unwrap().get("status").and_then(|s| s.get("startTime")), None, "no Job runner: {job}");
     let (ok, out) = kubectl(&["get", "configmap", "dependent"], None);
     assert!(ok, "no garbage collector, the dependent stays: {out}");
+    assert_eq!(items(&["get", "serviceaccounts", "--all-namespaces"]), json!([]), "no ServiceAccount anywhere");
+    let names: Vec<e2e::Value> =
+        items(&["get", "configmaps", "-n", "envtest"]).as_array().unwrap().iter().map(|c| c["metadata"]["name"].clone()).collect();
+    assert_eq!(names, [json!("mine")], "only what the test wrote");
+    let (ok, out) = kubectl(&["delete", "namespace", "envtest", "--wait=false"], None);
+    assert!(ok, "{out}");
+    let (ok, phase) = kubectl(&["get", "namespace", "envtest", "-o", "jsonpath={.status.phase}"], None);
+    assert!(ok && phase == "Terminating", "no namespace controller: the namespace stays Terminating: {phase}");
+    assert!(kubectl(&["get", "configmap", "mine", "-n", "envtest"], None).0, "and keeps its contents");
 }
 
 #[test]

@@ -16,3 +16,4 @@ mod rbac;
 mod sharding;
 mod tour;
 mod website;
+mod writes;
