@@ -36,6 +36,7 @@ pub mod leader;
 pub mod manager;
 pub mod metrics;
 pub mod object_reference;
+pub mod outcomes;
 pub mod plugin_resource;
 pub mod record;
 pub mod registry;

@@ -177,7 +177,7 @@ impl KindCache {
     /// The highest resourceVersion among the objects and deletions this cache
     /// applied, read as a number (an etcd revision; 0 when none was). A
     /// sharded replica waits for it to reach the revision a handover wrote
-    /// its children at ([`crate::shard::acknowledge::Gate`]).
+    /// its children at ([`crate::controller::shard::acknowledge::Gate`]).
     pub fn seen_revision(&self) -> u64 {
         self.seen_revision.load(std::sync::atomic::Ordering::Acquire)
     }

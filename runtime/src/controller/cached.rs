@@ -107,6 +107,12 @@ impl Labels {
     }
 }
 
+impl operator_selector::LabelSet for Labels {
+    fn get(&self, key: &str) -> Option<&str> {
+        Labels::get(self, key)
+    }
+}
+
 /// A digest of everything but `status` and `metadata.resourceVersion` (the
 /// first 128 bits of its SHA-256, plenty to tell two versions of one object
 /// apart): equal fingerprints mean the object changed by a status write at most.

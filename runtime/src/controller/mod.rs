@@ -22,6 +22,7 @@ pub mod pipeline;
 pub mod queue;
 pub mod read;
 pub mod related;
+pub mod shard;
 pub mod validity;
 pub mod verdict;
 
@@ -65,7 +66,7 @@ pub struct Config {
     pub max_related: usize,
     /// `--sharded`: this replica's shard; its parents are handed over from
     /// the reconcile worker when drained, and its children labelled.
-    pub sharding: Option<crate::shard::Sharding>,
+    pub sharding: Option<crate::controller::shard::Sharding>,
 }
 
 /// See [`Config::max_related`]; documented in `wit/plugin.wit`.
@@ -115,14 +116,14 @@ pub struct Controller {
     /// Parents the plugin refused with a non-retryable error, and for what inputs.
     permanent: permanent::PermanentErrors,
     /// Sharded: parents gained by a handover, waiting for their children.
-    handovers: Arc<crate::shard::acknowledge::Gate>,
+    handovers: Arc<crate::controller::shard::acknowledge::Gate>,
 }
 
 impl QueueProbe for WorkQueue<ObjectKey> {
     fn depth(&self) -> usize {
         WorkQueue::depth(self)
     }
-    fn stats(&self) -> queue::Stats {
+    fn stats(&self) -> crate::metrics::QueueStats {
         WorkQueue::stats(self)
     }
 }

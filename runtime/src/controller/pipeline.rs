@@ -144,7 +144,7 @@ impl Controller {
     /// The checked writes, made in order (the first failure stops them);
     /// the next pass waits for the caches to show them.
     async fn execute(&self, key: &ObjectKey, reference: &ObjectReference, lookup: &CacheLookup<'_>, plan: Plan, plugin_name: &str) -> Pass {
-        let child_label = self.config.sharding.as_ref().map(crate::shard::Sharding::child_label);
+        let child_label = self.config.sharding.as_ref().map(crate::controller::shard::Sharding::child_label);
         let executor = Executor {
             client: &self.client,
             resources: &self.resources,
@@ -165,7 +165,7 @@ impl Controller {
     /// other pass of the key runs now, and the last one's writes are in the
     /// caches); one on another shard is not this replica's; one gained by a
     /// handover waits for its children first.
-    async fn sharded(&self, sharding: &crate::shard::Sharding, key: &ObjectKey, parent: &CachedObject) -> Sharded {
+    async fn sharded(&self, sharding: &crate::controller::shard::Sharding, key: &ObjectKey, parent: &CachedObject) -> Sharded {
         let placement = sharding.placement_of(parent);
         if placement.shard.as_deref() != Some(sharding.shard.as_str()) {
             // The cache shows the object until the watch reports it left.
@@ -174,7 +174,7 @@ impl Controller {
         }
         if placement.draining() {
             let kinds = self.plugin().manifest().children.clone();
-            let handover = crate::shard::acknowledge::Handover {
+            let handover = crate::controller::shard::acknowledge::Handover {
                 client: &self.client,
                 sharding,
                 parent_resource: &self.resources[&self.parent_gvk],

@@ -17,6 +17,8 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::metrics::QueueStats;
+
 /// Per-key exponential backoff (controller-runtime's
 /// `ItemExponentialFailureRateLimiter`).
 #[derive(Clone, Copy, Debug)]
@@ -56,13 +58,6 @@ pub enum Outcome {
     RequeueNow,
 }
 
-/// Counters the metrics read.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Stats {
-    pub adds: u64,
-    pub retries: u64,
-}
-
 /// The queue's state. Pure: every method takes `now`.
 #[derive(Debug)]
 pub struct QueueState<K> {
@@ -76,7 +71,7 @@ pub struct QueueState<K> {
     failures: HashMap<K, u32>,
     backoff: Backoff,
     seq: u64,
-    stats: Stats,
+    stats: QueueStats,
 }
 
 impl<K: Clone + Eq + Hash + Ord> QueueState<K> {
@@ -92,7 +87,7 @@ impl<K: Clone + Eq + Hash + Ord> QueueState<K> {
             failures: HashMap::new(),
             backoff,
             seq: 0,
-            stats: Stats::default(),
+            stats: QueueStats::default(),
         }
     }
 
@@ -217,7 +212,7 @@ impl<K: Clone + Eq + Hash + Ord> QueueState<K> {
         self.processing.contains(key)
     }
 
-    pub fn stats(&self) -> Stats {
+    pub fn stats(&self) -> QueueStats {
         self.stats
     }
 }
@@ -259,7 +254,7 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
         self.state.lock().unwrap().0.depth()
     }
 
-    pub fn stats(&self) -> Stats {
+    pub fn stats(&self) -> QueueStats {
         self.state.lock().unwrap().0.stats()
     }
 

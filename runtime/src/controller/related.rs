@@ -8,94 +8,15 @@
 //! mapping with it. As controller-runtime's `Watches` with
 //! `EnqueueRequestsFromMapFunc` over a field index.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 
 use operator_plugin_sdk::{Attachment, RelatedKind};
 use serde_json::Value;
 
+pub use operator_selector::LabelSelector;
+
 use super::cache::{CachedObject, Labels, ObjectKey};
-
-/// A `metav1.LabelSelector`, as the API server reads one.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct LabelSelector {
-    match_labels: BTreeMap<String, String>,
-    match_expressions: Vec<Requirement>,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Requirement {
-    key: String,
-    operator: Operator,
-    values: BTreeSet<String>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Operator {
-    In,
-    NotIn,
-    Exists,
-    DoesNotExist,
-}
-
-impl LabelSelector {
-    /// Parses a selector; the errors are worded as the API server's
-    /// (`LabelSelectorAsSelector`) for the same faults.
-    pub fn parse(value: &Value) -> Result<Self, String> {
-        let obj = value.as_object().ok_or("a label selector must be an object")?;
-        let mut selector = LabelSelector::default();
-        if let Some(labels) = obj.get("matchLabels").filter(|v| !v.is_null()) {
-            let labels = labels.as_object().ok_or("matchLabels must be an object of strings")?;
-            for (k, v) in labels {
-                let v = v.as_str().ok_or_else(|| format!("matchLabels[{k}] must be a string"))?;
-                selector.match_labels.insert(k.clone(), v.to_string());
-            }
-        }
-        if let Some(exprs) = obj.get("matchExpressions").filter(|v| !v.is_null()) {
-            let exprs = exprs.as_array().ok_or("matchExpressions must be a list")?;
-            for (i, e) in exprs.iter().enumerate() {
-                selector.match_expressions.push(Requirement::parse(e).map_err(|m| format!("matchExpressions[{i}]: {m}"))?);
-            }
-        }
-        Ok(selector)
-    }
-
-    /// Whether an object with these labels is selected. An empty selector
-    /// selects everything, as `metav1.LabelSelectorAsSelector` makes it.
-    pub fn matches(&self, labels: &Labels) -> bool {
-        self.match_labels.iter().all(|(k, v)| labels.get(k) == Some(v.as_str()))
-            && self.match_expressions.iter().all(|r| match r.operator {
-                Operator::In => labels.get(&r.key).is_some_and(|v| r.values.contains(v)),
-                Operator::NotIn => labels.get(&r.key).is_none_or(|v| !r.values.contains(v)),
-                Operator::Exists => labels.contains_key(&r.key),
-                Operator::DoesNotExist => !labels.contains_key(&r.key),
-            })
-    }
-}
-
-impl Requirement {
-    fn parse(value: &Value) -> Result<Self, String> {
-        let key = value["key"].as_str().filter(|k| !k.is_empty()).ok_or("key is required")?.to_string();
-        let operator = match value["operator"].as_str() {
-            Some("In") => Operator::In,
-            Some("NotIn") => Operator::NotIn,
-            Some("Exists") => Operator::Exists,
-            Some("DoesNotExist") => Operator::DoesNotExist,
-            Some(other) => return Err(format!("\"{other}\" is not a valid label selector operator")),
-            None => return Err("operator is required".into()),
-        };
-        let values: BTreeSet<String> = match &value["values"] {
-            Value::Null => BTreeSet::new(),
-            Value::Array(vs) => vs.iter().map(|v| v.as_str().map(str::to_string).ok_or("values must be strings")).collect::<Result<_, _>>()?,
-            _ => return Err("values must be a list".into()),
-        };
-        match operator {
-            Operator::In | Operator::NotIn if values.is_empty() => Err("for 'in', 'notin' operators, values set can't be empty".into()),
-            Operator::Exists | Operator::DoesNotExist if !values.is_empty() => Err("values set must be empty for exists and does not exist".into()),
-            _ => Ok(Self { key, operator, values }),
-        }
-    }
-}
 
 /// The values at a dotted field path; a list met on the way is followed
 /// item by item, and a missing field or `null` yields nothing.
@@ -112,24 +33,6 @@ pub fn read_path<'a>(value: &'a Value, path: &str) -> Vec<&'a Value> {
             .collect();
     }
     current.into_iter().flat_map(|v| if let Value::Array(items) = v { items.iter().collect() } else { vec![v] }).filter(|v| !v.is_null()).collect()
-}
-
-/// Checks a related kind as a manifest declares it.
-pub fn check_kind(i: usize, kind: &RelatedKind) -> Result<(), String> {
-    if kind.kind.kind.is_empty() || kind.kind.version.is_empty() {
-        return Err(format!("related[{i}] kind {} must name a version and a kind", kind.kind));
-    }
-    let path_ok = |p: &String| !p.is_empty() && p.split('.').all(|s| !s.is_empty());
-    match &kind.attach {
-        Attachment::SelectorFrom(path) if !path_ok(path) => Err(format!("related[{i}] selector-from {path:?} is not a dotted field path")),
-        Attachment::NamesFrom(paths) if paths.is_empty() => Err(format!("related[{i}] names-from names no field")),
-        Attachment::NamesFrom(paths) => match paths.iter().find(|p| !path_ok(p)) {
-            Some(p) => Err(format!("related[{i}] names-from {p:?} is not a dotted field path")),
-            None => Ok(()),
-        },
-        Attachment::FixedSelector(s) => LabelSelector::parse(s).map(drop).map_err(|e| format!("related[{i}] fixed-selector: {e}")),
-        Attachment::SelectorFrom(_) => Ok(()),
-    }
 }
 
 /// What one parent refers to among the objects of one related kind.

@@ -144,8 +144,9 @@ pub fn describe(p: &LoadedPlugin) -> String {
     format!("{} {} (sha256:{})", p.name(), p.manifest().version, &digest[..digest.len().min(12)])
 }
 
-/// The most a gzipped plugin may inflate to (a bomb stops here).
-const MAX_INFLATED: u64 = 64 << 20;
+/// The most a gzipped plugin may inflate to (a bomb stops here): as large
+/// as a plugin pulled from a registry may be.
+const MAX_INFLATED: u64 = oci::MAX_LAYER_BYTES;
 
 /// A plugin may be stored gzipped (`.wasm.gz`): a ConfigMap holds at most
 /// 1 MiB on a real API server. Bytes with the gzip magic are inflated, up to

@@ -39,14 +39,15 @@ use std::sync::{Arc, Mutex};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
-use operator_plugin_sdk::GroupVersionKind;
+use operator_plugin_sdk::{Action, GroupVersionKind};
 
 use super::{Origin, describe};
 use crate::events::Recorder;
 use crate::metrics::Metrics;
+use crate::controller::hook::{CallInput, CallObserver, Watcher};
 use crate::record::compare::{self, Verdict};
 use crate::record::{Answer, Inputs};
-use crate::sandbox::LoadedPlugin;
+use crate::sandbox::{CallError, LoadedPlugin};
 
 /// A key or file name ending so holds a candidate for the key or file without it.
 pub const CANDIDATE_SUFFIX: &str = ".candidate";
@@ -398,6 +399,25 @@ impl Shadow {
         {
             tracing::warn!(error = %crate::error_chain(&e), "could not record event");
         }
+    }
+}
+
+impl Shadows {
+    /// The observer that runs every call of a plugin with a staged candidate
+    /// on the candidate too, for the controllers' hook
+    /// ([`CallHook::observed_by`](crate::controller::hook::CallHook::observed_by)).
+    pub fn observer(&self) -> Arc<dyn CallObserver> {
+        Arc::new(Shadowing(self.clone()))
+    }
+}
+
+/// Runs every call on the candidate staged for the plugin's parent kind.
+struct Shadowing(Shadows);
+
+impl CallObserver for Shadowing {
+    fn watch(&self, plugin: &LoadedPlugin) -> Option<Watcher> {
+        let shadow = self.0.for_active(plugin)?;
+        Some(Box::new(move |input: &CallInput, result: &Result<Vec<Action>, CallError>| shadow.observe(Inputs::of(input), Answer::of(result))))
     }
 }
 

@@ -1,8 +1,8 @@
-//! What `--record` and shadow runs put on the controller's plugin-call hook
-//! ([`Tap`], the controller's [`CallHook`]): the [`Recorder`] writes every
-//! call to the log, and the [`Shadows`] run every call of a plugin with a
-//! staged candidate on the candidate too. Installed when the runtime is
-//! assembled; a call neither watches is the plain call (no copy).
+//! What `--record` puts on the controller's plugin-call hook ([`Tap`], the
+//! controller's [`CallHook`]): the [`Recorder`] writes every call to the log
+//! ([`observer`]). Shadow runs observe the same hook
+//! (`crate::hotswap::shadow::Shadows::observer`). Installed when the runtime
+//! is assembled; a call no observer watches is the plain call (no copy).
 
 use std::sync::Arc;
 
@@ -10,24 +10,15 @@ use operator_plugin_sdk::Action;
 
 use super::{Answer, Call, Inputs, Recorder};
 use crate::controller::hook::{CallHook, CallInput, CallObserver, Watcher};
-use crate::hotswap::shadow::Shadows;
 use crate::sandbox::{CallError, LoadedPlugin};
 
 /// The controllers' plugin-call hook, by the name its builders below give it.
 pub use crate::controller::hook::CallHook as Tap;
 
-impl CallHook {
-    /// Also writes every call to `recorder`.
-    #[must_use]
-    pub fn recording(self, recorder: Arc<Recorder>) -> Self {
-        self.observed_by(Arc::new(Recording(recorder)))
-    }
-
-    /// Also runs every call on the candidate staged for its parent kind, if any.
-    #[must_use]
-    pub fn shadowing(self, shadows: Shadows) -> Self {
-        self.observed_by(Arc::new(Shadowing(shadows)))
-    }
+/// The observer that writes every call to `recorder`, for
+/// [`CallHook::observed_by`].
+pub fn observer(recorder: Arc<Recorder>) -> Arc<dyn CallObserver> {
+    Arc::new(Recording(recorder))
 }
 
 impl Inputs {
@@ -52,15 +43,5 @@ impl CallObserver for Recording {
             let keep = recorder.config().keep_secrets;
             recorder.record(Call::new(&plugin, Inputs::of(input), Answer::of(result), keep));
         }))
-    }
-}
-
-/// Runs every call on the candidate staged for the plugin's parent kind.
-struct Shadowing(Shadows);
-
-impl CallObserver for Shadowing {
-    fn watch(&self, plugin: &LoadedPlugin) -> Option<Watcher> {
-        let shadow = self.0.for_active(plugin)?;
-        Some(Box::new(move |input: &CallInput, result: &Result<Vec<Action>, CallError>| shadow.observe(Inputs::of(input), Answer::of(result))))
     }
 }

@@ -4,7 +4,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock, RwLock};
 
-use operator_plugin_sdk::{Action, FieldError, Manifest};
+use operator_plugin_sdk::{Action, Attachment, FieldError, Manifest, RelatedKind};
 use wasmtime::component::{Component, Instance};
 use wasmtime::{Store, Trap};
 
@@ -314,7 +314,7 @@ fn validate_manifest(m: &Manifest) -> Result<(), String> {
         }
     }
     for (i, r) in m.related.iter().enumerate() {
-        crate::controller::related::check_kind(i, r)?;
+        check_related_kind(i, r)?;
     }
     for (i, crd) in m.crds.iter().enumerate() {
         if crd["kind"] != "CustomResourceDefinition" || crd["apiVersion"] != "apiextensions.k8s.io/v1" {
@@ -327,6 +327,24 @@ fn validate_manifest(m: &Manifest) -> Result<(), String> {
         return Err(format!("finalizer {f:?} must be domain-qualified, e.g. example.com/cleanup"));
     }
     Ok(())
+}
+
+/// Checks a related kind as a manifest declares it.
+fn check_related_kind(i: usize, kind: &RelatedKind) -> Result<(), String> {
+    if kind.kind.kind.is_empty() || kind.kind.version.is_empty() {
+        return Err(format!("related[{i}] kind {} must name a version and a kind", kind.kind));
+    }
+    let path_ok = |p: &String| !p.is_empty() && p.split('.').all(|s| !s.is_empty());
+    match &kind.attach {
+        Attachment::SelectorFrom(path) if !path_ok(path) => Err(format!("related[{i}] selector-from {path:?} is not a dotted field path")),
+        Attachment::NamesFrom(paths) if paths.is_empty() => Err(format!("related[{i}] names-from names no field")),
+        Attachment::NamesFrom(paths) => match paths.iter().find(|p| !path_ok(p)) {
+            Some(p) => Err(format!("related[{i}] names-from {p:?} is not a dotted field path")),
+            None => Ok(()),
+        },
+        Attachment::FixedSelector(s) => operator_selector::LabelSelector::parse(s).map(drop).map_err(|e| format!("related[{i}] fixed-selector: {e}")),
+        Attachment::SelectorFrom(_) => Ok(()),
+    }
 }
 
 /// Wraps a natively linked plugin so the controller and executor use it

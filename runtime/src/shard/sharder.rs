@@ -52,7 +52,7 @@ use tokio::time::Instant;
 use super::{Sharding, api};
 use crate::manager::Running;
 use crate::metrics::Metrics;
-use crate::shard::metrics::{DecisionLabels, StateLabels};
+use crate::metrics::shard::{DecisionLabels, StateLabels};
 
 /// A child's kind, resource and what the sharder keeps of it.
 type ChildMeta<'a> = (&'a GroupVersionKind, &'a ApiResource, Listed);

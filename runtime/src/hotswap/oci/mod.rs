@@ -37,8 +37,8 @@ use futures::StreamExt;
 pub use credentials::Credentials;
 pub use reference::{Digest, Reference};
 
-/// The largest plugin layer pulled (the bound gzipped plugins inflate to).
-pub const MAX_LAYER_BYTES: u64 = super::MAX_INFLATED;
+/// The largest plugin layer pulled; gzipped plugins inflate to the same bound.
+pub const MAX_LAYER_BYTES: u64 = 64 << 20;
 /// The largest manifest read.
 const MAX_MANIFEST_BYTES: usize = 4 << 20;
 

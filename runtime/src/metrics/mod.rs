@@ -9,6 +9,8 @@
 //! process serves), `/readyz` (ok once every cache has synced) and `/status`
 //! (the JSON [`crate::status::Snapshot`] `host status` prints).
 
+pub mod shard;
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,7 +25,6 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::controller::queue::Stats;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabels {
@@ -91,16 +92,23 @@ fn reconcile_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.005, 2.0, 15))
 }
 
+/// Counters a workqueue keeps for the metrics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueueStats {
+    pub adds: u64,
+    pub retries: u64,
+}
+
 /// Something whose queue counters the metrics read at scrape time.
 pub trait QueueProbe: Send + Sync {
     fn depth(&self) -> usize;
-    fn stats(&self) -> Stats;
+    fn stats(&self) -> QueueStats;
 }
 
 struct QueueEntry {
     name: String,
     probe: Arc<dyn QueueProbe>,
-    last: Stats,
+    last: QueueStats,
 }
 
 /// Reads how many parents a controller's shard holds.
@@ -129,7 +137,7 @@ pub struct Metrics {
     /// Events dropped because the background sender's queue was full.
     pub events_dropped: Family<ControllerLabels, Counter>,
     /// Recent reconcile outcomes per plugin version, read by automatic rollback.
-    pub outcomes: crate::hotswap::rollback::Outcomes,
+    pub outcomes: crate::outcomes::Outcomes,
     pub active_workers: Family<ControllerLabels, Gauge>,
     pub max_concurrent: Family<ControllerLabels, Gauge>,
     depth: Family<NameLabels, Gauge>,
@@ -142,7 +150,7 @@ pub struct Metrics {
     queues: Mutex<Vec<QueueEntry>>,
     ready: AtomicBool,
     /// `--sharded`: ownership, handovers and the sharder's decisions.
-    pub shard: crate::shard::metrics::ShardMetrics,
+    pub shard: crate::metrics::shard::ShardMetrics,
     /// Per controller, how many parents its shard holds (read at scrape).
     owned: Mutex<Vec<(String, OwnedCount)>>,
     /// Recent reconciles, last errors and rollbacks for `/status`.
@@ -228,7 +236,7 @@ impl Metrics {
             "Events not recorded because the queue to the background sender was full, by controller",
             events_dropped.clone(),
         );
-        let shard = crate::shard::metrics::ShardMetrics::new(&mut registry);
+        let shard = crate::metrics::shard::ShardMetrics::new(&mut registry);
         Self {
             registry,
             shard,
@@ -347,7 +355,7 @@ impl Metrics {
     pub fn add_queue(&self, name: &str, probe: Arc<dyn QueueProbe>) {
         let mut queues = self.queues.lock().unwrap();
         queues.retain(|q| q.name != name);
-        queues.push(QueueEntry { name: name.into(), probe, last: Stats::default() });
+        queues.push(QueueEntry { name: name.into(), probe, last: QueueStats::default() });
         let _ = self.adds.get_or_create(&NameLabels { name: name.into() });
         let _ = self.retries.get_or_create(&NameLabels { name: name.into() });
     }
@@ -370,14 +378,14 @@ impl Metrics {
 
     /// Counts a handover of `controller` that took `seconds`.
     pub fn shard_handover(&self, controller: &str, seconds: f64) {
-        let labels = crate::shard::metrics::ControllerLabels { controller: controller.into() };
+        let labels = crate::metrics::shard::ControllerLabels { controller: controller.into() };
         self.shard.handovers.get_or_create(&labels).inc();
         self.shard.handover_seconds.get_or_create(&labels).observe(seconds);
     }
 
     pub fn render(&self) -> String {
         for (controller, count) in self.owned.lock().unwrap().iter() {
-            self.shard.owned.get_or_create(&crate::shard::metrics::ControllerLabels { controller: controller.clone() }).set(count() as i64);
+            self.shard.owned.get_or_create(&crate::metrics::shard::ControllerLabels { controller: controller.clone() }).set(count() as i64);
         }
         for q in self.queues.lock().unwrap().iter_mut() {
             let labels = NameLabels { name: q.name.clone() };
@@ -449,8 +457,8 @@ mod tests {
         fn depth(&self) -> usize {
             2
         }
-        fn stats(&self) -> Stats {
-            Stats { adds: 5, retries: 1 }
+        fn stats(&self) -> QueueStats {
+            QueueStats { adds: 5, retries: 1 }
         }
     }
 
