@@ -15,10 +15,10 @@ pub mod outcomes;
 
 use operator_api::api_answer;
 use operator_api::api_error;
-use operator_clock as clock;
 use operator_api::error_chain;
 use operator_api::events;
 use operator_api::object_reference;
+use operator_clock as clock;
 use operator_sandbox as sandbox;
 
 pub mod cache;
@@ -49,7 +49,6 @@ use std::time::Duration;
 use kube::api::ApiResource;
 use operator_plugin_sdk::GroupVersionKind;
 
-use crate::actions;
 use crate::clock::SharedClock;
 use crate::events::Recorder;
 use crate::metrics::{Metrics, QueueProbe};

@@ -16,7 +16,7 @@ use serde_json::Value;
 
 pub use operator_selector::LabelSelector;
 
-use super::cache::{CachedObject, Labels, ObjectKey};
+use super::cache::{CachedObject, ObjectKey};
 
 /// The values at a dotted field path; a list met on the way is followed
 /// item by item, and a missing field or `null` yields nothing.

@@ -20,14 +20,14 @@ pub mod heap;
 pub mod leader;
 pub mod shard;
 
-use operator_controller::actions;
 use operator_api::api_error;
+use operator_api::error_chain;
 use operator_clock as clock;
 use operator_controller as controller;
-use operator_api::error_chain;
+use operator_controller::actions;
 use operator_controller::metrics;
-use operator_sandbox::registry;
 use operator_sandbox as sandbox;
+use operator_sandbox::registry;
 
 mod install;
 
@@ -38,8 +38,8 @@ use std::time::Duration;
 use operator_plugin_sdk::{GroupVersionKind, Manifest};
 
 use crate::clock::SharedClock;
+use crate::controller::Controller;
 use crate::controller::cache::KindCache;
-use crate::controller::{self, Controller};
 use crate::metrics::Metrics;
 use crate::registry::Registry;
 use crate::sandbox::LoadedPlugin;

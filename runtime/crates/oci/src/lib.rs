@@ -11,7 +11,7 @@
 //! Plain HTTP is used only for loopback registries (`127.0.0.0/8`, `::1`,
 //! `localhost`) and the hosts given as insecure; everything else is HTTPS.
 //!
-//! [`watch`] re-resolves tags at an interval and hands a changed digest to
+//! The hot-swap side (`operator-plugin-sources`, `hotswap::oci::watch`) re-resolves tags at an interval and hands a changed digest to
 //! the hot-swap path as a new version; [`cosign`] finds and verifies the
 //! signatures the cosign CLI attaches to a manifest digest.
 //!
@@ -25,7 +25,6 @@ mod cosign_bundle;
 pub mod credentials;
 pub mod layout;
 pub mod reference;
-pub mod watch;
 
 use std::collections::HashMap;
 use std::path::PathBuf;

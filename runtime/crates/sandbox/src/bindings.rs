@@ -10,21 +10,21 @@ use operator_plugin_sdk::{
 
 /// Contract 0.1: no related kinds.
 pub(crate) mod v0_1 {
-    wasmtime::component::bindgen!({ path: "../wit/v0.1", world: "plugin" });
+    wasmtime::component::bindgen!({ path: "../../../wit/v0.1", world: "plugin" });
     pub(crate) use exports::operator::plugin::controller as wit;
     pub(crate) use operator::plugin::log as wit_log;
 }
 
 /// Contract 0.2: 0.1 plus related kinds.
 pub(crate) mod v0_2 {
-    wasmtime::component::bindgen!({ path: "../wit/v0.2", world: "plugin" });
+    wasmtime::component::bindgen!({ path: "../../../wit/v0.2", world: "plugin" });
     pub(crate) use exports::operator::plugin::controller as wit;
     pub(crate) use operator::plugin::log as wit_log;
 }
 
 /// Contract 0.3: 0.2 plus `desired` (children applied server-side).
 pub(crate) mod v0_3 {
-    wasmtime::component::bindgen!({ path: "../wit", world: "plugin" });
+    wasmtime::component::bindgen!({ path: "../../../wit", world: "plugin" });
     pub(crate) use exports::operator::plugin::controller as wit;
     pub(crate) use exports::operator::plugin::desired as wit_desired;
     pub(crate) use operator::plugin::log as wit_log;

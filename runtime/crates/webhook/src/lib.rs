@@ -27,13 +27,13 @@
 //! `failurePolicy` decides what the API server does when the webhook itself
 //! cannot be reached).
 
-use operator_controller::actions;
 use operator_api::api_error;
-use operator_controller as controller;
 use operator_api::error_chain;
+use operator_controller as controller;
+use operator_controller::actions;
 use operator_controller::metrics;
-use operator_sandbox::registry;
 use operator_sandbox as sandbox;
+use operator_sandbox::registry;
 
 pub mod cert_secret;
 pub mod configuration;

@@ -18,7 +18,7 @@ use operator_sharding::labels;
 
 /// The API of `resource` in `namespace` (`None` or empty: every namespace,
 /// or a cluster-scoped kind), for the sharder's and the handover's writes.
-fn api(client: &kube::Client, resource: &kube::api::ApiResource, namespace: Option<&str>) -> kube::Api<kube::api::DynamicObject> {
+pub fn api(client: &kube::Client, resource: &kube::api::ApiResource, namespace: Option<&str>) -> kube::Api<kube::api::DynamicObject> {
     match namespace {
         Some(ns) if !ns.is_empty() => kube::Api::namespaced_with(client.clone(), ns, resource),
         _ => kube::Api::all_with(client.clone(), resource),

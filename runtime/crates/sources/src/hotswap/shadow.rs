@@ -42,9 +42,9 @@ use kube::api::{Patch, PatchParams};
 use operator_plugin_sdk::{Action, GroupVersionKind};
 
 use super::{Origin, describe};
+use crate::controller::hook::{CallInput, CallObserver, Watcher};
 use crate::events::Recorder;
 use crate::metrics::Metrics;
-use crate::controller::hook::{CallInput, CallObserver, Watcher};
 use crate::record::compare::{self, Verdict};
 use crate::record::{Answer, Inputs};
 use crate::sandbox::{CallError, LoadedPlugin};

@@ -1,5 +1,5 @@
 //! What `--record` puts on the controller's plugin-call hook ([`Tap`], the
-//! controller's [`CallHook`]): the [`Recorder`] writes every call to the log
+//! controller's `CallHook`): the [`Recorder`] writes every call to the log
 //! ([`observer`]). Shadow runs observe the same hook
 //! (`crate::hotswap::shadow::Shadows::observer`). Installed when the runtime
 //! is assembled; a call no observer watches is the plain call (no copy).
@@ -9,14 +9,14 @@ use std::sync::Arc;
 use operator_plugin_sdk::Action;
 
 use super::{Answer, Call, Inputs, Recorder};
-use crate::controller::hook::{CallHook, CallInput, CallObserver, Watcher};
+use crate::controller::hook::{CallInput, CallObserver, Watcher};
 use crate::sandbox::{CallError, LoadedPlugin};
 
 /// The controllers' plugin-call hook, by the name its builders below give it.
 pub use crate::controller::hook::CallHook as Tap;
 
 /// The observer that writes every call to `recorder`, for
-/// [`CallHook::observed_by`].
+/// [`Tap::observed_by`].
 pub fn observer(recorder: Arc<Recorder>) -> Arc<dyn CallObserver> {
     Arc::new(Recording(recorder))
 }
