@@ -3,59 +3,34 @@
 //! no API server of its own; the `host` binary adds the command line and the
 //! embedded cluster.
 //!
-//! - [`sandbox`]: the wasmtime engine, limits, module cache and calls into plugins.
+//! This crate is the facade over the runtime's crates (`runtime/crates`),
+//! bottom layer first; the module paths are the ones the host uses:
+//!
+//! - `operator-api`: [`api_client`], [`api_error`], [`api_answer`], [`object_reference`], [`events`]
+//!   (Kubernetes Events with deduplication) and [`error_chain`].
+//! - `operator-sandbox`: [`sandbox`] (the wasmtime engine, limits, module cache and calls into
+//!   plugins) and [`registry`] (the plugins running now, read by admission). Knows nothing of
+//!   controllers.
+//! - `operator-oci`: plugins from OCI registries, as [`hotswap::oci`].
+//! - `operator-controller`: [`controller`] (shared caches per kind, the workqueue, the reconcile
+//!   driver), [`actions`] (policy check and execution of what plugins return), [`metrics`]
+//!   (Prometheus metrics and probes), [`activity`] and [`outcomes`] (what `/status` and rollback read).
+//! - `operator-webhook`: [`webhook`], plugin admission as HTTPS webhooks for real clusters.
+//! - `operator-manager`: [`manager`] (starts plugins as controllers: CRDs, discovery, caches),
+//!   [`leader`] (leader election with a Lease, as client-go), [`shard`] (sharding parents across
+//!   replicas) and [`heap`].
+//! - `operator-plugin-sources`: [`hotswap`] (new plugin versions from ConfigMaps, files and OCI;
+//!   shadow runs, trust, rollback), [`record`] (the log of reconcile calls, replay),
+//!   [`plugin_resource`] (the `Plugin` custom resource) and [`status`] (`host status`, `/status`).
 //! - [`clock`]: the one source of "now" (the `operator-clock` crate).
-//! - [`controller`]: shared caches per kind, the workqueue, the reconcile driver.
-//! - [`actions`]: policy check and execution of what plugins return.
-//! - [`events`]: Kubernetes Events with deduplication.
-//! - [`metrics`]: Prometheus metrics and probes.
-//! - [`leader`]: leader election with a Lease, as client-go.
-//! - [`manager`]: starts plugins as controllers (CRDs, discovery, caches).
-//! - [`registry`]: the plugins running now, read by admission.
-//! - [`hotswap`]: new plugin versions from ConfigMaps and files; shadow runs of staged candidates.
-//! - [`plugin_resource`]: the `Plugin` custom resource: plugins declared as objects, their status written back.
-//! - [`record`]: the on-disk log of reconcile calls, and the comparison of two answers (replay, shadow).
-//! - [`webhook`]: plugin admission as HTTPS webhooks for real clusters.
-//! - [`status`]: the host's state at a glance (`host status`, `/status`).
-//! - [`api_client`]: the Kubernetes client, with `TCP_NODELAY` on its connections.
-//! - [`api_error`]: the classes of API errors the runtime acts on.
-//! - [`api_answer`]: writes whose answer is read for identity and conditions only.
 
+pub use operator_api::{api_answer, api_client, api_error, error_chain, events, object_reference};
 pub use operator_clock as clock;
-
-pub mod actions;
-pub mod activity;
-pub mod api_answer;
-pub mod api_client;
-pub mod api_error;
-pub mod controller;
-pub mod events;
-pub mod heap;
-pub mod hotswap;
-pub mod leader;
-pub mod manager;
-pub mod metrics;
-pub mod object_reference;
-pub mod plugin_resource;
-pub mod record;
-pub mod registry;
-pub mod sandbox;
-pub mod shard;
-pub mod status;
-pub mod webhook;
-
-/// Renders an error with its chain of causes, `outer: inner: ...`.
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        // Many errors already print their source in their own message.
-        let part = s.to_string();
-        if !text.contains(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        source = s.source();
-    }
-    text
-}
+pub use operator_controller as controller;
+pub use operator_controller::{actions, activity, metrics, outcomes};
+pub use operator_manager as manager;
+pub use operator_manager::{heap, leader, shard};
+pub use operator_plugin_sources::{hotswap, plugin_resource, record, status};
+pub use operator_sandbox as sandbox;
+pub use operator_sandbox::registry;
+pub use operator_webhook as webhook;

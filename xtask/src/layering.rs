@@ -1,21 +1,46 @@
 //! The shape the workspace keeps, checked: (a) no crate depends on one in its own or a higher
-//! layer of [`LAYERS`] (read from `cargo metadata`, normal and build dependencies; a test may
-//! use what it likes), and (b) no import circle between the modules of a crate (`use crate::`
-//! and `super::` paths per file, strongly connected components of the module graph).
-//! `cargo xtask layering` runs it alone; `cargo xtask test` runs it with the lints.
+//! layer of [`LAYERS`], nor across [`APART`] (read from `cargo metadata`, normal and build
+//! dependencies; a test may use what it likes); (b) no import circle between the modules of a
+//! crate (`use crate::` and `super::` paths per file, strongly connected components of the module
+//! graph), neither between files nor between top-level modules (a module's files taken as one).
+//! It prints the crate layers and, per library crate, its top-level modules in layers (a module
+//! imports only from the layers left of its own). `cargo xtask layering` runs it alone; `cargo
+//! xtask test` runs it with the lints.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// Bottom first. A crate may depend only on crates of lower layers: the runtime and the API
-/// server share a layer, so neither links the other; the host is on top.
+/// Bottom first. A crate may depend only on crates of lower layers; the host is on top. The
+/// runtime is the crates under runtime/crates (sandbox, controller, manager, plugin sources, ...)
+/// with `operator-runtime` as their facade.
 const LAYERS: &[&[&str]] = &[
-    &["operator-clock", "workload-math", "operator-plugin-sdk", "operator-sharding"],
-    &["apiserver", "operator-runtime"],
+    &["operator-clock", "workload-math", "operator-plugin-sdk", "operator-sharding", "operator-selector"],
+    &["apiserver", "operator-api", "operator-oci"],
+    &["operator-sandbox"],
+    &["operator-controller"],
+    &["operator-webhook", "operator-manager"],
+    &["operator-plugin-sources"],
+    &["operator-runtime"],
     &["simulated-cluster"],
     &["embedded-cluster"],
     &["host"],
 ];
+
+/// Groups that link none of each other whatever their layers: the runtime never links the API
+/// server (it runs against any), and the API server knows nothing of the runtime.
+const APART: &[(&[&str], &[&str])] = &[(
+    &["apiserver"],
+    &[
+        "operator-api",
+        "operator-oci",
+        "operator-sandbox",
+        "operator-controller",
+        "operator-webhook",
+        "operator-manager",
+        "operator-plugin-sources",
+        "operator-runtime",
+    ],
+)];
 
 pub fn check() -> crate::Result {
     let started = std::time::Instant::now();
@@ -25,6 +50,7 @@ pub fn check() -> crate::Result {
         .map_err(|e| format!("cargo metadata: {e}"))?;
     let meta: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| format!("cargo metadata output: {e}"))?;
     let layer = |name: &str| LAYERS.iter().position(|l| l.contains(&name));
+    let apart = |a: &str, b: &str| APART.iter().any(|(x, y)| (x.contains(&a) && y.contains(&b)) || (y.contains(&a) && x.contains(&b)));
     let mut problems = vec![];
     let mut edges = 0;
     let packages = meta["packages"].as_array().cloned().unwrap_or_default();
@@ -41,11 +67,18 @@ pub fn check() -> crate::Result {
                 if theirs >= own {
                     problems.push(format!("{name} (layer {own}) depends on {dep} (layer {theirs})"));
                 }
+                if apart(name, dep) {
+                    problems.push(format!("{name} depends on {dep}, which it is kept apart from"));
+                }
             }
         }
     }
-    println!("xtask: layering: {edges} dependencies between the {} layered crates checked against {LAYERS:?}", LAYERS.concat().len());
+    println!("xtask: layering: crate layers, bottom first ({edges} dependencies between the {} layered crates checked):", LAYERS.concat().len());
+    for (i, l) in LAYERS.iter().enumerate() {
+        println!("  {i}: {}", l.join(", "));
+    }
     let mut modules = 0;
+    println!("xtask: layering: top-level modules of each library crate, in layers (a module imports only from layers left of its own):");
     for p in &packages {
         let name = p["name"].as_str().unwrap_or_default();
         for t in p["targets"].as_array().into_iter().flatten() {
@@ -59,10 +92,55 @@ pub fn check() -> crate::Result {
                 let text = circle.join(" ⇄ ");
                 problems.push(format!("{name}: import circle {text}"));
             }
+            let top = top_level(&graph);
+            let top_circles = circles(&top);
+            for circle in &top_circles {
+                problems.push(format!("{name}: import circle between top-level modules {}", circle.join(" ⇄ ")));
+            }
+            if top_circles.is_empty() && !top.is_empty() {
+                let layers: Vec<String> = module_layers(&top).iter().map(|l| l.join(" ")).collect();
+                println!("  {name}: {}", layers.join(" < "));
+            }
         }
     }
     println!("xtask: layering: {modules} modules of every library crate checked for import circles ({:.1?})", started.elapsed());
     if problems.is_empty() { Ok(()) } else { Err(format!("layering:\n  {}", problems.join("\n  "))) }
+}
+
+/// The module graph with each top-level module's files taken as one (`a::b` is `a`); the crate
+/// root (`lib.rs`), which declares them all, is left out.
+fn top_level(graph: &BTreeMap<String, BTreeSet<String>>) -> BTreeMap<String, BTreeSet<String>> {
+    let top = |m: &str| m.split("::").next().unwrap_or_default().to_string();
+    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (m, deps) in graph.iter().filter(|(m, _)| !m.is_empty()) {
+        let me = top(m);
+        let entry = out.entry(me.clone()).or_default();
+        entry.extend(deps.iter().filter(|d| !d.is_empty()).map(|d| top(d)).filter(|d| *d != me));
+    }
+    out
+}
+
+/// Layers of an acyclic module graph, bottom first: a module's layer is one above the highest
+/// layer of what it imports (none: layer 0).
+fn module_layers(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    fn depth(m: &str, graph: &BTreeMap<String, BTreeSet<String>>, memo: &mut BTreeMap<String, usize>) -> usize {
+        if let Some(d) = memo.get(m) {
+            return *d;
+        }
+        let d = graph.get(m).into_iter().flatten().map(|d| depth(d, graph, memo) + 1).max().unwrap_or(0);
+        memo.insert(m.to_string(), d);
+        d
+    }
+    let mut memo = BTreeMap::new();
+    let mut layers: Vec<Vec<String>> = vec![];
+    for m in graph.keys() {
+        let d = depth(m, graph, &mut memo);
+        if layers.len() <= d {
+            layers.resize(d + 1, vec![]);
+        }
+        layers[d].push(m.clone());
+    }
+    layers
 }
 
 /// Module path (`a::b`) -> the top-level-relative modules it imports. Each module is one file
@@ -221,6 +299,8 @@ fn without_test_code(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::{BTreeMap, BTreeSet};
+
     use super::without_test_code;
 
     #[test]
@@ -229,5 +309,19 @@ mod tests {
         let kept = without_test_code(text);
         assert!(kept.contains("crate::a") && kept.contains("crate::b"), "{kept}");
         assert!(!kept.contains("footprint") && !kept.contains("crate::c") && !kept.contains("crate::d"), "{kept}");
+    }
+
+    #[test]
+    fn files_of_one_top_level_module_count_as_one_and_layers_follow_imports() {
+        let graph: BTreeMap<String, BTreeSet<String>> =
+            [("", vec!["a", "b"]), ("a", vec!["a::x"]), ("a::x", vec!["b::y"]), ("b", vec![]), ("b::y", vec!["c"]), ("c", vec![])]
+                .into_iter()
+                .map(|(m, d)| (m.to_string(), d.into_iter().map(String::from).collect()))
+                .collect();
+        let top = super::top_level(&graph);
+        assert_eq!(super::module_layers(&top), vec![vec!["c".to_string()], vec!["b".to_string()], vec!["a".to_string()]]);
+        let mut circular = top.clone();
+        circular.get_mut("c").unwrap().insert("a".into());
+        assert_eq!(super::circles(&circular), vec![vec!["a".to_string(), "b".to_string(), "c".to_string()]]);
     }
 }

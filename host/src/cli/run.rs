@@ -593,9 +593,9 @@ fn shadow_config(args: &Args) -> ShadowConfig {
 /// Every reconcile is offered to the shadow candidates and, with
 /// `--record`, written to the record directory.
 fn tap(shadows: &Shadows, recorder: Option<Arc<operator_runtime::record::Recorder>>) -> operator_runtime::record::Tap {
-    let tap = operator_runtime::record::Tap::default().shadowing(shadows.clone());
+    let tap = operator_runtime::record::Tap::default().observed_by(shadows.observer());
     match recorder {
-        Some(r) => tap.recording(r),
+        Some(r) => tap.observed_by(operator_runtime::record::tap::observer(r)),
         None => tap,
     }
 }

@@ -75,7 +75,7 @@ impl Env {
         let shadows = Shadows::new(ShadowConfig::default(), metrics.clone(), client.clone(), clock.clone());
         let options = Options {
             resync: Duration::from_secs(3600),
-            controller: controller::Config { tap: Tap::default().shadowing(shadows.clone()), ..controller::Config::default() },
+            controller: controller::Config { tap: Tap::default().observed_by(shadows.observer()), ..controller::Config::default() },
             ..Options::default()
         };
         let manager = manager::Builder::new(client.clone()).options(options).clock(clock.clone()).metrics(metrics.clone()).start().await.unwrap();

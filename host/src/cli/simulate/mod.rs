@@ -145,7 +145,7 @@ async fn simulate(
     let client = kube::Client::new(RecordingService::new(&server, recording.clone()), "default");
     let mut options = Options { resync: args.resync, ..Options::default() };
     if let Some(r) = recorder {
-        options.controller.tap = operator_runtime::record::Tap::default().recording(r);
+        options.controller.tap = operator_runtime::record::Tap::default().observed_by(operator_runtime::record::tap::observer(r));
     }
     let running = manager::Builder::new(client)
         .plugins(plugins)

@@ -1,0 +1,130 @@
+//! The `metav1.LabelSelector` of Kubernetes, as the API server reads one
+//! (`LabelSelectorAsSelector`): parsed from its JSON form with the server's
+//! wording for the same faults, and matched against an object's labels.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::Value;
+
+/// An object's labels, as a selector reads them.
+pub trait LabelSet {
+    /// The value of label `key`, if the object has it.
+    fn get(&self, key: &str) -> Option<&str>;
+
+    /// Whether the object has label `key`.
+    fn contains_key(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+}
+
+impl LabelSet for BTreeMap<String, String> {
+    fn get(&self, key: &str) -> Option<&str> {
+        BTreeMap::get(self, key).map(String::as_str)
+    }
+}
+
+/// A `metav1.LabelSelector`, as the API server reads one.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LabelSelector {
+    match_labels: BTreeMap<String, String>,
+    match_expressions: Vec<Requirement>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Requirement {
+    key: String,
+    operator: Operator,
+    values: BTreeSet<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Operator {
+    In,
+    NotIn,
+    Exists,
+    DoesNotExist,
+}
+
+impl LabelSelector {
+    /// Parses a selector; the errors are worded as the API server's
+    /// (`LabelSelectorAsSelector`) for the same faults.
+    pub fn parse(value: &Value) -> Result<Self, String> {
+        let obj = value.as_object().ok_or("a label selector must be an object")?;
+        let mut selector = LabelSelector::default();
+        if let Some(labels) = obj.get("matchLabels").filter(|v| !v.is_null()) {
+            let labels = labels.as_object().ok_or("matchLabels must be an object of strings")?;
+            for (k, v) in labels {
+                let v = v.as_str().ok_or_else(|| format!("matchLabels[{k}] must be a string"))?;
+                selector.match_labels.insert(k.clone(), v.to_string());
+            }
+        }
+        if let Some(exprs) = obj.get("matchExpressions").filter(|v| !v.is_null()) {
+            let exprs = exprs.as_array().ok_or("matchExpressions must be a list")?;
+            for (i, e) in exprs.iter().enumerate() {
+                selector.match_expressions.push(Requirement::parse(e).map_err(|m| format!("matchExpressions[{i}]: {m}"))?);
+            }
+        }
+        Ok(selector)
+    }
+
+    /// Whether an object with these labels is selected. An empty selector
+    /// selects everything, as `metav1.LabelSelectorAsSelector` makes it.
+    pub fn matches(&self, labels: &impl LabelSet) -> bool {
+        self.match_labels.iter().all(|(k, v)| labels.get(k) == Some(v.as_str()))
+            && self.match_expressions.iter().all(|r| match r.operator {
+                Operator::In => labels.get(&r.key).is_some_and(|v| r.values.contains(v)),
+                Operator::NotIn => labels.get(&r.key).is_none_or(|v| !r.values.contains(v)),
+                Operator::Exists => labels.contains_key(&r.key),
+                Operator::DoesNotExist => !labels.contains_key(&r.key),
+            })
+    }
+}
+
+impl Requirement {
+    fn parse(value: &Value) -> Result<Self, String> {
+        let key = value["key"].as_str().filter(|k| !k.is_empty()).ok_or("key is required")?.to_string();
+        let operator = match value["operator"].as_str() {
+            Some("In") => Operator::In,
+            Some("NotIn") => Operator::NotIn,
+            Some("Exists") => Operator::Exists,
+            Some("DoesNotExist") => Operator::DoesNotExist,
+            Some(other) => return Err(format!("\"{other}\" is not a valid label selector operator")),
+            None => return Err("operator is required".into()),
+        };
+        let values: BTreeSet<String> = match &value["values"] {
+            Value::Null => BTreeSet::new(),
+            Value::Array(vs) => vs.iter().map(|v| v.as_str().map(str::to_string).ok_or("values must be strings")).collect::<Result<_, _>>()?,
+            _ => return Err("values must be a list".into()),
+        };
+        match operator {
+            Operator::In | Operator::NotIn if values.is_empty() => Err("for 'in', 'notin' operators, values set can't be empty".into()),
+            Operator::Exists | Operator::DoesNotExist if !values.is_empty() => Err("values set must be empty for exists and does not exist".into()),
+            _ => Ok(Self { key, operator, values }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn a_selector_matches_labels_and_expressions_as_the_api_server_reads_them() {
+        let s = LabelSelector::parse(&json!({"matchLabels": {"app": "a"}, "matchExpressions": [
+            {"key": "tier", "operator": "NotIn", "values": ["cache"]}, {"key": "zone", "operator": "Exists"}]}))
+        .unwrap();
+        assert!(s.matches(&labels(&[("app", "a"), ("zone", "z1")])));
+        assert!(!s.matches(&labels(&[("app", "a"), ("zone", "z1"), ("tier", "cache")])));
+        assert!(!s.matches(&labels(&[("app", "a")])), "Exists needs the key");
+        assert!(!s.matches(&labels(&[("app", "b"), ("zone", "z1")])));
+        let bad = LabelSelector::parse(&json!({"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]})).unwrap_err();
+        assert!(bad.contains("values set must be empty"), "{bad}");
+        assert_eq!(LabelSelector::parse(&json!([])).unwrap_err(), "a label selector must be an object");
+    }
+}
