@@ -54,6 +54,7 @@ mod services;
 mod status;
 pub mod store;
 mod table;
+mod typed;
 mod user;
 mod validation;
 mod watch;
