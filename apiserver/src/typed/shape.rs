@@ -57,7 +57,7 @@ fn short(name: &'static str) -> &'static str {
 
 /// Follow a built-in schema's `$ref`: (component reached, resolved node). A CRD's structural
 /// schema has no references and stays as it is.
-fn resolve<'s>(node: &'s Value) -> (Option<&'static str>, &'s Value) {
+fn resolve(node: &Value) -> (Option<&'static str>, &Value) {
     let has_ref = node.get("$ref").is_some() || node.get("allOf").is_some_and(|a| a.as_array().is_some_and(|a| a.len() == 1));
     if !has_ref {
         return (None, node);
