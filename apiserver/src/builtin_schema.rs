@@ -45,6 +45,25 @@ pub fn component(name: &str) -> Option<&'static Value> {
     schemas().defs.get(name)
 }
 
+/// A schema by component name, with the name as the schemas hold it.
+pub fn component_named(name: &str) -> Option<(&'static str, &'static Value)> {
+    schemas().defs.get_key_value(name).map(|(n, s)| (n.as_str(), s))
+}
+
+/// The component a node refers to (`$ref`, or `allOf` of one `$ref`), resolved.
+pub fn component_by_ref(node: &Value) -> Option<(&'static str, &'static Value)> {
+    let r = node
+        .get("$ref")
+        .or_else(|| node.get("allOf").and_then(Value::as_array).filter(|a| a.len() == 1).and_then(|a| a[0].get("$ref")))
+        .and_then(Value::as_str)?
+        .strip_prefix(REF_PREFIX)?;
+    let (name, s) = component_named(r)?;
+    match resolve_named(s) {
+        (Some(further), s) => Some((further, s)),
+        (None, s) => Some((name, s)),
+    }
+}
+
 /// Component names reachable from `name` (itself included).
 pub fn reachable(name: &str) -> BTreeSet<String> {
     fn refs(v: &Value, out: &mut Vec<String>) {
@@ -73,20 +92,27 @@ pub fn reachable(name: &str) -> BTreeSet<String> {
 }
 
 /// Follow `$ref` and single-element `allOf: [{$ref}]`.
-fn resolve(mut s: &'static Value) -> &'static Value {
+fn resolve(s: &'static Value) -> &'static Value {
+    resolve_named(s).1
+}
+
+/// Follow `$ref` and single-element `allOf: [{$ref}]`, with the component name reached (None
+/// when `s` refers to nothing).
+pub fn resolve_named(mut s: &'static Value) -> (Option<&'static str>, &'static Value) {
+    let mut name = None;
     for _ in 0..32 {
         let target = s
             .get("$ref")
             .or_else(|| s.get("allOf").and_then(Value::as_array).filter(|a| a.len() == 1).and_then(|a| a[0].get("$ref")))
             .and_then(Value::as_str)
             .and_then(|r| r.strip_prefix(REF_PREFIX))
-            .and_then(component);
+            .and_then(|n| schemas().defs.get_key_value(n));
         match target {
-            Some(t) => s = t,
-            None => return s,
+            Some((n, t)) => (name, s) = (Some(n.as_str()), t),
+            None => return (name, s),
         }
     }
-    s
+    (name, s)
 }
 
 /// `path` is a buffer (the dotted path of `v`), restored on return: the walk formats no

@@ -55,6 +55,7 @@ mod services;
 mod status;
 pub mod store;
 mod table;
+mod typed;
 mod user;
 mod validation;
 mod warning;

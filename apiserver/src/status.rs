@@ -139,6 +139,12 @@ impl ApiError {
         Self::base(500, "InternalError", format!("Internal error occurred: {}", message.into()))
     }
 
+    /// 500 with no reason: what upstream answers for an error that is no API status (its
+    /// `ErrorToAPIStatus` default), e.g. a server-side apply its field manager cannot type.
+    pub fn unknown(message: impl Into<String>) -> Self {
+        Self::base(500, "", message.into())
+    }
+
     /// 504 Timeout.
     pub fn timeout(message: impl Into<String>) -> Self {
         Self::base(504, "Timeout", message.into())

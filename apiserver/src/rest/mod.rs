@@ -16,6 +16,7 @@ use crate::schema;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::status::{ApiError, Cause, Result, success};
 use crate::store::{ObjectKey, Store, StoreError, Write, object_rv};
+use crate::typed;
 use crate::validation::DNS1123_SUBDOMAIN;
 use base64::Engine;
 
@@ -399,6 +400,10 @@ impl Core {
             time: self.now(),
             status_subresource: res.status,
             schema: res.schema.as_deref(),
+            root: match res.schema.as_deref() {
+                Some(schema) => typed::Node::custom(schema),
+                None => typed::Node::builtin(&res.group, &res.version, &res.kind).unwrap_or(typed::Node::DEDUCED),
+            },
         }
     }
 

@@ -74,7 +74,7 @@ impl Core {
         for _ in 0..16 {
             let old = self.store.get(&self.key(res, ns, name));
             let w = self.writer(res, opts, sub, &api_version);
-            let merged = fields::apply(old.as_ref(), &applied, &w, opts.force, (&res.group, &res.plural, name))?;
+            let merged = fields::apply(old.as_ref(), &applied, &w, opts.force)?;
             match old {
                 None => {
                     let mut body = merged;

@@ -318,6 +318,26 @@ async fn apply_patch_creates_and_requires_a_field_manager() {
 }
 
 #[tokio::test]
+async fn an_applied_service_port_is_owned_by_port_and_protocol_and_an_unkeyed_one_is_refused() {
+    let s = ApiServer::new();
+    let svcs = "/api/v1/namespaces/default/services";
+    let body =
+        Value::String("apiVersion: v1\nkind: Service\nmetadata:\n  name: web\nspec:\n  selector:\n    app: web\n  ports:\n  - port: 80\n".into());
+    let (code, o) = call(&s, "PATCH", &format!("{svcs}/web?fieldManager=me"), "application/apply-patch+yaml", Some(body)).await;
+    assert_eq!(code, 201, "{o}");
+    let fields = &o["metadata"]["managedFields"][0]["fieldsV1"]["f:spec"];
+    assert_eq!(fields["f:ports"]["k:{\"port\":80,\"protocol\":\"TCP\"}"], json!({".": {}, "f:port": {}}), "{fields}");
+    assert_eq!(fields["f:selector"], json!({}), "a Service's selector is an atomic map: {fields}");
+    let unkeyed = Value::String("apiVersion: v1\nkind: Service\nmetadata:\n  name: web\nspec:\n  ports:\n  - targetPort: 80\n".into());
+    let (code, o) = call(&s, "PATCH", &format!("{svcs}/web?fieldManager=me"), "application/apply-patch+yaml", Some(unkeyed)).await;
+    assert_eq!(code, 500, "{o}");
+    assert_eq!(
+        o["message"],
+        "failed to create typed patch object (/web; /v1, Kind=Service): .spec.ports: element 0: associative list with keys has an element that omits key field \"port\" (and doesn't have default value)"
+    );
+}
+
+#[tokio::test]
 async fn admission_hooks_mutate_then_validate() {
     let s = ApiServer::new();
     s.admission().register_mutating("defaulter.example.com", "", "ConfigMap", |obj, _old| {
