@@ -53,6 +53,7 @@ mod server;
 mod services;
 mod status;
 pub mod store;
+mod surface;
 mod table;
 mod user;
 mod validation;

@@ -110,7 +110,11 @@ fn main() -> ExitCode {
             if built { fidelity() } else { Err("the fidelity report needs the real control plane, which needs Go (1.26 or newer) on PATH".into()) }
         }),
         Some("api-surface") => real_cluster::build().and_then(|built| {
-            if built { api_surface() } else { Err("capturing the API surface needs the real control plane, which needs Go (1.26 or newer) on PATH".into()) }
+            if built {
+                api_surface()
+            } else {
+                Err("capturing the API surface needs the real control plane, which needs Go (1.26 or newer) on PATH".into())
+            }
         }),
         Some("real-cluster") => setup().and_then(|()| build()).and_then(|()| real_cluster_up(&args[1..])),
         Some("sharding-scale") => sharding_scale_args(&args[1..]).and_then(|size| {

@@ -119,7 +119,8 @@ impl Surface {
         // Only what kube-apiserver serves itself: the groups of CRDs someone installed (kwok's
         // own, say) are not the built-in surface.
         let crds = get(upstream, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", "application/json").await?;
-        let custom: Vec<String> = crds["items"].as_array().into_iter().flatten().filter_map(|c| c["spec"]["group"].as_str()).map(String::from).collect();
+        let custom: Vec<String> =
+            crds["items"].as_array().into_iter().flatten().filter_map(|c| c["spec"]["group"].as_str()).map(String::from).collect();
         if let Some(items) = apis["items"].as_array_mut() {
             items.retain(|i| !custom.iter().any(|g| i["metadata"]["name"] == g.as_str()));
         }
@@ -160,8 +161,11 @@ impl Surface {
         };
         let mut gz = Vec::new();
         let raw = read(OPENAPI_FILE)?;
-        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&raw[..]), &mut gz)
-            .map_err(|source| SurfaceError::Io { what: "gunzipping", path: dir.join(OPENAPI_FILE), source })?;
+        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&raw[..]), &mut gz).map_err(|source| SurfaceError::Io {
+            what: "gunzipping",
+            path: dir.join(OPENAPI_FILE),
+            source,
+        })?;
         let value_map = |v: Value| -> BTreeMap<String, Value> { v.as_object().cloned().unwrap_or_default().into_iter().collect() };
         Ok(Surface {
             version: json("version.json", &read("version.json")?)?,
@@ -210,7 +214,10 @@ impl Surface {
             }
         }
         let keys = |a: &Map<String, Value>, b: &Map<String, Value>| a.keys().chain(b.keys()).cloned().collect::<std::collections::BTreeSet<_>>();
-        let (la, lb) = (self.discovery["resourceLists"].as_object().cloned().unwrap_or_default(), other.discovery["resourceLists"].as_object().cloned().unwrap_or_default());
+        let (la, lb) = (
+            self.discovery["resourceLists"].as_object().cloned().unwrap_or_default(),
+            other.discovery["resourceLists"].as_object().cloned().unwrap_or_default(),
+        );
         for key in keys(&la, &lb) {
             if la.get(&key) != lb.get(&key) {
                 out.push(format!("APIResourceList /{key}"));

@@ -34,11 +34,6 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         Err(e) => eprintln!("api-surface: no committed surface to compare with ({e})"),
     }
     captured.write(&dir)?;
-    eprintln!(
-        "api-surface: wrote {} ({} group versions, {} Table column sets)",
-        dir.display(),
-        captured.openapi.len(),
-        captured.tables.len()
-    );
+    eprintln!("api-surface: wrote {} ({} group versions, {} Table column sets)", dir.display(), captured.openapi.len(), captured.tables.len());
     Ok(())
 }
