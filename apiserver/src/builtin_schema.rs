@@ -1,25 +1,34 @@
-//! OpenAPI v3 schemas of the built-in kinds (generated from k8s-openapi's schemars support into
-//! `schemas/builtin.json`; see `schemas/gen`). Used to drop unknown fields from built-in objects
-//! as upstream's decoding does (or refuse them under `fieldValidation=Strict`, which kubectl
-//! sends), and to publish real schemas in OpenAPI v3 so `kubectl explain` works for built-ins.
+//! OpenAPI v3 schemas of the built-in kinds: upstream's own, from the committed OpenAPI
+//! documents of kube-apiserver v1.36 ([`crate::surface`]). Used to drop unknown fields from
+//! built-in objects as upstream's decoding does (or refuse them under `fieldValidation=Strict`,
+//! which kubectl sends), and (with the `required` lists) to tell which zero values the Go types
+//! keep when a protobuf body is decoded.
 
 use serde_json::{Map, Value};
-use std::collections::BTreeSet;
+use std::collections::HashMap;
 use std::sync::OnceLock;
 
-const RAW: &str = include_str!("../schemas/builtin.json");
 const REF_PREFIX: &str = "#/components/schemas/";
 
 struct Schemas {
-    roots: Map<String, Value>,
-    defs: Map<String, Value>,
+    /// Component name by `<apiVersion>/<Kind>` (e.g. `v1/Pod`, `apps/v1/Deployment`), from each
+    /// component's `x-kubernetes-group-version-kind`.
+    roots: HashMap<String, String>,
+    defs: &'static Map<String, Value>,
 }
 
 fn schemas() -> &'static Schemas {
     static S: OnceLock<Schemas> = OnceLock::new();
     S.get_or_init(|| {
-        let v: Value = serde_json::from_str(RAW).expect("builtin.json is valid");
-        Schemas { roots: v["roots"].as_object().cloned().unwrap_or_default(), defs: v["schemas"].as_object().cloned().unwrap_or_default() }
+        let defs = crate::surface::components();
+        let mut roots = HashMap::new();
+        for (name, schema) in defs {
+            for gvk in schema["x-kubernetes-group-version-kind"].as_array().into_iter().flatten() {
+                let (g, v, k) = (gvk["group"].as_str().unwrap_or(""), gvk["version"].as_str().unwrap_or(""), gvk["kind"].as_str().unwrap_or(""));
+                roots.entry(key(g, v, k)).or_insert_with(|| name.clone());
+            }
+        }
+        Schemas { roots, defs }
     })
 }
 
@@ -36,8 +45,7 @@ fn has(group: &str, version: &str, kind: &str) -> bool {
 
 /// The component name of a built-in kind's schema, e.g. `io.k8s.api.core.v1.Pod`.
 pub fn component_name(group: &str, version: &str, kind: &str) -> Option<String> {
-    let r = schemas().roots.get(&key(group, version, kind))?;
-    r.get("$ref")?.as_str()?.strip_prefix(REF_PREFIX).map(String::from)
+    schemas().roots.get(&key(group, version, kind)).cloned()
 }
 
 /// A schema by component name.
@@ -65,7 +73,8 @@ pub fn component_by_ref(node: &Value) -> Option<(&'static str, &'static Value)> 
 }
 
 /// Component names reachable from `name` (itself included).
-pub fn reachable(name: &str) -> BTreeSet<String> {
+#[cfg(test)]
+fn reachable(name: &str) -> std::collections::BTreeSet<String> {
     fn refs(v: &Value, out: &mut Vec<String>) {
         match v {
             Value::Object(m) => {
@@ -78,7 +87,7 @@ pub fn reachable(name: &str) -> BTreeSet<String> {
             _ => {}
         }
     }
-    let mut seen = BTreeSet::new();
+    let mut seen = std::collections::BTreeSet::new();
     let mut todo = vec![name.to_string()];
     while let Some(n) = todo.pop() {
         if !seen.insert(n.clone()) {
@@ -169,7 +178,7 @@ fn prune_at(s: &'static Value, v: &mut Value, path: &mut String, out: &mut Vec<S
 /// `spec.containers[0].imagee`). Kinds without a schema are left alone.
 pub fn prune(group: &str, version: &str, kind: &str, obj: &mut Value) -> Vec<String> {
     let mut out = vec![];
-    if let Some(root) = schemas().roots.get(&key(group, version, kind)) {
+    if let Some(root) = schemas().roots.get(&key(group, version, kind)).and_then(|name| component(name)) {
         prune_at(root, obj, &mut String::new(), &mut out);
     }
     out
@@ -205,6 +214,6 @@ mod tests {
             .filter(|r| !has(&r.group, &r.version, &r.kind))
             .map(|r| format!("{}/{}", r.api_version(), r.kind))
             .collect();
-        assert!(missing.is_empty(), "regenerate schemas/builtin.json (schemas/gen): {missing:?}");
+        assert!(missing.is_empty(), "regenerate apiserver/surface (`cargo xtask api-surface`): {missing:?}");
     }
 }

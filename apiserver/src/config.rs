@@ -20,7 +20,7 @@ pub struct Config {
     pub clock: SharedClock,
     /// Address to bind for HTTP serving; port 0 picks a free one (default 127.0.0.1:0).
     pub bind: std::net::SocketAddr,
-    /// Answer aggregated discovery (`apidiscovery.k8s.io/v2`) when asked (default true, as 1.32).
+    /// Answer aggregated discovery (`apidiscovery.k8s.io/v2`) when asked (default true, as upstream).
     pub aggregated_discovery: bool,
     /// Do what kube-controller-manager does besides the server (default true, a real
     /// cluster): each namespace gets its `default` ServiceAccount and `kube-root-ca.crt`

@@ -1,20 +1,16 @@
 //! Discovery: `/version`, `/api`, `/apis`, `/apis/G`, `/api/v1` and `/apis/G/V` (legacy
 //! `APIResourceList`s), and aggregated discovery (`apidiscovery.k8s.io/v2`
-//! `APIGroupDiscoveryList`) which kubectl 1.32 asks for first.
+//! `APIGroupDiscoveryList`) which kubectl asks for first. The built-in part of each document is
+//! the real v1.36 server's, as captured in [`crate::surface`]; CRDs add theirs, computed from
+//! the registry as the apiextensions server lists them.
 
 use crate::resources::{Registry, Resource};
 use serde_json::{Value, json};
 
-/// The version we claim to be.
-pub const GIT_VERSION: &str = "v1.32.0";
-
-/// `/version`.
+/// `/version`: the captured server's (v1.36.3, with its emulation and minimum-compatibility
+/// versions).
 pub fn version() -> Value {
-    json!({
-        "major": "1", "minor": "32", "gitVersion": GIT_VERSION, "gitCommit": "embedded",
-        "gitTreeState": "clean", "buildDate": "2024-12-11T00:00:00Z", "goVersion": "go1.23.3",
-        "compiler": "gc", "platform": "linux/amd64"
-    })
+    crate::surface::version().clone()
 }
 
 /// API groups with their versions, most preferred version first.
@@ -81,21 +77,6 @@ pub fn group(reg: &Registry, g: &str) -> Option<Value> {
     })
 }
 
-/// Upstream's `discovery.StorageVersionHash`: base64 of the first 8 bytes of the SHA-256 of
-/// `group/version/kind` of the version the resource is stored as (a view's storage is the
-/// resource it shares; HorizontalPodAutoscalers are stored as autoscaling/v2).
-fn storage_version_hash(r: &Resource) -> String {
-    use base64::Engine as _;
-    use sha2::Digest as _;
-    let (group, version) = match (&r.alias_of, r.group.as_str(), r.kind.as_str()) {
-        (Some(storage), _, _) => (storage.group.as_str(), "v1"),
-        (None, "autoscaling", "HorizontalPodAutoscaler") => ("autoscaling", "v2"),
-        (None, group, _) => (group, r.version.as_str()),
-    };
-    let digest = sha2::Sha256::digest(format!("{group}/{version}/{}", r.kind).as_bytes());
-    base64::engine::general_purpose::STANDARD.encode(&digest[..8])
-}
-
 fn resource_entries(r: &Resource) -> Vec<Value> {
     let mut main = json!({
         "name": r.plural, "singularName": r.singular, "namespaced": r.namespaced, "kind": r.kind, "verbs": r.verbs(),
@@ -105,9 +86,6 @@ fn resource_entries(r: &Resource) -> Vec<Value> {
     }
     if !r.categories.is_empty() {
         main["categories"] = json!(r.categories);
-    }
-    if !r.custom && !r.ephemeral {
-        main["storageVersionHash"] = json!(storage_version_hash(r));
     }
     let mut out = vec![main];
     if r.status {
@@ -132,14 +110,23 @@ fn resource_entries(r: &Resource) -> Vec<Value> {
     out
 }
 
-/// `/api/v1` or `/apis/G/V`.
+/// `/api/v1` or `/apis/G/V`: upstream's list for a built-in group version, with the resources
+/// CRDs add to it after upstream's.
 pub fn resource_list(reg: &Registry, g: &str, v: &str) -> Option<Value> {
-    let rs: Vec<Resource> = reg.all().into_iter().filter(|r| r.group == g && r.version == v).collect();
-    if rs.is_empty() {
+    let custom: Vec<Resource> = reg.all().into_iter().filter(|r| r.custom && r.group == g && r.version == v).collect();
+    let custom_entries = custom.iter().flat_map(resource_entries);
+    if let Some(builtin) = crate::surface::resource_list(&crate::openapi::gv_key(g, v)) {
+        let mut list = builtin.clone();
+        if let Some(items) = list["resources"].as_array_mut() {
+            items.extend(custom_entries);
+        }
+        return Some(list);
+    }
+    if custom.is_empty() {
         return None;
     }
     let gv = if g.is_empty() { v.to_string() } else { format!("{g}/{v}") };
-    let resources: Vec<Value> = rs.iter().flat_map(resource_entries).collect();
+    let resources: Vec<Value> = custom_entries.collect();
     Some(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}))
 }
 
@@ -178,26 +165,32 @@ fn aggregated_resources(rs: &[Resource]) -> Vec<Value> {
         .collect()
 }
 
-/// Aggregated discovery for `/api` (legacy = true) or `/apis`.
+/// Aggregated discovery for `/api` (legacy = true) or `/apis`: upstream's built-in groups, then
+/// the groups CRDs define.
 pub fn aggregated(reg: &Registry, legacy: bool) -> Value {
+    let builtin = crate::surface::aggregated(legacy);
+    if legacy {
+        return builtin.clone();
+    }
+    let builtin_groups: Vec<&str> = builtin["items"].as_array().into_iter().flatten().filter_map(|i| i["metadata"]["name"].as_str()).collect();
     let all = reg.all();
-    let items: Vec<Value> = if legacy {
-        let rs: Vec<Resource> = all.iter().filter(|r| r.group.is_empty()).cloned().collect();
-        vec![json!({"metadata": {}, "versions": [{"version": "v1", "resources": aggregated_resources(&rs), "freshness": "Current"}]})]
-    } else {
-        groups(reg)
-            .into_iter()
-            .map(|(g, vs)| {
-                let versions: Vec<Value> = vs
-                    .iter()
-                    .map(|v| {
-                        let rs: Vec<Resource> = all.iter().filter(|r| r.group == g && &r.version == v).cloned().collect();
-                        json!({"version": v, "resources": aggregated_resources(&rs), "freshness": "Current"})
-                    })
-                    .collect();
-                json!({"metadata": {"name": g}, "versions": versions})
-            })
-            .collect()
-    };
-    json!({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {}, "items": items})
+    let custom: Vec<Value> = groups(reg)
+        .into_iter()
+        .filter(|(g, _)| !builtin_groups.contains(&g.as_str()))
+        .map(|(g, vs)| {
+            let versions: Vec<Value> = vs
+                .iter()
+                .map(|v| {
+                    let rs: Vec<Resource> = all.iter().filter(|r| r.group == g && &r.version == v).cloned().collect();
+                    json!({"version": v, "resources": aggregated_resources(&rs), "freshness": "Current"})
+                })
+                .collect();
+            json!({"metadata": {"name": g}, "versions": versions})
+        })
+        .collect();
+    let mut out = builtin.clone();
+    if let Some(items) = out["items"].as_array_mut() {
+        items.extend(custom);
+    }
+    out
 }

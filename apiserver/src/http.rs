@@ -236,12 +236,10 @@ pub async fn handle(core: Arc<Core>, req: Request<Bytes>, server_address: &str) 
             ["apis", g] if get => discovery::group(&core.registry, g).map(|v| json(200, &v)).ok_or_else(ApiError::no_route),
             ["api", "v1"] if get => discovery::resource_list(&core.registry, "", "v1").map(|v| json(200, &v)).ok_or_else(ApiError::no_route),
             ["apis", g, v] if get => discovery::resource_list(&core.registry, g, v).map(|v| json(200, &v)).ok_or_else(ApiError::no_route),
-            ["openapi", "v3"] if get => Ok(json(200, &openapi::root(&core.registry))),
-            ["openapi", "v3", "api", v] if get => {
-                openapi::group_version_doc(&core.registry, "", v).map(|d| json(200, &d)).ok_or_else(ApiError::no_route)
-            }
-            ["openapi", "v3", "apis", g, v] if get => {
-                openapi::group_version_doc(&core.registry, g, v).map(|d| json(200, &d)).ok_or_else(ApiError::no_route)
+            // Upstream answers the index as text/plain (its handler sets no content type).
+            ["openapi", "v3"] if get => Ok(full(StatusCode::OK, "text/plain; charset=utf-8", crate::wire::to_vec(&openapi::root(&core.registry)))),
+            ["openapi", "v3", key @ ..] if get && !key.is_empty() => {
+                openapi::document(&core.registry, &key.join("/")).map(|d| json(200, &d)).ok_or_else(ApiError::no_route)
             }
             ["debug", "faults", rest @ ..] => debug_faults(&core, rest, &r),
             ["api", "v1", rest @ ..] => resource(&core, "", "v1", rest, &r, &user).await,
@@ -310,8 +308,8 @@ fn debug_faults(core: &Core, rest: &[&str], r: &Req<'_>) -> Result<Response<Body
     }
 }
 
-/// Subresources a 1.32 server serves that need a container runtime or a network path to a
-/// node; the embedded cluster runs neither.
+/// Subresources upstream serves that need a container runtime or a network path to a node;
+/// the embedded cluster runs neither.
 const RUNTIME_SUBRESOURCES: &[(&str, &str, &str)] = &[
     ("", "pods", "exec"),
     ("", "pods", "attach"),
@@ -321,18 +319,20 @@ const RUNTIME_SUBRESOURCES: &[(&str, &str, &str)] = &[
     ("", "nodes", "proxy"),
 ];
 
-/// The answer to a subresource we do not serve: for one a real server has (`pods/exec`, ...),
-/// a 405 Status naming it once the object is found (so `kubectl exec` says what is missing
-/// rather than "could not find the requested resource"); for any other, upstream's 404.
+/// The answer to a subresource discovery lists (as upstream's) that this server does not
+/// serve (`pods/exec`, `pods/resize`, ...): once the object is found, a 405 Status naming it,
+/// so `kubectl exec` says what is missing rather than "could not find the requested resource".
 fn unserved_subresource(core: &Core, res: &Resource, ns: &str, name: &str, sub: &str) -> ApiError {
-    if !RUNTIME_SUBRESOURCES.contains(&(res.group.as_str(), res.plural.as_str(), sub)) {
-        return ApiError::no_route();
-    }
     if let Err(e) = core.get(res, ns, name) {
         return e;
     }
+    let why = if RUNTIME_SUBRESOURCES.contains(&(res.group.as_str(), res.plural.as_str(), sub)) {
+        "it runs no containers and has no network path to nodes"
+    } else {
+        "it is listed as upstream lists it, but not implemented"
+    };
     let mut e = ApiError::method_not_allowed("");
-    e.message = format!("{}/{sub} is not supported by the embedded API server: it runs no containers and has no network path to nodes", res.plural);
+    e.message = format!("{}/{sub} is not supported by the embedded API server: {why}", res.plural);
     e.name = Some(name.to_string());
     e.group = Some(res.group.clone());
     e.kind = Some(format!("{}/{sub}", res.plural));
@@ -486,8 +486,9 @@ async fn resource(core: &Arc<Core>, group: &str, version: &str, rest: &[&str], r
             Some("ephemeralcontainers") => Sub::EphemeralContainers,
             Some("approval") => Sub::Approval,
             Some("finalize") if r.method == Method::PUT => Sub::Finalize,
-            Some(_) => return Err(ApiError::method_not_allowed(r.method.as_str())),
-            None => return Err(unserved_subresource(core, &res, ns, t.name.unwrap_or_default(), name)),
+            Some("finalize") => return Err(ApiError::method_not_allowed(r.method.as_str())),
+            Some(_) => return Err(unserved_subresource(core, &res, ns, t.name.unwrap_or_default(), name)),
+            None => return Err(ApiError::no_route()),
         },
     };
     let method = r.method.clone();

@@ -54,6 +54,7 @@ mod server;
 mod services;
 mod status;
 pub mod store;
+mod surface;
 mod table;
 mod typed;
 mod user;

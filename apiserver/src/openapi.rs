@@ -1,13 +1,12 @@
-//! OpenAPI v3 (`/openapi/v3` and per group-version documents). Enough for kubectl: every PATCH
-//! operation carries `x-kubernetes-group-version-kind` and the `fieldValidation` parameter (so
-//! `kubectl apply` validates server-side instead of needing `/openapi/v2`), and every kind has a
-//! component schema tagged with its GVK (so `kubectl explain` works; CRDs use their own schema,
-//! built-ins the generated ones of [`crate::builtin_schema`]). `/openapi/v2` is not served (404),
-//! which kubectl tolerates.
-//!
-//! Built-in PATCH operations deliberately do not list `application/strategic-merge-patch+json`:
-//! kubectl then computes client-side apply patches from its compiled-in types, which is exactly
-//! what a full schema would give it.
+//! OpenAPI v3 (`/openapi/v3` and its documents). Every document a default kube-apiserver v1.36
+//! lists (the built-in group versions, groups, `version`, ...) is served as the real server
+//! answered it ([`crate::surface`]): descriptions, `x-kubernetes-*` extensions, every path and
+//! its patch types (strategic merge included), so `kubectl explain`, client-side apply and
+//! server-side field validation see upstream's schemas. A CRD's group version gets a document
+//! computed from its schema: every PATCH operation carries `x-kubernetes-group-version-kind`
+//! and the `fieldValidation` parameter (so `kubectl apply` validates server-side), and the kind
+//! has a component schema tagged with its GVK. `/openapi/v2` is not served (404), which kubectl
+//! tolerates.
 
 use crate::resources::{Registry, Resource};
 use serde_json::{Map, Value, json};
@@ -37,13 +36,6 @@ fn gvk(r: &Resource) -> Value {
 }
 
 fn schema_of(r: &Resource) -> Value {
-    if !r.custom
-        && let Some(b) = crate::builtin_schema::component(&component_name(r))
-    {
-        let mut s = b.clone();
-        s["x-kubernetes-group-version-kind"] = json!([gvk(r)]);
-        return s;
-    }
     let mut s = match &r.schema {
         Some(s) => (**s).clone(),
         None => json!({
@@ -108,9 +100,18 @@ fn paths_for(r: &Resource, paths: &mut Map<String, Value>) {
     );
 }
 
-/// The document for one group version, or `None` if not served.
-pub fn group_version_doc(reg: &Registry, group: &str, version: &str) -> Option<Value> {
-    let rs: Vec<Resource> = reg.all().into_iter().filter(|r| r.group == group && r.version == version).collect();
+/// A document by its `/openapi/v3` key (`api/v1`, `apis/G/V`, `version`), or `None` if not served.
+pub fn document(reg: &Registry, key: &str) -> Option<Value> {
+    if let Some(doc) = crate::surface::openapi().get(key) {
+        return Some(doc.clone());
+    }
+    let (group, version) = key.strip_prefix("apis/")?.split_once('/')?;
+    custom_group_version_doc(reg, group, version)
+}
+
+/// The document of a group version CRDs define.
+fn custom_group_version_doc(reg: &Registry, group: &str, version: &str) -> Option<Value> {
+    let rs: Vec<Resource> = reg.all().into_iter().filter(|r| r.custom && r.group == group && r.version == version).collect();
     if rs.is_empty() {
         return None;
     }
@@ -118,18 +119,11 @@ pub fn group_version_doc(reg: &Registry, group: &str, version: &str) -> Option<V
     let mut schemas = Map::new();
     for r in &rs {
         paths_for(r, &mut paths);
-        if !r.custom {
-            for dep in crate::builtin_schema::reachable(&component_name(r)) {
-                if let Some(d) = crate::builtin_schema::component(&dep) {
-                    schemas.entry(dep).or_insert_with(|| d.clone());
-                }
-            }
-        }
         schemas.insert(component_name(r), schema_of(r));
     }
     Some(json!({
         "openapi": "3.0.0",
-        "info": {"title": "Kubernetes", "version": crate::discovery::GIT_VERSION},
+        "info": {"title": "Kubernetes CRD Swagger", "version": "v0.1.0"},
         "paths": paths,
         "components": {"schemas": schemas}
     }))
@@ -141,19 +135,23 @@ fn hash(v: &Value) -> String {
     format!("{:016X}", h.finish())
 }
 
-/// `/openapi/v3`: the index of group-version documents.
+/// `/openapi/v3`: the index of documents (upstream's, then the group versions CRDs define),
+/// each URL carrying a hash of its document.
 pub fn root(reg: &Registry) -> Value {
-    let mut paths = Map::new();
-    let mut gvs: Vec<(String, String)> = vec![];
-    for r in reg.all() {
-        if !gvs.contains(&(r.group.clone(), r.version.clone())) {
-            gvs.push((r.group.clone(), r.version.clone()));
+    static BUILTIN: std::sync::OnceLock<Map<String, Value>> = std::sync::OnceLock::new();
+    let mut paths = BUILTIN
+        .get_or_init(|| {
+            let entry = |(key, doc): (&String, &Value)| (key.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash={}", hash(doc))}));
+            crate::surface::openapi().iter().map(entry).collect()
+        })
+        .clone();
+    for r in reg.all().into_iter().filter(|r| r.custom) {
+        let key = gv_key(&r.group, &r.version);
+        if !paths.contains_key(&key)
+            && let Some(doc) = custom_group_version_doc(reg, &r.group, &r.version)
+        {
+            paths.insert(key.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash={}", hash(&doc))}));
         }
-    }
-    for (g, v) in gvs {
-        let key = gv_key(&g, &v);
-        let doc = group_version_doc(reg, &g, &v).unwrap_or_default();
-        paths.insert(key.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash={}", hash(&doc))}));
     }
     json!({"paths": paths})
 }

@@ -624,11 +624,28 @@ fn res_is_core(o: &Value) -> bool {
     o.get("apiVersion").and_then(Value::as_str) == Some("v1")
 }
 
+/// A custom resource column's description, as apiextensions' table convertor words it when the
+/// CRD gives none.
+fn crd_column_description(json_path: &str) -> String {
+    format!("Custom resource definition column (in JSONPath format): {json_path}")
+}
+
 fn custom(res: &Resource, now: DateTime<Utc>) -> Columns {
-    let mut cols = vec![col("Name", "string", "name", 0)];
-    let user = res.printer_columns.clone();
+    // Upstream's Name column takes ObjectMeta's `name` field doc.
+    let name_doc = crate::surface::components()
+        .get("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")
+        .and_then(|m| m.pointer("/properties/name/description"))
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let mut cols = vec![PrinterColumn { description: name_doc.to_string(), ..col("Name", "string", "name", 0) }];
+    let user: Vec<PrinterColumn> = res
+        .printer_columns
+        .iter()
+        .cloned()
+        .map(|c| if c.description.is_empty() { PrinterColumn { description: crd_column_description(&c.json_path), ..c } } else { c })
+        .collect();
     if user.is_empty() {
-        cols.push(col("Age", "date", "", 0));
+        cols.push(PrinterColumn { description: crd_column_description(".metadata.creationTimestamp"), ..col("Age", "date", "", 0) });
         return (cols, Box::new(move |o| vec![json!(s(o, "/metadata/name")), json!(age(o.pointer("/metadata/creationTimestamp"), now))]));
     }
     cols.extend(user.iter().cloned());
@@ -664,9 +681,15 @@ pub fn to_table(res: &Resource, objects: &[Value], list_meta: Value, include: &s
             (kinds::default_columns(), cells)
         })
     };
+    // A built-in column is defined as upstream's printer defines it (type, format, the
+    // description it takes from the field docs, priority), from the real server's answer.
+    let upstream = if res.custom { None } else { crate::surface::table_columns(&res.group, &res.plural) };
     let defs: Vec<Value> = cols
         .iter()
         .map(|c| {
+            if let Some(def) = upstream.and_then(|u| u.iter().find(|d| d["name"] == c.name.as_str())) {
+                return def.clone();
+            }
             let t = if c.type_ == "date" && !res.custom { "string".to_string() } else { c.type_.clone() };
             json!({"name": c.name, "type": t, "format": c.format, "description": c.description, "priority": c.priority})
         })

@@ -58,7 +58,7 @@ pub fn create_nodes(core: &Core, count: usize) -> Vec<String> {
                     "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
                     "nodeInfo": {
                         "architecture": "amd64", "operatingSystem": "linux", "osImage": "kwok (simulated)",
-                        "kernelVersion": "", "kubeletVersion": "v1.32.0", "kubeProxyVersion": "",
+                        "kernelVersion": "", "kubeletVersion": "v1.36.3", "kubeProxyVersion": "",
                         "containerRuntimeVersion": "sim://0.1.0", "machineID": "", "systemUUID": "", "bootID": "",
                     },
                 },

@@ -44,6 +44,13 @@
 //!   figures and the differences by cause and writes
 //!   `target/fidelity/report.json` (crate `tests/fidelity`); it also rewrites
 //!   apiserver/README.md's generated "Not faithful (yet)" list.
+//! - `api-surface`: builds the real control plane, starts it and writes its
+//!   API surface (`/version`, aggregated discovery and every built-in
+//!   `APIResourceList`, the OpenAPI v3 documents, every resource's Table
+//!   columns) to `apiserver/surface/`, which the embedded API server serves.
+//!   The fidelity tests fail when the committed files drift from the real
+//!   server. (Not the protobuf descriptors: v1.36's binaries no longer embed
+//!   them, see apiserver/proto/README.md.)
 //! - `sharding-scale [--cronjobs N] [--phase-secs S] [--embedded]`: `build`,
 //!   the real control plane, then the sharding scenario at scale (default
 //!   3,000 CronJobs, each phase held 60 s; ignored in `test`, which runs the
@@ -117,6 +124,13 @@ fn main() -> ExitCode {
             c.arg("--help");
             status(c)
         }),
+        Some("api-surface") => real_cluster::build().and_then(|built| {
+            if built {
+                api_surface()
+            } else {
+                Err("capturing the API surface needs the real control plane, which needs Go (1.26 or newer) on PATH".into())
+            }
+        }),
         Some("real-cluster") => setup().and_then(|()| build()).and_then(|()| real_cluster_up(&args[1..])),
         Some("sharding-scale") => sharding_scale_args(&args[1..]).and_then(|size| {
             setup().and_then(|()| build()).and_then(|()| real_cluster::build()).and_then(|go| {
@@ -128,7 +142,7 @@ fn main() -> ExitCode {
             })
         }),
         _ => {
-            eprintln!("usage: cargo xtask <setup|build|plugins|test|run|bench|real-cluster|fidelity|sharding-scale|layering|features> [args...]");
+            eprintln!("usage: cargo xtask <setup|build|plugins|test|run|bench|real-cluster|fidelity|api-surface|sharding-scale|layering|features> [args...]");
             return ExitCode::from(2);
         }
     };
@@ -437,6 +451,13 @@ fn sharding_scale(run: ScaleRun) -> Result {
 fn fidelity() -> Result {
     let mut c = cargo();
     c.args(["run", "--release", "-p", "fidelity", "--bin", "fidelity"]);
+    status(c)
+}
+
+/// The real control plane's API surface into `apiserver/surface/`.
+fn api_surface() -> Result {
+    let mut c = cargo();
+    c.args(["run", "--release", "-p", "fidelity", "--bin", "api-surface"]);
     status(c)
 }
 

@@ -24,7 +24,7 @@ const JSON_NAMES: &[(&str, &str)] =
 /// Go embedded structs (`json:",inline"`), whose fields JSON shows in the enclosing object.
 /// Upstream's descriptors do not mark them (the proto field is named after the type, as a
 /// named field of that type would be), so they are listed here; a test checks the list against
-/// the OpenAPI schemas of `schemas/builtin.json`.
+/// upstream's OpenAPI schemas (`surface/openapi-v3.json.gz`).
 const INLINE: &[(&str, &str)] = &[
     ("k8s.io.api.admissionregistration.v1.NamedRuleWithOperations", "ruleWithOperations"),
     ("k8s.io.api.admissionregistration.v1.RuleWithOperations", "rule"),

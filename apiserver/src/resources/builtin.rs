@@ -1,210 +1,142 @@
-//! The built-in kinds a 1.32 kube-apiserver serves by default (GA groups, plus autoscaling/v1).
-//!
-//! Group, version, kind, plural and scope come from k8s-openapi's `Resource` impls (the types
-//! generated from upstream's OpenAPI), so a row cannot misspell them; what OpenAPI does not
-//! carry (short names, categories, verbs, subresources) is written beside each row as upstream's
-//! discovery documents list it (`api/discovery/*.json` in kubernetes/kubernetes). The test
-//! `apiserver/tests/all/kinds.rs` compares the result with the fixture
-//! `apiserver/tests/all/fixtures/api-resources-v1.32.txt`.
+//! The built-in kinds a default kube-apiserver v1.36 serves, read from its aggregated discovery
+//! documents ([`crate::surface`], captured from the real server by `cargo xtask api-surface`):
+//! group, version, kind, plural, singular, scope, short names, categories, verbs and
+//! subresources are upstream's, in upstream's discovery order. What discovery does not say is
+//! stated here: which kinds maintain `metadata.generation`, which are create-only reviews, and
+//! which resources are views of another's storage.
 
-use super::{ALL_VERBS, GroupResource, Resource, ScaleSpec, Subresource};
-use k8s_openapi::api::{
-    admissionregistration::v1 as admission, apps::v1 as apps, authentication::v1 as authn, authorization::v1 as authz,
-    autoscaling::v1 as autoscaling1, autoscaling::v2 as autoscaling2, batch::v1 as batch, certificates::v1 as certificates,
-    coordination::v1 as coordination, core::v1 as core, discovery::v1 as discovery, events::v1 as events, flowcontrol::v1 as flowcontrol,
-    networking::v1 as networking, node::v1 as node, policy::v1 as policy, rbac::v1 as rbac, scheduling::v1 as scheduling, storage::v1 as storage,
-};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
-use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1 as apiregistration;
-use std::any::TypeId;
+use super::{GroupResource, Resource, ScaleSpec, Subresource};
+use serde_json::Value;
+use std::sync::OnceLock;
 
-/// One row: a k8s-openapi type plus what discovery says about it.
-struct Row(Resource);
+/// Kinds whose registry strategy sets `metadata.generation` (1 on create, bumped when the spec
+/// changes): `PrepareForCreate` sets `Generation = 1` in their `pkg/registry/*/strategy.go`.
+const WITH_GENERATION: &[(&str, &str)] = &[
+    ("", "ReplicationController"),
+    ("apps", "DaemonSet"),
+    ("apps", "Deployment"),
+    ("apps", "ReplicaSet"),
+    ("apps", "StatefulSet"),
+    ("batch", "CronJob"),
+    ("batch", "Job"),
+    ("networking.k8s.io", "IngressClass"),
+    ("networking.k8s.io", "Ingress"),
+    ("networking.k8s.io", "NetworkPolicy"),
+    ("policy", "PodDisruptionBudget"),
+    ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"),
+    ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"),
+    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"),
+    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding"),
+    ("admissionregistration.k8s.io", "MutatingAdmissionPolicy"),
+    ("admissionregistration.k8s.io", "MutatingAdmissionPolicyBinding"),
+    ("apiextensions.k8s.io", "CustomResourceDefinition"),
+    ("flowcontrol.apiserver.k8s.io", "FlowSchema"),
+    ("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration"),
+    ("resource.k8s.io", "DeviceClass"),
+    ("resource.k8s.io", "ResourceSlice"),
+];
 
-fn kind<K: k8s_openapi::Resource + 'static>() -> Row {
-    let namespaced = TypeId::of::<K::Scope>() == TypeId::of::<k8s_openapi::NamespaceResourceScope>();
-    Row(Resource {
-        group: K::GROUP.into(),
-        version: K::VERSION.into(),
-        plural: K::URL_PATH_SEGMENT.into(),
-        // Upstream's singularName is the lower-cased kind (`endpoints` for Endpoints).
-        singular: K::KIND.to_ascii_lowercase(),
-        kind: K::KIND.into(),
-        list_kind: format!("{}List", K::KIND),
-        namespaced,
-        short_names: vec![],
-        categories: vec![],
-        status: false,
-        scale: None,
-        generation: false,
-        keep_status_on_create: false,
-        storage: true,
-        schema: None,
-        printer_columns: vec![],
-        custom: false,
-        alias_of: None,
-        ephemeral: false,
-        verbs: ALL_VERBS,
-        subresources: &[],
-    })
+/// Groups whose create-only kinds are reviews: answered with a computed status, never stored.
+const REVIEW_GROUPS: &[&str] = &["authentication.k8s.io", "authorization.k8s.io"];
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array().into_iter().flatten().filter_map(Value::as_str).map(String::from).collect()
 }
 
-impl Row {
-    fn short(mut self, names: &[&str]) -> Self {
-        self.0.short_names = names.iter().map(|s| s.to_string()).collect();
-        self
-    }
-    /// In the `all` category (`kubectl get all`).
-    fn all(mut self) -> Self {
-        self.0.categories = vec!["all".into()];
-        self
-    }
-    fn api_extensions(mut self) -> Self {
-        self.0.categories = vec!["api-extensions".into()];
-        self
-    }
-    /// Has `/status`: main-resource writes keep the stored status.
-    fn status(mut self) -> Self {
-        self.0.status = true;
-        self
-    }
-    /// Has `/scale` at `.spec.replicas` / `.status.replicas` / `.spec.selector`.
-    fn scale(mut self) -> Self {
-        self.0.scale = Some(ScaleSpec {
+/// Discovery's strings live as long as the process: they are read once ([`builtins`]).
+fn leak_strs(v: &Value) -> &'static [&'static str] {
+    let owned: Vec<&'static str> = strings(v).into_iter().map(|s| &*Box::leak(s.into_boxed_str())).collect();
+    Box::leak(owned.into_boxed_slice())
+}
+
+fn leak(s: &str) -> &'static str {
+    Box::leak(s.to_string().into_boxed_str())
+}
+
+/// One resource of an aggregated discovery document (`apidiscovery.k8s.io/v2`).
+fn resource(group: &str, version: &str, preferred: &str, entry: &Value) -> Resource {
+    let kind = entry["responseKind"]["kind"].as_str().unwrap_or_default().to_string();
+    let plural = entry["resource"].as_str().unwrap_or_default().to_string();
+    let verbs = leak_strs(&entry["verbs"]);
+    let subs: Vec<&Value> = entry["subresources"].as_array().into_iter().flatten().collect();
+    let has = |name: &str| subs.iter().any(|s| s["subresource"] == name);
+    let others: Vec<Subresource> = subs
+        .iter()
+        .filter(|s| s["subresource"] != "status" && s["subresource"] != "scale")
+        .map(|s| {
+            let response = &s["responseKind"];
+            Subresource {
+                name: leak(s["subresource"].as_str().unwrap_or_default()),
+                group: leak(response["group"].as_str().unwrap_or_default()),
+                version: leak(response["version"].as_str().unwrap_or_default()),
+                kind: leak(response["kind"].as_str().unwrap_or_default()),
+                verbs: leak_strs(&s["verbs"]),
+            }
+        })
+        .collect();
+    let review = REVIEW_GROUPS.contains(&group) && verbs == ["create"];
+    // One storage, two views (see `convert`): events.k8s.io Events are core Events; a group's
+    // other versions (autoscaling/v1 HPAs) are stored at its preferred one.
+    let alias_of = if group == "events.k8s.io" {
+        Some(GroupResource { group: String::new(), resource: "events".into() })
+    } else if version != preferred {
+        Some(GroupResource { group: group.into(), resource: plural.clone() })
+    } else {
+        None
+    };
+    Resource {
+        group: group.into(),
+        version: version.into(),
+        singular: entry["singularResource"].as_str().unwrap_or_default().to_string(),
+        list_kind: format!("{kind}List"),
+        namespaced: entry["scope"] == "Namespaced",
+        short_names: strings(&entry["shortNames"]),
+        categories: strings(&entry["categories"]),
+        status: has("status"),
+        scale: has("scale").then(|| ScaleSpec {
             spec_replicas_path: ".spec.replicas".into(),
             status_replicas_path: ".status.replicas".into(),
             label_selector_path: Some(".spec.selector".into()),
-        });
-        self
-    }
-    /// `metadata.generation` is bumped when the spec changes.
-    fn generation(mut self) -> Self {
-        self.0.generation = true;
-        self
-    }
-    fn verbs(mut self, verbs: &'static [&'static str]) -> Self {
-        self.0.verbs = verbs;
-        self
-    }
-    /// Create-only, answered and never stored (reviews).
-    fn review(mut self) -> Self {
-        self.0.ephemeral = true;
-        self.0.verbs = &["create"];
-        self
-    }
-    fn subresources(mut self, subs: &'static [Subresource]) -> Self {
-        self.0.subresources = subs;
-        self
-    }
-    /// Served at this version, stored at another (autoscaling/v1 HPAs are stored as v2).
-    fn not_storage(mut self) -> Self {
-        self.0.storage = false;
-        self
+        }),
+        generation: WITH_GENERATION.contains(&(group, kind.as_str())),
+        keep_status_on_create: group.is_empty() && (kind == "Node" || kind == "Namespace"),
+        storage: version == preferred,
+        schema: None,
+        printer_columns: vec![],
+        custom: false,
+        alias_of,
+        ephemeral: review,
+        verbs,
+        subresources: Box::leak(others.into_boxed_slice()),
+        plural,
+        kind,
     }
 }
 
-const fn sub(name: &'static str, group: &'static str, version: &'static str, kind: &'static str, verbs: &'static [&'static str]) -> Subresource {
-    Subresource { name, group, version, kind, verbs }
+fn read_aggregated(doc: &Value, out: &mut Vec<Resource>) {
+    for item in doc["items"].as_array().into_iter().flatten() {
+        let group = item["metadata"]["name"].as_str().unwrap_or_default();
+        let versions: Vec<&Value> = item["versions"].as_array().into_iter().flatten().collect();
+        let preferred = versions.first().and_then(|v| v["version"].as_str()).unwrap_or_default();
+        for v in &versions {
+            let version = v["version"].as_str().unwrap_or_default();
+            for entry in v["resources"].as_array().into_iter().flatten() {
+                out.push(resource(group, version, preferred, entry));
+            }
+        }
+    }
 }
 
-const GET_PATCH_UPDATE: &[&str] = &["get", "patch", "update"];
-
-const POD_SUBRESOURCES: &[Subresource] = &[
-    sub("binding", "", "", "Binding", &["create"]),
-    sub("ephemeralcontainers", "", "", "Pod", GET_PATCH_UPDATE),
-    sub("eviction", "policy", "v1", "Eviction", &["create"]),
-    sub("log", "", "", "Pod", &["get"]),
-];
-const SERVICE_ACCOUNT_SUBRESOURCES: &[Subresource] = &[sub("token", "authentication.k8s.io", "v1", "TokenRequest", &["create"])];
-const CSR_SUBRESOURCES: &[Subresource] = &[sub("approval", "", "", "CertificateSigningRequest", GET_PATCH_UPDATE)];
-const NAMESPACE_SUBRESOURCES: &[Subresource] = &[sub("finalize", "", "", "Namespace", &["update"])];
-
-fn rows() -> Vec<Row> {
-    vec![
-        // core/v1, in upstream's discovery order.
-        kind::<core::Binding>().verbs(&["create"]),
-        kind::<core::ComponentStatus>().short(&["cs"]).verbs(&["get", "list"]),
-        kind::<core::ConfigMap>().short(&["cm"]),
-        kind::<core::Endpoints>().short(&["ep"]),
-        kind::<core::Event>().short(&["ev"]),
-        kind::<core::LimitRange>().short(&["limits"]),
-        kind::<core::Namespace>()
-            .short(&["ns"])
-            .status()
-            .verbs(&["create", "delete", "get", "list", "patch", "update", "watch"])
-            .subresources(NAMESPACE_SUBRESOURCES),
-        kind::<core::Node>().short(&["no"]).status(),
-        kind::<core::PersistentVolumeClaim>().short(&["pvc"]).status(),
-        kind::<core::PersistentVolume>().short(&["pv"]).status(),
-        kind::<core::Pod>().short(&["po"]).all().status().subresources(POD_SUBRESOURCES),
-        kind::<core::PodTemplate>(),
-        kind::<core::ReplicationController>().short(&["rc"]).all().status().scale().generation(),
-        kind::<core::ResourceQuota>().short(&["quota"]).status(),
-        kind::<core::Secret>(),
-        kind::<core::ServiceAccount>().short(&["sa"]).subresources(SERVICE_ACCOUNT_SUBRESOURCES),
-        kind::<core::Service>().short(&["svc"]).all().status(),
-        // The groups, in upstream's /apis order.
-        kind::<apiregistration::APIService>().api_extensions().status(),
-        kind::<apps::ControllerRevision>(),
-        kind::<apps::DaemonSet>().short(&["ds"]).all().status().generation(),
-        kind::<apps::Deployment>().short(&["deploy"]).all().status().scale().generation(),
-        kind::<apps::ReplicaSet>().short(&["rs"]).all().status().scale().generation(),
-        kind::<apps::StatefulSet>().short(&["sts"]).all().status().scale().generation(),
-        kind::<events::Event>().short(&["ev"]),
-        kind::<authn::SelfSubjectReview>().review(),
-        kind::<authn::TokenReview>().review(),
-        kind::<authz::LocalSubjectAccessReview>().review(),
-        kind::<authz::SelfSubjectAccessReview>().review(),
-        kind::<authz::SelfSubjectRulesReview>().review(),
-        kind::<authz::SubjectAccessReview>().review(),
-        kind::<autoscaling2::HorizontalPodAutoscaler>().short(&["hpa"]).all().status(),
-        kind::<autoscaling1::HorizontalPodAutoscaler>().short(&["hpa"]).all().status().not_storage(),
-        kind::<batch::CronJob>().short(&["cj"]).all().status().generation(),
-        kind::<batch::Job>().all().status().generation(),
-        kind::<certificates::CertificateSigningRequest>().short(&["csr"]).status().subresources(CSR_SUBRESOURCES),
-        kind::<networking::IngressClass>().generation(),
-        kind::<networking::Ingress>().short(&["ing"]).status().generation(),
-        kind::<networking::NetworkPolicy>().short(&["netpol"]).generation(),
-        kind::<policy::PodDisruptionBudget>().short(&["pdb"]).status().generation(),
-        kind::<rbac::ClusterRoleBinding>(),
-        kind::<rbac::ClusterRole>(),
-        kind::<rbac::RoleBinding>(),
-        kind::<rbac::Role>(),
-        kind::<storage::CSIDriver>(),
-        kind::<storage::CSINode>(),
-        kind::<storage::CSIStorageCapacity>(),
-        kind::<storage::StorageClass>().short(&["sc"]),
-        kind::<storage::VolumeAttachment>().status(),
-        kind::<admission::MutatingWebhookConfiguration>().api_extensions().generation(),
-        kind::<admission::ValidatingAdmissionPolicy>().api_extensions().status().generation(),
-        kind::<admission::ValidatingAdmissionPolicyBinding>().api_extensions().generation(),
-        kind::<admission::ValidatingWebhookConfiguration>().api_extensions().generation(),
-        kind::<apiextensions::CustomResourceDefinition>().short(&["crd", "crds"]).api_extensions().status().generation(),
-        kind::<scheduling::PriorityClass>().short(&["pc"]),
-        kind::<coordination::Lease>(),
-        kind::<node::RuntimeClass>(),
-        kind::<discovery::EndpointSlice>(),
-        kind::<flowcontrol::FlowSchema>().status().generation(),
-        kind::<flowcontrol::PriorityLevelConfiguration>().status().generation(),
-    ]
-}
-
-/// The built-in resources, in discovery order.
+/// The built-in resources, in discovery order (core, then the groups in `/apis` order).
 pub fn builtins() -> Vec<Resource> {
-    rows()
-        .into_iter()
-        .map(|Row(mut r)| {
-            r.keep_status_on_create = r.kind == "Node" || r.kind == "Namespace";
-            // One storage, two views (see `convert`).
-            if r.group == "events.k8s.io" {
-                r.alias_of = Some(GroupResource { group: String::new(), resource: "events".into() });
-            }
-            if r.group == "autoscaling" && r.version == "v1" {
-                r.alias_of = Some(GroupResource { group: r.group.clone(), resource: r.plural.clone() });
-            }
-            r
-        })
-        .collect()
+    static ALL: OnceLock<Vec<Resource>> = OnceLock::new();
+    ALL.get_or_init(|| {
+        let mut out = vec![];
+        read_aggregated(crate::surface::aggregated(true), &mut out);
+        read_aggregated(crate::surface::aggregated(false), &mut out);
+        out
+    })
+    .clone()
 }
 
 /// The preferred-order list of built-in group versions: (group, version).
@@ -224,15 +156,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn rows_take_their_names_and_scope_from_k8s_openapi() {
+    fn rows_take_names_scope_and_verbs_from_upstream_discovery() {
         let all = builtins();
         let find = |g: &str, p: &str| all.iter().find(|r| r.group == g && r.plural == p).unwrap_or_else(|| panic!("{g}/{p}"));
         let sts = find("apps", "statefulsets");
         assert_eq!((sts.kind.as_str(), sts.version.as_str(), sts.namespaced), ("StatefulSet", "v1", true));
+        assert!(sts.scale.is_some() && sts.status && sts.generation && sts.short_names == ["sts"]);
         assert!(!find("", "persistentvolumes").namespaced);
         assert!(find("authorization.k8s.io", "localsubjectaccessreviews").namespaced);
+        assert!(find("authorization.k8s.io", "subjectaccessreviews").ephemeral);
         assert_eq!(find("", "endpoints").singular, "endpoints");
         assert_eq!(find("networking.k8s.io", "ingresses").singular, "ingress");
         assert_eq!(find("apiregistration.k8s.io", "apiservices").version, "v1");
+        assert!(find("", "pods").subresource("exec").is_some());
+        let hpa_v1 = all.iter().find(|r| r.group == "autoscaling" && r.version == "v1").expect("autoscaling/v1");
+        assert!(!hpa_v1.storage && hpa_v1.alias_of.is_some());
+        assert_eq!(find("events.k8s.io", "events").alias_of, Some(GroupResource { group: String::new(), resource: "events".into() }));
     }
 }

@@ -1,88 +1,36 @@
-//! Every kind a 1.32 server serves: discovery compared with upstream's resource list
-//! (`fixtures/api-resources-v1.32.txt`), and the new kinds and subresources used through the
-//! real kubectl over HTTP (and kube-rs where kubectl cannot: bearer tokens over plain HTTP).
+//! Every kind a v1.36 server serves: discovery compared with the real server's
+//! (`surface/discovery.json`, captured by `cargo xtask api-surface`), and the new kinds and
+//! subresources used through the real kubectl over HTTP (and kube-rs where kubectl cannot:
+//! bearer tokens over plain HTTP).
 
 use crate::common::kubectl::Cluster;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 
-const FIXTURE: &str = include_str!("fixtures/api-resources-v1.32.txt");
-const README: &str = include_str!("../../README.md");
-
-/// Rows of a kubectl table, cut at the header's column starts (cells may be empty).
-fn table_rows(text: &str) -> Vec<Vec<String>> {
-    let mut lines = text.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#'));
-    let header = lines.next().expect("a header");
-    let starts: Vec<usize> =
-        header.match_indices(|c: char| c.is_ascii_uppercase()).filter(|(i, _)| *i == 0 || header.as_bytes()[i - 1] == b' ').map(|(i, _)| i).collect();
-    lines
-        .map(|l| {
-            starts
-                .iter()
-                .enumerate()
-                .map(|(n, &s)| {
-                    let end = starts.get(n + 1).copied().unwrap_or(l.len()).min(l.len());
-                    l.get(s.min(l.len())..end).unwrap_or_default().trim().to_string()
-                })
-                .collect()
-        })
-        .collect()
-}
-
-/// The README's section that lists what is not served.
-fn readme_not_served() -> &'static str {
-    let start = README.find("### Not served").expect("README has a `### Not served` section");
-    let rest = &README[start + 1..];
-    &rest[..rest.find("\n#").unwrap_or(rest.len())]
-}
-
-fn named_in_readme(name: &str) -> bool {
-    readme_not_served().contains(&format!("`{name}`"))
-}
-
-/// (name, shortnames, apiVersion, namespaced, kind, verbs as a set, categories) per row.
-fn normalized(rows: Vec<Vec<String>>) -> BTreeSet<(String, String, String, String, String, String, String)> {
-    rows.into_iter()
-        .map(|r| {
-            let verbs: BTreeSet<&str> = r[5].trim_matches(|c| c == '[' || c == ']').split([',', ' ']).filter(|v| !v.is_empty()).collect();
-            let verbs = verbs.into_iter().collect::<Vec<_>>().join(",");
-            (r[0].clone(), r[1].clone(), r[2].clone(), r[3].clone(), r[4].clone(), verbs, r.get(6).cloned().unwrap_or_default())
-        })
-        .collect()
-}
+const DISCOVERY: &str = include_str!("../../surface/discovery.json");
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn discovery_serves_what_a_1_32_server_serves_or_the_readme_says_what_not() {
+async fn discovery_serves_every_resource_list_of_the_real_v1_36_server() {
     let c = Cluster::start().await;
-    let (part1, part2) = FIXTURE.split_once("# Part 2").expect("fixture has two parts");
-    let upstream = normalized(table_rows(part1));
-    assert!(upstream.len() >= 58, "fixture parsed: {upstream:?}");
-    let ours = normalized(table_rows(&c.ok(&["api-resources", "-o", "wide"]).await));
-    let missing: Vec<_> = upstream.difference(&ours).filter(|r| !named_in_readme(&r.0)).collect();
-    assert!(missing.is_empty(), "served differently from v1.32 and not named in the README:\n{missing:#?}\nours:\n{ours:#?}");
-    let extra: Vec<_> = ours.difference(&upstream).collect();
-    assert!(extra.is_empty(), "served but not by v1.32: {extra:#?}");
-
-    // Every APIResourceList name (subresources, non-preferred versions) of every group version.
-    let mut wanted: BTreeSet<(String, String)> =
-        part2.lines().skip(1).filter(|l| !l.starts_with('#')).filter_map(|l| l.split_once(' ')).map(|(gv, n)| (gv.into(), n.into())).collect();
-    for r in &upstream {
-        wanted.insert((r.2.clone(), r.0.clone()));
+    let upstream: Value = serde_json::from_str(DISCOVERY).expect("surface/discovery.json");
+    let lists = upstream["resourceLists"].as_object().expect("resourceLists");
+    assert!(lists.contains_key("api/v1") && lists.contains_key("apis/resource.k8s.io/v1"), "{:?}", lists.keys());
+    for (key, list) in lists {
+        let served: Value = serde_json::from_str(&c.ok(&["get", "--raw", &format!("/{key}")]).await).unwrap();
+        assert_eq!(&served, list, "/{key}");
     }
-    let mut served: BTreeSet<(String, String)> = BTreeSet::new();
-    for gv in wanted.iter().map(|(gv, _)| gv.clone()).collect::<BTreeSet<_>>() {
-        let path = if gv == "v1" { "/api/v1".to_string() } else { format!("/apis/{gv}") };
-        let list: Value = serde_json::from_str(&c.ok(&["get", "--raw", &path]).await).unwrap();
-        for r in list["resources"].as_array().unwrap() {
-            served.insert((gv.clone(), r["name"].as_str().unwrap().to_string()));
+    // kubectl lists every resource of every preferred version, by upstream's names.
+    let wide = c.ok(&["api-resources", "-o", "name"]).await;
+    let ours: BTreeSet<&str> = wide.lines().collect();
+    for item in upstream["apis"]["items"].as_array().unwrap().iter().chain(upstream["api"]["items"].as_array().unwrap()) {
+        let group = item["metadata"]["name"].as_str().unwrap_or_default();
+        for r in item["versions"][0]["resources"].as_array().unwrap() {
+            let plural = r["resource"].as_str().unwrap();
+            let name = if group.is_empty() { plural.to_string() } else { format!("{plural}.{group}") };
+            assert!(ours.contains(name.as_str()), "kubectl api-resources lacks {name}:\n{wide}");
         }
     }
-    let missing: Vec<_> = wanted.difference(&served).filter(|(_, n)| !named_in_readme(n)).collect();
-    assert!(missing.is_empty(), "not served and not named in the README: {missing:?}");
-    let extra: Vec<_> = served.difference(&wanted).collect();
-    assert!(extra.is_empty(), "served but not by v1.32: {extra:?}");
     let apis: Value = serde_json::from_str(&c.ok(&["get", "--raw", "/apis"]).await).unwrap();
-    assert!(apis["groups"].as_array().unwrap().iter().any(|g| g["name"] == "apiregistration.k8s.io"));
     let autoscaling = apis["groups"].as_array().unwrap().iter().find(|g| g["name"] == "autoscaling").unwrap();
     assert_eq!(autoscaling["preferredVersion"]["version"], "v2");
 }

@@ -424,7 +424,7 @@ async fn a_namespace_terminates_until_its_last_object_is_gone() {
 async fn discovery_documents_describe_the_served_resources() {
     let s = with_crd().await;
     let (_, v) = get(&s, "/version").await;
-    assert!(v["gitVersion"].as_str().unwrap().starts_with("v1.32"));
+    assert!(v["gitVersion"].as_str().unwrap().starts_with("v1.36"));
     let (_, apis) = get(&s, "/apis").await;
     assert!(apis["groups"].as_array().unwrap().iter().any(|g| g["name"] == "stable.example.com"));
     let (_, rl) = get(&s, "/apis/stable.example.com/v1").await;

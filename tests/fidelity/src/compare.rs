@@ -95,7 +95,7 @@ pub fn compare(id: &str, real: &Exchange, embedded: &Exchange) -> Vec<Difference
 ///
 /// A protobuf answer (kubectl's typed clients ask for it; the Content-Type
 /// header is compared on its own) is decoded to the JSON it stands for with
-/// upstream's descriptors as the embedded server carries them (v1.32, so a
+/// upstream's descriptors as the embedded server carries them (v1.36, so a
 /// field newer than that is not seen), so its content is compared too.
 fn comparable(e: &Exchange) -> Value {
     let protobuf = e.headers.get("content-type").is_some_and(|t| t.starts_with("application/vnd.kubernetes.protobuf"));

@@ -11,6 +11,8 @@
 //! - [`compare`]: the differences, by exchange and JSON path.
 //! - [`allowed`]: the known differences with their causes, as data.
 //! - [`report`]: figures, differences grouped by cause, stale entries.
+//! - [`surface`]: the real server's API surface (version, discovery,
+//!   OpenAPI, Table columns), captured into `apiserver/surface/`.
 
 pub mod allowed;
 pub mod compare;
@@ -21,6 +23,7 @@ pub mod proxy;
 pub mod record;
 pub mod replay;
 pub mod report;
+pub mod surface;
 pub mod upstream;
 
 use std::path::PathBuf;
@@ -40,6 +43,8 @@ pub enum RunError {
         #[source]
         source: std::io::Error,
     },
+    #[error("capturing the API surface: {0}")]
+    Surface(#[from] surface::SurfaceError),
     #[error("starting the embedded cluster: {0}")]
     Embedded(#[from] embedded_cluster::StartError),
 }

@@ -47,3 +47,16 @@ async fn the_embedded_server_answers_as_the_real_one() {
         path.display()
     );
 }
+
+/// The API surface the embedded server serves (apiserver/surface/: version,
+/// discovery, OpenAPI documents, Table columns) is the real server's: a
+/// fresh capture from the real control plane equals the committed files.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_committed_api_surface_is_the_real_servers() {
+    let Some(plane) = real_cluster::ControlPlane::builder().pods_run(false).start() else { return };
+    plane.wait_ready();
+    let committed = fidelity::surface::Surface::load(&fidelity::surface::committed_dir()).expect("apiserver/surface loads");
+    let captured = fidelity::surface::capture_plane(&plane).await.expect("the real server's surface is captured");
+    let drift = committed.differences(&captured);
+    assert!(drift.is_empty(), "apiserver/surface differs from the real server; run `cargo xtask api-surface` and review:\n{}", drift.join("\n"));
+}
