@@ -19,6 +19,11 @@
 //!   the claim and `pv.kubernetes.io/provisioned-by`; a `Released` volume it provisioned with
 //!   reclaim policy `Delete` is deleted.
 //!
+//! - Protection (kube-controller-manager's `pvc-protection` and `pv-protection` controllers):
+//!   the API server gives new claims and volumes the `kubernetes.io/pvc-protection` and
+//!   `kubernetes.io/pv-protection` finalizers; a deleted claim loses it once no scheduled Pod
+//!   mounts it, a deleted volume once it is not `Bound`.
+//!
 //! No data is stored anywhere: the volume is a record the kubelet checks before starting a Pod.
 
 use super::{Next, Retry, builtin, deleting, meta_str, opts, put};
@@ -60,10 +65,11 @@ pub fn create_default_class(core: &Core) {
     }
 }
 
-/// Whether a commit concerns the binder or provisioner: claims, volumes and classes.
+/// Whether a commit concerns the binder, provisioner or protection: claims, volumes, classes,
+/// and Pods (a deleted claim waits for the Pods that mount it).
 pub(crate) fn relevant(e: &apiserver::store::Event) -> bool {
     let gr = &e.key.gr;
-    (gr.group.is_empty() && matches!(gr.resource.as_str(), "persistentvolumeclaims" | "persistentvolumes"))
+    (gr.group.is_empty() && matches!(gr.resource.as_str(), "persistentvolumeclaims" | "persistentvolumes" | "pods"))
         || (gr.group == "storage.k8s.io" && gr.resource == "storageclasses")
 }
 
@@ -95,8 +101,14 @@ pub(crate) fn pass(core: &Core) -> Next {
             next.retry = true;
         }
     }
+    if pass.protection(&claim_list, &volume_list).is_err() {
+        next.retry = true;
+    }
     next
 }
+
+const PVC_PROTECTION: &str = "kubernetes.io/pvc-protection";
+const PV_PROTECTION: &str = "kubernetes.io/pv-protection";
 
 impl Pass<'_> {
     /// Bind, annotate for provisioning, or provision one claim.
@@ -238,6 +250,55 @@ impl Pass<'_> {
         }
         Ok(())
     }
+}
+
+impl Pass<'_> {
+    /// kube-controller-manager's `pvc-protection` and `pv-protection` controllers: a deleted
+    /// claim loses its finalizer once no scheduled Pod mounts it (upstream's
+    /// `podUsesPVCForDeletion`), a deleted volume once it is not `Bound`.
+    fn protection(&self, claims: &[Arc<Value>], volumes: &[Value]) -> Result<(), Retry> {
+        let pods = builtin(self.core, "", "v1", "pods");
+        let deleted_claims: Vec<&Arc<Value>> = claims.iter().filter(|c| deleting(c) && has_finalizer(c, PVC_PROTECTION)).collect();
+        let mut failed = false;
+        if !deleted_claims.is_empty() {
+            let pods = self.core.store.list_shared(&pods.group_resource(), None).0;
+            for claim in deleted_claims {
+                let (ns, name) = (meta_str(claim, "namespace"), meta_str(claim, "name"));
+                let used = pods.iter().any(|p| {
+                    meta_str(p, "namespace") == ns
+                        && p.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty())
+                        && p.pointer("/spec/volumes")
+                            .and_then(Value::as_array)
+                            .is_some_and(|vs| vs.iter().any(|v| v.pointer("/persistentVolumeClaim/claimName").and_then(Value::as_str) == Some(name)))
+                });
+                if !used {
+                    failed |= self.remove_finalizer(&self.claims, claim, PVC_PROTECTION).is_err();
+                }
+            }
+        }
+        for volume in volumes.iter().filter(|v| deleting(v) && has_finalizer(v, PV_PROTECTION)) {
+            if volume.pointer("/status/phase").and_then(Value::as_str) != Some("Bound") {
+                failed |= self.remove_finalizer(&self.volumes, volume, PV_PROTECTION).is_err();
+            }
+        }
+        if failed { Err(Retry) } else { Ok(()) }
+    }
+
+    fn remove_finalizer(&self, res: &Resource, obj: &Value, finalizer: &str) -> Result<(), Retry> {
+        let mut new = obj.clone();
+        if let Some(list) = new.pointer_mut("/metadata/finalizers").and_then(Value::as_array_mut) {
+            list.retain(|f| f != finalizer);
+        }
+        match put(self.core, res, new, Sub::Main, "pvc-protection-controller") {
+            Ok(_) => Ok(()),
+            Err(_) if self.core.store.get(&self.core.key(res, meta_str(obj, "namespace"), meta_str(obj, "name"))).is_none() => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+fn has_finalizer(obj: &Value, finalizer: &str) -> bool {
+    crate::finalizers(obj).iter().any(|f| f == finalizer)
 }
 
 /// The smallest `Available` volume (no `claimRef`) of `class` with the claim's access modes

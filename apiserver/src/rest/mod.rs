@@ -186,6 +186,19 @@ pub(crate) fn persist_failed(reason: String) -> ApiError {
     ApiError::internal(format!("the change could not be persisted: {reason}"))
 }
 
+/// The `StorageObjectInUseProtection` admission plugin (on by default in kube-apiserver): a new
+/// claim or volume gets its protection finalizer, which kube-controller-manager's protection
+/// controllers remove once nothing uses it (so a claim deleted under a running Pod, or a bound
+/// volume, stays until then; with no controllers, as in API-only mode and envtest, it stays).
+fn add_finalizer(obj: &mut Value, finalizer: &str) {
+    let finalizers = meta(obj).entry("finalizers").or_insert_with(|| json!([]));
+    if let Some(list) = finalizers.as_array_mut()
+        && !list.iter().any(|f| f == finalizer)
+    {
+        list.push(json!(finalizer));
+    }
+}
+
 /// A random 5-character suffix from upstream's alphabet (no vowels, no confusable digits).
 pub fn random_suffix() -> String {
     use rand::RngExt;
@@ -640,8 +653,12 @@ impl Core {
             ("", "PersistentVolumeClaim") => {
                 obj["status"] = json!({"phase": "Pending"});
                 self.default_storage_class(obj);
+                add_finalizer(obj, "kubernetes.io/pvc-protection");
             }
-            ("", "PersistentVolume") => obj["status"] = json!({"phase": "Pending", "lastPhaseTransitionTime": now}),
+            ("", "PersistentVolume") => {
+                obj["status"] = json!({"phase": "Pending", "lastPhaseTransitionTime": now});
+                add_finalizer(obj, "kubernetes.io/pv-protection");
+            }
             ("apiextensions.k8s.io", "CustomResourceDefinition") => {
                 let status = crd::accepted_status(obj, now);
                 obj["status"] = status;

@@ -139,6 +139,7 @@ async fn a_statefulset_with_a_claim_template_starts_in_order_on_provisioned_volu
         assert_eq!(s(&claim, "/status/phase"), "Bound");
         assert_eq!(s(&claim, "/metadata/labels/app"), "web");
         assert_eq!(s(&claim, "/metadata/annotations/pv.kubernetes.io~1bind-completed"), "yes");
+        assert_eq!(s(&claim, "/metadata/finalizers/0"), "kubernetes.io/pvc-protection");
         assert_eq!(s(&claim, "/metadata/annotations/volume.kubernetes.io~1storage-provisioner"), simulated_cluster::storage::PROVISIONER);
         let volume = k.json(&["get", "pv", s(&claim, "/spec/volumeName")]).await;
         assert_eq!(s(&volume, "/status/phase"), "Bound");
@@ -232,6 +233,8 @@ async fn api_only_mode_has_no_default_storage_class_so_a_claim_keeps_no_class() 
     k.apply("claim.json", &claim_named("data")).await;
     let claim = k.json(&["get", "pvc", "data"]).await;
     assert!(claim["spec"].get("storageClassName").is_none(), "{claim}");
+    // The StorageObjectInUseProtection admission still runs (it is kube-apiserver's).
+    assert_eq!(s(&claim, "/metadata/finalizers/0"), "kubernetes.io/pvc-protection");
 
     // A default class the test makes is given to the next claim, as kube-apiserver's
     // DefaultStorageClass admission does on envtest's server.
