@@ -14,5 +14,6 @@ mod leader;
 mod plugin_resource;
 mod rbac;
 mod sharding;
+mod statefulset;
 mod tour;
 mod website;
