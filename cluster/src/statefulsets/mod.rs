@@ -228,54 +228,27 @@ impl Pass<'_> {
         let monotonic = set.pointer("/spec/podManagementPolicy").and_then(Value::as_str) != Some("Parallel");
         let mut step = Step { pass: self, set, update_set, monotonic, min_ready, now, events: vec![] };
 
-        let mut result = Ok(());
-        let mut stopped = false;
-        for i in 0..replicas.len() {
-            match step.replica(&mut replicas[i]) {
-                Ok(true) if monotonic => {
-                    stopped = true;
-                    break;
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    result = Err(e);
-                    stopped = true;
-                    break;
-                }
-            }
-        }
         let claims = Claims { core: self.core, res: self.claim_res };
-        if !stopped {
-            for pod in &condemned {
-                if !claims.match_policy(update_set, pod)
-                    && let Err(e) = claims.update_for_policy(update_set, pod)
-                {
-                    result = Err(e);
-                    stopped = true;
-                    break;
+        let mut progress = run_for_all(&mut replicas, monotonic, |pod| step.replica(pod));
+        if progress == Ok(false) {
+            progress = run_for_all(&mut condemned, monotonic, |pod| {
+                if !claims.match_policy(update_set, pod) {
+                    claims.update_for_policy(update_set, pod)?;
                 }
-            }
+                Ok(false)
+            });
         }
-        if !stopped {
-            for pod in &condemned {
-                match step.condemned(pod, first_unavailable.as_deref()) {
-                    Ok(true) if monotonic => {
-                        stopped = true;
-                        break;
-                    }
-                    Ok(_) => {}
-                    Err(e) => {
-                        result = Err(e);
-                        stopped = true;
-                        break;
-                    }
-                }
-            }
+        if progress == Ok(false) {
+            let first = first_unavailable.as_deref();
+            progress = run_for_all(&mut condemned, monotonic, |pod| step.condemned(pod, first));
         }
         counts = count(&replicas, &condemned);
-        if !stopped && set.pointer("/spec/updateStrategy/type").and_then(Value::as_str) != Some("OnDelete") {
-            result = step.roll(&replicas, update, &mut counts);
-        }
+        let result = match progress {
+            Ok(false) if set.pointer("/spec/updateStrategy/type").and_then(Value::as_str) != Some("OnDelete") => {
+                step.roll(&replicas, update, &mut counts)
+            }
+            other => other.map(|_| ()),
+        };
         step.flush_events();
         Outcome { counts, result }
     }
@@ -327,6 +300,17 @@ impl Pass<'_> {
         new["status"] = status;
         put(self.core, self.set_res, new, Sub::Status, MANAGER).map(|_| ())
     }
+}
+
+/// Upstream's `runForAll`: `step` over `items` in order; an error ends it, and so, in a
+/// monotonic sync, does a step that asks to wait (`Ok(true)` is then returned).
+fn run_for_all<T>(items: &mut [T], monotonic: bool, mut step: impl FnMut(&mut T) -> Result<bool, Retry>) -> Result<bool, Retry> {
+    for item in items {
+        if step(item)? && monotonic {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// Upstream's `newVersionedStatefulSetPod` (Go's `&&` binds tighter than `||`, so a
@@ -461,7 +445,7 @@ impl Step<'_> {
     }
 
     /// Upstream's `processCondemned`; `Ok(true)` when a monotonic sync must stop here.
-    fn condemned(&mut self, pod: &Value, first_unavailable: Option<&str>) -> Result<bool, Retry> {
+    fn condemned(&mut self, pod: &mut Value, first_unavailable: Option<&str>) -> Result<bool, Retry> {
         if deleting(pod) {
             return Ok(self.monotonic);
         }

@@ -122,3 +122,24 @@ fn pods_below_the_partition_keep_the_old_revision() {
     assert_eq!(pod_revisions(&k), [("web-0".into(), first.clone()), ("web-1".into(), first), ("web-2".into(), second)]);
     assert_eq!(pods_by_event(&k, "SuccessfulDelete"), ["web-2"]);
 }
+
+#[test]
+fn claims_scaled_away_under_when_scaled_delete_go_and_their_volumes_are_reclaimed() {
+    let Some(cluster) = ControlPlane::builder().start() else { return };
+    let k = cluster.admin();
+    let manifest = manifest(0).replace(
+        "  serviceName: web\n",
+        "  serviceName: web\n  podManagementPolicy: Parallel\n  persistentVolumeClaimRetentionPolicy: {whenScaled: Delete, whenDeleted: Retain}\n",
+    );
+    k.apply(&manifest);
+    k.ok(&["rollout", "status", "statefulset/web", "--timeout=120s"]);
+    assert_eq!(k.items(&["get", "pv"]).len(), 3);
+
+    k.ok(&["scale", "statefulset", "web", "--replicas=1"]);
+    eventually("the claims of web-1 and web-2 are gone with their Pods", || {
+        let claims: Vec<String> = k.items(&["get", "pvc"]).iter().map(|c| s(c, "/metadata/name").to_string()).collect();
+        (claims == ["www-web-0"] && k.items(&["get", "pods", "-l", "app=web"]).len() == 1).then_some(())
+    });
+    // Released by kube-controller-manager's binder, deleted by the fixture's provisioner.
+    eventually("the released volumes are deleted", || (k.items(&["get", "pv"]).len() == 1).then_some(()));
+}
