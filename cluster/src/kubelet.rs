@@ -2,7 +2,8 @@
 //!
 //! - [`create_nodes`] makes `node-1`..`node-N` (Ready, with addresses, capacity and node info).
 //! - The scheduler binds every unscheduled Pod (default scheduler) to the least-loaded node
-//!   through `pods/binding`, which sets `PodScheduled`.
+//!   through `pods/binding`, which sets `PodScheduled`, once every PersistentVolumeClaim it
+//!   mounts is bound (a Pod with an unbound claim stays Pending, as with `Immediate` classes).
 //! - The kubelet starts Pods on its nodes: phase `Running`, `hostIP`, `podIP(s)`, `startTime`,
 //!   `containerStatuses` built from the spec's containers (running since now, started, not yet
 //!   ready) and the conditions `PodReadyToStartContainers`, `Initialized`, `ContainersReady`,
@@ -78,9 +79,10 @@ fn node_ip(i: usize) -> String {
     format!("10.0.{}.{}", i / 250, i % 250 + 1)
 }
 
-/// Whether a commit concerns the scheduler or kubelet: Pods and Nodes.
+/// Whether a commit concerns the scheduler or kubelet: Pods, Nodes, and claims (a Pod waits
+/// for its claims to be bound).
 pub(crate) fn relevant(e: &apiserver::store::Event) -> bool {
-    e.key.gr.group.is_empty() && matches!(e.key.gr.resource.as_str(), "pods" | "nodes")
+    e.key.gr.group.is_empty() && matches!(e.key.gr.resource.as_str(), "pods" | "nodes" | "persistentvolumeclaims")
 }
 
 #[derive(Debug)]
@@ -160,7 +162,8 @@ impl Kubelet {
 
             if node.is_empty() {
                 let scheduler = pod.pointer("/spec/schedulerName").and_then(Value::as_str).unwrap_or("default-scheduler");
-                if scheduler != "default-scheduler" {
+                // The scheduler's VolumeBinding filter: claims of `Immediate` classes must be bound first.
+                if scheduler != "default-scheduler" || !super::storage::pod_claims_bound(core, pod) {
                     continue;
                 }
                 let Some((&target, _)) = load.iter().min_by_key(|(n, c)| (**c, **n)) else { continue };

@@ -7,6 +7,8 @@
 //! | [`kubelet`] | fake Nodes (`node-1`..), a scheduler binding unscheduled Pods, kwok-style Pod lifecycle (Running, Ready after a delay, annotations), graceful deletion |
 //! | [`jobs`] | a Job runner: batch/v1 Jobs start, then complete (or fail) after a duration, with upstream's status shape; fed by the watch through a work queue |
 //! | [`replicasets`] | the ReplicaSet controller: Pods from the template, adoption and release by selector, surplus deleted in upstream's order, status |
+//! | [`statefulsets`] | the StatefulSet controller: ordered `<set>-<ordinal>` Pods (`OrderedReady`, `Parallel`), ControllerRevisions, RollingUpdate with `partition` (and `maxUnavailable`), OnDelete, claims from `volumeClaimTemplates` with the retention policy, status |
+//! | [`storage`] | a default StorageClass, a simulated provisioner and the PersistentVolume binder (claims bound to volumes, as kube-controller-manager's PV controller) |
 //! | [`deployments`] | the Deployment controller: a ReplicaSet per template, RollingUpdate and Recreate at upstream's arithmetic, proportional scaling, revisions, history cleanup, conditions |
 //! | [`disruption`] | the disruption controller: PodDisruptionBudget status (healthy, desired, expected Pods, disruptions allowed), which `pods/eviction` reads; runs with the kubelet |
 //! | [`events`] | Event expiry, as kube-apiserver's `--event-ttl` (1 h): Events not written for that long are deleted |
@@ -39,6 +41,8 @@ pub mod jobs;
 pub mod kubelet;
 mod recorder;
 pub mod replicasets;
+pub mod statefulsets;
+pub mod storage;
 
 use apiserver::ApiServer;
 use apiserver::resources::Resource;
@@ -77,6 +81,15 @@ pub struct ClusterConfig {
     pub jobs: bool,
     /// Run the ReplicaSet and Deployment controllers (default true).
     pub deployments: bool,
+    /// Run the StatefulSet controller (default true).
+    pub statefulsets: bool,
+    /// The StatefulSet controller honours `rollingUpdate.maxUnavailable` (default false, as
+    /// kube-controller-manager 1.36, whose `MaxUnavailableStatefulSet` gate is beta and off:
+    /// one Pod at a time).
+    pub statefulset_max_unavailable: bool,
+    /// A default StorageClass `standard`, the simulated provisioner and the PersistentVolume
+    /// binder (default true).
+    pub storage: bool,
     /// Delete Events not written for this long (default 1 h, kube-apiserver's `--event-ttl`);
     /// `None` keeps them forever.
     pub event_ttl: Option<Duration>,
@@ -102,6 +115,9 @@ impl Default for ClusterConfig {
             garbage_collector: true,
             jobs: true,
             deployments: true,
+            statefulsets: true,
+            statefulset_max_unavailable: false,
+            storage: true,
             event_ttl: Some(Duration::from_secs(3600)),
             pass_cost_factor: 2,
         }
@@ -111,9 +127,9 @@ impl Default for ClusterConfig {
 impl ClusterConfig {
     /// No simulated part but the API server's own (Event expiry), as envtest runs
     /// kube-apiserver alone: no Nodes, scheduler or kubelet, Job runner, garbage collector,
-    /// ReplicaSet or Deployment controller.
+    /// ReplicaSet, Deployment or StatefulSet controller, StorageClass, provisioner or binder.
     pub fn api_server_only() -> Self {
-        Self { nodes: 0, garbage_collector: false, jobs: false, deployments: false, ..Self::default() }
+        Self { nodes: 0, garbage_collector: false, jobs: false, deployments: false, statefulsets: false, storage: false, ..Self::default() }
     }
 }
 
@@ -225,6 +241,28 @@ pub fn start(server: &ApiServer, config: ClusterConfig) -> ClusterHandle {
             config.pass_cost_factor,
             deployments::relevant,
             move |c| d.pass(c),
+        )));
+    }
+    if config.statefulsets {
+        let mut s = statefulsets::StatefulSetController { max_unavailable: config.statefulset_max_unavailable };
+        tasks.push(tokio::spawn(run(
+            core.clone(),
+            stop_rx.clone(),
+            config.resync_interval,
+            config.pass_cost_factor,
+            statefulsets::relevant,
+            move |c| s.pass(c),
+        )));
+    }
+    if config.storage {
+        storage::create_default_class(&core);
+        tasks.push(tokio::spawn(run(
+            core.clone(),
+            stop_rx.clone(),
+            config.resync_interval,
+            config.pass_cost_factor,
+            storage::relevant,
+            storage::pass,
         )));
     }
     if let Some(ttl) = config.event_ttl {

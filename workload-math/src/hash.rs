@@ -42,6 +42,30 @@ pub fn hash_with_collision_count(dump: &[u8], collision_count: Option<i32>) -> S
     safe_encode(&h.to_string())
 }
 
+/// FNV-1, 32 bits (Go's `hash/fnv.New32`: multiply, then xor), continuing from `h`.
+fn fnv32(h: u32, bytes: &[u8]) -> u32 {
+    bytes.iter().fold(h, |h, b| h.wrapping_mul(FNV32_PRIME) ^ u32::from(*b))
+}
+
+/// `history.HashControllerRevision`: FNV-1 (not 1a) over a ControllerRevision's raw `data`,
+/// then the collision count written as decimal text, printed in decimal and mapped through
+/// `rand.SafeEncodeString`. Its value names a StatefulSet's revisions (`<set>-<hash>`) and is
+/// their `controller-revision-hash` label.
+pub fn controller_revision_hash(raw: &[u8], collision_count: Option<i32>) -> String {
+    let mut h = fnv32(FNV32_OFFSET, raw);
+    if let Some(count) = collision_count {
+        h = fnv32(h, count.to_string().as_bytes());
+    }
+    safe_encode(&h.to_string())
+}
+
+/// `value` as Go's `json.Marshal` writes a `map[string]interface{}`: keys sorted, no
+/// whitespace, and `<`, `>`, `&` escaped as `\u003c`, `\u003e`, `\u0026` (they only occur
+/// inside strings, so replacing them in the text is exact).
+pub fn go_json(value: &Value) -> String {
+    canonical_json(value).replace('<', "\\u003c").replace('>', "\\u003e").replace('&', "\\u0026")
+}
+
 /// The `pod-template-hash` of `template` (a Pod template as JSON) and the Deployment's
 /// `status.collisionCount`.
 pub fn pod_template_hash(template: &Value, collision_count: Option<i32>) -> String {
@@ -97,6 +121,19 @@ mod tests {
         assert_eq!(fnv32a(FNV32_OFFSET, b""), 0x811c_9dc5);
         assert_eq!(fnv32a(FNV32_OFFSET, b"a"), 0xe40c_292c);
         assert_eq!(fnv32a(FNV32_OFFSET, b"foobar"), 0xbf9c_f968);
+    }
+
+    #[test]
+    fn fnv32_matches_the_published_test_vectors() {
+        // The FNV reference vectors ("FNV-1 32 bit" of "a" and "foobar").
+        assert_eq!(fnv32(FNV32_OFFSET, b"a"), 0x050c_5d7e);
+        assert_eq!(fnv32(FNV32_OFFSET, b"foobar"), 0x31f0_b262);
+    }
+
+    #[test]
+    fn go_json_escapes_html_characters_and_sorts_keys() {
+        let v = json!({"b": "a<b>&c", "a": 1});
+        assert_eq!(go_json(&v), r#"{"a":1,"b":"a\u003cb\u003e\u0026c"}"#);
     }
 
     #[test]

@@ -231,6 +231,19 @@ pub(crate) fn persist_failed(reason: String) -> ApiError {
     ApiError::internal(format!("the change could not be persisted: {reason}"))
 }
 
+/// The `StorageObjectInUseProtection` admission plugin (on by default in kube-apiserver): a new
+/// claim or volume gets its protection finalizer, which kube-controller-manager's protection
+/// controllers remove once nothing uses it (so a claim deleted under a running Pod, or a bound
+/// volume, stays until then; with no controllers, as in API-only mode and envtest, it stays).
+fn add_finalizer(obj: &mut Value, finalizer: &str) {
+    let finalizers = meta(obj).entry("finalizers").or_insert_with(|| json!([]));
+    if let Some(list) = finalizers.as_array_mut()
+        && !list.iter().any(|f| f == finalizer)
+    {
+        list.push(json!(finalizer));
+    }
+}
+
 /// A random 5-character suffix from upstream's alphabet (no vowels, no confusable digits).
 pub fn random_suffix() -> String {
     use rand::RngExt;
@@ -686,13 +699,49 @@ impl Core {
             ("", "Service") => obj["status"] = json!({"loadBalancer": {}}),
             // The claim and volume defaults (`SetDefaults_PersistentVolume(Claim)`): phase
             // Pending; a volume also records when it entered it (1.31's strategy).
-            ("", "PersistentVolumeClaim") => obj["status"] = json!({"phase": "Pending"}),
-            ("", "PersistentVolume") => obj["status"] = json!({"phase": "Pending", "lastPhaseTransitionTime": now}),
+            ("", "PersistentVolumeClaim") => {
+                obj["status"] = json!({"phase": "Pending"});
+                self.default_storage_class(obj);
+                add_finalizer(obj, "kubernetes.io/pvc-protection");
+            }
+            ("", "PersistentVolume") => {
+                obj["status"] = json!({"phase": "Pending", "lastPhaseTransitionTime": now});
+                add_finalizer(obj, "kubernetes.io/pv-protection");
+            }
             ("apiextensions.k8s.io", "CustomResourceDefinition") => {
                 let status = crd::accepted_status(obj, now);
                 obj["status"] = status;
             }
             _ => {}
+        }
+    }
+
+    /// The `DefaultStorageClass` admission plugin (on by default in kube-apiserver): a claim
+    /// that names no class (`storageClassName` absent; `""` asks for none) gets the class
+    /// annotated `storageclass.kubernetes.io/is-default-class: "true"` (or its beta name), the newest when
+    /// several are, then by name, as upstream's `GetDefaultClass`. No such class, no change.
+    fn default_storage_class(&self, claim: &mut Value) {
+        if claim.pointer("/spec/storageClassName").is_some_and(|c| !c.is_null()) {
+            return;
+        }
+        let Some(classes) = self.registry.find("storage.k8s.io", "v1", "storageclasses") else { return };
+        let mut defaults: Vec<_> = self
+            .store
+            .list_shared(&classes.group_resource(), None)
+            .0
+            .into_iter()
+            .filter(|c| {
+                ["storageclass.kubernetes.io~1is-default-class", "storageclass.beta.kubernetes.io~1is-default-class"]
+                    .iter()
+                    .any(|a| c.pointer(&format!("/metadata/annotations/{a}")).and_then(Value::as_str) == Some("true"))
+            })
+            .collect();
+        defaults.sort_by(|a, b| {
+            let created = |c: &Value| c.pointer("/metadata/creationTimestamp").and_then(Value::as_str).unwrap_or_default().to_string();
+            created(b).cmp(&created(a)).then_with(|| meta_str(a, "name").cmp(&meta_str(b, "name")))
+        });
+        if let (Some(class), Some(spec)) = (defaults.first(), claim.get_mut("spec").and_then(Value::as_object_mut)) {
+            spec.insert("storageClassName".into(), json!(meta_str(class, "name")));
         }
     }
 

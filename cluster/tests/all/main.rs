@@ -10,6 +10,7 @@ mod cluster;
 mod deployments;
 mod kubelet;
 mod persist;
+mod statefulsets;
 
 use common::kubectl::Cluster;
 use simulated_cluster::{ClusterConfig, ClusterHandle};

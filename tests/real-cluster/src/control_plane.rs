@@ -1,8 +1,10 @@
 //! etcd + kube-apiserver + kube-controller-manager (+ kube-scheduler + kwok)
 //! on loopback, as envtest runs them, with kube-controller-manager and kwok
 //! added so the cluster behaves as a small real one: garbage collection,
-//! Job and ReplicaSet controllers, default ServiceAccounts, and Pods that
-//! are scheduled, go Running and (for Jobs) complete.
+//! Job, ReplicaSet and StatefulSet controllers, default ServiceAccounts, and
+//! Pods that are scheduled, go Running and (for Jobs) complete; with
+//! kube-controller-manager, a default StorageClass and a provisioner
+//! ([`crate::storage`]) so claims get volumes.
 //!
 //! Every port is a free one; everything lives in one temporary directory
 //! (data, certificates, kubeconfig, each process's log). When the owner is
@@ -101,6 +103,8 @@ pub struct ControlPlane {
     keep_on_failure: bool,
     /// In start order; stopped in reverse.
     processes: Vec<Process>,
+    /// Volumes for claims of the default StorageClass (with kube-controller-manager's binder).
+    provisioner: Option<crate::storage::Provisioner>,
 }
 
 /// The index of each process in `ControlPlane::processes`.
@@ -134,6 +138,7 @@ impl ControlPlane {
             etcd_client,
             keep_on_failure: builder.keep_on_failure,
             processes: Vec::new(),
+            provisioner: None,
         };
 
         let peer = format!("http://127.0.0.1:{peer_port}");
@@ -197,6 +202,11 @@ impl ControlPlane {
                 "--server-address=127.0.0.1:0".to_string(),
             ]);
             plane.spawn(kwok);
+        }
+        if builder.controller_manager {
+            // The binder runs in kube-controller-manager; volumes come from our provisioner.
+            plane.admin().apply(&crate::storage::default_class_yaml());
+            plane.provisioner = Some(crate::storage::Provisioner::start(plane.admin()));
         }
         // Pods are refused until the namespace's ServiceAccount exists
         // (kube-controller-manager's serviceaccount controller makes it).
@@ -341,6 +351,7 @@ impl Drop for ControlPlane {
         if failed {
             eprintln!("real-cluster: the test failed; the last lines of each control-plane log:\n{}", self.log_tails(40));
         }
+        self.provisioner.take();
         while let Some(mut process) = self.processes.pop() {
             process.stop(Duration::from_secs(3));
         }

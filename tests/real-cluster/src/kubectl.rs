@@ -17,6 +17,11 @@ impl Kubectl {
         Kubectl { program, kubeconfig }
     }
 
+    /// The kubectl binary.
+    pub fn program(&self) -> &std::path::Path {
+        &self.program
+    }
+
     /// Runs kubectl with `args`, whatever the outcome.
     pub fn run(&self, args: &[&str]) -> Output {
         self.run_stdin(args, None)

@@ -5,6 +5,8 @@
 //! - [`control_plane`]: etcd, kube-apiserver, kube-controller-manager,
 //!   kube-scheduler and kwok, started with free ports and stopped on drop;
 //!   faults only a real server has (restarts, etcd compaction).
+//! - [`storage`]: a default StorageClass and an external provisioner, so
+//!   claims (a StatefulSet's `volumeClaimTemplates`) get volumes.
 //! - [`host`]: the `host` binary run against it as a user runs it.
 //! - [`kubectl`]: the real kubectl of the same release.
 //! - [`binaries`]: where the binaries are, and the loud skip without Go.
@@ -22,6 +24,7 @@ pub mod http;
 pub mod kubectl;
 pub mod pki;
 pub mod process;
+pub mod storage;
 
 pub use control_plane::{Builder, ControlPlane};
 pub use host::HostProcess;

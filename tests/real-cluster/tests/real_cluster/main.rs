@@ -14,6 +14,7 @@ mod leader;
 mod plugin_resource;
 mod rbac;
 mod sharding;
+mod statefulset;
 mod tour;
 mod website;
 mod writes;
