@@ -142,7 +142,9 @@ fn main() -> ExitCode {
             })
         }),
         _ => {
-            eprintln!("usage: cargo xtask <setup|build|plugins|test|run|bench|real-cluster|fidelity|api-surface|sharding-scale|layering|features> [args...]");
+            eprintln!(
+                "usage: cargo xtask <setup|build|plugins|test|run|bench|real-cluster|fidelity|api-surface|sharding-scale|layering|features> [args...]"
+            );
             return ExitCode::from(2);
         }
     };
