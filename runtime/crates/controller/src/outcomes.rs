@@ -87,3 +87,34 @@ impl Outcomes {
         tally
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn outcomes_are_tallied_by_version_and_time() {
+        let outcomes = Outcomes::default();
+        let t0 = Instant::now();
+        outcomes.record_at("c", "v1", None, t0);
+        outcomes.record_at("c", "v1", Some("trap"), t0 + Duration::from_secs(1));
+        outcomes.record_at("c", "v2", Some("action_refused"), t0 + Duration::from_secs(2));
+        outcomes.record_at("other", "v1", Some("trap"), t0 + Duration::from_secs(1));
+        let v1 = outcomes.tally("c", "v1", t0, t0 + Duration::from_secs(5));
+        assert_eq!((v1.calls, v1.failures, v1.main_kind()), (2, 1, "trap"));
+        assert_eq!(outcomes.tally("c", "v1", t0 + Duration::from_secs(1), t0 + Duration::from_secs(5)).calls, 1);
+        assert_eq!(outcomes.tally("c", "v2", t0, t0 + Duration::from_secs(5)).to_string(), "1 of 1 reconciles failed (action_refused: 1)");
+    }
+
+    #[test]
+    fn only_the_newest_records_are_kept() {
+        let outcomes = Outcomes::default();
+        let t0 = Instant::now();
+        for _ in 0..KEPT + 10 {
+            outcomes.record_at("c", "v1", None, t0);
+        }
+        assert_eq!(outcomes.tally("c", "v1", t0, t0 + Duration::from_secs(1)).calls, KEPT as u64);
+    }
+}
