@@ -182,9 +182,14 @@ impl<'s> Node<'s> {
     }
 
     /// The default of an item field used as a list key (a port's `protocol`), if any.
+    ///
+    /// Upstream's published OpenAPI v3 also states the Go zero value as `default` for required
+    /// scalars (a ServicePort's `port: 0`), yet its field manager refuses an applied port that
+    /// omits `port` ("doesn't have default value"): a zero-valued default is no key default.
     pub fn key_default(&self, key: &str) -> Option<Value> {
         if let Some(d) = self.schema.and_then(|s| s.pointer(&format!("/properties/{key}/default"))) {
-            return Some(d.clone());
+            let zero = matches!(d, Value::Null | Value::Bool(false)) || d.as_f64() == Some(0.0) || d.as_str() == Some("");
+            return if zero { None } else { Some(d.clone()) };
         }
         let component = self.component?;
         topology::KEY_DEFAULTS.iter().find(|(c, f, _)| *c == component && *f == key).map(|(_, _, d)| Value::from(*d))
