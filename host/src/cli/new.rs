@@ -372,7 +372,9 @@ mod tests {
         assert_eq!(crd["metadata"]["name"], "myops.g.example.com");
         let stamp = operator_plugin_sdk::crd::types_stamp(&names.fill(TYPES));
         assert_eq!(crd["metadata"]["annotations"][operator_plugin_sdk::crd::TYPES_STAMP_ANNOTATION], stamp.as_str(), "stamped from types.rs");
-        assert!(include_str!("new/build.rs.tmpl").contains(&format!("\"{}\": \"", operator_plugin_sdk::crd::TYPES_STAMP_ANNOTATION)));
+        // The build script names the annotation inside a Rust string literal, its quotes escaped.
+        let key = format!(r#"\"{}\": \""#, operator_plugin_sdk::crd::TYPES_STAMP_ANNOTATION);
+        assert!(include_str!("new/build.rs.tmpl").contains(&key), "build.rs.tmpl looks for {key}");
         let policy = Names { kind: "Policy".into(), ..names };
         assert_eq!(policy.plural(), "policies");
     }
