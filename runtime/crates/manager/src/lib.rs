@@ -254,8 +254,8 @@ fn related_kinds(m: &Manifest) -> impl Iterator<Item = GroupVersionKind> + '_ {
 /// `Controller::new(..).owns(..).run(..)` shape):
 ///
 /// ```no_run
-/// # async fn example(client: kube::Client, plugins: Vec<operator_runtime::sandbox::LoadedPlugin>) -> Result<(), operator_runtime::manager::Error> {
-/// use operator_runtime::manager::{Builder, Options};
+/// # async fn example(client: kube::Client, plugins: Vec<operator_sandbox::LoadedPlugin>) -> Result<(), operator_manager::Error> {
+/// use operator_manager::{Builder, Options};
 /// let running = Builder::new(client).plugins(plugins).options(Options::default()).start().await?;
 /// running.wait_synced().await;
 /// # Ok(()) }

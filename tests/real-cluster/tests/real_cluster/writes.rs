@@ -17,6 +17,9 @@ spec:
 fn a_merge_patch_of_string_data_lands_in_data_and_unknown_fields_are_warned_about_or_refused() {
     let Some(cluster) = ControlPlane::builder().pods_run(false).controller_manager(false).start() else { return };
     let kubectl = cluster.admin();
+    // No kube-controller-manager here, so no `default` ServiceAccount: the ServiceAccount
+    // admission plugin would refuse the Pods below for its absence.
+    kubectl.ok(&["create", "serviceaccount", "default"]);
     kubectl.ok(&["create", "secret", "generic", "s", "--from-literal=a=1"]);
     kubectl.ok(&["patch", "secret", "s", "--type=merge", "-p", r#"{"stringData":{"k":"v"}}"#]);
     assert_eq!(kubectl.ok(&["get", "secret", "s", "-o", "jsonpath={.data.k}"]), "dg==");
