@@ -545,6 +545,8 @@ impl Inner {
         let kept = self.states.lock().unwrap_or_else(|e| e.into_inner()).pop();
         let mut state = kept.unwrap_or_else(|| CallState::new(self.name.clone(), cfg.output_cap));
         state.begin(&self.name, now_ms, cfg.memory_limit, cfg.log_cap);
+        // One arm without the `native-plugins` feature, two with it.
+        #[allow(clippy::infallible_destructuring_match)]
         let code = match &self.code {
             Code::Wasm(code) => code,
             #[cfg(feature = "native-plugins")]
