@@ -287,6 +287,15 @@ impl Next {
     pub(crate) fn at(&mut self, t: Instant) {
         self.at = Some(self.at.map_or(t, |a| a.min(t)));
     }
+
+    /// Takes in what syncing one object answered: the instant it wants another look, or a retry.
+    pub(crate) fn record(&mut self, synced: Result<Option<Instant>, Retry>) {
+        match synced {
+            Ok(Some(at)) => self.at(at),
+            Ok(None) => {}
+            Err(Retry) => self.retry = true,
+        }
+    }
 }
 
 /// Shortest time between two passes of one controller (each pass re-reads what it watches).

@@ -75,11 +75,7 @@ impl ReplicaSetController {
         let pass = Pass { core, rs_res: &rs_res, pod_res: &pod_res, owner_of: &owner_of };
         for rs in &sets {
             let ns_pods = pods.get(meta_str(rs, "namespace")).map(Vec::as_slice).unwrap_or_default();
-            match pass.replica_set(rs, ns_pods) {
-                Ok(Some(at)) => next.at(at),
-                Ok(None) => {}
-                Err(Retry) => next.retry = true,
-            }
+            next.record(pass.replica_set(rs, ns_pods));
         }
         next
     }

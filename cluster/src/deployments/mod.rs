@@ -103,11 +103,7 @@ impl DeploymentController {
             let ns = meta_str(d, "namespace");
             let mut rollout = Rollout::new(core, &dep_res, &rs_res, d);
             let candidates = sets.get(ns).map(Vec::as_slice).unwrap_or_default();
-            match rollout.sync(candidates, pods.get(ns).map(Vec::as_slice).unwrap_or_default()) {
-                Ok(Some(at)) => next.at(at),
-                Ok(None) => {}
-                Err(Retry) => next.retry = true,
-            }
+            next.record(rollout.sync(candidates, pods.get(ns).map(Vec::as_slice).unwrap_or_default()));
         }
         next
     }

@@ -89,11 +89,7 @@ impl StatefulSetController {
             let ns = meta_str(set, "namespace");
             let ns_pods = pods.get(ns).map(Vec::as_slice).unwrap_or_default();
             let ns_revisions = revisions.get(ns).map(Vec::as_slice).unwrap_or_default();
-            match pass.sync(set, ns_pods, ns_revisions) {
-                Ok(Some(at)) => next.at(at),
-                Ok(None) => {}
-                Err(Retry) => next.retry = true,
-            }
+            next.record(pass.sync(set, ns_pods, ns_revisions));
         }
         next
     }
