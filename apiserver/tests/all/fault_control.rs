@@ -9,6 +9,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
+use operator_test_kit::until;
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -36,14 +37,6 @@ where
         }
     }
     panic!("{what}: still failing after 200 tries");
-}
-
-async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    while !check() {
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -75,7 +68,10 @@ async fn a_reflector_sees_every_change_despite_dropped_and_expired_watches() {
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
     // Keep the watch busy until both faults have fired a few times.
-    eventually("several drops and expiries", || server.faults().injected(drops) >= 3 && server.faults().injected(expiries) >= 1).await;
+    until("several drops and expiries", Duration::from_secs(60), || {
+        std::future::ready(server.faults().injected(drops) >= 3 && server.faults().injected(expiries) >= 1)
+    })
+    .await;
     let want: Vec<(String, String)> = cms
         .list(&ListParams::default().labels("test=fault"))
         .await
@@ -85,13 +81,13 @@ async fn a_reflector_sees_every_change_despite_dropped_and_expired_watches() {
         .map(|c| (c.metadata.name.unwrap(), c.data.unwrap()["v"].clone()))
         .collect();
     assert_eq!(want.len(), 30, "40 created, 10 deleted");
-    eventually("the reflector's store to equal the server's state", || {
+    until("the reflector's store to equal the server's state", Duration::from_secs(60), || {
         let mut have: Vec<(String, String)> =
             reader.state().iter().map(|c| (c.metadata.name.clone().unwrap(), c.data.clone().unwrap()["v"].clone())).collect();
         have.sort();
         let mut want = want.clone();
         want.sort();
-        have == want
+        std::future::ready(have == want)
     })
     .await;
     task.abort();

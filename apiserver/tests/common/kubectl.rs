@@ -3,6 +3,7 @@
 //! too and keep their controllers next to it.
 
 use apiserver::{ApiServer, ServerHandle};
+use operator_test_kit::Kubectl;
 use serde_json::Value;
 use std::path::PathBuf;
 
@@ -51,17 +52,14 @@ impl Cluster {
         p
     }
 
+    /// The real kubectl with this server's kubeconfig and the test's directory as its home.
+    pub fn kubectl_client(&self) -> Kubectl {
+        Kubectl::new(operator_test_kit::kubectl::system(), self.dir.path().join("kubeconfig")).with_home(self.dir.path())
+    }
+
+    /// Runs kubectl, whatever the outcome.
     pub async fn kubectl(&self, args: &[&str]) -> Out {
-        let out = tokio::process::Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(self.dir.path().join("kubeconfig"))
-            .arg("--cache-dir")
-            .arg(self.dir.path().join("cache"))
-            .args(args)
-            .env("HOME", self.dir.path())
-            .output()
-            .await
-            .expect("kubectl runs");
+        let out = self.kubectl_client().run_async(args).await;
         Out {
             code: out.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -71,9 +69,7 @@ impl Cluster {
 
     /// kubectl must succeed; returns its stdout.
     pub async fn ok(&self, args: &[&str]) -> String {
-        let o = self.kubectl(args).await;
-        assert_eq!(o.code, 0, "kubectl {args:?} failed (server {}): {}{}", self.handle.url(), o.stdout, o.stderr);
-        o.stdout
+        self.kubectl_client().ok_async(args).await
     }
 
     /// kubectl must fail; returns its stderr.
@@ -97,14 +93,12 @@ impl Cluster {
 
     /// `kubectl <args> -o json`, parsed.
     pub async fn json(&self, args: &[&str]) -> Value {
-        let mut all = args.to_vec();
-        all.extend(["-o", "json"]);
-        serde_json::from_str(&self.ok(&all).await).unwrap()
+        self.kubectl_client().json_async(args).await
     }
 
     /// The items of `kubectl get <args> -o json`.
     pub async fn items(&self, args: &[&str]) -> Vec<Value> {
-        self.json(args).await["items"].as_array().cloned().unwrap_or_default()
+        self.kubectl_client().items_async(args).await
     }
 
     /// A kube client over HTTP as the kubeconfig's user.

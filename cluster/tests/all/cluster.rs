@@ -5,6 +5,7 @@ use crate::common;
 
 use apiserver::{ApiServer, Config};
 use common::{delete, get, post, put};
+use operator_test_kit::until;
 use serde_json::{Value, json};
 use simulated_cluster::{self as cluster, ClusterConfig};
 use std::sync::Arc;
@@ -13,23 +14,6 @@ use std::time::Duration;
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 const PODS: &str = "/api/v1/namespaces/default/pods";
 const JOBS: &str = "/apis/batch/v1/namespaces/default/jobs";
-
-/// Poll `check` (every 20 ms, or 1/500 of the limit for long limits; virtual or real time)
-/// until it holds, for up to `secs` seconds.
-async fn eventually<F, Fut>(secs: u64, what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    while tokio::time::Instant::now() < deadline {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis((secs * 2).max(20))).await;
-    }
-    panic!("timed out waiting until {what}");
-}
 
 async fn exists(s: &ApiServer, uri: &str) -> bool {
     get(s, uri).await.0 == 200
@@ -77,9 +61,10 @@ async fn background_deletion_of_an_owner_deletes_its_dependents() {
     cm(&s, "dep-2", &[("block", &owner)]).await;
     cm(&s, "shared", &[("", &owner), ("", &other)]).await;
     assert_eq!(delete(&s, &cm_uri("owner"), None).await.0, 200);
-    eventually(5, "dependents are gone", || async { !exists(&s, &cm_uri("dep-1")).await && !exists(&s, &cm_uri("dep-2")).await }).await;
+    until("dependents are gone", Duration::from_secs(5), || async { !exists(&s, &cm_uri("dep-1")).await && !exists(&s, &cm_uri("dep-2")).await })
+        .await;
     // A dependent with another live owner stays, minus the reference to the gone one.
-    eventually(5, "the shared dependent loses the dangling reference", || async {
+    until("the shared dependent loses the dangling reference", Duration::from_secs(5), || async {
         let refs = get(&s, &cm_uri("shared")).await.1["metadata"]["ownerReferences"].clone();
         refs.as_array().is_some_and(|r| r.len() == 1 && r[0]["name"] == "other")
     })
@@ -99,7 +84,7 @@ async fn foreground_deletion_keeps_the_owner_until_blocking_dependents_are_gone(
     assert_eq!(post(&s, CMS, held.clone()).await.0, 201);
     let (code, _) = delete(&s, &cm_uri("owner"), Some(json!({"propagationPolicy": "Foreground"}))).await;
     assert_eq!(code, 200);
-    eventually(5, "the dependents are being deleted", || async {
+    until("the dependents are being deleted", Duration::from_secs(5), || async {
         !exists(&s, &cm_uri("free")).await && get(&s, &cm_uri("held")).await.1["metadata"]["deletionTimestamp"].is_string()
     })
     .await;
@@ -112,7 +97,7 @@ async fn foreground_deletion_keeps_the_owner_until_blocking_dependents_are_gone(
     held = get(&s, &cm_uri("held")).await.1;
     held["metadata"]["finalizers"] = json!([]);
     assert_eq!(put(&s, &cm_uri("held"), held).await.0, 200);
-    eventually(5, "the owner is gone", || async { !exists(&s, &cm_uri("owner")).await }).await;
+    until("the owner is gone", Duration::from_secs(5), || async { !exists(&s, &cm_uri("owner")).await }).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -125,7 +110,7 @@ async fn orphan_deletion_keeps_dependents_and_removes_their_owner_references() {
     cm(&s, "both", &[("", &owner), ("", &other)]).await;
     let (code, o) = delete(&s, &cm_uri("owner"), Some(json!({"propagationPolicy": "Orphan"}))).await;
     assert_eq!(code, 200, "{o}");
-    eventually(5, "the owner is gone", || async { !exists(&s, &cm_uri("owner")).await }).await;
+    until("the owner is gone", Duration::from_secs(5), || async { !exists(&s, &cm_uri("owner")).await }).await;
     let dep = get(&s, &cm_uri("dep")).await.1;
     assert!(dep["metadata"].get("ownerReferences").is_none_or(|r| r == &json!([])), "{dep}");
     let both = get(&s, &cm_uri("both")).await.1;
@@ -144,7 +129,7 @@ async fn multi_level_ownership_is_collected_in_background_and_in_foreground() {
         let child = cm(&s, "child", &[("block", &parent)]).await;
         cm(&s, "grandchild", &[("block", &child)]).await;
         delete(&s, &cm_uri("parent"), Some(json!({"propagationPolicy": policy}))).await;
-        eventually(10, "all three levels are gone", || async {
+        until("all three levels are gone", Duration::from_secs(10), || async {
             !exists(&s, &cm_uri("parent")).await && !exists(&s, &cm_uri("child")).await && !exists(&s, &cm_uri("grandchild")).await
         })
         .await;
@@ -160,7 +145,7 @@ async fn dependents_of_an_owner_deleted_while_the_collector_was_not_running_are_
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(exists(&s, &cm_uri("dep")).await, "nothing collects without the cluster");
     let _c = cluster::start(&s, gc_only());
-    eventually(5, "the orphaned dependent is gone", || async { !exists(&s, &cm_uri("dep")).await }).await;
+    until("the orphaned dependent is gone", Duration::from_secs(5), || async { !exists(&s, &cm_uri("dep")).await }).await;
 }
 
 fn pod(name: &str, annotations: Value) -> Value {
@@ -183,7 +168,7 @@ async fn pods_are_scheduled_run_and_become_ready_with_container_statuses_from_th
     for n in ["a", "b"] {
         assert_eq!(post(&s, PODS, pod(n, json!({}))).await.0, 201);
     }
-    eventually(5, "pods run", || async {
+    until("pods run", Duration::from_secs(5), || async {
         get(&s, &format!("{PODS}/a")).await.1["status"]["phase"] == "Running" && get(&s, &format!("{PODS}/b")).await.1["status"]["phase"] == "Running"
     })
     .await;
@@ -202,7 +187,8 @@ async fn pods_are_scheduled_run_and_become_ready_with_container_statuses_from_th
     assert_eq!(cs[0]["started"], true);
     assert_eq!(cs[0]["restartCount"], 0);
     assert!(cs[0]["state"]["running"]["startedAt"].is_string());
-    eventually(5, "pods are ready", || async { condition(&get(&s, &format!("{PODS}/a")).await.1, "Ready")["status"] == "True" }).await;
+    until("pods are ready", Duration::from_secs(5), || async { condition(&get(&s, &format!("{PODS}/a")).await.1, "Ready")["status"] == "True" })
+        .await;
     let a = get(&s, &format!("{PODS}/a")).await.1;
     assert_eq!(condition(&a, "ContainersReady")["status"], "True");
     assert!(a["status"]["containerStatuses"].as_array().unwrap().iter().all(|c| c["ready"] == true));
@@ -221,7 +207,8 @@ async fn annotations_make_pods_slow_never_ready_crash_looping_or_failed() {
     post(&s, PODS, pod("never", json!({format!("{p}never-ready"): "true"}))).await;
     post(&s, PODS, pod("crash", json!({format!("{p}restarts"): "3"}))).await;
     post(&s, PODS, pod("fail", json!({format!("{p}fail"): "true"}))).await;
-    eventually(10, "the failing pod fails", || async { get(&s, &format!("{PODS}/fail")).await.1["status"]["phase"] == "Failed" }).await;
+    until("the failing pod fails", Duration::from_secs(10), || async { get(&s, &format!("{PODS}/fail")).await.1["status"]["phase"] == "Failed" })
+        .await;
     let failed = get(&s, &format!("{PODS}/fail")).await.1;
     assert_eq!(failed["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"], 1);
     tokio::time::sleep(Duration::from_secs(10)).await;
@@ -235,7 +222,10 @@ async fn annotations_make_pods_slow_never_ready_crash_looping_or_failed() {
     assert_eq!(crash["status"]["containerStatuses"][0]["restartCount"], 3);
     assert_eq!(crash["status"]["containerStatuses"][0]["state"]["waiting"]["reason"], "CrashLoopBackOff");
     assert_eq!(condition(&crash, "Ready")["status"], "False");
-    eventually(30, "the slow pod is ready", || async { condition(&get(&s, &format!("{PODS}/slow")).await.1, "Ready")["status"] == "True" }).await;
+    until("the slow pod is ready", Duration::from_secs(30), || async {
+        condition(&get(&s, &format!("{PODS}/slow")).await.1, "Ready")["status"] == "True"
+    })
+    .await;
     assert_eq!(condition(&get(&s, &format!("{PODS}/never")).await.1, "Ready")["status"], "False");
 }
 
@@ -246,7 +236,7 @@ async fn deleting_a_pod_waits_for_its_grace_period_and_zero_grace_deletes_at_onc
     post(&s, PODS, pod("graceful", json!({}))).await;
     post(&s, PODS, pod("now", json!({}))).await;
     post(&s, PODS, pod("custom", json!({}))).await;
-    eventually(5, "pods run", || async {
+    until("pods run", Duration::from_secs(5), || async {
         let mut all = true;
         for n in ["graceful", "now", "custom"] {
             all &= get(&s, &format!("{PODS}/{n}")).await.1["status"]["phase"] == "Running";
@@ -266,9 +256,9 @@ async fn deleting_a_pod_waits_for_its_grace_period_and_zero_grace_deletes_at_onc
     assert_eq!(o["metadata"]["deletionGracePeriodSeconds"], 20);
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(exists(&s, &format!("{PODS}/graceful")).await, "still terminating within its grace period");
-    eventually(5, "the graceful pod is gone", || async { !exists(&s, &format!("{PODS}/graceful")).await }).await;
+    until("the graceful pod is gone", Duration::from_secs(5), || async { !exists(&s, &format!("{PODS}/graceful")).await }).await;
     assert!(exists(&s, &format!("{PODS}/custom")).await);
-    eventually(30, "the custom-grace pod is gone", || async { !exists(&s, &format!("{PODS}/custom")).await }).await;
+    until("the custom-grace pod is gone", Duration::from_secs(30), || async { !exists(&s, &format!("{PODS}/custom")).await }).await;
     // Unscheduled pods have no kubelet to wait for.
     post(&s, PODS, json!({"metadata": {"name": "elsewhere"}, "spec": {"schedulerName": "other", "containers": [{"name": "a", "image": "x"}]}})).await;
     assert_eq!(delete(&s, &format!("{PODS}/elsewhere"), None).await.0, 200);
@@ -287,9 +277,9 @@ async fn check_jobs(s: &ApiServer, limit_secs: u64) {
     let mut suspended = job("later", json!({}));
     suspended["spec"]["suspend"] = json!(true);
     assert_eq!(post(s, JOBS, suspended).await.0, 201);
-    eventually(limit_secs, "the jobs start", || async { get(s, &format!("{JOBS}/ok")).await.1["status"]["active"] == 1 }).await;
+    until("the jobs start", Duration::from_secs(limit_secs), || async { get(s, &format!("{JOBS}/ok")).await.1["status"]["active"] == 1 }).await;
     assert!(get(s, &format!("{JOBS}/ok")).await.1["status"]["startTime"].is_string());
-    eventually(limit_secs, "the jobs finish", || async {
+    until("the jobs finish", Duration::from_secs(limit_secs), || async {
         condition(&get(s, &format!("{JOBS}/ok")).await.1, "Complete")["status"] == "True"
             && condition(&get(s, &format!("{JOBS}/bad")).await.1, "Failed")["status"] == "True"
     })
@@ -323,8 +313,10 @@ async fn jobs_run_for_their_duration_in_virtual_time_under_a_paused_clock() {
     check_jobs(&s, 7200).await;
     let p = "sim.operator-host.dev/";
     post(&s, JOBS, job("quick", json!({format!("{p}duration"): "10s"}))).await;
-    eventually(60, "the annotated job completes", || async { condition(&get(&s, &format!("{JOBS}/quick")).await.1, "Complete")["status"] == "True" })
-        .await;
+    until("the annotated job completes", Duration::from_secs(60), || async {
+        condition(&get(&s, &format!("{JOBS}/quick")).await.1, "Complete")["status"] == "True"
+    })
+    .await;
     let ok = get(&s, &format!("{JOBS}/ok")).await.1;
     let quick = get(&s, &format!("{JOBS}/quick")).await.1;
     let took = |j: &Value| {
@@ -358,7 +350,7 @@ async fn a_status_write_right_after_creating_a_job_is_not_raced_by_the_job_runne
         }
     }
     // The runner still runs each Job, from the copy the client wrote.
-    eventually(30, "every Job completes", || async {
+    until("every Job completes", Duration::from_secs(30), || async {
         let mut done = true;
         for name in &names {
             done &= condition(&get(&s, &format!("{JOBS}/{name}")).await.1, "Complete")["status"] == "True";
@@ -374,32 +366,25 @@ async fn a_status_write_right_after_creating_a_job_is_not_raced_by_the_job_runne
 /// The real kubectl against the server + cluster over HTTP.
 struct Kubectl {
     dir: tempfile::TempDir,
+    kubectl: operator_test_kit::Kubectl,
 }
 
 impl Kubectl {
     fn new(handle: &apiserver::ServerHandle) -> Kubectl {
         let dir = tempfile::tempdir().unwrap();
         handle.write_kubeconfig(dir.path().join("kubeconfig")).unwrap();
-        Kubectl { dir }
+        let kubectl = operator_test_kit::Kubectl::new(operator_test_kit::kubectl::system(), dir.path().join("kubeconfig")).with_home(dir.path());
+        Kubectl { dir, kubectl }
     }
 
     fn command(&self, args: &[&str]) -> tokio::process::Command {
-        let mut cmd = tokio::process::Command::new("kubectl");
-        cmd.arg("--kubeconfig")
-            .arg(self.dir.path().join("kubeconfig"))
-            .arg("--cache-dir")
-            .arg(self.dir.path().join("cache"))
-            .args(args)
-            .env("HOME", self.dir.path())
-            .kill_on_drop(true);
-        cmd
+        let mut command = tokio::process::Command::from(self.kubectl.command(args));
+        command.kill_on_drop(true);
+        command
     }
 
     async fn ok(&self, args: &[&str]) -> String {
-        let out = self.command(args).output().await.expect("kubectl runs");
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(out.status.success(), "kubectl {args:?}: {text}{}", String::from_utf8_lossy(&out.stderr));
-        text
+        self.kubectl.ok_async(args).await
     }
 
     async fn apply(&self, name: &str, yaml: &str) -> String {
@@ -422,7 +407,10 @@ async fn kubectl_delete_cascade_foreground_waits_until_dependents_are_gone() {
     );
     k.apply("dep.yaml", &dep).await;
     let mut deleting = k.command(&["delete", "configmap", "owner", "--cascade=foreground", "--timeout=60s"]).spawn().unwrap();
-    eventually(30, "the dependent is being deleted", || async { get(&s, &cm_uri("dep")).await.1["metadata"]["deletionTimestamp"].is_string() }).await;
+    until("the dependent is being deleted", Duration::from_secs(30), || async {
+        get(&s, &cm_uri("dep")).await.1["metadata"]["deletionTimestamp"].is_string()
+    })
+    .await;
     let fins = k.ok(&["get", "configmap", "owner", "-o", "jsonpath={.metadata.finalizers}"]).await;
     assert!(fins.contains("foregroundDeletion"), "{fins}");
     assert!(deleting.try_wait().unwrap().is_none(), "kubectl returned while a blocking dependent exists");
@@ -461,15 +449,15 @@ async fn namespace_deletion_waits_for_its_pods_grace_period_and_stopping_the_clu
     assert_eq!(post(&s, "/api/v1/namespaces", json!({"metadata": {"name": "team"}})).await.0, 201);
     let team_pods = "/api/v1/namespaces/team/pods";
     assert_eq!(post(&s, team_pods, pod("p", json!({}))).await.0, 201);
-    eventually(5, "the pod runs", || async { get(&s, &format!("{team_pods}/p")).await.1["status"]["phase"] == "Running" }).await;
+    until("the pod runs", Duration::from_secs(5), || async { get(&s, &format!("{team_pods}/p")).await.1["status"]["phase"] == "Running" }).await;
     assert_eq!(delete(&s, "/api/v1/namespaces/team", None).await.0, 200);
     let p = get(&s, &format!("{team_pods}/p")).await.1;
     assert_eq!(p["metadata"]["deletionGracePeriodSeconds"], 3, "{p}");
     assert_eq!(get(&s, "/api/v1/namespaces/team").await.1["status"]["phase"], "Terminating");
-    eventually(10, "the namespace is gone with its pod", || async { !exists(&s, "/api/v1/namespaces/team").await }).await;
+    until("the namespace is gone with its pod", Duration::from_secs(10), || async { !exists(&s, "/api/v1/namespaces/team").await }).await;
 
     post(&s, PODS, pod("q", json!({}))).await;
-    eventually(5, "the pod runs", || async { get(&s, &format!("{PODS}/q")).await.1["status"]["phase"] == "Running" }).await;
+    until("the pod runs", Duration::from_secs(5), || async { get(&s, &format!("{PODS}/q")).await.1["status"]["phase"] == "Running" }).await;
     c.stop().await;
     assert_eq!(delete(&s, &format!("{PODS}/q"), None).await.0, 200, "no kubelet: deleted at once");
 }
@@ -486,7 +474,7 @@ async fn a_chain_whose_root_was_deleted_while_the_collector_was_not_running_is_c
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(exists(&s, &cm_uri("child")).await && exists(&s, &cm_uri("grandchild")).await, "nothing collects without the cluster");
     let _c = cluster::start(&s, gc_only());
-    eventually(10, "both levels below the gone root are deleted", || async {
+    until("both levels below the gone root are deleted", Duration::from_secs(10), || async {
         !exists(&s, &cm_uri("child")).await && !exists(&s, &cm_uri("grandchild")).await
     })
     .await;
@@ -505,7 +493,7 @@ async fn a_foreground_deletion_requested_while_the_collector_was_not_running_com
     let (code, o) = get(&s, &cm_uri("parent")).await;
     assert_eq!((code, o["metadata"]["finalizers"].clone()), (200, json!(["foregroundDeletion"])), "the owner waits for a collector");
     let _c = cluster::start(&s, gc_only());
-    eventually(10, "the whole chain is gone, owner last", || async {
+    until("the whole chain is gone, owner last", Duration::from_secs(10), || async {
         !exists(&s, &cm_uri("parent")).await && !exists(&s, &cm_uri("child")).await && !exists(&s, &cm_uri("grandchild")).await
     })
     .await;

@@ -8,6 +8,7 @@ use crate::common::kubectl::Cluster;
 use crate::{Simulated, simulated};
 use apiserver::{ApiServer, Config};
 use common::{delete, get, patch, post};
+use operator_test_kit::{eventually, until};
 use serde_json::{Value, json};
 use simulated_cluster::{self as cluster, ClusterConfig};
 use std::sync::Arc;
@@ -60,21 +61,6 @@ fn by_revision(sets: &[Value]) -> Vec<(i64, String, i64, String)> {
         .collect();
     out.sort();
     out
-}
-
-async fn until<F, Fut, T>(secs: u64, what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting until {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -188,7 +174,7 @@ async fn kubectl_scale_pause_resume_restart_and_deleting_the_deployment_cascades
 
     k.ok(&["scale", "deployment/d1", "--replicas=2"]).await;
     k.rolled_out("d1").await;
-    until(30, "3 Pods are deleted", || async {
+    eventually("3 Pods are deleted", Duration::from_secs(30), || async {
         let pods = k.items(&["get", "pods", "-l", "app=d1"]).await;
         (pods.len() == 2).then_some(())
     })
@@ -209,7 +195,7 @@ async fn kubectl_scale_pause_resume_restart_and_deleting_the_deployment_cascades
     assert_eq!(sets.iter().map(|s| (s.0, s.2)).collect::<Vec<_>>(), [(1, 0), (2, 0), (3, 2)], "{sets:?}");
 
     k.ok(&["delete", "deployment", "d1"]).await;
-    until(30, "the ReplicaSet and Pods are collected", || async {
+    eventually("the ReplicaSet and Pods are collected", Duration::from_secs(30), || async {
         let sets = k.items(&["get", "replicasets"]).await;
         let pods = k.items(&["get", "pods", "-l", "app=d1"]).await;
         (sets.is_empty() && pods.is_empty()).then_some(())
@@ -243,25 +229,14 @@ async fn live_pods(s: &ApiServer) -> Vec<Value> {
     items(s, PODS).await.into_iter().filter(|p| p["metadata"]["deletionTimestamp"].is_null()).collect()
 }
 
-async fn eventually<F, Fut>(secs: u64, what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    while !check().await {
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting until {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn a_rolling_update_never_exceeds_the_surge_nor_drops_below_the_availability_floor() {
     let s = virtual_server();
     let _c = cluster::start(&s, ClusterConfig { ready_after: Duration::from_secs(2), ..Default::default() });
     let strategy = json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "20%", "maxUnavailable": "10%"}});
     assert_eq!(post(&s, DEPLOYS, deployment("r", 8, "app:1", strategy)).await.0, 201);
-    eventually(30, "8 Pods are ready", || async { get(&s, &format!("{DEPLOYS}/r")).await.1["status"]["availableReplicas"] == 8 }).await;
+    until("8 Pods are ready", Duration::from_secs(30), || async { get(&s, &format!("{DEPLOYS}/r")).await.1["status"]["availableReplicas"] == 8 })
+        .await;
     let (code, _) = patch(
         &s,
         &format!("{DEPLOYS}/r"),
@@ -295,7 +270,8 @@ async fn recreate_removes_every_old_pod_before_the_new_ones_start() {
     let s = virtual_server();
     let _c = cluster::start(&s, ClusterConfig::default());
     assert_eq!(post(&s, DEPLOYS, deployment("rc", 3, "app:1", json!({"type": "Recreate"}))).await.0, 201);
-    eventually(30, "3 Pods are ready", || async { get(&s, &format!("{DEPLOYS}/rc")).await.1["status"]["availableReplicas"] == 3 }).await;
+    until("3 Pods are ready", Duration::from_secs(30), || async { get(&s, &format!("{DEPLOYS}/rc")).await.1["status"]["availableReplicas"] == 3 })
+        .await;
     patch(
         &s,
         &format!("{DEPLOYS}/rc"),
@@ -322,7 +298,7 @@ async fn a_rollout_that_makes_no_progress_exceeds_its_deadline() {
     d["spec"]["progressDeadlineSeconds"] = json!(30);
     d["spec"]["template"]["metadata"]["annotations"] = json!({"sim.operator-host.dev/never-ready": "true"});
     assert_eq!(post(&s, DEPLOYS, d).await.0, 201);
-    eventually(120, "Progressing is False", || async {
+    until("Progressing is False", Duration::from_secs(120), || async {
         let d = get(&s, &format!("{DEPLOYS}/stuck")).await.1;
         condition(&d, "Progressing")["reason"] == "ProgressDeadlineExceeded"
     })
@@ -346,7 +322,7 @@ async fn a_scale_during_a_rollout_is_shared_in_proportion_and_a_paused_deploymen
     let mut d = deployment("p", 10, "app:1", strategy);
     d["spec"]["template"]["metadata"]["annotations"] = json!({"sim.operator-host.dev/ready-after": "1h"});
     assert_eq!(post(&s, DEPLOYS, d).await.0, 201);
-    eventually(30, "10 Pods exist", || async { live_pods(&s).await.len() == 10 }).await;
+    until("10 Pods exist", Duration::from_secs(30), || async { live_pods(&s).await.len() == 10 }).await;
     // A new template (paused first: nothing rolls). None of the Pods gets ready in this test.
     let uri = format!("{DEPLOYS}/p");
     patch(
@@ -369,7 +345,7 @@ async fn a_scale_during_a_rollout_is_shared_in_proportion_and_a_paused_deploymen
     // The new ReplicaSet surges to 3 (13 = replicas + maxSurge); the old one gives up 2 of its
     // unready Pods (13 - (10 - maxUnavailable 2) - 3 new unavailable = 2); the new one takes
     // the room: 8 + 5 = 13, and nothing more can move while no Pod is available.
-    eventually(30, "the rollout is as far as it can get", || async {
+    until("the rollout is as far as it can get", Duration::from_secs(30), || async {
         sizes(&items(&s, SETS).await) == [("app:1".to_string(), 8), ("app:2".to_string(), 5)]
     })
     .await;
@@ -378,7 +354,7 @@ async fn a_scale_during_a_rollout_is_shared_in_proportion_and_a_paused_deploymen
     // Scale 10 → 20 mid-rollout: 23 allowed, 10 to add, shared by size against the 13 they
     // were sized for (upstream's proportions: 8 * 23 / 13 = 14.2 → 14, 5 * 23 / 13 = 8.8 → 9).
     patch(&s, &uri, "application/merge-patch+json", json!({"spec": {"replicas": 20}})).await;
-    eventually(30, "both ReplicaSets grew", || async {
+    until("both ReplicaSets grew", Duration::from_secs(30), || async {
         let sets = items(&s, SETS).await;
         sets.iter().map(|rs| rs["spec"]["replicas"].as_i64().unwrap()).sum::<i64>() == 23
     })
@@ -397,7 +373,7 @@ async fn a_replica_set_adopts_matching_orphans_and_deletes_not_ready_pods_first(
         "template": {"metadata": {"labels": {"app": "rs"}}, "spec": {"containers": [{"name": "c", "image": "app:1"}]}},
     }});
     assert_eq!(post(&s, SETS, rs).await.0, 201);
-    eventually(30, "3 ready replicas", || async {
+    until("3 ready replicas", Duration::from_secs(30), || async {
         let rs = get(&s, &format!("{SETS}/rs")).await.1;
         rs["status"]["readyReplicas"] == 3 && rs["status"]["observedGeneration"] == 1
     })
@@ -413,13 +389,13 @@ async fn a_replica_set_adopts_matching_orphans_and_deletes_not_ready_pods_first(
         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": uid, "controller": true}]},
         "spec": {"containers": [{"name": "c", "image": "app:1"}]}});
     assert_eq!(post(&s, PODS, laggard).await.0, 201);
-    eventually(30, "the surplus Pod is deleted", || async { live_pods(&s).await.len() == 3 }).await;
+    until("the surplus Pod is deleted", Duration::from_secs(30), || async { live_pods(&s).await.len() == 3 }).await;
     let names: Vec<String> = live_pods(&s).await.iter().map(|p| p["metadata"]["name"].as_str().unwrap().to_string()).collect();
     assert!(!names.contains(&"laggard".to_string()), "{names:?}");
     // A Pod relabelled out of the selector is released and replaced.
     let (code, _) = patch(&s, &format!("{PODS}/orphan"), "application/merge-patch+json", json!({"metadata": {"labels": {"app": "elsewhere"}}})).await;
     assert_eq!(code, 200);
-    eventually(30, "the released Pod loses its owner and is replaced", || async {
+    until("the released Pod loses its owner and is replaced", Duration::from_secs(30), || async {
         let released = get(&s, &format!("{PODS}/orphan")).await.1;
         let owned = live_pods(&s).await.iter().filter(|p| p["metadata"]["labels"]["app"] == "rs").count();
         released["metadata"].get("ownerReferences").is_none_or(|r| r == &json!([])) && owned == 3
@@ -427,5 +403,5 @@ async fn a_replica_set_adopts_matching_orphans_and_deletes_not_ready_pods_first(
     .await;
     // Deleting the ReplicaSet collects its Pods, not the released one.
     assert_eq!(delete(&s, &format!("{SETS}/rs"), None).await.0, 200);
-    eventually(30, "its Pods are collected", || async { live_pods(&s).await.len() == 1 }).await;
+    until("its Pods are collected", Duration::from_secs(30), || async { live_pods(&s).await.len() == 1 }).await;
 }

@@ -5,6 +5,7 @@
 
 use crate::common::kubectl::Cluster;
 use crate::{Simulated, simulated};
+use operator_test_kit::eventually;
 use serde_json::Value;
 use simulated_cluster::ClusterConfig;
 use std::time::Duration;
@@ -52,21 +53,6 @@ spec:
 
 fn s<'a>(obj: &'a Value, pointer: &str) -> &'a str {
     obj.pointer(pointer).and_then(Value::as_str).unwrap_or_default()
-}
-
-async fn until<F, Fut, T>(secs: u64, what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting until {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 impl Cluster {
@@ -151,7 +137,7 @@ async fn a_statefulset_with_a_claim_template_starts_in_order_on_provisioned_volu
 
     k.ok(&["set", "image", "statefulset/web", "nginx=nginx:1.28"]).await;
     k.ok(&["rollout", "status", "statefulset/web", "--timeout=60s"]).await;
-    let set = until(30, "the rolling update is recorded as complete", || async {
+    let set = eventually("the rolling update is recorded as complete", Duration::from_secs(30), || async {
         let set = k.json(&["get", "statefulset", "web"]).await;
         let done = set["status"]["updatedReplicas"] == 3 && set["status"]["readyReplicas"] == 3 && s(&set, "/status/currentRevision") != first;
         done.then_some(set)
@@ -181,7 +167,7 @@ async fn pods_below_the_partition_keep_the_old_revision() {
     k.ok(&["set", "image", "statefulset/web", "nginx=nginx:1.28"]).await;
     // Upstream's controller stops here: the Pod at the partition updated and Ready, the
     // rest at the current revision.
-    let set = until(60, "web-2 is updated and ready", || async {
+    let set = eventually("web-2 is updated and ready", Duration::from_secs(60), || async {
         let set = k.json(&["get", "statefulset", "web"]).await;
         let st = &set["status"];
         let settled = st["observedGeneration"] == set["metadata"]["generation"] && st["updatedReplicas"] == 1 && st["readyReplicas"] == 3;
@@ -198,7 +184,7 @@ async fn pods_below_the_partition_keep_the_old_revision() {
     assert_eq!(k.pods_by_event("SuccessfulDelete").await, ["web-2"]);
 
     k.ok(&["patch", "statefulset", "web", "-p", r#"{"spec":{"updateStrategy":{"rollingUpdate":{"partition":0}}}}"#]).await;
-    until(60, "every Pod is at the update revision", || async {
+    eventually("every Pod is at the update revision", Duration::from_secs(60), || async {
         let set = k.json(&["get", "statefulset", "web"]).await;
         (s(&set, "/status/currentRevision") == second && set["status"]["readyReplicas"] == 3).then_some(())
     })
@@ -214,7 +200,7 @@ async fn parallel_pods_start_together_and_scaled_away_claims_are_deleted_under_w
     assert_eq!(k.json(&["get", "statefulset", "web"]).await["status"]["readyReplicas"], 3);
 
     k.ok(&["scale", "statefulset", "web", "--replicas=1"]).await;
-    until(60, "the claims of web-1 and web-2 are gone with their Pods", || async {
+    eventually("the claims of web-1 and web-2 are gone with their Pods", Duration::from_secs(60), || async {
         let claims: Vec<String> = k.items(&["get", "pvc"]).await.iter().map(|c| s(c, "/metadata/name").to_string()).collect();
         let pods = k.items(&["get", "pods", "-l", "app=web"]).await.len();
         (claims == ["www-web-0"] && pods == 1).then_some(())
@@ -223,7 +209,8 @@ async fn parallel_pods_start_together_and_scaled_away_claims_are_deleted_under_w
     let claim = k.json(&["get", "pvc", "www-web-0"]).await;
     assert!(claim["metadata"].get("ownerReferences").is_none(), "a claim in range has no owner under whenDeleted: Retain: {claim}");
     // The provisioned volumes of deleted claims are released, then deleted (reclaim Delete).
-    until(30, "the released volumes are deleted", || async { (k.items(&["get", "pv"]).await.len() == 1).then_some(()) }).await;
+    eventually("the released volumes are deleted", Duration::from_secs(30), || async { (k.items(&["get", "pv"]).await.len() == 1).then_some(()) })
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

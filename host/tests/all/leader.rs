@@ -131,18 +131,7 @@ async fn reconciles(p: &HostProcess) -> f64 {
 /// reconcile ends, after its writes: the ConfigMap a test waits for can be
 /// seen a moment before the reconcile that wrote it is counted.
 async fn has_reconciled(p: &HostProcess, what: &str) {
-    eventually(what, || async { (reconciles(p).await > 0.0).then_some(()) }).await;
-}
-
-async fn eventually<T, F: std::future::Future<Output = Option<T>>>(what: &str, mut check: impl FnMut() -> F) -> T {
-    let started = Instant::now();
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(started.elapsed() < WAIT, "timed out after {WAIT:?} waiting until {what}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    common::eventually(what, WAIT, || async { (reconciles(p).await > 0.0).then_some(()) }).await;
 }
 
 fn hellos(client: &kube::Client) -> Api<DynamicObject> {
@@ -163,14 +152,14 @@ async fn hello_is_reconciled(client: &kube::Client, name: &str) {
         "metadata": {"name": name, "namespace": "default"}, "spec": {"greeting": "Hi"}
     }))
     .unwrap();
-    eventually("the Hello is created", || async { hellos(client).create(&PostParams::default(), &obj).await.ok() }).await;
+    common::eventually("the Hello is created", WAIT, || async { hellos(client).create(&PostParams::default(), &obj).await.ok() }).await;
     let cms = Api::<ConfigMap>::namespaced(client.clone(), "default");
-    eventually(&format!("{name}-greeting exists"), || async { cms.get_opt(&format!("{name}-greeting")).await.ok().flatten() }).await;
+    common::eventually(&format!("{name}-greeting exists"), WAIT, || async { cms.get_opt(&format!("{name}-greeting")).await.ok().flatten() }).await;
 }
 
 /// Waits until exactly one of the two leads and the Lease names it; returns (leader, standby).
 async fn elect(client: &kube::Client, a: HostProcess, b: HostProcess) -> (HostProcess, HostProcess) {
-    let which = eventually("one host leads and holds the lease", || async {
+    let which = common::eventually("one host leads and holds the lease", WAIT, || async {
         let h = common::lease_holder(client, LEASE).await;
         let (la, lb) = (leads(&a).await, leads(&b).await);
         match (la, lb) {
@@ -204,7 +193,7 @@ async fn after_kill_9_of_the_leader_the_standby_takes_over_once_the_lease_expire
     leader.child.kill().unwrap(); // SIGKILL: no release
     let killed = Instant::now();
     leader.child.wait().unwrap();
-    eventually("the standby holds the lease", || async {
+    common::eventually("the standby holds the lease", WAIT, || async {
         (common::lease_holder(&client, LEASE).await == standby.identity && leads(&standby).await).then_some(())
     })
     .await;
@@ -236,14 +225,14 @@ async fn on_sigterm_the_leader_releases_the_lease_and_the_standby_takes_over_bef
     let status = Command::new("kill").args(["-TERM", &leader.child.id().to_string()]).status().unwrap();
     assert!(status.success());
     let signalled = Instant::now();
-    let exit = eventually("the leader exits", || {
+    let exit = common::eventually("the leader exits", WAIT, || {
         let exited = leader.child.try_wait().unwrap();
         async move { exited }
     })
     .await;
     assert!(exit.success(), "graceful shutdown exits 0, got {exit}; log:\n{}", leader.log());
     assert!(leader.log().contains("released the leader lease"), "log:\n{}", leader.log());
-    eventually("the standby holds the lease", || async {
+    common::eventually("the standby holds the lease", WAIT, || async {
         (common::lease_holder(&client, LEASE).await == standby.identity && leads(&standby).await).then_some(())
     })
     .await;
@@ -262,18 +251,20 @@ async fn a_leader_whose_lease_is_taken_stops_at_once_by_exiting_1_without_taking
     let client = c.server.kube_client();
     let flags = ["--leader-election-lease-duration", "4s", "--leader-election-renew-deadline", "3s", "--leader-election-retry-period", "500ms"];
     let mut leader = spawn_host(&c, "a", &flags).await;
-    eventually("the host leads", || async { (common::lease_holder(&client, LEASE).await == leader.identity && leads(&leader).await).then_some(()) })
-        .await;
+    common::eventually("the host leads", WAIT, || async {
+        (common::lease_holder(&client, LEASE).await == leader.identity && leads(&leader).await).then_some(())
+    })
+    .await;
     // Another candidate overwrites the record (as one that judged it expired
     // would); the leader's renewals are refused from now on.
     let api = Api::<Lease>::namespaced(client.clone(), "default");
-    eventually("the lease is usurped", || async {
+    common::eventually("the lease is usurped", WAIT, || async {
         let mut l = api.get(LEASE).await.ok()?;
         l.spec.as_mut()?.holder_identity = Some("usurper".into());
         api.replace(LEASE, &PostParams::default(), &l).await.ok()
     })
     .await;
-    let exit = eventually("the old leader exits", || {
+    let exit = common::eventually("the old leader exits", WAIT, || {
         let exited = leader.child.try_wait().unwrap();
         async move { exited }
     })

@@ -18,14 +18,6 @@ use serde_json::json;
 const WAIT: Duration = Duration::from_secs(90);
 const FINALIZER: &str = "finalizing.test.operator-host.dev/cleanup";
 
-async fn eventually<T, F, Fut>(what: &str, f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    common::eventually(what, WAIT, f).await
-}
-
 fn api(client: &kube::Client, api_version: &str, kind: &str, plural: &str) -> Api<DynamicObject> {
     let (group, version) = api_version.split_once('/').unwrap();
     let ar = ApiResource { group: group.into(), version: version.into(), api_version: api_version.into(), kind: kind.into(), plural: plural.into() };
@@ -59,24 +51,24 @@ async fn a_held_deletion_waits_for_the_plugins_cleanup_and_a_release_lets_the_ob
         "metadata": {"name": "t1", "annotations": {"finalizing.test/hold": "true"}}, "spec": {"content": "x"}});
     let uid = tidies.create(&PostParams::default(), &serde_json::from_value(tidy).unwrap()).await.unwrap().metadata.uid.unwrap();
 
-    eventually("the host to add the plugin's finalizer", || async {
+    common::eventually("the host to add the plugin's finalizer", WAIT, || async {
         finalizers(&tidies.get("t1").await.ok()?).contains(&FINALIZER.to_string()).then_some(())
     })
     .await;
-    eventually("the Tidy's ConfigMap", || async { cms.get("t1-data").await.ok() }).await;
+    common::eventually("the Tidy's ConfigMap", WAIT, || async { cms.get("t1-data").await.ok() }).await;
 
     tidies.delete("t1", &DeleteParams::default()).await.unwrap();
     let held = tidies.get("t1").await.expect("a finalizer holds the object");
     assert!(held.metadata.deletion_timestamp.is_some());
 
     // The plugin is still called: it deletes its child, says so, and reports the hold.
-    eventually("the child to be cleaned up", || async { cms.get("t1-data").await.is_err().then_some(()) }).await;
-    let started = eventually("the CleanupStarted Event", || async {
+    common::eventually("the child to be cleaned up", WAIT, || async { cms.get("t1-data").await.is_err().then_some(()) }).await;
+    let started = common::eventually("the CleanupStarted Event", WAIT, || async {
         common::event_about(&client, &uid, |e| e.reason.as_deref() == Some("CleanupStarted")).await
     })
     .await;
     assert_eq!(started.note.as_deref(), Some("deleting ConfigMap t1-data"));
-    let held = eventually("status.phase CleanupHeld", || async {
+    let held = common::eventually("status.phase CleanupHeld", WAIT, || async {
         let t = tidies.get("t1").await.ok()?;
         (t.data.pointer("/status/phase")? == "CleanupHeld").then_some(t)
     })
@@ -87,7 +79,7 @@ async fn a_held_deletion_waits_for_the_plugins_cleanup_and_a_release_lets_the_ob
     // Releasing the hold completes the cleanup: the host drops its finalizer and the object goes.
     let release = json!({"metadata": {"annotations": {"finalizing.test/hold": null}}});
     tidies.patch("t1", &PatchParams::default(), &Patch::Merge(&release)).await.unwrap();
-    eventually("the Tidy to disappear", || async { tidies.get("t1").await.is_err().then_some(()) }).await;
+    common::eventually("the Tidy to disappear", WAIT, || async { tidies.get("t1").await.is_err().then_some(()) }).await;
     running.shutdown(Duration::from_secs(30)).await;
 }
 
@@ -98,8 +90,8 @@ async fn a_parent_of_a_plugin_without_a_finalizer_gets_none_and_goes_at_once() {
     let hello = json!({"apiVersion": "example.operator.dev/v1alpha1", "kind": "Hello", "metadata": {"name": "h1"}, "spec": {"greeting": "Hi"}});
     hellos.create(&PostParams::default(), &serde_json::from_value(hello).unwrap()).await.unwrap();
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    eventually("the Hello's ConfigMap", || async { cms.get("h1-greeting").await.ok() }).await;
-    let h = eventually("Reconciled=True", || async {
+    common::eventually("the Hello's ConfigMap", WAIT, || async { cms.get("h1-greeting").await.ok() }).await;
+    let h = common::eventually("Reconciled=True", WAIT, || async {
         let h = hellos.get("h1").await.ok()?;
         let done = h.data.pointer("/status/conditions")?.as_array()?.iter().any(|c| c["type"] == "Reconciled" && c["status"] == "True");
         done.then_some(h)

@@ -129,14 +129,6 @@ fn condition(obj: &DynamicObject, type_: &str) -> Option<Value> {
     obj.data.pointer("/status/conditions")?.as_array()?.iter().find(|c| c["type"] == type_).cloned()
 }
 
-async fn eventually<T, F, Fut>(what: &str, f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    common::eventually(what, WAIT, f).await
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_hostile_behaviour_is_contained_and_the_good_plugin_keeps_reconciling() {
     let env = Env::start().await;
@@ -168,18 +160,18 @@ async fn every_hostile_behaviour_is_contained_and_the_good_plugin_keeps_reconcil
     };
     let mut contained = 0;
     for ((mode, reason), (_, uid)) in FAILING.iter().zip(&uids) {
-        let cond = eventually(&format!("{mode}: Reconciled=False"), || async {
+        let cond = common::eventually(&format!("{mode}: Reconciled=False"), WAIT, || async {
             let c = condition(&hostiles.get(mode).await.ok()?, "Reconciled")?;
             (c["status"] == "False").then_some(c)
         })
         .await;
         assert_eq!(cond["reason"], *reason, "{mode}: {cond}");
-        let warning = eventually(&format!("{mode}: a Warning Event"), || event_of(uid.clone(), "Warning")).await;
+        let warning = common::eventually(&format!("{mode}: a Warning Event"), WAIT, || event_of(uid.clone(), "Warning")).await;
         assert_eq!(warning.reason.as_deref(), Some(*reason), "{mode}: {warning:?}");
         contained += 1;
     }
     for ((mode, expected), (_, uid)) in PROBES.iter().zip(&uids[FAILING.len()..]) {
-        let probe = eventually(&format!("{mode}: its Probe Event"), || event_of(uid.clone(), "Normal")).await;
+        let probe = common::eventually(&format!("{mode}: its Probe Event"), WAIT, || event_of(uid.clone(), "Normal")).await;
         let note = probe.note.unwrap_or_default();
         assert!(note.starts_with(expected) && !note.contains("ESCAPED"), "{mode}: {note}");
         contained += 1;
@@ -200,7 +192,7 @@ async fn every_hostile_behaviour_is_contained_and_the_good_plugin_keeps_reconcil
     let mds: Api<DynamicObject> = Api::namespaced_with(env.client.clone(), "default", &md_resource());
     for md in mds.list(&ListParams::default()).await.unwrap().items {
         let name = md.metadata.name.clone().unwrap();
-        eventually(&format!("{name}: Reconciled=True"), || async {
+        common::eventually(&format!("{name}: Reconciled=True"), WAIT, || async {
             let c = condition(&mds.get(&name).await.ok()?, "Reconciled")?;
             (c["status"] == "True").then_some(())
         })

@@ -69,14 +69,6 @@ impl Env {
     }
 }
 
-async fn eventually<T, F, Fut>(what: &str, f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    common::eventually(what, WAIT, f).await
-}
-
 fn condition(obj: &DynamicObject, type_: &str) -> Option<Value> {
     obj.data.pointer("/status/conditions")?.as_array()?.iter().find(|c| c["type"] == type_).cloned()
 }
@@ -132,7 +124,7 @@ async fn each_forbidden_action_is_refused_and_nothing_is_written() {
     let loose = json!({"metadata": {"name": "loose"}, "data": {"k": "v"}});
     cms.create(&PostParams::default(), &serde_json::from_value(loose).unwrap()).await.unwrap();
     let owner_uid = env.hostile("owner", "keep", "").await;
-    let theirs = eventually("the owner's ConfigMap", || async { cms.get("owner-allowed").await.ok() }).await;
+    let theirs = common::eventually("the owner's ConfigMap", WAIT, || async { cms.get("owner-allowed").await.ok() }).await;
     assert_eq!(theirs.metadata.owner_references.as_ref().unwrap()[0].uid, owner_uid);
     let versions_before = [cms.get("loose").await.unwrap().metadata.resource_version, theirs.metadata.resource_version.clone()];
 
@@ -143,7 +135,7 @@ async fn each_forbidden_action_is_refused_and_nothing_is_written() {
     let hostiles = env.hostiles();
     let events: Api<Event> = Api::namespaced(env.client.clone(), "default");
     for (a, uid) in ATTEMPTS.iter().zip(&uids) {
-        let cond = eventually(&format!("{}: Reconciled=False naming the rule", a.name), || async {
+        let cond = common::eventually(&format!("{}: Reconciled=False naming the rule", a.name), WAIT, || async {
             let h = hostiles.get(a.name).await.ok()?;
             let c = condition(&h, "Reconciled")?;
             (c["status"] == "False" && c["message"].as_str()?.contains(a.rule)).then_some(c)
@@ -151,7 +143,7 @@ async fn each_forbidden_action_is_refused_and_nothing_is_written() {
         .await;
         assert_eq!(cond["reason"], "ActionRefused", "{}: {cond}", a.name);
         assert!(cond["message"].as_str().unwrap().starts_with("action 1 ("), "{}: the refused action is named by its index: {cond}", a.name);
-        let warning = eventually(&format!("{}: a Warning Event", a.name), || async {
+        let warning = common::eventually(&format!("{}: a Warning Event", a.name), WAIT, || async {
             events
                 .list(&ListParams::default())
                 .await
@@ -187,7 +179,7 @@ async fn a_refused_parent_is_backed_off_not_retried_in_a_hot_loop() {
     let env = Env::start().await;
     env.hostile("stubborn", "create-undeclared", "").await;
     let hostiles = env.hostiles();
-    eventually("Reconciled=False", || async {
+    common::eventually("Reconciled=False", WAIT, || async {
         let h = hostiles.get("stubborn").await.ok()?;
         (condition(&h, "Reconciled")?["status"] == "False").then_some(())
     })

@@ -22,14 +22,6 @@ const WAIT: Duration = Duration::from_secs(90);
 /// queue runs at once, so well over one reconcile.
 const QUIET: Duration = Duration::from_millis(1500);
 
-async fn eventually<T, F, Fut>(what: &str, f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    common::eventually(what, WAIT, f).await
-}
-
 fn watchers(client: &kube::Client) -> Api<DynamicObject> {
     let ar = ApiResource {
         group: "related.test.operator-host.dev".into(),
@@ -98,7 +90,7 @@ async fn seen(client: &kube::Client, name: &str) -> Option<(Vec<String>, u64)> {
 
 /// Waits until the Watcher reports exactly `want`; returns its reconcile count.
 async fn sees(client: &kube::Client, name: &str, want: &[&str]) -> u64 {
-    eventually(&format!("{name} to see {want:?}"), || async {
+    common::eventually(&format!("{name} to see {want:?}"), WAIT, || async {
         let (related, n) = seen(client, name).await?;
         (related == want).then_some(n)
     })
@@ -157,7 +149,7 @@ async fn a_write_to_a_related_object_is_refused() {
     let (_server, client, running) = start(&["related"], None).await;
     config_map(&client, "cm-a", "1").await;
     watcher(&client, "w", json!({"configMapRef": {"name": "cm-a"}, "mode": "patch-related"})).await;
-    let (reason, message) = eventually("the refusal on the Watcher's condition", || async {
+    let (reason, message) = common::eventually("the refusal on the Watcher's condition", WAIT, || async {
         condition(&client, "w").await.filter(|(reason, _)| reason == "ActionRefused")
     })
     .await;
@@ -181,7 +173,7 @@ async fn more_related_objects_than_the_cap_are_refused_with_the_count_and_the_ca
     sees(&client, "w", &["Pod/p0", "Pod/p1", "Pod/p2"]).await;
     // A fourth: over the cap. The plugin is not called with a part of them.
     pod(&client, "p3", "a").await;
-    let (_, message) = eventually("TooManyRelated on the Watcher's condition", || async {
+    let (_, message) = common::eventually("TooManyRelated on the Watcher's condition", WAIT, || async {
         condition(&client, "w").await.filter(|(reason, _)| reason == "TooManyRelated")
     })
     .await;

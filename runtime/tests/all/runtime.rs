@@ -94,15 +94,6 @@ impl Env {
     }
 }
 
-/// Polls `f` until it returns `Some`, for up to [`WAIT`].
-async fn eventually<T, F, Fut>(what: &str, f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    common::eventually(what, WAIT, f).await
-}
-
 fn yaml(text: &str) -> Value {
     serde_saphyr::from_str(text).unwrap()
 }
@@ -160,7 +151,7 @@ async fn mydeployment_keeps_its_replica_count_of_owned_pods() {
     // Poll until `n` pods; never more than `max` at any poll (the expectations
     // keep a reconcile from running on a cache that misses its own creates).
     async fn settle(pods: &Api<Pod>, uid: &str, n: usize, max: usize, what: &str) -> Vec<Pod> {
-        eventually(what, || async {
+        common::eventually(what, WAIT, || async {
             let ps = pods_of(pods, uid).await;
             assert!(ps.len() <= max, "{what}: {} pods, more than {max}", ps.len());
             mark_ready(pods, &ps).await;
@@ -174,7 +165,7 @@ async fn mydeployment_keeps_its_replica_count_of_owned_pods() {
 
     let victim = three[0].metadata.name.clone().unwrap();
     pods.delete(&victim, &DeleteParams::default()).await.unwrap();
-    eventually("the deleted pod to be replaced", || async {
+    common::eventually("the deleted pod to be replaced", WAIT, || async {
         let ps = pods_of(&pods, &uid).await;
         assert!(ps.len() <= 3);
         mark_ready(&pods, &ps).await;
@@ -191,7 +182,7 @@ async fn mydeployment_keeps_its_replica_count_of_owned_pods() {
     let image =
         json!({"spec": {"template": {"spec": {"containers": [{"name": "nginx", "image": "nginx:1.9.1", "ports": [{"containerPort": 80}]}]}}}});
     mds.patch("my-nginx-app", &PatchParams::default(), &Patch::Merge(image)).await.unwrap();
-    eventually("the rollout to nginx:1.9.1", || async {
+    common::eventually("the rollout to nginx:1.9.1", WAIT, || async {
         let ps = pods_of(&pods, &uid).await;
         assert!(ps.len() <= 3, "surge of at most 1: {} pods", ps.len());
         mark_ready(&pods, &ps).await;
@@ -200,7 +191,7 @@ async fn mydeployment_keeps_its_replica_count_of_owned_pods() {
     })
     .await;
 
-    let md = eventually("Reconciled=True", || async {
+    let md = common::eventually("Reconciled=True", WAIT, || async {
         let md = mds.get("my-nginx-app").await.ok()?;
         (condition(&md, "Reconciled")?["status"] == "True").then_some(md)
     })
@@ -219,7 +210,7 @@ async fn cronjob_every_two_seconds_creates_a_job_and_records_the_last_schedule_t
     let cj = create(&cjs, cj).await;
     let uid = cj.metadata.uid.clone().unwrap();
     let jobs: Api<Job> = Api::namespaced(env.client.clone(), "default");
-    let job = eventually("a Job owned by the CronJob", || async {
+    let job = common::eventually("a Job owned by the CronJob", WAIT, || async {
         jobs.list(&ListParams::default())
             .await
             .ok()?
@@ -229,7 +220,7 @@ async fn cronjob_every_two_seconds_creates_a_job_and_records_the_last_schedule_t
     })
     .await;
     assert_eq!(job.metadata.namespace.as_deref(), Some("default"));
-    let cj = eventually("status.lastScheduleTime", || async {
+    let cj = common::eventually("status.lastScheduleTime", WAIT, || async {
         let cj = cjs.get("cronjob-sample").await.ok()?;
         cj.data.pointer("/status/lastScheduleTime").is_some().then_some(cj)
     })
@@ -275,7 +266,7 @@ async fn a_plugin_error_sets_reconciled_false_and_records_a_warning_event() {
     let hs = env.api("test.operator.dev/v1", "Hostile", "hostiles");
     let h =
         create(&hs, json!({"apiVersion": "test.operator.dev/v1", "kind": "Hostile", "metadata": {"name": "bad"}, "spec": {"mode": "error"}})).await;
-    let cond = eventually("Reconciled=False", || async {
+    let cond = common::eventually("Reconciled=False", WAIT, || async {
         let h = hs.get("bad").await.ok()?;
         let c = condition(&h, "Reconciled")?.clone();
         (c["status"] == "False").then_some(c)
@@ -284,7 +275,7 @@ async fn a_plugin_error_sets_reconciled_false_and_records_a_warning_event() {
     assert_eq!(cond["reason"], "Refused");
     assert!(cond["message"].as_str().unwrap().contains("asked to fail"), "{cond}");
     let uid = h.metadata.uid.clone().unwrap();
-    let ev = eventually("a Warning Event on the parent", || async {
+    let ev = common::eventually("a Warning Event on the parent", WAIT, || async {
         common::event_about(&env.client, &uid, |e| e.type_.as_deref() == Some("Warning")).await
     })
     .await;
@@ -294,7 +285,7 @@ async fn a_plugin_error_sets_reconciled_false_and_records_a_warning_event() {
 
     // Fixing the object flips the condition back to True.
     hs.patch("bad", &PatchParams::default(), &Patch::Merge(json!({"spec": {"mode": "ok"}}))).await.unwrap();
-    eventually("Reconciled=True after the fix", || async {
+    common::eventually("Reconciled=True after the fix", WAIT, || async {
         let h = hs.get("bad").await.ok()?;
         (condition(&h, "Reconciled")?["status"] == "True").then_some(())
     })
@@ -309,7 +300,7 @@ async fn a_non_retryable_plugin_error_is_called_once_and_again_only_after_the_pa
     let hs = env.api("test.operator.dev/v1", "Hostile", "hostiles");
     let h =
         create(&hs, json!({"apiVersion": "test.operator.dev/v1", "kind": "Hostile", "metadata": {"name": "bad"}, "spec": {"mode": "error"}})).await;
-    eventually("Reconciled=False", || async {
+    common::eventually("Reconciled=False", WAIT, || async {
         let h = hs.get("bad").await.ok()?;
         (condition(&h, "Reconciled")?["status"] == "False").then_some(())
     })
@@ -331,7 +322,7 @@ async fn a_non_retryable_plugin_error_is_called_once_and_again_only_after_the_pa
 
     // A change of the parent (a label; the spec still asks to fail) is a new input: one more call.
     hs.patch("bad", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"touched": "yes"}}}))).await.unwrap();
-    eventually("a second call after the change", || async { (plugin_errors(&env) >= 2).then_some(()) }).await;
+    common::eventually("a second call after the change", WAIT, || async { (plugin_errors(&env) >= 2).then_some(()) }).await;
     resync_and_settle(&env).await;
     assert_eq!(plugin_errors(&env), 2, "called once per change");
     env.stop().await;
@@ -342,7 +333,7 @@ async fn a_plugin_returning_garbage_is_an_error_not_a_write() {
     let env = Env::start_with(&["hostile"], common::install_hostile_crd).await;
     let hs = env.api("test.operator.dev/v1", "Hostile", "hostiles");
     create(&hs, json!({"apiVersion": "test.operator.dev/v1", "kind": "Hostile", "metadata": {"name": "g"}, "spec": {"mode": "garbage"}})).await;
-    let cond = eventually("Reconciled=False", || async {
+    let cond = common::eventually("Reconciled=False", WAIT, || async {
         let h = hs.get("g").await.ok()?;
         let c = condition(&h, "Reconciled")?.clone();
         (c["status"] == "False").then_some(c)
@@ -372,7 +363,7 @@ async fn hello_creates_its_configmap_and_both_shipped_plugins_run_side_by_side()
     )
     .await;
     let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(env.client.clone(), "default");
-    let cm = eventually("the greeting ConfigMap", || async { cms.get("world-greeting").await.ok() }).await;
+    let cm = common::eventually("the greeting ConfigMap", WAIT, || async { cms.get("world-greeting").await.ok() }).await;
     let owner = &cm.metadata.owner_references.unwrap()[0];
     assert_eq!(owner.uid, h.metadata.uid.unwrap());
     assert_eq!(owner.controller, Some(true));
@@ -402,7 +393,7 @@ async fn a_namespace_restriction_leaves_other_namespaces_alone() {
     hello(&env, "team-a", "inside", json!({})).await;
     let a: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(env.client.clone(), "team-a");
     let b: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(env.client.clone(), "team-b");
-    eventually("the ConfigMap in team-a", || async { a.get("inside-greeting").await.ok() }).await;
+    common::eventually("the ConfigMap in team-a", WAIT, || async { a.get("inside-greeting").await.ok() }).await;
     // team-b was created first; by now its reconcile would have happened had it been watched.
     assert!(b.get("outside-greeting").await.is_err(), "team-b is not watched");
     env.stop().await;
@@ -415,7 +406,7 @@ async fn a_label_selector_narrows_the_parents_reconciled() {
     hello(&env, "default", "unlabelled", json!({})).await;
     hello(&env, "default", "labelled", json!({"team": "a"})).await;
     let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(env.client.clone(), "default");
-    eventually("the selected parent's ConfigMap", || async { cms.get("labelled-greeting").await.ok() }).await;
+    common::eventually("the selected parent's ConfigMap", WAIT, || async { cms.get("labelled-greeting").await.ok() }).await;
     assert!(cms.get("unlabelled-greeting").await.is_err(), "the unselected parent is not reconciled");
     env.stop().await;
 }
@@ -425,15 +416,15 @@ async fn a_child_changed_behind_the_plugins_back_is_put_right() {
     let env = Env::start(&["hello"]).await;
     hello(&env, "default", "drift", json!({})).await;
     let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(env.client.clone(), "default");
-    eventually("the ConfigMap", || async { cms.get("drift-greeting").await.ok() }).await;
+    common::eventually("the ConfigMap", WAIT, || async { cms.get("drift-greeting").await.ok() }).await;
     cms.patch("drift-greeting", &PatchParams::default(), &Patch::Merge(json!({"data": {"greeting": "tampered"}}))).await.unwrap();
-    eventually("the ConfigMap to be patched back", || async {
+    common::eventually("the ConfigMap to be patched back", WAIT, || async {
         let cm = cms.get("drift-greeting").await.ok()?;
         (cm.data?.get("greeting")? == "Hi").then_some(())
     })
     .await;
     cms.delete("drift-greeting", &DeleteParams::default()).await.unwrap();
-    eventually("the ConfigMap to be recreated", || async { cms.get("drift-greeting").await.ok() }).await;
+    common::eventually("the ConfigMap to be recreated", WAIT, || async { cms.get("drift-greeting").await.ok() }).await;
     env.stop().await;
 }
 
@@ -458,7 +449,7 @@ async fn a_failing_write_is_reported_backed_off_and_retried_until_it_succeeds() 
         action: FaultAction::internal_error(),
     });
     let (mds, uid) = create_md(&env, "flaky", 2).await;
-    let cond = eventually("Reconciled=False from the failed create", || async {
+    let cond = common::eventually("Reconciled=False from the failed create", WAIT, || async {
         let md = mds.get("flaky").await.ok()?;
         let c = condition(&md, "Reconciled")?.clone();
         (c["status"] == "False").then_some(c)
@@ -467,7 +458,7 @@ async fn a_failing_write_is_reported_backed_off_and_retried_until_it_succeeds() 
     assert_eq!(cond["reason"], "WriteFailedInternalError", "{cond}");
     assert!(cond["message"].as_str().unwrap().contains("create Pod default/"), "{cond}");
     let events: Api<Event> = Api::namespaced(env.client.clone(), "default");
-    eventually("a Warning Event for the failed write", || async {
+    common::eventually("a Warning Event for the failed write", WAIT, || async {
         events.list(&ListParams::default()).await.ok()?.items.into_iter().find(|e| {
             e.regarding.as_ref().and_then(|r| r.uid.as_deref()) == Some(uid.as_str()) && e.reason.as_deref() == Some("WriteFailedInternalError")
         })
@@ -475,8 +466,8 @@ async fn a_failing_write_is_reported_backed_off_and_retried_until_it_succeeds() 
     .await;
     env.server.faults().clear(fault);
     let pods: Api<Pod> = Api::namespaced(env.client.clone(), "default");
-    eventually("the pods once the API recovers", || async { (pods_of(&pods, &uid).await.len() == 2).then_some(()) }).await;
-    eventually("Reconciled=True after recovery", || async {
+    common::eventually("the pods once the API recovers", WAIT, || async { (pods_of(&pods, &uid).await.len() == 2).then_some(()) }).await;
+    common::eventually("Reconciled=True after recovery", WAIT, || async {
         let md = mds.get("flaky").await.ok()?;
         (condition(&md, "Reconciled")?["status"] == "True").then_some(())
     })
@@ -497,8 +488,8 @@ async fn a_conflict_is_retried_at_once_without_an_error_condition() {
     });
     let (mds, uid) = create_md(&env, "racy", 2).await;
     let pods: Api<Pod> = Api::namespaced(env.client.clone(), "default");
-    eventually("the pods despite the conflict", || async { (pods_of(&pods, &uid).await.len() == 2).then_some(()) }).await;
-    let md = eventually("Reconciled=True", || async {
+    common::eventually("the pods despite the conflict", WAIT, || async { (pods_of(&pods, &uid).await.len() == 2).then_some(()) }).await;
+    let md = common::eventually("Reconciled=True", WAIT, || async {
         let md = mds.get("racy").await.ok()?;
         (condition(&md, "Reconciled")?["status"] == "True").then_some(md)
     })
@@ -537,7 +528,7 @@ async fn a_parent_kind_without_a_status_subresource_still_gets_its_condition() {
     .await;
     let hs = env.api("test.operator.dev/v1", "Hostile", "hostiles");
     create(&hs, json!({"apiVersion": "test.operator.dev/v1", "kind": "Hostile", "metadata": {"name": "plain"}, "spec": {"mode": "error"}})).await;
-    eventually("Reconciled=False on the main resource", || async {
+    common::eventually("Reconciled=False on the main resource", WAIT, || async {
         let h = hs.get("plain").await.ok()?;
         (condition(&h, "Reconciled")?["status"] == "False").then_some(())
     })
@@ -550,7 +541,7 @@ async fn a_panicking_plugin_is_contained_and_counted_by_kind() {
     let env = Env::start_with(&["hostile"], common::install_hostile_crd).await;
     let hs = env.api("test.operator.dev/v1", "Hostile", "hostiles");
     create(&hs, json!({"apiVersion": "test.operator.dev/v1", "kind": "Hostile", "metadata": {"name": "boom"}, "spec": {"mode": "panic"}})).await;
-    let cond = eventually("Reconciled=False", || async {
+    let cond = common::eventually("Reconciled=False", WAIT, || async {
         let h = hs.get("boom").await.ok()?;
         let c = condition(&h, "Reconciled")?.clone();
         (c["status"] == "False").then_some(c)
@@ -596,13 +587,13 @@ async fn the_plugin_sees_the_host_clock_so_a_minutely_cronjob_runs_when_the_cloc
     clock.set(first_run + chrono::TimeDelta::seconds(1));
     // A spec touch makes the host reconcile now (the plugin's requeue is up to a minute away).
     cjs.patch("cronjob-sample", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"tick": "1"}}}))).await.unwrap();
-    eventually("the Job of the run the clock made due", || {
+    common::eventually("the Job of the run the clock made due", WAIT, || {
         let uid = uid.clone();
         let owned = &owned;
         async move { (owned(uid).await >= 1).then_some(()) }
     })
     .await;
-    let cj = eventually("status.lastScheduleTime", || async {
+    let cj = common::eventually("status.lastScheduleTime", WAIT, || async {
         let cj = cjs.get("cronjob-sample").await.ok()?;
         cj.data.pointer("/status/lastScheduleTime").and_then(Value::as_str).map(str::to_string)
     })
@@ -626,7 +617,7 @@ async fn a_create_whose_name_is_taken_by_an_unowned_object_is_an_error_not_done(
     let hellos = env.api(HELLO_CRD_KIND.0, HELLO_CRD_KIND.1, HELLO_CRD_KIND.2);
     let uid = hellos.get("taken").await.unwrap().metadata.uid.unwrap();
     let events: Api<Event> = Api::namespaced(env.client.clone(), "default");
-    let ev = eventually("a Warning about the taken name", || async {
+    let ev = common::eventually("a Warning about the taken name", WAIT, || async {
         events
             .list(&ListParams::default())
             .await
@@ -724,7 +715,7 @@ async fn events_recorded_in_the_background_are_deduplicated() {
     }
     recorder.record(&regarding, "Normal", "Other", "another note");
     let events: Api<Event> = Api::namespaced(client.clone(), "default");
-    let broken = eventually("one Broken Event counted three times", || async {
+    let broken = common::eventually("one Broken Event counted three times", WAIT, || async {
         let all = events.list(&ListParams::default()).await.unwrap().items;
         let broken: Vec<Event> = all.iter().filter(|e| e.reason.as_deref() == Some("Broken")).cloned().collect();
         let other = all.iter().filter(|e| e.reason.as_deref() == Some("Other")).count();

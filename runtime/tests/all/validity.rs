@@ -16,14 +16,6 @@ use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(90);
 
-async fn eventually<T, F, Fut>(what: &str, f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    common::eventually(what, WAIT, f).await
-}
-
 fn reconciled(obj: &DynamicObject) -> Option<Value> {
     obj.data.pointer("/status/conditions")?.as_array()?.iter().find(|c| c["type"] == "Reconciled").cloned()
 }
@@ -58,7 +50,7 @@ async fn an_invalid_stored_cronjob_is_flagged_not_reconciled_until_it_is_fixed()
     cj["spec"].as_object_mut().unwrap().remove("startingDeadlineSeconds");
     let uid = cjs.create(&PostParams::default(), &serde_json::from_value(cj).unwrap()).await.expect("stored: no admission").metadata.uid.unwrap();
 
-    let cond = eventually("Reconciled=False with reason Invalid", || async {
+    let cond = common::eventually("Reconciled=False with reason Invalid", WAIT, || async {
         let c = reconciled(&cjs.get("cronjob-sample").await.ok()?)?;
         (c["status"] == "False").then_some(c)
     })
@@ -70,8 +62,10 @@ async fn an_invalid_stored_cronjob_is_flagged_not_reconciled_until_it_is_fixed()
             .starts_with("CronJob.batch.tutorial.kubebuilder.io \"cronjob-sample\" is invalid: spec.schedule: Invalid value: \"every day at noon\""),
         "worded as the API server's 422: {message}"
     );
-    let warning =
-        eventually("a Warning Event Invalid", || async { common::event_about(&client, &uid, |e| e.type_.as_deref() == Some("Warning")).await }).await;
+    let warning = common::eventually("a Warning Event Invalid", WAIT, || async {
+        common::event_about(&client, &uid, |e| e.type_.as_deref() == Some("Warning")).await
+    })
+    .await;
     assert_eq!(warning.reason.as_deref(), Some("Invalid"));
     assert_eq!(warning.note.as_deref(), Some(message));
 
@@ -96,8 +90,9 @@ async fn an_invalid_stored_cronjob_is_flagged_not_reconciled_until_it_is_fixed()
 
     // The fix is a spec change: it is reconciled at once, backoff or not.
     cjs.patch("cronjob-sample", &PatchParams::default(), &Patch::Merge(json!({"spec": {"schedule": "@every 2s"}}))).await.unwrap();
-    eventually("a Job once the schedule is fixed", || async { (owned().await >= 1).then_some(()) }).await;
-    eventually("Reconciled=True", || async { (reconciled(&cjs.get("cronjob-sample").await.ok()?)?["status"] == "True").then_some(()) }).await;
+    common::eventually("a Job once the schedule is fixed", WAIT, || async { (owned().await >= 1).then_some(()) }).await;
+    common::eventually("Reconciled=True", WAIT, || async { (reconciled(&cjs.get("cronjob-sample").await.ok()?)?["status"] == "True").then_some(()) })
+        .await;
     running.shutdown(Duration::from_secs(30)).await;
 }
 
@@ -128,7 +123,8 @@ async fn a_cronjob_admitted_by_the_same_build_is_not_validated_again() {
     let uid = created.metadata.uid.clone().unwrap();
     assert_eq!(created.metadata.generation, Some(1));
 
-    eventually("Reconciled=True", || async { (reconciled(&cjs.get("cronjob-sample").await.ok()?)?["status"] == "True").then_some(()) }).await;
+    common::eventually("Reconciled=True", WAIT, || async { (reconciled(&cjs.get("cronjob-sample").await.ok()?)?["status"] == "True").then_some(()) })
+        .await;
     assert!(
         !plugin.take_found_valid_on_create(&uid, Some(1)),
         "the controller took admission's answer (a record left here means it called validate instead)"

@@ -9,6 +9,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+pub use operator_test_kit::Kubectl;
 pub use serde_json::{Value, json};
 
 /// How long any one expectation may take before the scenario fails.
@@ -114,72 +115,50 @@ impl Host {
         self.dir.path()
     }
 
-    /// Runs kubectl against the embedded cluster.
-    pub fn kubectl(&self, args: &[&str]) -> Output {
-        self.kubectl_stdin(args, None)
+    /// kubectl against the embedded cluster.
+    pub fn kubectl_client(&self) -> Kubectl {
+        Kubectl::new(kubectl(), &self.kubeconfig)
     }
 
+    /// Runs kubectl against the embedded cluster, whatever the outcome.
+    pub fn kubectl(&self, args: &[&str]) -> Output {
+        self.kubectl_client().run(args)
+    }
+
+    /// Runs kubectl with `stdin` on its standard input, whatever the outcome.
     pub fn kubectl_stdin(&self, args: &[&str], stdin: Option<&str>) -> Output {
-        let mut c = Command::new(kubectl())
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("run kubectl");
-        let mut input = c.stdin.take().unwrap();
-        if let Some(text) = stdin {
-            input.write_all(text.as_bytes()).unwrap();
-        }
-        drop(input);
-        c.wait_with_output().unwrap()
+        self.kubectl_client().run_stdin(args, stdin.map(str::as_bytes))
     }
 
     /// kubectl that must succeed; its stdout.
     pub fn ok(&self, args: &[&str]) -> String {
-        let o = self.kubectl(args);
-        assert!(o.status.success(), "kubectl {}: {}", args.join(" "), String::from_utf8_lossy(&o.stderr));
-        String::from_utf8_lossy(&o.stdout).into_owned()
+        self.kubectl_client().ok(args)
     }
 
     /// `kubectl apply -f -` of `yaml`, which must succeed.
     pub fn apply(&self, yaml: &str) -> String {
-        let o = self.kubectl_stdin(&["apply", "-f", "-"], Some(yaml));
-        assert!(o.status.success(), "kubectl apply: {}\n{yaml}", String::from_utf8_lossy(&o.stderr));
-        String::from_utf8_lossy(&o.stdout).into_owned()
+        self.kubectl_client().apply(yaml)
     }
 
     /// `kubectl get ... -o json`, parsed.
     pub fn json(&self, args: &[&str]) -> Value {
-        let mut all = args.to_vec();
-        all.extend(["-o", "json"]);
-        serde_json::from_str(&self.ok(&all)).expect("kubectl printed JSON")
+        self.kubectl_client().json(args)
     }
 
     /// The `items` of `kubectl get ... -o json`.
     pub fn items(&self, args: &[&str]) -> Vec<Value> {
-        self.json(args)["items"].as_array().cloned().unwrap_or_default()
+        self.kubectl_client().items(args)
     }
 }
 
 /// `/usr/bin/kubectl` (the real client), or `kubectl` on PATH.
 pub fn kubectl() -> PathBuf {
-    let system = PathBuf::from("/usr/bin/kubectl");
-    if system.exists() { system } else { PathBuf::from("kubectl") }
+    operator_test_kit::kubectl::system()
 }
 
-/// Polls `f` (every 200 ms) until it returns `Some`, for up to [`WAIT`].
-pub fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out after {WAIT:?} waiting for {what}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+/// Polls `f` until it returns `Some`, for up to [`WAIT`].
+pub fn eventually<T>(what: &str, f: impl FnMut() -> Option<T>) -> T {
+    operator_test_kit::wait::blocking(what, WAIT, f)
 }
 
 /// A repository file's text.

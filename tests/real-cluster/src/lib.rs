@@ -21,14 +21,13 @@ pub mod binaries;
 pub mod control_plane;
 pub mod host;
 pub mod http;
-pub mod kubectl;
 pub mod pki;
 pub mod process;
 pub mod storage;
 
 pub use control_plane::{Builder, ControlPlane};
 pub use host::HostProcess;
-pub use kubectl::Kubectl;
+pub use operator_test_kit::Kubectl;
 pub use serde_json::{Value, json};
 
 use std::time::{Duration, Instant};
@@ -41,22 +40,13 @@ pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("bind a free loopback port")
 }
 
-/// Polls `f` every 250 ms until it returns `Some`, for up to [`WAIT`].
+/// Polls `f` until it returns `Some`, for up to [`WAIT`].
 pub fn eventually<T>(what: &str, f: impl FnMut() -> Option<T>) -> T {
-    eventually_within(what, WAIT, f)
+    operator_test_kit::wait::blocking(what, WAIT, f)
 }
 
-/// Polls `f` every 250 ms until it returns `Some`, for up to `limit`.
-pub fn eventually_within<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out after {limit:?} waiting for {what}");
-        std::thread::sleep(Duration::from_millis(250));
-    }
-}
+/// Polls `f` until it returns `Some`, for up to `limit`.
+pub use operator_test_kit::wait::blocking as eventually_within;
 
 /// A file built by `cargo xtask build`, e.g. `plugins/cronjob.wasm`, `release/host`.
 pub fn built(relative: &str) -> std::path::PathBuf {

@@ -82,10 +82,8 @@ impl Drop for Provisioner {
 /// again when it ends (the API server restarted, the watch timed out) until stopped.
 fn watch(kubectl: &Kubectl, resource: &str, stop: &AtomicBool, watches: &Mutex<Vec<Child>>, handle: fn(&Kubectl, &Value)) {
     while !stop.load(Ordering::SeqCst) {
-        let child = std::process::Command::new(kubectl.program())
-            .arg("--kubeconfig")
-            .arg(&kubectl.kubeconfig)
-            .args(["get", resource, "--all-namespaces", "--watch", "-o", "json"])
+        let child = kubectl
+            .command(&["get", resource, "--all-namespaces", "--watch", "-o", "json"])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

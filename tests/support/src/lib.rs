@@ -57,21 +57,7 @@ pub fn built_plugin(name: &str) -> PathBuf {
     path
 }
 
-/// Polls `f` until it returns `Some`, for up to `wait`.
-pub async fn eventually<T, F, Fut>(what: &str, wait: Duration, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + wait;
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+pub use operator_test_kit::eventually;
 
 /// The parent kind of the test plugin `hostile`: `test.operator.dev/v1 Hostile`.
 pub fn hostile_resource() -> kube::api::ApiResource {

@@ -65,14 +65,7 @@ impl Drop for Running {
     }
 }
 
-/// Calls `f` every 100 ms until it returns `Some`, for at most [`WAIT`].
-pub fn poll<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+/// Polls `f` until it returns `Some`, for at most [`WAIT`].
+pub fn poll<T>(what: &str, f: impl FnMut() -> Option<T>) -> T {
+    operator_test_kit::wait::blocking(what, WAIT, f)
 }

@@ -90,21 +90,7 @@ fn host_cluster_api_server_only_runs_no_simulated_part_and_the_default_has_a_nod
             .spawn()
             .expect("start host cluster");
         let kubectl = |args: &[&str], stdin: Option<&str>| {
-            let mut c = Command::new(e2e::kubectl())
-                .arg("--kubeconfig")
-                .arg(&kubeconfig)
-                .args(args)
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("run kubectl");
-            let mut input = c.stdin.take().unwrap();
-            if let Some(text) = stdin {
-                std::io::Write::write_all(&mut input, text.as_bytes()).unwrap();
-            }
-            drop(input);
-            let o = c.wait_with_output().unwrap();
+            let o = e2e::Kubectl::new(e2e::kubectl(), &kubeconfig).run_stdin(args, stdin.map(str::as_bytes));
             (o.status.success(), String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr))
         };
         eventually("host cluster serves", || kubectl(&["get", "--raw", "/readyz"], None).0.then_some(()));

@@ -59,10 +59,9 @@ fn a_plugin_in_a_configmap_is_replaced_by_a_new_build_without_a_restart() {
 /// `kubectl get events --watch -o json` in the background: every Event it
 /// prints, parsed, on a channel.
 fn watch_events(host: &Host) -> (std::process::Child, std::sync::mpsc::Receiver<serde_json::Value>) {
-    let mut child = std::process::Command::new(e2e::kubectl())
-        .arg("--kubeconfig")
-        .arg(&host.kubeconfig)
-        .args(["get", "events", "-n", "default", "--watch", "-o", "json"])
+    let mut child = host
+        .kubectl_client()
+        .command(&["get", "events", "-n", "default", "--watch", "-o", "json"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
