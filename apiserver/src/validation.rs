@@ -8,6 +8,7 @@ mod kinds;
 
 use crate::selector::LabelSelector;
 use crate::status::Cause;
+use operator_selector::dns1123;
 use serde_json::{Value, json};
 
 fn required(field: &str) -> Cause {
@@ -139,14 +140,10 @@ fn pod_update(old: &Value, new: &Value, causes: &mut Vec<Cause>) {
     }
 }
 
-/// `field.Error`'s wording for a name that is not a DNS-1123 subdomain.
-pub(crate) const DNS1123_SUBDOMAIN: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 const LABEL_VALUE: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
 const QUALIFIED_NAME: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
 /// Longest label value and name part of a qualified name (`LabelValueMaxLength`, `qualifiedNameMaxLength`).
 const MAX_LABEL_LENGTH: usize = 63;
-/// Longest DNS-1123 subdomain (`DNS1123SubdomainMaxLength`).
-const MAX_SUBDOMAIN_LENGTH: usize = 253;
 /// Most bytes of all annotations' keys and values together (`TotalAnnotationSizeLimitB`, 256 KiB).
 const MAX_ANNOTATIONS_BYTES: usize = 256 * 1024;
 
@@ -170,17 +167,11 @@ fn qualified_name_errors(key: &str) -> Vec<String> {
             if prefix.is_empty() {
                 errs.push("prefix part must be non-empty".to_string());
             } else {
-                if prefix.len() > MAX_SUBDOMAIN_LENGTH {
-                    errs.push(format!("prefix part {}", too_long(MAX_SUBDOMAIN_LENGTH)));
+                if prefix.len() > dns1123::SUBDOMAIN_MAX_LENGTH {
+                    errs.push(format!("prefix part {}", too_long(dns1123::SUBDOMAIN_MAX_LENGTH)));
                 }
-                let labels_ok = prefix.split('.').all(|l| {
-                    !l.is_empty()
-                        && l.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-                        && !l.starts_with('-')
-                        && !l.ends_with('-')
-                });
-                if !labels_ok {
-                    errs.push(format!("prefix part {}", DNS1123_SUBDOMAIN));
+                if !dns1123::is_subdomain_format(prefix) {
+                    errs.push(format!("prefix part {}", dns1123::SUBDOMAIN_ERROR));
                 }
             }
             *name

@@ -1,6 +1,9 @@
 //! The `metav1.LabelSelector` of Kubernetes, as the API server reads one
 //! (`LabelSelectorAsSelector`): parsed from its JSON form with the server's
-//! wording for the same faults, and matched against an object's labels.
+//! wording for the same faults, and matched against an object's labels; and the
+//! DNS-1123 name checks ([`dns1123`]) that object names and label keys share.
+
+pub mod dns1123;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -80,6 +83,33 @@ impl LabelSelector {
     }
 }
 
+/// The string form `labels.Selector.String()` prints for a selector made by
+/// `LabelSelectorAsSelector` (what `status.selector` of the scale subresource and
+/// `kubectl get -o wide`'s SELECTOR column show): requirements sorted by key (stable, so
+/// several on one key keep their order), `k=v` for matchLabels, `k in (a,b)`,
+/// `k notin (a,b)`, `k`, `!k` for expressions; empty for the empty selector.
+impl std::fmt::Display for LabelSelector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut terms: Vec<(&str, String)> = self.match_labels.iter().map(|(k, v)| (k.as_str(), format!("{k}={v}"))).collect();
+        terms.extend(self.match_expressions.iter().map(|r| (r.key.as_str(), r.to_string())));
+        terms.sort_by_key(|(key, _)| *key);
+        let rendered: Vec<String> = terms.into_iter().map(|(_, t)| t).collect();
+        f.write_str(&rendered.join(","))
+    }
+}
+
+impl std::fmt::Display for Requirement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let values = self.values.iter().map(String::as_str).collect::<Vec<_>>().join(",");
+        match self.operator {
+            Operator::In => write!(f, "{} in ({values})", self.key),
+            Operator::NotIn => write!(f, "{} notin ({values})", self.key),
+            Operator::Exists => f.write_str(&self.key),
+            Operator::DoesNotExist => write!(f, "!{}", self.key),
+        }
+    }
+}
+
 impl Requirement {
     fn parse(value: &Value) -> Result<Self, String> {
         let key = value["key"].as_str().filter(|k| !k.is_empty()).ok_or("key is required")?.to_string();
@@ -126,5 +156,15 @@ mod tests {
         let bad = LabelSelector::parse(&json!({"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]})).unwrap_err();
         assert!(bad.contains("values set must be empty"), "{bad}");
         assert_eq!(LabelSelector::parse(&json!([])).unwrap_err(), "a label selector must be an object");
+    }
+
+    #[test]
+    fn the_string_form_sorts_terms_by_key_as_labels_selector_prints_them() {
+        let s = LabelSelector::parse(&json!({"matchLabels": {"app": "nginx"}, "matchExpressions": [
+            {"key": "tier", "operator": "In", "values": ["web", "edge"]}, {"key": "canary", "operator": "DoesNotExist"},
+            {"key": "zone", "operator": "Exists"}, {"key": "env", "operator": "NotIn", "values": ["prod"]}]}))
+        .unwrap();
+        assert_eq!(s.to_string(), "app=nginx,!canary,env notin (prod),tier in (edge,web),zone");
+        assert_eq!(LabelSelector::parse(&json!({})).unwrap().to_string(), "");
     }
 }

@@ -17,8 +17,8 @@ use crate::selector::{FieldSelector, LabelSelector};
 use crate::status::{ApiError, Cause, Result, success};
 use crate::store::{ObjectKey, Store, StoreError, Write, object_rv};
 use crate::typed;
-use crate::validation::DNS1123_SUBDOMAIN;
 use base64::Engine;
+use operator_selector::dns1123;
 
 mod delete;
 mod eviction;
@@ -271,16 +271,6 @@ fn finalizers(obj: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-const DNS1123_LABEL: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
-
-fn valid_subdomain(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 253
-        && name.split('.').all(|l| {
-            !l.is_empty() && l.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-') && !l.starts_with('-') && !l.ends_with('-')
-        })
-}
-
 /// What upstream's `path.ValidatePathSegmentName` finds wrong with a name, if anything.
 fn path_segment_problem(name: &str) -> Option<&'static str> {
     match name {
@@ -290,10 +280,6 @@ fn path_segment_problem(name: &str) -> Option<&'static str> {
         n if n.contains('%') => Some("may not contain '%'"),
         _ => None,
     }
-}
-
-fn valid_label(name: &str) -> bool {
-    valid_subdomain(name) && !name.contains('.') && name.len() <= 63
 }
 
 /// Whether `a` and `b` are equal but for the members named in `skip` (compared in place: the
@@ -661,7 +647,7 @@ impl Core {
     fn check_name(&self, res: &Resource, obj: &Value) -> Result<()> {
         let name = meta_str(obj, "name");
         let (ok, msg) = if res.kind == "Namespace" && res.group.is_empty() {
-            (valid_label(&name), DNS1123_LABEL)
+            (dns1123::is_label(&name), dns1123::LABEL_ERROR)
         } else if res.group == "rbac.authorization.k8s.io" {
             // ValidateRBACName is path.ValidatePathSegmentName: `system:node` is a valid name.
             match path_segment_problem(&name) {
@@ -669,7 +655,7 @@ impl Core {
                 None => (true, ""),
             }
         } else {
-            (valid_subdomain(&name), DNS1123_SUBDOMAIN)
+            (dns1123::is_subdomain(&name), dns1123::SUBDOMAIN_ERROR)
         };
         if !ok {
             return Err(ApiError::invalid(

@@ -1,15 +1,17 @@
-//! Label selectors: matching, and the string form `status.selector` carries
-//! for the scale subresource (`metav1.LabelSelectorAsSelector(..).String()`).
+//! Label selectors: the label key and value checks of validation, and matching and the string
+//! form `status.selector` carries for the scale subresource
+//! (`metav1.LabelSelectorAsSelector(..).String()`), both by `operator_selector`.
 
 use std::collections::BTreeMap;
 
-use crate::api::{LabelSelector, LabelSelectorRequirement};
+use operator_selector::dns1123;
+
+use crate::api::LabelSelector;
 
 pub const OPERATORS: [&str; 4] = ["In", "NotIn", "Exists", "DoesNotExist"];
 
 const NAME_FORMAT: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
 const MAX_NAME: usize = 63;
-const MAX_PREFIX: usize = 253;
 
 /// `[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?`, the name part of a label key
 /// and a non-empty label value.
@@ -19,18 +21,6 @@ fn is_label_token(s: &str) -> bool {
         && b[0].is_ascii_alphanumeric()
         && b[b.len() - 1].is_ascii_alphanumeric()
         && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
-}
-
-/// A lowercase RFC 1123 subdomain, the optional prefix of a label key.
-fn is_dns_subdomain(s: &str) -> bool {
-    s.len() <= MAX_PREFIX
-        && s.split('.').all(|part| {
-            let b = part.as_bytes();
-            !b.is_empty()
-                && b[0].is_ascii_alphanumeric()
-                && b[b.len() - 1].is_ascii_alphanumeric()
-                && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-        })
 }
 
 /// `validation.IsQualifiedName`: what is wrong with a label key, in the API
@@ -54,7 +44,7 @@ pub fn key_errors(key: &str) -> Vec<String> {
     }
     match prefix {
         Some("") => errors.push("prefix part must be non-empty".into()),
-        Some(p) if !is_dns_subdomain(p) => errors.push(
+        Some(p) if !dns1123::is_subdomain(p) => errors.push(
             "prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com')".into(),
         ),
         _ => {}
@@ -80,54 +70,34 @@ impl LabelSelector {
         self.match_labels.is_empty() && self.match_expressions.is_empty()
     }
 
-    /// Whether `labels` satisfy every term of the selector.
+    /// The selector as the API server reads it (`LabelSelectorAsSelector`, in the crate the
+    /// server and the runtime share); `None` when the server would refuse it.
+    fn as_selector(&self) -> Option<operator_selector::LabelSelector> {
+        serde_json::to_value(self).ok().and_then(|v| operator_selector::LabelSelector::parse(&v).ok())
+    }
+
+    /// Whether `labels` satisfy every term of the selector; a selector the server would refuse
+    /// (validation reports it) matches nothing rather than everything.
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        self.match_labels.iter().all(|(k, v)| labels.get(k) == Some(v)) && self.match_expressions.iter().all(|r| r.matches(labels))
-    }
-}
-
-impl LabelSelectorRequirement {
-    fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        let value = labels.get(&self.key);
-        match self.operator.as_str() {
-            "In" => value.is_some_and(|v| self.values.contains(v)),
-            "NotIn" => value.is_none_or(|v| !self.values.contains(v)),
-            "Exists" => value.is_some(),
-            "DoesNotExist" => value.is_none(),
-            // Validation refuses other operators; match nothing rather than everything.
-            _ => false,
-        }
-    }
-
-    fn render(&self) -> String {
-        let mut values = self.values.clone();
-        values.sort();
-        match self.operator.as_str() {
-            "In" => format!("{} in ({})", self.key, values.join(",")),
-            "NotIn" => format!("{} notin ({})", self.key, values.join(",")),
-            "Exists" => self.key.clone(),
-            "DoesNotExist" => format!("!{}", self.key),
-            other => format!("{} {other} ({})", self.key, values.join(",")),
-        }
+        self.as_selector().is_some_and(|s| s.matches(labels))
     }
 }
 
 impl std::fmt::Display for LabelSelector {
     /// Requirements sorted by key, as `labels.Selector.String()` prints them:
-    /// `app=nginx,tier in (a,b),!canary`.
+    /// `app=nginx,tier in (a,b),!canary`; empty for a selector the server would refuse.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut terms: Vec<(String, String)> = self.match_labels.iter().map(|(k, v)| (k.clone(), format!("{k}={v}"))).collect();
-        terms.extend(self.match_expressions.iter().map(|r| (r.key.clone(), r.render())));
-        // Stable sort: several terms on one key keep their written order.
-        terms.sort_by(|a, b| a.0.cmp(&b.0));
-        let rendered: Vec<String> = terms.into_iter().map(|(_, t)| t).collect();
-        f.write_str(&rendered.join(","))
+        match self.as_selector() {
+            Some(selector) => selector.fmt(f),
+            None => Ok(()),
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::LabelSelectorRequirement;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()

@@ -295,14 +295,7 @@ fn placeholder_manifest() -> Manifest {
 /// Checks what the host relies on: a DNS-1123 label as name, a parent kind,
 /// CRDs that are CRDs.
 fn validate_manifest(m: &Manifest) -> Result<(), String> {
-    let dns_label = |s: &str| {
-        !s.is_empty()
-            && s.len() <= 63
-            && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-            && !s.starts_with('-')
-            && !s.ends_with('-')
-    };
-    if !dns_label(&m.name) {
+    if !operator_selector::dns1123::is_label(&m.name) {
         return Err(format!("name {:?} must be a DNS-1123 label (lowercase letters, digits, '-')", m.name));
     }
     if m.parent.kind.is_empty() || m.parent.version.is_empty() {
