@@ -325,8 +325,9 @@ fn workspace_test() -> Command {
 const WASM_ONLY: &[&str] = &["hostile", "contract-v1", "versioned", "related"];
 
 /// Before any test: the workspace is formatted as the repository's
-/// rustfmt.toml says (`cargo fmt --check`), and clippy finds nothing in any
-/// target (`-D warnings`, with the `[workspace.lints]` table). Release, so its
+/// rustfmt.toml says (`cargo fmt --check`), clippy finds nothing in any
+/// target (`-D warnings`, with the `[workspace.lints]` table), and rustdoc
+/// finds nothing in the docs ([`workspace_doc`]). Release, so its
 /// dependencies are checked with the profile the tests build with.
 fn lint() -> Result {
     let started = std::time::Instant::now();
@@ -340,10 +341,25 @@ fn lint() -> Result {
     }
     c.args(["--", "-D", "warnings"]);
     status(c)?;
+    status(workspace_doc())?;
     layering::check()?;
     features::check()?;
-    eprintln!("xtask: fmt, clippy, the layering and the features check took {:.0?}", started.elapsed());
+    eprintln!("xtask: fmt, clippy, the docs, the layering and the features check took {:.0?}", started.elapsed());
     Ok(())
+}
+
+/// `cargo doc` of the workspace's own crates with rustdoc's warnings denied (a broken
+/// intra-doc link, a malformed doc comment). Release, as clippy just ran: rustdoc reads the
+/// dependencies' metadata, and clippy's release check already built it, so only the
+/// workspace's crates are documented again.
+fn workspace_doc() -> Command {
+    let mut c = cargo();
+    c.args(["doc", "--release", "--workspace", "--no-deps"]);
+    for krate in WASM_ONLY {
+        c.args(["--exclude", krate]);
+    }
+    c.env("RUSTDOCFLAGS", "-D warnings");
+    c
 }
 
 fn test(extra: &[String], real_cluster_built: bool, prometheus_installed: bool, registry_tools: bool) -> Result {
