@@ -208,11 +208,6 @@ impl KindCache {
         self.handlers.write().unwrap().retain(|(h, _)| *h != id);
     }
 
-    /// How many handlers are registered (whether anyone still uses this cache).
-    pub fn handler_count(&self) -> usize {
-        self.handlers.read().unwrap().len()
-    }
-
     pub fn get(&self, key: &ObjectKey) -> Option<Arc<CachedObject>> {
         self.inner.read().unwrap().get(key).cloned()
     }
@@ -244,10 +239,6 @@ impl KindCache {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-
-    pub fn is_synced(&self) -> bool {
-        *self.synced.borrow()
     }
 
     /// Resolves once the initial list has been applied.

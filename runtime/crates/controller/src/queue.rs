@@ -208,10 +208,6 @@ impl<K: Clone + Eq + Hash + Ord> QueueState<K> {
         self.ready.len()
     }
 
-    pub fn is_processing(&self, key: &K) -> bool {
-        self.processing.contains(key)
-    }
-
     pub fn stats(&self) -> QueueStats {
         self.stats
     }

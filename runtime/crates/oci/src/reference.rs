@@ -71,11 +71,6 @@ impl Reference {
         Reference { tag: Some(tag.into()), digest: None, ..self.clone() }
     }
 
-    /// `oci://REGISTRY/REPOSITORY`: one plugin source whatever version it holds.
-    pub fn repository_url(&self) -> String {
-        format!("{SCHEME}{}/{}", self.registry, self.repository)
-    }
-
     /// The registry's host without the port.
     pub fn host(&self) -> &str {
         host_of(&self.registry)
