@@ -7,7 +7,7 @@
 //!
 //! Served on `--metrics-addr`: `/metrics`, `/healthz` (always ok while the
 //! process serves), `/readyz` (ok once every cache has synced) and `/status`
-//! (the JSON [`crate::status::Snapshot`] `host status` prints).
+//! (the JSON `Snapshot` of `operator-plugin-sources`' `status`, which `host status` prints).
 
 pub mod shard;
 
@@ -113,7 +113,7 @@ struct QueueEntry {
 /// Reads how many parents a controller's shard holds.
 pub type OwnedCount = Arc<dyn Fn() -> usize + Send + Sync>;
 
-/// What `/status` serves besides the metrics ([`crate::status::Source`]);
+/// What `/status` serves besides the metrics (`operator-plugin-sources`' `status::Source`);
 /// a trait here so that the metrics do not import what reads them.
 pub trait StatusSource: Send + Sync {
     fn snapshot_json(&self, metrics: &Metrics) -> serde_json::Value;

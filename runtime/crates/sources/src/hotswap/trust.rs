@@ -16,7 +16,7 @@
 //! Registry plugins (`oci://`) are signed the way the registry world signs:
 //! with `--cosign-key` (the `cosign.pub` of `cosign generate-key-pair`) the
 //! signatures cosign attached to the manifest digest are checked
-//! ([`super::oci::cosign`]). A plugin is admitted when any configured kind
+//! ([`operator_oci::cosign`]). A plugin is admitted when any configured kind
 //! of signature verifies: an Ed25519 `.sig` beside a file or key, or a
 //! cosign signature of its manifest.
 //!
