@@ -19,13 +19,8 @@ spec:
 
 /// Wait until kubectl's jsonpath output is `want`.
 async fn until(c: &Cluster, args: &[&str], want: &str) {
-    for _ in 0..100 {
-        if c.kubectl(args).await.stdout.trim() == want {
-            return;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    panic!("kubectl {args:?} never printed {want:?}");
+    let what = format!("kubectl {args:?} prints {want:?}");
+    operator_test_kit::until(&what, std::time::Duration::from_secs(60), || async { c.kubectl(args).await.stdout.trim() == want }).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -16,7 +16,7 @@ use std::process::Output;
 use std::time::{Duration, Instant};
 
 use crate::binaries::Binaries;
-use crate::kubectl::Kubectl;
+use operator_test_kit::Kubectl;
 use crate::pki::Pki;
 use crate::process::{Process, Spec};
 use crate::{eventually_within, free_port, http};

@@ -30,7 +30,7 @@ pub use host::HostProcess;
 pub use operator_test_kit::Kubectl;
 pub use serde_json::{Value, json};
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long an expectation may take by default.
 pub const WAIT: Duration = Duration::from_secs(90);

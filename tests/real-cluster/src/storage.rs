@@ -16,7 +16,7 @@
 //! (`WaitForFirstConsumer` would have the scheduler pick a node first and hand provisioning a
 //! `volume.kubernetes.io/selected-node`, which this provisioner does not need).
 
-use crate::kubectl::Kubectl;
+use operator_test_kit::Kubectl;
 use serde_json::{Value, json};
 use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
