@@ -16,10 +16,10 @@ use std::process::Output;
 use std::time::{Duration, Instant};
 
 use crate::binaries::Binaries;
-use operator_test_kit::Kubectl;
 use crate::pki::Pki;
 use crate::process::{Process, Spec};
 use crate::{eventually_within, free_port, http};
+use operator_test_kit::Kubectl;
 
 /// The static token of the cluster's administrator (group `system:masters`).
 const ADMIN_TOKEN: &str = "real-cluster-admin-token";
