@@ -3,8 +3,8 @@ module example.operator.dev/hello-go
 go 1.26.0
 
 require (
-	k8s.io/api v0.37.2
-	k8s.io/apimachinery v0.37.2
+	k8s.io/api v0.36.3
+	k8s.io/apimachinery v0.36.3
 	operator-host.dev/sdk-go v0.0.0
 )
 

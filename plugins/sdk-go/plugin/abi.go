@@ -68,7 +68,7 @@ func newArea(m memory, size, align uint32) area {
 	return area{m, addr, m.view(addr, size)}
 }
 
-func (a area) at(off uint32) area { return area{a.m, a.addr + off, a.b[off:]} }
+func (a area) at(off uint32) area       { return area{a.m, a.addr + off, a.b[off:]} }
 func (a area) u8(off uint32, v uint8)   { a.b[off] = v }
 func (a area) u32(off uint32, v uint32) { le.PutUint32(a.b[off:], v) }
 func (a area) u64(off uint32, v uint64) { le.PutUint64(a.b[off:], v) }

@@ -161,9 +161,13 @@ func FieldErrors(list field.ErrorList) []FieldError {
 		default:
 			fe.Kind = FieldInvalid
 		}
+		// The value as JSON text (a string quoted, a number bare), which the
+		// host prints as the API server does.
 		if e.Type != field.ErrorTypeRequired && e.Type != field.ErrorTypeForbidden && e.BadValue != nil {
-			v := fmt.Sprint(e.BadValue)
-			fe.Value = &v
+			if b, err := json.Marshal(e.BadValue); err == nil {
+				v := string(b)
+				fe.Value = &v
+			}
 		}
 		out = append(out, fe)
 	}

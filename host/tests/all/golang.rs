@@ -1,0 +1,144 @@
+//! Plugins in Go, built with the standard Go toolchain (`GOOS=wasip1
+//! GOARCH=wasm go build -buildmode=c-shared`) and `host componentize`, run
+//! by the host as every other plugin: `host new --lang go` gives a module
+//! that tests, builds, inspects and reconciles with no edit, and the Go
+//! hello answers the Rust hello's fixtures through the host (so the Go
+//! SDK's canonical ABI lowers what wasmtime lifts).
+//!
+//! Each test builds its own components in a temporary directory. Without
+//! Go on PATH a test prints that it is skipped and records the skip where
+//! `cargo xtask test` counts the real control plane's (a skip is never a
+//! silent pass).
+
+use crate::common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::workspace_root;
+use serde_json::Value;
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn host(cache: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_host"));
+    c.env("HOST_LOG", "warn").arg("--plugin-cache-dir").arg(cache);
+    c
+}
+
+fn succeeded(what: &str, o: Output) -> Output {
+    assert!(o.status.success(), "{what} failed: {}\n{}", text(&o.stdout), text(&o.stderr));
+    o
+}
+
+/// True when `go` runs; otherwise prints and records the skip.
+fn go_is_installed() -> bool {
+    if Command::new("go").arg("version").output().is_ok_and(|o| o.status.success()) {
+        return true;
+    }
+    let test = std::thread::current().name().unwrap_or("unnamed").replace("::", "-");
+    eprintln!("SKIPPED {test}: Go (1.26 or newer) is not on PATH");
+    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace_root().join("target"));
+    let dir = target.join("real-cluster/skipped");
+    let _ = std::fs::create_dir_all(&dir);
+    let _ = std::fs::write(dir.join(test), "Go is not on PATH");
+    false
+}
+
+/// The module in `dir` built as README.md says: `go build` to a core module, then `host componentize`.
+fn build_go_plugin(dir: &Path, name: &str, cache: &Path) -> PathBuf {
+    let core = dir.join(format!("{name}.core.wasm"));
+    let component = dir.join(format!("{name}.wasm"));
+    let mut go = Command::new("go");
+    go.current_dir(dir).env("GOOS", "wasip1").env("GOARCH", "wasm").args(["build", "-buildmode=c-shared", "-o"]).arg(&core).arg(".");
+    succeeded("go build", go.output().unwrap());
+    succeeded("host componentize", host(cache).arg("componentize").arg(&core).arg("-o").arg(&component).output().unwrap());
+    component
+}
+
+/// The walk-through, literally: `host new hello-go --lang go && cd
+/// hello-go && go test ./... && <the documented build> && host inspect
+/// hello-go.wasm && host reconcile --plugin hello-go.wasm --parent samples/...`.
+#[test]
+fn a_new_go_plugin_tests_builds_inspects_and_reconciles_with_no_edit() {
+    if !go_is_installed() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let o = succeeded("host new", host(&cache).current_dir(tmp.path()).args(["new", "hello-go", "--lang", "go"]).output().unwrap());
+    let dir = tmp.path().join("hello-go");
+    let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
+    let documented = "GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o hello-go.core.wasm . && host componentize hello-go.core.wasm -o hello-go.wasm";
+    assert!(readme.contains(documented) && text(&o.stdout).contains(documented), "the build this test runs is the documented one");
+
+    let tested = succeeded("go test", Command::new("go").current_dir(&dir).args(["test", "./..."]).output().unwrap());
+    assert!(text(&tested.stdout).contains("ok  \thello-go"), "{}", text(&tested.stdout));
+    let plugin = build_go_plugin(&dir, "hello-go", &cache);
+
+    let o = succeeded("host inspect", host(&cache).current_dir(&dir).args(["inspect", "hello-go.wasm", "--output", "json"]).output().unwrap());
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["manifest"]["name"], "hello-go");
+    assert_eq!(doc["manifest"]["parent"]["kind"], "HelloGo");
+    assert_eq!(doc["info"]["contractVersion"], "0.3.0");
+    assert_eq!(doc["manifest"]["crds"][0]["spec"]["names"]["kind"], "HelloGo");
+
+    let o = succeeded(
+        "host reconcile",
+        host(&cache).current_dir(&dir).args(["reconcile", "--plugin"]).arg(&plugin).args(["--parent", "samples/hellogo.yaml", "-o", "json"]).output().unwrap(),
+    );
+    let actions: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let created = &actions[0]["create"];
+    assert_eq!(created["metadata"]["name"], "example-hellogo", "{actions}");
+    assert_eq!(created["data"]["message"], "Hello from the sample");
+    assert_eq!(created["data"]["replicas"], "2");
+    assert_eq!(actions[1]["event"]["reason"], "Created");
+}
+
+/// The Go hello (plugins/examples/hello-go, whose `go test` checks the same
+/// files natively) gives the Rust hello's answers through `host reconcile`.
+#[test]
+fn the_go_hello_answers_every_fixture_of_the_rust_hello_through_the_host() {
+    if !go_is_installed() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let plugin = {
+        let source = workspace_root().join("plugins/examples/hello-go");
+        let core = tmp.path().join("hello-go.core.wasm");
+        let mut go = Command::new("go");
+        go.current_dir(&source).env("GOOS", "wasip1").env("GOARCH", "wasm").args(["build", "-buildmode=c-shared", "-o"]).arg(&core).arg(".");
+        succeeded("go build", go.output().unwrap());
+        let component = tmp.path().join("hello-go.wasm");
+        succeeded("host componentize", host(&cache).arg("componentize").arg(&core).arg("-o").arg(&component).output().unwrap());
+        component
+    };
+    let fixtures = workspace_root().join("plugins/examples/hello/tests/fixtures");
+    let mut cases: Vec<PathBuf> = std::fs::read_dir(&fixtures).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
+    cases.sort();
+    assert!(cases.len() >= 5, "only {} fixtures in {}", cases.len(), fixtures.display());
+    for case in &cases {
+        let want: Value = serde_json::from_str(&std::fs::read_to_string(case.join("expected.json")).unwrap()).unwrap();
+        let now = std::fs::read_to_string(case.join("now.txt")).unwrap();
+        let mut c = host(&cache);
+        c.args(["reconcile", "--plugin"]).arg(&plugin).arg("--parent").arg(case.join("parent.yaml")).args(["--now", now.trim(), "-o", "json"]);
+        if case.join("children.yaml").exists() {
+            c.arg("--children").arg(case.join("children.yaml"));
+        }
+        let got: Value = serde_json::from_slice(&succeeded(&case.display().to_string(), c.output().unwrap()).stdout).unwrap();
+        assert_eq!(got, want, "hello-go differs on {}", case.display());
+    }
+
+    // validate and default cross the boundary too: a greeting over 64 bytes
+    // is refused as the Rust hello refuses it.
+    let long = tmp.path().join("long.yaml");
+    let greeting = "x".repeat(65);
+    std::fs::write(&long, format!("apiVersion: example.operator.dev/v1alpha1\nkind: Hello\nmetadata:\n  name: l\n  namespace: default\nspec:\n  greeting: {greeting}\n")).unwrap();
+    let o = host(&cache).args(["validate", "--plugin"]).arg(&plugin).arg(&long).output().unwrap();
+    assert!(!o.status.success(), "{}", text(&o.stdout));
+    let said = format!("{}{}", text(&o.stdout), text(&o.stderr));
+    assert!(said.contains("spec.greeting: Too long"), "{said}");
+}
