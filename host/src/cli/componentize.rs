@@ -52,7 +52,7 @@ fn default_output(module: &Path) -> PathBuf {
 /// The component made of the core `module` (WASI preview 1, exporting the
 /// contract under its canonical-ABI names) and the preview 1 reactor adapter.
 pub fn componentize(module: &[u8]) -> anyhow::Result<Vec<u8>> {
-    wasmparser_check(module)?;
+    check_is_core_module(module)?;
     let mut resolve = Resolve::default();
     let package = resolve.push_str("plugin.wit", CONTRACT).context("parse the contract's WIT")?;
     let world = resolve.select_world(&[package], Some(WORLD))?;
@@ -70,7 +70,7 @@ pub fn componentize(module: &[u8]) -> anyhow::Result<Vec<u8>> {
 
 /// A component given where a core module is expected is a common slip:
 /// name it instead of letting the encoder fail on the first section.
-fn wasmparser_check(bytes: &[u8]) -> anyhow::Result<()> {
+fn check_is_core_module(bytes: &[u8]) -> anyhow::Result<()> {
     const CORE_MODULE: [u8; 8] = [0, b'a', b's', b'm', 1, 0, 0, 0];
     match bytes.get(..8) {
         Some(header) if header == CORE_MODULE => Ok(()),

@@ -142,3 +142,88 @@ fn the_go_hello_answers_every_fixture_of_the_rust_hello_through_the_host() {
     let said = format!("{}{}", text(&o.stdout), text(&o.stderr));
     assert!(said.contains("spec.greeting: Too long"), "{said}");
 }
+
+/// A Go plugin gets the guarantees every plugin gets: a reconcile that never
+/// returns is stopped at the deadline, one that allocates without bound at
+/// the memory cap, each as its own error, and the Go runtime cannot reach a
+/// file (the sandbox's WASI has no preopened directory).
+#[test]
+fn a_hostile_go_plugin_is_stopped_by_the_deadline_and_the_memory_cap_and_sees_no_files() {
+    if !go_is_installed() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let dir = tmp.path().join("hostile-go");
+    std::fs::create_dir_all(&dir).unwrap();
+    let sdk = workspace_root().join("plugins/sdk-go");
+    let go_mod = std::fs::read_to_string(workspace_root().join("plugins/examples/hello-go/go.mod")).unwrap();
+    let go_mod = go_mod.replace("module example.operator.dev/hello-go", "module hostile-go").replace("=> ../../sdk-go", &format!("=> {}", sdk.display()));
+    std::fs::write(dir.join("go.mod"), go_mod).unwrap();
+    std::fs::copy(workspace_root().join("plugins/examples/hello-go/go.sum"), dir.join("go.sum")).unwrap();
+    std::fs::write(dir.join("main.go"), HOSTILE_GO).unwrap();
+    let plugin = build_go_plugin(&dir, "hostile-go", &cache);
+
+    let reconcile = |mode: &str| {
+        let parent = tmp.path().join(format!("{mode}.yaml"));
+        std::fs::write(&parent, format!("apiVersion: example.operator.dev/v1alpha1\nkind: Hello\nmetadata:\n  name: h\n  namespace: default\nspec:\n  mode: {mode}\n")).unwrap();
+        let mut c = host(&cache);
+        c.args(["--plugin-deadline", "2s", "--plugin-memory-mib", "64", "reconcile", "--plugin"]).arg(&plugin).arg("--parent").arg(&parent).args(["-o", "json"]);
+        let o = c.output().unwrap();
+        (o.status.success(), format!("{}{}", text(&o.stdout), text(&o.stderr)))
+    };
+    let (ok, said) = reconcile("files");
+    assert!(ok, "{said}");
+    assert!(said.contains("no file"), "the Go runtime read a file: {said}");
+    let (ok, said) = reconcile("spin");
+    assert!(!ok && said.contains("deadline"), "{said}");
+    let (ok, said) = reconcile("hog");
+    assert!(!ok && said.to_lowercase().contains("memory"), "{said}");
+}
+
+const HOSTILE_GO: &str = r#"package main
+
+import (
+	"os"
+
+	"operator-host.dev/sdk-go/plugin"
+)
+
+type hostile struct {
+	Spec struct {
+		Mode string `json:"mode"`
+	} `json:"spec"`
+}
+
+var sink [][]byte
+
+func init() {
+	plugin.Register(&plugin.Controller[hostile]{
+		Name: "hostile-go", Version: "0.1.0",
+		For: plugin.GroupVersionKind{Group: "example.operator.dev", Version: "v1alpha1", Kind: "Hello"},
+		Reconcile: func(r *plugin.Request[hostile]) (plugin.Result, error) {
+			switch r.Parent.Spec.Mode {
+			case "spin":
+				for n := 0; ; n++ {
+					if n < 0 {
+						break
+					}
+				}
+			case "hog":
+				for {
+					sink = append(sink, make([]byte, 1<<20))
+				}
+			case "files":
+				if _, err := os.ReadFile("/etc/passwd"); err != nil {
+					r.Event(plugin.Warning, "NoFiles", "no file: %v", err)
+				} else {
+					r.Event(plugin.Warning, "ReadAFile", "read /etc/passwd")
+				}
+			}
+			return plugin.Result{}, nil
+		},
+	})
+}
+
+func main() {}
+"#;
