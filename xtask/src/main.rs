@@ -95,10 +95,9 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("setup") => setup(),
-        Some("build") => setup()
-            .and_then(|()| build())
-            .and_then(|()| languages::build())
-            .and_then(|()| golang::build(&target_dir().join("release/host"))),
+        Some("build") => {
+            setup().and_then(|()| build()).and_then(|()| languages::build()).and_then(|()| golang::build(&target_dir().join("release/host")))
+        }
         // The host binary comes from the test build itself (see `test_build`).
         Some("test") => setup()
             .and_then(|()| lint())

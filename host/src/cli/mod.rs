@@ -6,9 +6,9 @@
 
 #[cfg(feature = "embedded")]
 mod cluster;
+mod componentize;
 #[cfg(feature = "embedded")]
 mod embedded_args;
-mod componentize;
 mod generate;
 mod input;
 mod inspect;

@@ -71,7 +71,8 @@ fn a_new_go_plugin_tests_builds_inspects_and_reconciles_with_no_edit() {
     let o = succeeded("host new", host(&cache).current_dir(tmp.path()).args(["new", "hello-go", "--lang", "go"]).output().unwrap());
     let dir = tmp.path().join("hello-go");
     let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
-    let documented = "GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o hello-go.core.wasm . && host componentize hello-go.core.wasm -o hello-go.wasm";
+    let documented =
+        "GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o hello-go.core.wasm . && host componentize hello-go.core.wasm -o hello-go.wasm";
     assert!(readme.contains(documented) && text(&o.stdout).contains(documented), "the build this test runs is the documented one");
 
     let tested = succeeded("go test", Command::new("go").current_dir(&dir).args(["test", "./..."]).output().unwrap());
@@ -87,7 +88,13 @@ fn a_new_go_plugin_tests_builds_inspects_and_reconciles_with_no_edit() {
 
     let o = succeeded(
         "host reconcile",
-        host(&cache).current_dir(&dir).args(["reconcile", "--plugin"]).arg(&plugin).args(["--parent", "samples/hellogo.yaml", "-o", "json"]).output().unwrap(),
+        host(&cache)
+            .current_dir(&dir)
+            .args(["reconcile", "--plugin"])
+            .arg(&plugin)
+            .args(["--parent", "samples/hellogo.yaml", "-o", "json"])
+            .output()
+            .unwrap(),
     );
     let actions: Value = serde_json::from_slice(&o.stdout).unwrap();
     let created = &actions[0]["create"];
@@ -136,7 +143,13 @@ fn the_go_hello_answers_every_fixture_of_the_rust_hello_through_the_host() {
     // is refused as the Rust hello refuses it.
     let long = tmp.path().join("long.yaml");
     let greeting = "x".repeat(65);
-    std::fs::write(&long, format!("apiVersion: example.operator.dev/v1alpha1\nkind: Hello\nmetadata:\n  name: l\n  namespace: default\nspec:\n  greeting: {greeting}\n")).unwrap();
+    std::fs::write(
+        &long,
+        format!(
+            "apiVersion: example.operator.dev/v1alpha1\nkind: Hello\nmetadata:\n  name: l\n  namespace: default\nspec:\n  greeting: {greeting}\n"
+        ),
+    )
+    .unwrap();
     let o = host(&cache).args(["validate", "--plugin"]).arg(&plugin).arg(&long).output().unwrap();
     assert!(!o.status.success(), "{}", text(&o.stdout));
     let said = format!("{}{}", text(&o.stdout), text(&o.stderr));
@@ -158,7 +171,8 @@ fn a_hostile_go_plugin_is_stopped_by_the_deadline_and_the_memory_cap_and_sees_no
     std::fs::create_dir_all(&dir).unwrap();
     let sdk = workspace_root().join("plugins/sdk-go");
     let go_mod = std::fs::read_to_string(workspace_root().join("plugins/examples/hello-go/go.mod")).unwrap();
-    let go_mod = go_mod.replace("module example.operator.dev/hello-go", "module hostile-go").replace("=> ../../sdk-go", &format!("=> {}", sdk.display()));
+    let go_mod =
+        go_mod.replace("module example.operator.dev/hello-go", "module hostile-go").replace("=> ../../sdk-go", &format!("=> {}", sdk.display()));
     std::fs::write(dir.join("go.mod"), go_mod).unwrap();
     std::fs::copy(workspace_root().join("plugins/examples/hello-go/go.sum"), dir.join("go.sum")).unwrap();
     std::fs::write(dir.join("main.go"), HOSTILE_GO).unwrap();
@@ -166,9 +180,17 @@ fn a_hostile_go_plugin_is_stopped_by_the_deadline_and_the_memory_cap_and_sees_no
 
     let reconcile = |mode: &str| {
         let parent = tmp.path().join(format!("{mode}.yaml"));
-        std::fs::write(&parent, format!("apiVersion: example.operator.dev/v1alpha1\nkind: Hello\nmetadata:\n  name: h\n  namespace: default\nspec:\n  mode: {mode}\n")).unwrap();
+        std::fs::write(
+            &parent,
+            format!("apiVersion: example.operator.dev/v1alpha1\nkind: Hello\nmetadata:\n  name: h\n  namespace: default\nspec:\n  mode: {mode}\n"),
+        )
+        .unwrap();
         let mut c = host(&cache);
-        c.args(["--plugin-deadline", "2s", "--plugin-memory-mib", "64", "reconcile", "--plugin"]).arg(&plugin).arg("--parent").arg(&parent).args(["-o", "json"]);
+        c.args(["--plugin-deadline", "2s", "--plugin-memory-mib", "64", "reconcile", "--plugin"])
+            .arg(&plugin)
+            .arg("--parent")
+            .arg(&parent)
+            .args(["-o", "json"]);
         let o = c.output().unwrap();
         (o.status.success(), format!("{}{}", text(&o.stdout), text(&o.stderr)))
     };
