@@ -58,7 +58,13 @@ pub fn componentize(module: &[u8]) -> anyhow::Result<Vec<u8>> {
     let world = resolve.select_world(&[package], Some(WORLD))?;
     let mut module = module.to_vec();
     wit_component::embed_component_metadata(&mut module, &resolve, world, StringEncoding::UTF8, false)?;
-    ComponentEncoder::default()
+    let mut encoder = ComponentEncoder::default();
+    // The adapter must not allocate its state through the module's
+    // `cabi_realloc`: it first needs it inside a WASI call the Go runtime
+    // makes while starting, and re-entering Go from an import throws
+    // (`runtime.badsystemstack`, then a trap). It grows memory itself instead.
+    encoder.realloc_via_memory_grow(true);
+    encoder
         .validate(true)
         .module(&module)
         .context("read the core module against the contract")?

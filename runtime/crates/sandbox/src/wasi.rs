@@ -197,7 +197,9 @@ impl HostWallClock for FrozenWallClock {
     }
 }
 
-/// The monotonic clock does not move within a call.
+/// The monotonic clock does not move within a call. It reads 1, not 0: the
+/// Go runtime refuses to start on a monotonic clock that reads zero
+/// ("nanotime returning zero").
 struct FrozenMonotonicClock;
 
 impl HostMonotonicClock for FrozenMonotonicClock {
@@ -206,7 +208,7 @@ impl HostMonotonicClock for FrozenMonotonicClock {
     }
 
     fn now(&self) -> u64 {
-        0
+        1
     }
 }
 
