@@ -77,16 +77,18 @@ func (c *Controller[T]) ReconcileJSON(parent string, children, related []string,
 			steps, rerr = nil, &ReconcileError{Reason: "Panic", Message: fmt.Sprint(p), Retryable: false}
 		}
 	}()
-	obj := new(T)
-	if err := json.Unmarshal([]byte(parent), obj); err != nil {
-		return nil, &ReconcileError{Reason: "InvalidSpec", Message: fmt.Sprintf("cannot read %s: %v", c.For.Kind, err)}
-	}
 	var head struct {
 		Metadata struct {
+			Name      string `json:"name"`
 			Namespace string `json:"namespace"`
 		} `json:"metadata"`
 	}
 	_ = json.Unmarshal([]byte(parent), &head)
+	obj := new(T)
+	if err := json.Unmarshal([]byte(parent), obj); err != nil {
+		// Permanent: the same stored object cannot be read again until edited.
+		return nil, &ReconcileError{Reason: "InvalidSpec", Message: fmt.Sprintf("cannot read %s %s: %v", c.For.Kind, head.Metadata.Name, err)}
+	}
 	r := &Request[T]{Parent: obj, Children: Objects(children), Related: Objects(related), Now: time.UnixMilli(nowMillis).UTC(), ns: head.Metadata.Namespace}
 	result, err := c.Reconcile(r)
 	if err != nil {
