@@ -110,7 +110,7 @@ fn main() -> ExitCode {
             .and_then(|(prometheus, go)| ops::build_helm().map(|_| (prometheus, go)))
             .and_then(|(prometheus, go)| Ok((prometheus, go, oci::registry()? && oci::build_tools()?)))
             .and_then(|(prometheus, go, registry)| test(&args[1..], go, prometheus, registry)),
-        Some("plugins") => setup().and_then(|()| build_plugins()),
+        Some("plugins") => setup().and_then(|()| build_plugins()).and_then(|()| golang::build_with_built_host()),
         Some("layering") => layering::check(),
         Some("features") if args.get(1).is_some_and(|a| a == "--write") => features::write(),
         Some("features") => features::check(),

@@ -60,10 +60,17 @@ pub fn componentize(module: &[u8]) -> anyhow::Result<Vec<u8>> {
     wit_component::embed_component_metadata(&mut module, &resolve, world, StringEncoding::UTF8, false)?;
     let mut encoder = ComponentEncoder::default();
     // The adapter must not allocate its state through the module's
-    // `cabi_realloc`: it first needs it inside a WASI call the Go runtime
-    // makes while starting, and re-entering Go from an import throws
-    // (`runtime.badsystemstack`, then a trap). It grows memory itself instead.
-    encoder.realloc_via_memory_grow(true);
+    // `cabi_realloc` (re-entering Go from the import the runtime makes while
+    // starting throws `runtime.badsystemstack`), nor by growing memory (Go's
+    // heap would take those pages again): a Go SDK module gets an allocator
+    // over an arena in its static data (see `adapter_arena`). Other modules
+    // own their memory as the adapter expects: it grows memory for them.
+    match super::adapter_arena::add_adapter_realloc(&module).context("add the adapter's allocator")? {
+        Some(with_arena) => module = with_arena,
+        None => {
+            encoder.realloc_via_memory_grow(true);
+        }
+    }
     encoder
         .validate(true)
         .module(&module)

@@ -6,6 +6,7 @@
 
 #[cfg(feature = "embedded")]
 mod cluster;
+mod adapter_arena;
 mod componentize;
 #[cfg(feature = "embedded")]
 mod embedded_args;

@@ -58,6 +58,77 @@ fn build_go_plugin(dir: &Path, name: &str, cache: &Path) -> PathBuf {
     component
 }
 
+/// plugins/examples/<name> built into `out` as xtask builds it.
+fn build_example(out: &Path, name: &str, cache: &Path) -> PathBuf {
+    let source = workspace_root().join("plugins/examples").join(name);
+    let core = out.join(format!("{name}.core.wasm"));
+    let mut go = Command::new("go");
+    go.current_dir(&source).env("GOOS", "wasip1").env("GOARCH", "wasm").args(["build", "-trimpath", "-buildmode=c-shared", "-o"]).arg(&core).arg(".");
+    succeeded("go build", go.output().unwrap());
+    let component = out.join(format!("{name}.wasm"));
+    succeeded("host componentize", host(cache).arg("componentize").arg(&core).arg("-o").arg(&component).output().unwrap());
+    component
+}
+
+/// `s` up to the end of the first of `prefixes` it contains: where a
+/// message quotes its JSON decoder, whose words differ between Rust's serde
+/// and Go's encoding/json (plugintest.DecoderWordsAfter on the Go side).
+fn up_to_decoder_words(v: &Value, prefixes: &[&str]) -> Value {
+    match v {
+        Value::String(s) => match prefixes.iter().find_map(|p| s.find(p).map(|i| i + p.len())) {
+            Some(end) => Value::String(format!("{}…", &s[..end])),
+            None => v.clone(),
+        },
+        Value::Array(a) => Value::Array(a.iter().map(|e| up_to_decoder_words(e, prefixes)).collect()),
+        Value::Object(o) => Value::Object(o.iter().map(|(k, e)| (k.clone(), up_to_decoder_words(e, prefixes))).collect()),
+        _ => v.clone(),
+    }
+}
+
+/// The proof: the Go CronJob (plugins/examples/cronjob-go, the
+/// kubebuilder book's logic over robfig/cron) answers every fixture of the
+/// Rust CronJob through `host reconcile`, as cli.rs runs them for
+/// cronjob.wasm. Only the decoder's own words in two messages may differ.
+#[test]
+fn the_go_cronjob_answers_every_fixture_of_the_rust_cronjob_through_the_host() {
+    if !go_is_installed() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let plugin = build_example(tmp.path(), "cronjob-go", &cache);
+    let decoder_prefixes = ["cannot read CronJob malformed: ", "a child is not a valid batch/v1 Job: "];
+    let fixtures = workspace_root().join("plugins/cronjob/tests/fixtures");
+    let mut cases: Vec<PathBuf> = std::fs::read_dir(&fixtures).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
+    cases.sort();
+    assert_eq!(cases.len(), 21, "plugins/cronjob's fixtures in {}", fixtures.display());
+    let mut differing_only_in_decoder_words = 0;
+    for case in &cases {
+        let want: Value = serde_json::from_str(&std::fs::read_to_string(case.join("expected.json")).unwrap()).unwrap();
+        let now = std::fs::read_to_string(case.join("now.txt")).unwrap();
+        let mut c = host(&cache);
+        c.args(["reconcile", "--plugin"]).arg(&plugin).arg("--parent").arg(case.join("parent.yaml"));
+        // Fixtures pin what reconcile does with any parent, invalid ones included.
+        c.args(["--now", now.trim(), "--no-admission", "-o", "json"]);
+        if case.join("children.yaml").exists() {
+            c.arg("--children").arg(case.join("children.yaml"));
+        }
+        let o = c.output().unwrap();
+        assert!(matches!(o.status.code(), Some(0 | 3)), "{}: {}", case.display(), text(&o.stderr));
+        let got: Value = serde_json::from_slice(&o.stdout).unwrap();
+        if got != want {
+            differing_only_in_decoder_words += 1;
+        }
+        assert_eq!(
+            up_to_decoder_words(&got, &decoder_prefixes),
+            up_to_decoder_words(&want, &decoder_prefixes),
+            "cronjob-go differs on {}",
+            case.display()
+        );
+    }
+    assert!(differing_only_in_decoder_words <= 2, "{differing_only_in_decoder_words} fixtures differ in the decoder's words");
+}
+
 /// The walk-through, literally: `host new hello-go --lang go && cd
 /// hello-go && go test ./... && <the documented build> && host inspect
 /// hello-go.wasm && host reconcile --plugin hello-go.wasm --parent samples/...`.
@@ -113,16 +184,7 @@ fn the_go_hello_answers_every_fixture_of_the_rust_hello_through_the_host() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let cache = tmp.path().join("cache");
-    let plugin = {
-        let source = workspace_root().join("plugins/examples/hello-go");
-        let core = tmp.path().join("hello-go.core.wasm");
-        let mut go = Command::new("go");
-        go.current_dir(&source).env("GOOS", "wasip1").env("GOARCH", "wasm").args(["build", "-buildmode=c-shared", "-o"]).arg(&core).arg(".");
-        succeeded("go build", go.output().unwrap());
-        let component = tmp.path().join("hello-go.wasm");
-        succeeded("host componentize", host(&cache).arg("componentize").arg(&core).arg("-o").arg(&component).output().unwrap());
-        component
-    };
+    let plugin = build_example(tmp.path(), "hello-go", &cache);
     let fixtures = workspace_root().join("plugins/examples/hello/tests/fixtures");
     let mut cases: Vec<PathBuf> = std::fs::read_dir(&fixtures).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
     cases.sort();

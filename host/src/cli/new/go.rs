@@ -40,6 +40,7 @@ pub(super) const SDK_FILES: &[(&str, &str)] = &[
     ("go.sum", include_str!("../../../../plugins/sdk-go/go.sum")),
     ("README.md", include_str!("../../../../plugins/sdk-go/README.md")),
     ("plugin/abi.go", include_str!("../../../../plugins/sdk-go/plugin/abi.go")),
+    ("plugin/adapter_arena.go", include_str!("../../../../plugins/sdk-go/plugin/adapter_arena.go")),
     ("plugin/contract.go", include_str!("../../../../plugins/sdk-go/plugin/contract.go")),
     ("plugin/controller.go", include_str!("../../../../plugins/sdk-go/plugin/controller.go")),
     ("plugin/export.go", include_str!("../../../../plugins/sdk-go/plugin/export.go")),
