@@ -311,3 +311,68 @@ func init() {
 
 func main() {}
 "#;
+
+/// One reconcile of the Go CronJob against the Rust one, each a fresh
+/// instance as the controller calls it (for Go: the runtime's start and
+/// every package's init, then the call), at 0, 10 and 100 finished child
+/// Jobs in steady state (the bench's CronJob workload: nothing due). Both
+/// must answer the same. Prints medians; docs/benchmarks.md quotes them.
+/// `cargo xtask build`, then
+/// `cargo test --release -p host --test all golang::per_call -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn per_call_time_of_the_go_and_the_rust_cronjob() {
+    use operator_runtime::sandbox::{PrecompiledCache, Sandbox, SandboxConfig};
+    use std::time::{Duration, Instant};
+    if !go_is_installed() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let go = build_example(tmp.path(), "cronjob-go", &tmp.path().join("cache"));
+    let rust = workspace_root().join("target/plugins/cronjob.wasm");
+    assert!(rust.exists(), "{} is missing: run `cargo xtask build` first", rust.display());
+    let cache = workspace_root().join("target/golang-bench-cache");
+    let config = SandboxConfig { deadline: Duration::from_secs(10), cache: PrecompiledCache::at(&cache).unwrap(), ..SandboxConfig::default() };
+    let sandbox = Sandbox::new(config).unwrap();
+    let (go, rust) = (sandbox.load_file(&go).unwrap(), sandbox.load_file(&rust).unwrap());
+    let fixture = workspace_root().join("plugins/cronjob/tests/fixtures/history-limits-delete-the-oldest-finished-jobs");
+    let mut parent: Value = serde_saphyr::from_str(&std::fs::read_to_string(fixture.join("parent.yaml")).unwrap()).unwrap();
+    let children: Vec<Value> = serde_saphyr::from_multiple(&std::fs::read_to_string(fixture.join("children.yaml")).unwrap()).unwrap();
+    let template = children.into_iter().find(|c| c["kind"] == "Job").unwrap();
+    let now = chrono::DateTime::parse_from_rfc3339(std::fs::read_to_string(fixture.join("now.txt")).unwrap().trim()).unwrap().timestamp_millis();
+    let last = chrono::DateTime::parse_from_rfc3339("2026-01-15T10:07:00Z").unwrap();
+    for n in [0usize, 10, 100] {
+        parent["spec"]["successfulJobsHistoryLimit"] = serde_json::json!(n.max(1));
+        let jobs: Vec<String> = (0..n)
+            .map(|i| {
+                let at = last - chrono::Duration::minutes(i64::try_from(i).unwrap());
+                let stamp = |s: i64| (at + chrono::Duration::seconds(s)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+                let minutes = at.timestamp() / 60;
+                let mut job = template.clone();
+                job["metadata"]["name"] = serde_json::json!(format!("cronjob-sample-{minutes}"));
+                job["metadata"]["uid"] = serde_json::json!(format!("9c1d{minutes:08}-0000-4000-8000-{i:012}"));
+                job["metadata"]["annotations"]["batch.kubernetes.io/cronjob-scheduled-timestamp"] = serde_json::json!(stamp(0));
+                job["metadata"]["annotations"]["batch.tutorial.kubebuilder.io/scheduled-at"] = serde_json::json!(stamp(0));
+                job["status"]["startTime"] = serde_json::json!(stamp(1));
+                job["status"]["completionTime"] = serde_json::json!(stamp(20));
+                job.to_string()
+            })
+            .collect();
+        let parent = parent.to_string();
+        let call = |p: &operator_runtime::sandbox::LoadedPlugin| {
+            let started = Instant::now();
+            let actions = p.reconcile_blocking(&parent, &jobs, now).unwrap();
+            (started.elapsed(), actions)
+        };
+        assert_eq!(call(&go).1, call(&rust).1, "{n} children: the two builds disagree");
+        let (mut g, mut r) = (Vec::new(), Vec::new());
+        for _ in 0..30 {
+            g.push(call(&go).0);
+            r.push(call(&rust).0);
+        }
+        g.sort();
+        r.sort();
+        let (g, r) = (g[g.len() / 2], r[r.len() / 2]);
+        println!("cronjob {n:>3} Jobs: go {:.2} ms, rust {:.3} ms, go/rust {:.0}x", g.as_secs_f64() * 1e3, r.as_secs_f64() * 1e3, g.as_secs_f64() / r.as_secs_f64());
+    }
+}
