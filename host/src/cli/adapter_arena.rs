@@ -18,7 +18,9 @@
 
 use anyhow::{Context, bail};
 use wasm_encoder::reencode::{Error as ReencodeError, Reencode, utils};
-use wasm_encoder::{CodeSection, ConstExpr, ExportKind, ExportSection, Function, FunctionSection, GlobalSection, GlobalType, Instruction, TypeSection, ValType};
+use wasm_encoder::{
+    CodeSection, ConstExpr, ExportKind, ExportSection, Function, FunctionSection, GlobalSection, GlobalType, Instruction, TypeSection, ValType,
+};
 use wasmparser::{DataKind, Operator, Parser, Payload};
 
 /// The first bytes of the Go SDK's arena; the allocator hands out what follows.
@@ -118,13 +120,21 @@ impl Reencode for Adder {
         Ok(())
     }
 
-    fn parse_global_section(&mut self, globals: &mut GlobalSection, section: wasmparser::GlobalSectionReader<'_>) -> Result<(), ReencodeError<Self::Error>> {
+    fn parse_global_section(
+        &mut self,
+        globals: &mut GlobalSection,
+        section: wasmparser::GlobalSectionReader<'_>,
+    ) -> Result<(), ReencodeError<Self::Error>> {
         utils::parse_global_section(self, globals, section)?;
         globals.global(GlobalType { val_type: ValType::I32, mutable: true, shared: false }, &ConstExpr::i32_const(self.start.cast_signed()));
         Ok(())
     }
 
-    fn parse_export_section(&mut self, exports: &mut ExportSection, section: wasmparser::ExportSectionReader<'_>) -> Result<(), ReencodeError<Self::Error>> {
+    fn parse_export_section(
+        &mut self,
+        exports: &mut ExportSection,
+        section: wasmparser::ExportSectionReader<'_>,
+    ) -> Result<(), ReencodeError<Self::Error>> {
         utils::parse_export_section(self, exports, section)?;
         exports.export(EXPORT, ExportKind::Func, self.counts.functions);
         Ok(())

@@ -4,9 +4,9 @@
 //! sandbox (trap, deadline, memory, invalid output); 2 bad input (flags,
 //! files); 3 the plugin reported an error of its own.
 
+mod adapter_arena;
 #[cfg(feature = "embedded")]
 mod cluster;
-mod adapter_arena;
 mod componentize;
 #[cfg(feature = "embedded")]
 mod embedded_args;

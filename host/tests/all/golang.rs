@@ -373,6 +373,11 @@ fn per_call_time_of_the_go_and_the_rust_cronjob() {
         g.sort();
         r.sort();
         let (g, r) = (g[g.len() / 2], r[r.len() / 2]);
-        println!("cronjob {n:>3} Jobs: go {:.2} ms, rust {:.3} ms, go/rust {:.0}x", g.as_secs_f64() * 1e3, r.as_secs_f64() * 1e3, g.as_secs_f64() / r.as_secs_f64());
+        println!(
+            "cronjob {n:>3} Jobs: go {:.2} ms, rust {:.3} ms, go/rust {:.0}x",
+            g.as_secs_f64() * 1e3,
+            r.as_secs_f64() * 1e3,
+            g.as_secs_f64() / r.as_secs_f64()
+        );
     }
 }

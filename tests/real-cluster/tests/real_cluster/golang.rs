@@ -136,7 +136,9 @@ fn the_go_cronjob_makes_the_same_jobs_as_the_rust_one_on_a_real_server() {
     // Each side makes its first Jobs, then both agree in full.
     for namespace in NAMESPACES {
         for name in ["every-minute", "new-york"] {
-            eventually_within(&format!("a Job of {namespace}/{name}"), Duration::from_secs(90), || jobs_of(&kubectl, namespace, name).into_iter().next());
+            eventually_within(&format!("a Job of {namespace}/{name}"), Duration::from_secs(90), || {
+                jobs_of(&kubectl, namespace, name).into_iter().next()
+            });
         }
     }
     let agreed = eventually_within("both builds to have decided the same", Duration::from_secs(90), || {
