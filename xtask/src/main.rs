@@ -64,6 +64,7 @@ use std::process::{Command, ExitCode};
 
 mod debian;
 mod features;
+mod golang;
 mod languages;
 mod layering;
 mod oci;
@@ -94,7 +95,9 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("setup") => setup(),
-        Some("build") => setup().and_then(|()| build()).and_then(|()| languages::build()),
+        Some("build") => {
+            setup().and_then(|()| build()).and_then(|()| languages::build()).and_then(|()| golang::build(&target_dir().join("release/host")))
+        }
         // The host binary comes from the test build itself (see `test_build`).
         Some("test") => setup()
             .and_then(|()| lint())
@@ -107,7 +110,7 @@ fn main() -> ExitCode {
             .and_then(|(prometheus, go)| ops::build_helm().map(|_| (prometheus, go)))
             .and_then(|(prometheus, go)| Ok((prometheus, go, oci::registry()? && oci::build_tools()?)))
             .and_then(|(prometheus, go, registry)| test(&args[1..], go, prometheus, registry)),
-        Some("plugins") => setup().and_then(|()| build_plugins()),
+        Some("plugins") => setup().and_then(|()| build_plugins()).and_then(|()| golang::build_with_built_host()),
         Some("layering") => layering::check(),
         Some("features") if args.get(1).is_some_and(|a| a == "--write") => features::write(),
         Some("features") => features::check(),

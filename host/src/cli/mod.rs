@@ -4,8 +4,10 @@
 //! sandbox (trap, deadline, memory, invalid output); 2 bad input (flags,
 //! files); 3 the plugin reported an error of its own.
 
+mod adapter_arena;
 #[cfg(feature = "embedded")]
 mod cluster;
+mod componentize;
 #[cfg(feature = "embedded")]
 mod embedded_args;
 mod generate;
@@ -58,6 +60,8 @@ enum Command {
     Inspect(inspect::Args),
     /// Create a plugin crate: typed spec/status, reconcile, fixtures, a sample.
     New(new::Args),
+    /// Turn a WASI preview 1 core module (Go's `-buildmode=c-shared`) into a plugin component.
+    Componentize(componentize::Args),
     /// Run one reconcile offline and print the actions.
     Reconcile(reconcile::Args),
     /// Run reconciles recorded with `--record DIR` on another plugin build and compare the answers.
@@ -194,7 +198,7 @@ fn with_default_command(mut args: Vec<OsString>) -> Vec<OsString> {
 
 /// Subcommands that run no plugin: the sandbox's global flags mean nothing
 /// to them, so their `--help` leaves them out (clap would list them).
-const WITHOUT_SANDBOX: &[&str] = &["new", "sign", "status", "cluster"];
+const WITHOUT_SANDBOX: &[&str] = &["new", "componentize", "sign", "status", "cluster"];
 
 /// The command line as clap parses it, with the sandbox flags hidden from
 /// the help of [`WITHOUT_SANDBOX`] (still accepted there, as before any
@@ -224,6 +228,7 @@ pub fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Inspect(args) => inspect::run(&cli.sandbox, args),
         Command::New(args) => new::run(args),
+        Command::Componentize(args) => componentize::run(args),
         Command::Reconcile(args) => reconcile::run(&cli.sandbox, args),
         Command::Replay(args) => replay::run(&cli.sandbox, args),
         Command::Run(args) => run::run(&cli.sandbox, args),

@@ -15,6 +15,8 @@ use std::path::{Path, PathBuf};
 
 use super::Failure;
 
+mod go;
+
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The plugin's name: a DNS-1123 label that is also a crate name (e.g. `memcached`).
@@ -36,6 +38,17 @@ pub struct Args {
     /// depends on the published version.
     #[arg(long, value_enum, default_value_t = SdkSource::Vendored)]
     sdk: SdkSource,
+    /// The plugin's language: a Rust crate, or a Go module (built with
+    /// `go build` for wasip1 and `host componentize`).
+    #[arg(long, value_enum, default_value_t = Language::Rust)]
+    lang: Language,
+}
+
+/// The language `host new` writes a plugin in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Language {
+    Rust,
+    Go,
 }
 
 /// Where a new crate's `operator-plugin-sdk` comes from.
@@ -164,6 +177,9 @@ pub fn run(args: &Args) -> Result<(), Failure> {
     let names = Names::from_args(args).map_err(Failure::bad_input)?;
     let dir = args.dir.clone().unwrap_or_else(|| PathBuf::from(&args.name));
     check_dir(&dir).map_err(Failure::bad_input)?;
+    if args.lang == Language::Go {
+        return new_go_module(&names, &dir);
+    }
     for (path, template) in FILES {
         let path = dir.join(names.fill(path));
         write(&path, &names.fill(template)).map_err(Failure::bad_input)?;
@@ -180,6 +196,18 @@ pub fn run(args: &Args) -> Result<(), Failure> {
     }
     println!("Next: cd {} && cargo test && cargo component build --release  (see README.md)", dir.display());
     println!("The SDK's API reference, offline: cargo doc --open -p operator-plugin-sdk");
+    Ok(())
+}
+
+fn new_go_module(names: &Names, dir: &Path) -> Result<(), Failure> {
+    for (path, template) in go::FILES {
+        write(&dir.join(names.fill_names(path)), &names.fill_names(template)).map_err(Failure::bad_input)?;
+    }
+    for (path, text) in go::SDK_FILES {
+        write(&dir.join(go::SDK_DIR).join(path), text).map_err(Failure::bad_input)?;
+    }
+    println!("Created Go plugin module {} in {} ({}/{}, Kind={}).", names.name, dir.display(), names.group, names.version, names.kind);
+    go::next_steps(dir, &names.name);
     Ok(())
 }
 

@@ -13,6 +13,7 @@ mod cli;
 mod crash_soak;
 mod deploy;
 mod embedded_flags;
+mod golang;
 mod languages;
 mod leader;
 mod prometheus;

@@ -18,7 +18,7 @@ use super::limits::CallLimiter;
 use super::stdio::CappedOutput;
 
 /// Everything one call's Store holds. A plugin keeps its states between
-/// calls: the WASI context in it is configuration only (no args, env,
+/// calls: the WASI context in it is configuration only (no env,
 /// files or sockets) and costly to build (the builder seeds RNGs from the
 /// thread's generator twice), so [`CallState::begin`] gives a kept one the
 /// next call's clock, seeds, budgets and an empty resource table instead.
@@ -53,8 +53,11 @@ impl CallState {
         let secure_random = CallRng::default();
         let insecure_random = CallRng::default();
         let mut b = WasiCtxBuilder::new();
-        // Deny by default, explicitly: no args, env, preopened dirs or stdin
-        // (the builder starts empty), and no network of any kind.
+        // Deny by default, explicitly: no env, preopened dirs or stdin (the
+        // builder starts empty), and no network of any kind. The one argument
+        // is a program name, the same for every plugin: Go's libraries read
+        // os.Args[0] while they initialize (klog's init indexes it).
+        b.arg("plugin");
         b.allow_tcp(false).allow_udp(false).allow_ip_name_lookup(false);
         b.socket_addr_check(|_, _| Box::pin(async { false }));
         b.stdout(stdout.clone()).stderr(stderr.clone());
@@ -197,7 +200,9 @@ impl HostWallClock for FrozenWallClock {
     }
 }
 
-/// The monotonic clock does not move within a call.
+/// The monotonic clock does not move within a call. It reads 1, not 0: the
+/// Go runtime refuses to start on a monotonic clock that reads zero
+/// ("nanotime returning zero").
 struct FrozenMonotonicClock;
 
 impl HostMonotonicClock for FrozenMonotonicClock {
@@ -206,7 +211,7 @@ impl HostMonotonicClock for FrozenMonotonicClock {
     }
 
     fn now(&self) -> u64 {
-        0
+        1
     }
 }
 

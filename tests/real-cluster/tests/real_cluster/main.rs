@@ -9,6 +9,7 @@ mod book;
 mod common;
 mod faults;
 mod fixture;
+mod golang;
 mod hotswap;
 mod leader;
 mod plugin_resource;
