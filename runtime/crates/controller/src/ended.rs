@@ -62,6 +62,10 @@ mod tests {
         assert_eq!(Ended::Conflict.outcome(), Outcome::RequeueNow);
         assert_eq!(Ended::Failed.outcome(), Outcome::Error);
         assert_eq!(Ended::FailedForGood.label(), "error");
-        assert_eq!(Ended::FailedForGood.outcome(), Outcome::Success { requeue_after: None, priority: None }, "a permanent error waits for a change, not a timer");
+        assert_eq!(
+            Ended::FailedForGood.outcome(),
+            Outcome::Success { requeue_after: None, priority: None },
+            "a permanent error waits for a change, not a timer"
+        );
     }
 }

@@ -567,7 +567,10 @@ mod tests {
         let labels = CacheLabels { group: "batch".into(), version: "v1".into(), kind: "Job".into() };
         m.add_cache(labels, Arc::downgrade(&cache));
         let text = m.render();
-        for needle in ["host_cache_objects{group=\"batch\",version=\"v1\",kind=\"Job\"} 3", "host_cache_bytes{group=\"batch\",version=\"v1\",kind=\"Job\"} 4096"] {
+        for needle in [
+            "host_cache_objects{group=\"batch\",version=\"v1\",kind=\"Job\"} 3",
+            "host_cache_bytes{group=\"batch\",version=\"v1\",kind=\"Job\"} 4096",
+        ] {
             assert!(text.contains(needle), "{needle} missing from\n{text}");
         }
         drop(cache);
