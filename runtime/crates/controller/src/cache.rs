@@ -515,11 +515,11 @@ mod tests {
         let c = cache();
         let mut o = obj("a", "1", None, "1");
         o.metadata.managed_fields = Some(vec![Default::default()]);
-        o.metadata.annotations = Some([(LAST_APPLIED.to_string(), "{}".to_string()), ("mine".to_string(), "x".to_string())].into());
+        o.metadata.annotations = Some(std::collections::BTreeMap::from([(LAST_APPLIED.to_string(), "{}".to_string()), ("mine".to_string(), "x".to_string())]));
         c.apply(o);
         let kept = c.get(&ObjectKey::new("ns", "a")).unwrap().object().metadata;
         assert!(kept.managed_fields.is_none());
-        assert_eq!(kept.annotations, Some([("mine".to_string(), "x".to_string())].into()), "other annotations stay");
+        assert_eq!(kept.annotations, Some(std::collections::BTreeMap::from([("mine".to_string(), "x".to_string())])), "other annotations stay");
     }
 
     #[test]
