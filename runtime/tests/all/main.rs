@@ -18,6 +18,7 @@ mod languages;
 mod leader;
 mod ownership;
 mod plugin_resource;
+mod priority;
 mod related;
 mod robustness;
 mod runtime;

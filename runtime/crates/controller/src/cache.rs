@@ -31,9 +31,20 @@ use tokio::sync::watch;
 
 pub use super::cached::{CachedObject, ControllerRef, Fingerprint, Labels, ObjectKey};
 
-/// Called with (old, new) on every change the cache applies; `new` is `None`
-/// on deletion.
-pub type Handler = Arc<dyn Fn(Option<&CachedObject>, Option<&CachedObject>) + Send + Sync>;
+/// Called with (old, new, origin) on every change the cache applies; `new`
+/// is `None` on deletion.
+pub type Handler = Arc<dyn Fn(Option<&CachedObject>, Option<&CachedObject>, Origin) + Send + Sync>;
+
+/// Where a change the cache applies comes from: the controllers queue the
+/// first list's objects below fresh changes (controller-runtime's
+/// priority queue treats its informers' initial list the same way).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// The first list of a watch: the state found at start-up, not news.
+    InitialList,
+    /// A watch event, or a difference a later relist found.
+    Change,
+}
 
 /// Names a registered [`Handler`] so it can be removed again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,6 +66,8 @@ struct Inner {
     /// reconcile looked.
     tombstones: HashSet<String>,
     tomb_order: VecDeque<String>,
+    /// The sum of the entries' [`CachedObject::retained_bytes`].
+    bytes: usize,
 }
 
 /// How many deleted uids the cache remembers.
@@ -114,6 +127,7 @@ impl Inner {
             children.insert(at, obj.clone());
         }
         let hash = self.key_hash(obj.namespace(), obj.name());
+        self.bytes += obj.retained_bytes();
         self.objects.insert_unique(hash, obj, |o| hasher.hash_one((o.namespace(), o.name())));
         old
     }
@@ -121,6 +135,7 @@ impl Inner {
     fn remove(&mut self, key: &ObjectKey) -> Option<Entry> {
         let hash = self.key_hash(&key.namespace, &key.name);
         let old = self.objects.find_entry(hash, |o| o.is(key)).ok()?.remove().0;
+        self.bytes -= old.retained_bytes();
         // Another object may have taken the uid since (the index follows the newest).
         let uid_hash = old.uid().map(|uid| self.uid_hash(uid));
         if let Some(hash) = uid_hash
@@ -140,6 +155,24 @@ impl Inner {
     }
 }
 
+/// kubectl's client-side apply keeps the whole applied object here.
+pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Drops managedFields and kubectl's [`LAST_APPLIED`] annotation: nobody
+/// downstream reads them, and they are often the largest part of an object
+/// (controller-runtime's `TransformStripManagedFields`; published figures
+/// are ~16 KiB per object untrimmed against ~6 KiB trimmed). Both would be
+/// kept in memory and copied into every plugin call.
+pub fn trim(obj: &mut DynamicObject) {
+    obj.metadata.managed_fields = None;
+    if let Some(annotations) = &mut obj.metadata.annotations {
+        annotations.remove(LAST_APPLIED);
+        if annotations.is_empty() {
+            obj.metadata.annotations = None;
+        }
+    }
+}
+
 /// A cache of one kind.
 pub struct KindCache {
     resource: ApiResource,
@@ -152,6 +185,15 @@ pub struct KindCache {
     /// The highest resourceVersion of any object event applied (see
     /// [`KindCache::seen_revision`]).
     seen_revision: std::sync::atomic::AtomicU64,
+}
+
+impl crate::metrics::CacheProbe for KindCache {
+    fn objects(&self) -> usize {
+        self.len()
+    }
+    fn bytes(&self) -> usize {
+        self.retained_bytes()
+    }
 }
 
 impl std::fmt::Debug for KindCache {
@@ -241,6 +283,18 @@ impl KindCache {
         self.len() == 0
     }
 
+    /// The heap the cached objects hold, estimated from their sizes (see
+    /// [`CachedObject::retained_bytes`]): the `host_cache_bytes` metric.
+    pub fn retained_bytes(&self) -> usize {
+        self.inner.read().unwrap().bytes
+    }
+
+    /// Whether the initial list has been applied: changes before it are
+    /// start-up state and queue at low priority.
+    fn is_synced(&self) -> bool {
+        *self.synced.borrow()
+    }
+
     /// Resolves once the initial list has been applied.
     pub async fn wait_synced(&self) {
         let mut rx = self.synced.subscribe();
@@ -259,21 +313,20 @@ impl KindCache {
         inner.get_by_uid(uid).is_some() || inner.tombstones.contains(uid)
     }
 
-    /// Adds the type fields when a list left them out, and drops
-    /// managedFields (nobody downstream reads them; they are often the
-    /// largest part of an object and would be copied into every plugin call).
+    /// Adds the type fields when a list left them out, and trims what only
+    /// the API server and kubectl read ([`trim`]).
     fn with_types(&self, mut obj: DynamicObject) -> Arc<CachedObject> {
-        obj.metadata.managed_fields = None;
+        trim(&mut obj);
         if obj.types.as_ref().is_none_or(|t| t.kind.is_empty()) {
             obj.types = Some(TypeMeta { api_version: self.resource.api_version.clone(), kind: self.resource.kind.clone() });
         }
         Arc::new(CachedObject::new(obj))
     }
 
-    fn notify(&self, old: Option<&CachedObject>, new: Option<&CachedObject>) {
+    fn notify(&self, old: Option<&CachedObject>, new: Option<&CachedObject>, origin: Origin) {
         let handlers: Vec<Handler> = self.handlers.read().unwrap().iter().map(|(_, h)| h.clone()).collect();
         for h in handlers {
-            h(old, new);
+            h(old, new, origin);
         }
     }
 
@@ -287,7 +340,7 @@ impl KindCache {
         self.saw(obj.resource_version());
         let old = self.inner.write().unwrap().insert(obj.clone());
         self.bump();
-        self.notify(old.as_deref(), Some(&*obj));
+        self.notify(old.as_deref(), Some(&*obj), Origin::Change);
     }
 
     /// Applies a deletion.
@@ -301,7 +354,7 @@ impl KindCache {
         self.saw(obj.metadata.resource_version.as_deref());
         self.bump();
         let old = old.unwrap_or_else(|| self.with_types(obj));
-        self.notify(Some(&*old), None);
+        self.notify(Some(&*old), None, Origin::Change);
     }
 
     /// Declares the cache synced, for a cache fed by something other than
@@ -312,15 +365,17 @@ impl KindCache {
     }
 
     /// Replaces everything in `scope` (a namespace, or `None` for all) with a
-    /// fresh list, reporting the differences as changes.
+    /// fresh list, reporting the differences as changes: from the
+    /// [`Origin::InitialList`] until the cache is marked synced.
     pub fn replace(&self, scope: Option<&str>, objects: Vec<DynamicObject>) {
-        self.replace_compact(scope, objects.into_iter().map(|o| self.with_types(o)).collect());
+        let origin = if self.is_synced() { Origin::Change } else { Origin::InitialList };
+        self.replace_compact(scope, objects.into_iter().map(|o| self.with_types(o)).collect(), origin);
     }
 
     /// [`replace`](Self::replace) with objects already in their compact form
     /// (the watch converts each listed object as it arrives, so a large
     /// initial list never exists as parsed trees all at once).
-    fn replace_compact(&self, scope: Option<&str>, fresh: Vec<Arc<CachedObject>>) {
+    fn replace_compact(&self, scope: Option<&str>, fresh: Vec<Arc<CachedObject>>, origin: Origin) {
         for obj in &fresh {
             self.saw(obj.resource_version());
         }
@@ -350,7 +405,7 @@ impl KindCache {
         }
         self.bump();
         for (old, new) in changes {
-            self.notify(old.as_deref(), new.as_deref());
+            self.notify(old.as_deref(), new.as_deref(), origin);
         }
     }
 
@@ -387,7 +442,10 @@ impl KindCache {
                 Ok(Event::Init) => buffer.clear(),
                 Ok(Event::InitApply(obj)) => buffer.push(self.with_types(obj)),
                 Ok(Event::InitDone) => {
-                    self.replace_compact(scope.as_deref(), std::mem::take(&mut buffer));
+                    // This scope's first list is start-up state; a relist (after
+                    // a 410 or a broken watch) reports what changed meanwhile.
+                    let origin = if counted { Origin::Change } else { Origin::InitialList };
+                    self.replace_compact(scope.as_deref(), std::mem::take(&mut buffer), origin);
                     if !counted {
                         counted = true;
                         if remaining.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) == 1 {
@@ -450,12 +508,32 @@ mod tests {
     }
 
     #[test]
-    fn managed_fields_are_not_kept() {
+    fn managed_fields_and_the_last_applied_annotation_are_not_kept() {
         let c = cache();
         let mut o = obj("a", "1", None, "1");
         o.metadata.managed_fields = Some(vec![Default::default()]);
+        o.metadata.annotations = Some(std::collections::BTreeMap::from([(LAST_APPLIED.to_string(), "{}".to_string()), ("mine".to_string(), "x".to_string())]));
         c.apply(o);
-        assert!(c.get(&ObjectKey::new("ns", "a")).unwrap().object().metadata.managed_fields.is_none());
+        let kept = c.get(&ObjectKey::new("ns", "a")).unwrap().object().metadata;
+        assert!(kept.managed_fields.is_none());
+        assert_eq!(kept.annotations, Some(std::collections::BTreeMap::from([("mine".to_string(), "x".to_string())])), "other annotations stay");
+    }
+
+    #[test]
+    fn the_cache_counts_the_bytes_its_objects_hold() {
+        let c = cache();
+        assert_eq!(c.retained_bytes(), 0);
+        c.apply(obj("a", "1", Some("p"), "1"));
+        let one = c.get(&ObjectKey::new("ns", "a")).unwrap();
+        assert_eq!(c.retained_bytes(), one.retained_bytes());
+        assert!(one.retained_bytes() > one.json().len(), "the text and the entry");
+        c.apply(obj("b", "2", None, "2"));
+        c.apply(obj("a", "1", Some("p"), "3"));
+        let sum: usize = c.keys().iter().map(|k| c.get(k).unwrap().retained_bytes()).sum();
+        assert_eq!(c.retained_bytes(), sum, "a replaced entry is subtracted");
+        c.delete(obj("a", "1", Some("p"), "4"));
+        c.replace(None, vec![]);
+        assert_eq!(c.retained_bytes(), 0);
     }
 
     #[test]
@@ -463,7 +541,7 @@ mod tests {
         let c = cache();
         let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
         let s = seen.clone();
-        c.on_change(Arc::new(move |old, new| {
+        c.on_change(Arc::new(move |old, new, _| {
             let name = new.or(old).unwrap().name().to_string();
             s.lock().unwrap().push((name, new.is_some()));
         }));
@@ -473,6 +551,24 @@ mod tests {
         let mut got = seen.lock().unwrap().clone();
         got.sort();
         assert_eq!(got, [("b".to_string(), false), ("c".to_string(), true)]);
+    }
+
+    #[test]
+    fn the_first_list_is_reported_as_start_up_state_and_later_changes_as_changes() {
+        let c = cache();
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let s = seen.clone();
+        c.on_change(Arc::new(move |old, new, origin| {
+            s.lock().unwrap().push((new.or(old).unwrap().name().to_string(), origin));
+        }));
+        c.replace(None, vec![obj("a", "1", None, "1")]);
+        c.mark_synced();
+        c.apply(obj("b", "2", None, "2"));
+        c.replace(None, vec![obj("a", "1", None, "3"), obj("b", "2", None, "2")]);
+        c.delete(obj("b", "2", None, "4"));
+        let got = seen.lock().unwrap().clone();
+        let want = [("a", Origin::InitialList), ("b", Origin::Change), ("a", Origin::Change), ("b", Origin::Change)];
+        assert_eq!(got, want.map(|(n, o)| (n.to_string(), o)));
     }
 
     #[test]

@@ -265,6 +265,15 @@ impl CachedObject {
         })
     }
 
+    /// The heap this entry holds, as the cache counts it: the JSON text, the
+    /// side string, the entry itself and its controller reference. An
+    /// estimate from the sizes it knows (allocator rounding and the
+    /// indexes' slots are not counted).
+    pub fn retained_bytes(&self) -> usize {
+        let controller = if self.controller.is_some() { std::mem::size_of::<[Span; 4]>() } else { 0 };
+        self.json.len() + self.extra.len() + std::mem::size_of::<Self>() + controller
+    }
+
     /// The object as JSON text, as plugins receive it.
     pub fn json(&self) -> &str {
         &self.json

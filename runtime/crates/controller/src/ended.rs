@@ -26,8 +26,8 @@ impl Ended {
     /// What the work queue does with the key next.
     pub fn outcome(self) -> Outcome {
         match self {
-            Ended::Done | Ended::FailedForGood => Outcome::Success { requeue_after: None },
-            Ended::RequeueAfter(after) => Outcome::Success { requeue_after: Some(after) },
+            Ended::Done | Ended::FailedForGood => Outcome::Success { requeue_after: None, priority: None },
+            Ended::RequeueAfter(after) => Outcome::Success { requeue_after: Some(after), priority: None },
             Ended::Conflict => Outcome::RequeueNow,
             Ended::Failed => Outcome::Error,
         }
@@ -58,10 +58,14 @@ mod tests {
     fn every_end_has_controller_runtimes_label_and_a_queue_outcome() {
         let after = Duration::from_secs(5);
         assert_eq!(Ended::Done.label(), "success");
-        assert_eq!(Ended::RequeueAfter(after).outcome(), Outcome::Success { requeue_after: Some(after) });
+        assert_eq!(Ended::RequeueAfter(after).outcome(), Outcome::Success { requeue_after: Some(after), priority: None });
         assert_eq!(Ended::Conflict.outcome(), Outcome::RequeueNow);
         assert_eq!(Ended::Failed.outcome(), Outcome::Error);
         assert_eq!(Ended::FailedForGood.label(), "error");
-        assert_eq!(Ended::FailedForGood.outcome(), Outcome::Success { requeue_after: None }, "a permanent error waits for a change, not a timer");
+        assert_eq!(
+            Ended::FailedForGood.outcome(),
+            Outcome::Success { requeue_after: None, priority: None },
+            "a permanent error waits for a change, not a timer"
+        );
     }
 }

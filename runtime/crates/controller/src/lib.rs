@@ -53,10 +53,10 @@ use crate::clock::SharedClock;
 use crate::events::Recorder;
 use crate::metrics::{Metrics, QueueProbe};
 use crate::sandbox::LoadedPlugin;
-use cache::{CachedObject, HandlerId, KindCache, ObjectKey};
+use cache::{CachedObject, HandlerId, KindCache, ObjectKey, Origin};
 use expectations::Expectations;
 use parent::ParentWrites;
-use queue::WorkQueue;
+use queue::{Priority, WorkQueue};
 
 /// Tunables of a controller.
 #[derive(Clone, Debug)]
@@ -134,6 +134,9 @@ pub struct Controller {
 impl QueueProbe for WorkQueue<ObjectKey> {
     fn depth(&self) -> usize {
         WorkQueue::depth(self)
+    }
+    fn depth_by_priority(&self) -> Vec<(&'static str, usize)> {
+        Priority::ALL.iter().map(|p| (p.label(), WorkQueue::depth_at(self, *p))).collect()
     }
     fn stats(&self) -> crate::metrics::QueueStats {
         WorkQueue::stats(self)
@@ -229,7 +232,8 @@ impl Controller {
     /// Hot swap: later reconciles run `new`; reconciles in flight finish on
     /// the old version and queued keys stay queued. The caller has checked
     /// that `new` has the same parent and child kinds. Every parent is
-    /// queued so the new logic applies at once. Returns the old version.
+    /// queued (at low priority, behind fresh changes) so the new logic
+    /// applies soon. Returns the old version.
     pub fn swap(&self, new: LoadedPlugin) -> LoadedPlugin {
         let old = std::mem::replace(&mut *self.plugin.write().unwrap(), new);
         self.resync();
@@ -262,9 +266,9 @@ impl Controller {
         handlers.extend(self.register_related());
     }
 
-    /// A parent's change queues it (unless only its status changed), keeps
-    /// the related index current and, sharded, notes a parent gained by a
-    /// handover.
+    /// A parent's change queues it (unless only its status changed; below
+    /// fresh changes when it comes from the initial list), keeps the related
+    /// index current and, sharded, notes a parent gained by a handover.
     fn register_parents(&self) -> (Arc<KindCache>, HandlerId) {
         let queue = self.queue.clone();
         let index = self.related.clone();
@@ -277,7 +281,7 @@ impl Controller {
         }
         let gained =
             self.config.sharding.as_ref().map(|s| (self.handovers.clone(), s.handover_annotation(), self.plugin().manifest().children.clone()));
-        let id = self.parent_cache().on_change(Arc::new(move |old: Option<&CachedObject>, new: Option<&CachedObject>| {
+        let id = self.parent_cache().on_change(Arc::new(move |old: Option<&CachedObject>, new: Option<&CachedObject>, origin: Origin| {
             // Sharded: a parent that arrives may have come by a handover, in
             // the initial list too (the child list may have been read before
             // the children were relabelled); its first reconcile here waits
@@ -302,23 +306,24 @@ impl Controller {
             if parent_changed(old, new)
                 && let Some(o) = new.or(old)
             {
-                queue.add(o.key());
+                queue.add(o.key(), priority_of(origin));
             }
         }));
         (self.parent_cache().clone(), id)
     }
 
-    /// A child's change queues its controller of the parent kind.
+    /// A child's change queues its controller of the parent kind (below
+    /// fresh changes when it comes from the initial list).
     fn register_children(&self) -> Vec<(Arc<KindCache>, HandlerId)> {
         let children = self.plugin().manifest().children.clone();
         let mut handlers = Vec::new();
         for gvk in children.iter().filter(|g| **g != self.parent_gvk) {
             let queue = self.queue.clone();
             let parent = self.parent_gvk.clone();
-            let id = self.caches[gvk].on_change(Arc::new(move |old: Option<&CachedObject>, new: Option<&CachedObject>| {
+            let id = self.caches[gvk].on_change(Arc::new(move |old: Option<&CachedObject>, new: Option<&CachedObject>, origin: Origin| {
                 for obj in [old, new].into_iter().flatten() {
                     if let Some(key) = controller_key(obj, &parent) {
-                        queue.add(key);
+                        queue.add(key, priority_of(origin));
                     }
                 }
             }));
@@ -328,16 +333,18 @@ impl Controller {
     }
 
     /// A related object's change (any: a Pod's readiness is in its status)
-    /// requeues the parents that refer to it before or after the change.
+    /// requeues the parents that refer to it before or after the change, at
+    /// low priority: one shared object can fan out to thousands of parents,
+    /// which must not hold up the parents that changed themselves.
     fn register_related(&self) -> Vec<(Arc<KindCache>, HandlerId)> {
         let mut handlers = Vec::new();
         for (i, cache) in self.related_caches.iter().enumerate() {
             let queue = self.queue.clone();
             let index = self.related.clone();
-            let id = cache.on_change(Arc::new(move |old: Option<&CachedObject>, new: Option<&CachedObject>| {
+            let id = cache.on_change(Arc::new(move |old: Option<&CachedObject>, new: Option<&CachedObject>, _: Origin| {
                 for obj in [old, new].into_iter().flatten() {
                     for key in index.parents_of(i, obj) {
-                        queue.add(key);
+                        queue.add(key, Priority::Low);
                     }
                 }
             }));
@@ -346,10 +353,12 @@ impl Controller {
         handlers
     }
 
-    /// Queues every parent in the cache (periodic resync).
+    /// Queues every parent in the cache at low priority, behind fresh
+    /// changes: the periodic resync, a hot swap, a plugin started on caches
+    /// that had listed already (they replay nothing to a new handler).
     pub fn resync(&self) {
         for key in self.parent_cache().keys() {
-            self.queue.add(key);
+            self.queue.add(key, Priority::Low);
         }
     }
 
@@ -397,6 +406,14 @@ impl Controller {
         for w in workers {
             let _ = w.await;
         }
+    }
+}
+
+/// The priority of a key queued for a parent's or a child's change.
+fn priority_of(origin: Origin) -> Priority {
+    match origin {
+        Origin::InitialList => Priority::Low,
+        Origin::Change => Priority::Normal,
     }
 }
 

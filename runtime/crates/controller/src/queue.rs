@@ -1,15 +1,19 @@
-//! The workqueue: client-go's rate-limited delaying queue, as one explicit
-//! state machine ([`QueueState`], time passed in, so tests need no clock)
-//! and a thin async wrapper ([`WorkQueue`]) that workers pull from.
+//! The workqueue: controller-runtime's priority queue (client-go's
+//! rate-limited delaying queue, plus a [`Priority`] per key), as one
+//! explicit state machine ([`QueueState`], time passed in, so tests need no
+//! clock) and a thin async wrapper ([`WorkQueue`]) that workers pull from.
 //!
 //! Guarantees, as controller-runtime's:
-//! - a key is queued at most once (dedupe);
+//! - a key is queued at most once (dedupe), at the highest priority it was
+//!   added with; within a priority, in arrival order;
+//! - low-priority keys (initial lists, resyncs, fan-out) wait behind fresh
+//!   changes, but never starve ([`NORMAL_PER_LOW`]);
 //! - a key being processed is never handed out again until [`QueueState::finish`];
 //!   adds during processing mark it dirty and it is queued again on finish;
 //! - delayed adds keep the soonest deadline;
 //! - errors back off per key, `base × 2^(failures-1)` capped, reset on success.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -49,8 +53,9 @@ impl Backoff {
 /// How a reconcile ended, as the queue needs to know it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
-    /// Done; optionally come back after a delay. Resets the backoff.
-    Success { requeue_after: Option<Duration> },
+    /// Done; optionally come back after a delay, at `priority` (`None`:
+    /// the priority the key was handed out at). Resets the backoff.
+    Success { requeue_after: Option<Duration>, priority: Option<Priority> },
     /// Failed: come back after the key's next backoff delay.
     Error,
     /// Come back at once without counting a failure (409 Conflict: the cache
@@ -58,102 +63,198 @@ pub enum Outcome {
     RequeueNow,
 }
 
+/// How soon a queued key is handed out: controller-runtime's priority
+/// queue (0.20+) with its two levels in use, 0 and `handler.LowPriority`
+/// (-100). Keys from initial lists, resyncs, related-object fan-out and hot
+/// swaps are [`Priority::Low`]; fresh changes of a parent or of its
+/// children are [`Priority::Normal`], so a user's edit after a restart is
+/// not stuck behind thousands of start-up reconciles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Priority {
+    Low,
+    Normal,
+}
+
+impl Priority {
+    /// Both levels, highest first.
+    pub const ALL: [Priority; 2] = [Priority::Normal, Priority::Low];
+
+    /// The `priority` label of `workqueue_depth`, controller-runtime's values.
+    pub fn label(self) -> &'static str {
+        match self {
+            Priority::Low => "-100",
+            Priority::Normal => "0",
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            Priority::Normal => 0,
+            Priority::Low => 1,
+        }
+    }
+}
+
+/// While low-priority keys wait, at most this many normal-priority keys are
+/// handed out in a row before one low-priority key is. controller-runtime
+/// serves strictly by priority and lets a steady stream of high-priority
+/// adds starve the rest; here a low-priority key always gets at least one
+/// pop in `NORMAL_PER_LOW + 1`, and a fresh change still waits behind at
+/// most one start-up key per `NORMAL_PER_LOW` fresh ones.
+pub const NORMAL_PER_LOW: u32 = 8;
+
 /// The queue's state. Pure: every method takes `now`.
 #[derive(Debug)]
 pub struct QueueState<K> {
-    ready: VecDeque<K>,
-    queued: HashSet<K>,
+    /// Ready keys per priority ([`Priority::index`]), by arrival.
+    ready: [BTreeMap<u64, K>; 2],
+    /// Ready key → its priority and arrival.
+    queued: HashMap<K, (Priority, u64)>,
     waiting: BTreeMap<(Instant, u64), K>,
-    waiting_at: HashMap<K, (Instant, u64)>,
-    processing: HashSet<K>,
-    dirty: HashSet<K>,
-    after_processing: HashMap<K, Instant>,
+    waiting_at: HashMap<K, (Instant, u64, Priority)>,
+    /// Keys being processed, with the priority they were handed out at
+    /// (their requeues keep it, as controller-runtime's).
+    processing: HashMap<K, Priority>,
+    /// Keys added while processing: queued again on finish, at this priority.
+    dirty: HashMap<K, Priority>,
+    after_processing: HashMap<K, (Instant, Priority)>,
     failures: HashMap<K, u32>,
     backoff: Backoff,
     seq: u64,
+    /// Normal-priority keys handed out in a row while low-priority ones waited.
+    normal_in_a_row: u32,
     stats: QueueStats,
 }
 
 impl<K: Clone + Eq + Hash + Ord> QueueState<K> {
     pub fn new(backoff: Backoff) -> Self {
         Self {
-            ready: VecDeque::new(),
-            queued: HashSet::new(),
+            ready: [BTreeMap::new(), BTreeMap::new()],
+            queued: HashMap::new(),
             waiting: BTreeMap::new(),
             waiting_at: HashMap::new(),
-            processing: HashSet::new(),
-            dirty: HashSet::new(),
+            processing: HashMap::new(),
+            dirty: HashMap::new(),
             after_processing: HashMap::new(),
             failures: HashMap::new(),
             backoff,
             seq: 0,
+            normal_in_a_row: 0,
             stats: QueueStats::default(),
         }
     }
 
-    /// Queue `key` now.
-    pub fn add(&mut self, key: K) {
-        self.stats.adds += 1;
-        if self.processing.contains(&key) {
-            self.dirty.insert(key);
-            return;
-        }
-        if self.queued.contains(&key) {
-            return;
-        }
-        if let Some(at) = self.waiting_at.remove(&key) {
-            self.waiting.remove(&at);
-        }
-        self.queued.insert(key.clone());
-        self.ready.push_back(key);
-    }
-
-    /// Queue `key` at `at` (or sooner if it already is).
-    pub fn add_at(&mut self, key: K, at: Instant, now: Instant) {
-        if at <= now {
-            return self.add(key);
-        }
-        if self.processing.contains(&key) {
-            let slot = self.after_processing.entry(key).or_insert(at);
-            *slot = (*slot).min(at);
-            return;
-        }
-        if self.queued.contains(&key) {
-            return;
-        }
-        if let Some(&(existing, seq)) = self.waiting_at.get(&key) {
-            if existing <= at {
-                return;
-            }
-            self.waiting.remove(&(existing, seq));
-        }
+    fn next_seq(&mut self) -> u64 {
         self.seq += 1;
-        self.waiting.insert((at, self.seq), key.clone());
-        self.waiting_at.insert(key, (at, self.seq));
+        self.seq
     }
 
-    /// Moves due delayed keys to the ready list.
+    /// Makes `key` ready at `priority`, or raises it to `priority` if it is
+    /// ready lower (never lowers it). Keeps its place by arrival.
+    fn make_ready(&mut self, key: K, priority: Priority) {
+        match self.queued.get_mut(&key) {
+            Some((current, seq)) => {
+                if priority > *current {
+                    let seq = *seq;
+                    self.ready[current.index()].remove(&seq);
+                    *current = priority;
+                    self.ready[priority.index()].insert(seq, key);
+                }
+            }
+            None => {
+                let seq = self.next_seq();
+                self.queued.insert(key.clone(), (priority, seq));
+                self.ready[priority.index()].insert(seq, key);
+            }
+        }
+    }
+
+    /// Queue `key` now at `priority` (an already queued key keeps the higher
+    /// of its priority and this one).
+    pub fn add(&mut self, key: K, priority: Priority) {
+        self.stats.adds += 1;
+        if self.processing.contains_key(&key) {
+            let slot = self.dirty.entry(key).or_insert(priority);
+            *slot = (*slot).max(priority);
+            return;
+        }
+        // A delayed entry is consumed by the add, its priority kept if higher.
+        let priority = match self.waiting_at.remove(&key) {
+            Some((at, seq, waited)) => {
+                self.waiting.remove(&(at, seq));
+                priority.max(waited)
+            }
+            None => priority,
+        };
+        self.make_ready(key, priority);
+    }
+
+    /// Queue `key` at `at` (or sooner if it already is), at `priority` (or
+    /// higher if it already is).
+    pub fn add_at(&mut self, key: K, at: Instant, priority: Priority, now: Instant) {
+        if at <= now {
+            return self.add(key, priority);
+        }
+        if self.processing.contains_key(&key) {
+            let slot = self.after_processing.entry(key).or_insert((at, priority));
+            *slot = (slot.0.min(at), slot.1.max(priority));
+            return;
+        }
+        if self.queued.contains_key(&key) {
+            // Already ready, which is sooner: only the priority can rise.
+            return self.make_ready(key, priority);
+        }
+        let (at, priority) = match self.waiting_at.remove(&key) {
+            Some((existing, seq, waited)) => {
+                self.waiting.remove(&(existing, seq));
+                (existing.min(at), waited.max(priority))
+            }
+            None => (at, priority),
+        };
+        let seq = self.next_seq();
+        self.waiting.insert((at, seq), key.clone());
+        self.waiting_at.insert(key, (at, seq, priority));
+    }
+
+    /// Moves due delayed keys to the ready lists.
     fn promote(&mut self, now: Instant) {
         while let Some((&(at, seq), _)) = self.waiting.first_key_value() {
             if at > now {
                 break;
             }
             let key = self.waiting.remove(&(at, seq)).expect("present");
-            self.waiting_at.remove(&key);
-            if !self.queued.contains(&key) && !self.processing.contains(&key) {
-                self.queued.insert(key.clone());
-                self.ready.push_back(key);
+            let (_, _, priority) = self.waiting_at.remove(&key).expect("indexed with its entry");
+            if !self.processing.contains_key(&key) {
+                self.make_ready(key, priority);
             }
         }
     }
 
-    /// The next key to process, marked as processing.
+    /// The next key to process, marked as processing: the oldest of the
+    /// highest priority, but a low-priority key after [`NORMAL_PER_LOW`]
+    /// normal ones in a row.
     pub fn pop(&mut self, now: Instant) -> Option<K> {
+        self.pop_with_priority(now).map(|(key, _)| key)
+    }
+
+    /// [`QueueState::pop`], with the priority the key was handed out at.
+    pub fn pop_with_priority(&mut self, now: Instant) -> Option<(K, Priority)> {
         self.promote(now);
-        let key = self.ready.pop_front()?;
+        let low_waits = !self.ready[Priority::Low.index()].is_empty();
+        let normal_waits = !self.ready[Priority::Normal.index()].is_empty();
+        let priority = if normal_waits && (!low_waits || self.normal_in_a_row < NORMAL_PER_LOW) {
+            self.normal_in_a_row = if low_waits { self.normal_in_a_row + 1 } else { 0 };
+            Priority::Normal
+        } else if low_waits {
+            self.normal_in_a_row = 0;
+            Priority::Low
+        } else {
+            return None;
+        };
+        let (_, key) = self.ready[priority.index()].pop_first().expect("checked non-empty");
         self.queued.remove(&key);
-        self.processing.insert(key.clone());
-        Some(key)
+        self.processing.insert(key.clone(), priority);
+        Some((key, priority))
     }
 
     /// When the soonest delayed key becomes due.
@@ -161,31 +262,33 @@ impl<K: Clone + Eq + Hash + Ord> QueueState<K> {
         self.waiting.first_key_value().map(|(&(at, _), _)| at)
     }
 
-    /// Ends processing of `key`; returns the delay scheduled, if any.
+    /// Ends processing of `key`; returns the delay scheduled, if any. The
+    /// requeue keeps the priority the key was handed out at, unless the
+    /// outcome names one.
     pub fn finish(&mut self, key: K, outcome: Outcome, now: Instant) -> Option<Duration> {
-        self.processing.remove(&key);
+        let handed_out = self.processing.remove(&key).unwrap_or(Priority::Normal);
         let pending = self.after_processing.remove(&key);
-        let delay = match outcome {
-            Outcome::Success { requeue_after } => {
+        let (delay, priority) = match outcome {
+            Outcome::Success { requeue_after, priority } => {
                 self.failures.remove(&key);
-                requeue_after
+                (requeue_after, priority.unwrap_or(handed_out))
             }
             Outcome::Error => {
                 let n = self.failures.entry(key.clone()).or_insert(0);
                 *n = n.saturating_add(1);
                 self.stats.retries += 1;
-                Some(self.backoff.delay(*n))
+                (Some(self.backoff.delay(*n)), handed_out)
             }
-            Outcome::RequeueNow => Some(Duration::ZERO),
+            Outcome::RequeueNow => (Some(Duration::ZERO), handed_out),
         };
-        if self.dirty.remove(&key) {
-            self.add(key.clone());
+        if let Some(dirty) = self.dirty.remove(&key) {
+            self.add(key.clone(), dirty);
         }
-        if let Some(at) = pending {
-            self.add_at(key.clone(), at, now);
+        if let Some((at, p)) = pending {
+            self.add_at(key.clone(), at, p, now);
         }
         if let Some(d) = delay {
-            self.add_at(key, now + d, now);
+            self.add_at(key, now + d, priority, now);
         }
         delay
     }
@@ -193,8 +296,8 @@ impl<K: Clone + Eq + Hash + Ord> QueueState<K> {
     /// Forgets a key that no longer exists (its backoff and delayed entries).
     pub fn forget(&mut self, key: &K) {
         self.failures.remove(key);
-        if let Some(at) = self.waiting_at.remove(key) {
-            self.waiting.remove(&at);
+        if let Some((at, seq, _)) = self.waiting_at.remove(key) {
+            self.waiting.remove(&(at, seq));
         }
     }
 
@@ -205,7 +308,12 @@ impl<K: Clone + Eq + Hash + Ord> QueueState<K> {
 
     /// Keys ready now (client-go's `workqueue_depth`).
     pub fn depth(&self) -> usize {
-        self.ready.len()
+        self.queued.len()
+    }
+
+    /// Keys ready now at `priority` (`workqueue_depth{priority}`).
+    pub fn depth_at(&self, priority: Priority) -> usize {
+        self.ready[priority.index()].len()
     }
 
     pub fn stats(&self) -> QueueStats {
@@ -225,14 +333,15 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
         Self { state: Mutex::new((QueueState::new(backoff), false)), notify: Notify::new() }
     }
 
-    pub fn add(&self, key: K) {
-        self.state.lock().unwrap().0.add(key);
+    /// Queues `key` at `priority` (see [`QueueState::add`]).
+    pub fn add(&self, key: K, priority: Priority) {
+        self.state.lock().unwrap().0.add(key, priority);
         self.notify.notify_waiters();
     }
 
-    pub fn add_after(&self, key: K, after: Duration) {
+    pub fn add_after(&self, key: K, after: Duration, priority: Priority) {
         let now = Instant::now();
-        self.state.lock().unwrap().0.add_at(key, now + after, now);
+        self.state.lock().unwrap().0.add_at(key, now + after, priority, now);
         self.notify.notify_waiters();
     }
 
@@ -248,6 +357,10 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
 
     pub fn depth(&self) -> usize {
         self.state.lock().unwrap().0.depth()
+    }
+
+    pub fn depth_at(&self, priority: Priority) -> usize {
+        self.state.lock().unwrap().0.depth_at(priority)
     }
 
     pub fn stats(&self) -> QueueStats {
@@ -294,6 +407,10 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
 mod tests {
     use super::*;
 
+    const N: Priority = Priority::Normal;
+    const L: Priority = Priority::Low;
+    const DONE: Outcome = Outcome::Success { requeue_after: None, priority: None };
+
     fn q() -> QueueState<&'static str> {
         QueueState::new(Backoff::default())
     }
@@ -302,8 +419,8 @@ mod tests {
     fn a_key_added_twice_is_handed_out_once() {
         let mut q = q();
         let now = Instant::now();
-        q.add("a");
-        q.add("a");
+        q.add("a", N);
+        q.add("a", N);
         assert_eq!(q.depth(), 1);
         assert_eq!(q.pop(now), Some("a"));
         assert_eq!(q.pop(now), None);
@@ -314,11 +431,11 @@ mod tests {
     fn a_key_in_process_is_not_handed_out_again_until_finished() {
         let mut q = q();
         let now = Instant::now();
-        q.add("a");
+        q.add("a", N);
         assert_eq!(q.pop(now), Some("a"));
-        q.add("a");
+        q.add("a", N);
         assert_eq!(q.pop(now), None, "never two reconciles of one key at once");
-        q.finish("a", Outcome::Success { requeue_after: None }, now);
+        q.finish("a", DONE, now);
         assert_eq!(q.pop(now), Some("a"), "the change seen during processing is not lost");
     }
 
@@ -326,8 +443,8 @@ mod tests {
     fn other_keys_proceed_while_one_is_processing() {
         let mut q = q();
         let now = Instant::now();
-        q.add("a");
-        q.add("b");
+        q.add("a", N);
+        q.add("b", N);
         assert_eq!(q.pop(now), Some("a"));
         assert_eq!(q.pop(now), Some("b"));
     }
@@ -336,9 +453,9 @@ mod tests {
     fn requeue_after_comes_due_at_its_time_and_the_soonest_wins() {
         let mut q = q();
         let t0 = Instant::now();
-        q.add_at("a", t0 + Duration::from_secs(10), t0);
-        q.add_at("a", t0 + Duration::from_secs(3), t0);
-        q.add_at("a", t0 + Duration::from_secs(7), t0);
+        q.add_at("a", t0 + Duration::from_secs(10), N, t0);
+        q.add_at("a", t0 + Duration::from_secs(3), N, t0);
+        q.add_at("a", t0 + Duration::from_secs(7), N, t0);
         assert_eq!(q.next_deadline(), Some(t0 + Duration::from_secs(3)));
         assert_eq!(q.pop(t0 + Duration::from_secs(2)), None);
         assert_eq!(q.pop(t0 + Duration::from_secs(3)), Some("a"));
@@ -349,10 +466,10 @@ mod tests {
     fn an_immediate_add_overrides_a_delayed_one() {
         let mut q = q();
         let t0 = Instant::now();
-        q.add_at("a", t0 + Duration::from_secs(10), t0);
-        q.add("a");
+        q.add_at("a", t0 + Duration::from_secs(10), N, t0);
+        q.add("a", N);
         assert_eq!(q.pop(t0), Some("a"));
-        q.finish("a", Outcome::Success { requeue_after: None }, t0);
+        q.finish("a", DONE, t0);
         assert_eq!(q.pop(t0 + Duration::from_secs(11)), None, "the delayed entry was consumed");
     }
 
@@ -361,7 +478,7 @@ mod tests {
         let mut q = q();
         let t0 = Instant::now();
         let mut delays = Vec::new();
-        q.add("a");
+        q.add("a", N);
         let mut now = t0;
         for _ in 0..4 {
             assert_eq!(q.pop(now), Some("a"));
@@ -373,9 +490,9 @@ mod tests {
         assert_eq!(delays, [5, 10, 20, 40].map(Duration::from_millis));
         assert_eq!(q.stats().retries, 4);
         assert_eq!(q.pop(now), Some("a"));
-        q.finish("a", Outcome::Success { requeue_after: None }, now);
+        q.finish("a", DONE, now);
         assert_eq!(q.failures(&"a"), 0);
-        q.add("a");
+        q.add("a", N);
         assert_eq!(q.pop(now), Some("a"));
         assert_eq!(q.finish("a", Outcome::Error, now), Some(Duration::from_millis(5)));
     }
@@ -392,9 +509,9 @@ mod tests {
     fn a_change_during_a_failed_reconcile_is_retried_at_once() {
         let mut q = q();
         let t0 = Instant::now();
-        q.add("a");
+        q.add("a", N);
         assert_eq!(q.pop(t0), Some("a"));
-        q.add("a");
+        q.add("a", N);
         q.finish("a", Outcome::Error, t0);
         assert_eq!(q.pop(t0), Some("a"));
     }
@@ -403,7 +520,7 @@ mod tests {
     fn requeue_now_does_not_count_as_a_failure() {
         let mut q = q();
         let t0 = Instant::now();
-        q.add("a");
+        q.add("a", N);
         q.pop(t0);
         assert_eq!(q.finish("a", Outcome::RequeueNow, t0), Some(Duration::ZERO));
         assert_eq!(q.failures(&"a"), 0);
@@ -414,10 +531,10 @@ mod tests {
     fn a_delayed_add_during_processing_is_kept_for_after() {
         let mut q = q();
         let t0 = Instant::now();
-        q.add("a");
+        q.add("a", N);
         q.pop(t0);
-        q.add_at("a", t0 + Duration::from_secs(5), t0);
-        q.finish("a", Outcome::Success { requeue_after: None }, t0);
+        q.add_at("a", t0 + Duration::from_secs(5), N, t0);
+        q.finish("a", DONE, t0);
         assert_eq!(q.pop(t0), None);
         assert_eq!(q.pop(t0 + Duration::from_secs(5)), Some("a"));
     }
@@ -426,7 +543,7 @@ mod tests {
     fn forget_drops_delayed_entries_and_backoff() {
         let mut q = q();
         let t0 = Instant::now();
-        q.add("a");
+        q.add("a", N);
         q.pop(t0);
         q.finish("a", Outcome::Error, t0);
         q.forget(&"a");
@@ -434,10 +551,107 @@ mod tests {
         assert_eq!(q.pop(t0 + Duration::from_secs(1)), None);
     }
 
+    #[test]
+    fn a_fresh_change_is_handed_out_before_keys_from_the_initial_list() {
+        let mut q = q();
+        let now = Instant::now();
+        for key in ["a", "b", "c"] {
+            q.add(key, L);
+        }
+        q.add("edit", N);
+        assert_eq!((q.depth_at(N), q.depth_at(L), q.depth()), (1, 3, 4));
+        assert_eq!(q.pop_with_priority(now), Some(("edit", N)));
+        assert_eq!([q.pop(now), q.pop(now), q.pop(now)], [Some("a"), Some("b"), Some("c")], "low keys in arrival order");
+    }
+
+    #[test]
+    fn an_add_raises_a_queued_keys_priority_and_never_lowers_it() {
+        let mut q = q();
+        let now = Instant::now();
+        q.add("a", L);
+        q.add("b", L);
+        q.add("b", N);
+        assert_eq!((q.depth_at(N), q.depth_at(L)), (1, 1), "raised, not queued twice");
+        q.add("b", L);
+        assert_eq!((q.depth_at(N), q.depth_at(L)), (1, 1), "a low add of a normal key leaves it normal");
+        assert_eq!(q.pop_with_priority(now), Some(("b", N)));
+        assert_eq!(q.pop_with_priority(now), Some(("a", L)));
+        assert_eq!(q.pop(now), None);
+    }
+
+    #[test]
+    fn a_low_priority_key_is_served_under_a_steady_stream_of_fresh_changes() {
+        let mut q = QueueState::new(Backoff::default());
+        let now = Instant::now();
+        q.add("startup".to_string(), L);
+        let mut pops = 0;
+        for i in 0.. {
+            // Two fresh changes arrive for every key handed out: the normal
+            // keys never run out.
+            q.add(format!("fresh-{}", 2 * i), N);
+            q.add(format!("fresh-{}", 2 * i + 1), N);
+            let got = q.pop(now).unwrap();
+            q.finish(got.clone(), DONE, now);
+            pops += 1;
+            if got == "startup" {
+                break;
+            }
+            assert!(pops <= NORMAL_PER_LOW, "starved");
+        }
+        assert_eq!(pops, NORMAL_PER_LOW + 1, "served right after {NORMAL_PER_LOW} fresh keys");
+        assert!(q.depth_at(N) > 0, "fresh changes were still waiting when it was served");
+    }
+
+    #[test]
+    fn requeues_keep_the_priority_the_key_was_handed_out_at_unless_the_outcome_names_one() {
+        let mut q = q();
+        let t0 = Instant::now();
+        let later = t0 + Duration::from_secs(10);
+        q.add("a", L);
+        q.add("b", L);
+        q.pop(t0);
+        q.pop(t0);
+        q.finish("a", Outcome::Success { requeue_after: Some(Duration::from_secs(10)), priority: None }, t0);
+        q.finish("b", Outcome::Success { requeue_after: Some(Duration::from_secs(10)), priority: Some(N) }, t0);
+        // Both come due at once, `a` first: the priorities decide.
+        assert_eq!(q.pop_with_priority(later), Some(("b", N)), "the outcome's priority");
+        assert_eq!(q.pop_with_priority(later), Some(("a", L)), "the priority it was handed out at");
+        q.finish("a", Outcome::Error, later);
+        assert_eq!(q.pop_with_priority(later + Duration::from_secs(1)), Some(("a", L)), "a retry after an error too");
+    }
+
+    #[test]
+    fn a_change_during_processing_is_queued_after_at_the_higher_priority() {
+        let mut q = q();
+        let t0 = Instant::now();
+        q.add("a", L);
+        q.add("b", L);
+        q.pop(t0);
+        q.add("a", L);
+        q.add("a", N);
+        q.finish("a", DONE, t0);
+        assert_eq!(q.pop_with_priority(t0), Some(("a", N)));
+    }
+
+    #[test]
+    fn a_delayed_key_keeps_the_higher_priority_and_the_sooner_time() {
+        let mut q = q();
+        let t0 = Instant::now();
+        q.add_at("a", t0 + Duration::from_secs(10), N, t0);
+        q.add_at("a", t0 + Duration::from_secs(3), L, t0);
+        assert_eq!(q.next_deadline(), Some(t0 + Duration::from_secs(3)));
+        q.add("b", L);
+        assert_eq!(q.pop_with_priority(t0 + Duration::from_secs(3)), Some(("a", N)));
+        // An immediate low add (a resync) of a key waiting at normal priority keeps it normal.
+        q.add_at("c", t0 + Duration::from_secs(60), N, t0);
+        q.add("c", L);
+        assert_eq!(q.pop_with_priority(t0 + Duration::from_secs(3)), Some(("c", N)));
+    }
+
     #[tokio::test(start_paused = true)]
     async fn workers_wait_for_delayed_keys_and_stop_on_shutdown() {
         let q = std::sync::Arc::new(WorkQueue::new(Backoff::default()));
-        q.add_after("a", Duration::from_secs(60));
+        q.add_after("a", Duration::from_secs(60), N);
         let got = tokio::time::timeout(Duration::from_secs(120), q.next()).await.unwrap();
         assert_eq!(got, Some("a"));
         let q2 = q.clone();

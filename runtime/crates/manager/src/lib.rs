@@ -424,7 +424,12 @@ impl Running {
             _ => Filter::Everything,
         };
         let mut state = self.inner.state.lock().unwrap();
-        let slot = state.caches.entry(gvk.clone()).or_insert(CacheSlot { cache, filter, task: None });
+        let slot = state.caches.entry(gvk.clone()).or_insert_with(|| {
+            let labels = metrics::CacheLabels { group: gvk.group.clone(), version: gvk.version.clone(), kind: gvk.kind.clone() };
+            let probe: Arc<dyn metrics::CacheProbe> = cache.clone();
+            self.inner.metrics.add_cache(labels, Arc::downgrade(&probe));
+            CacheSlot { cache, filter, task: None }
+        });
         Ok(slot.cache.clone())
     }
 

@@ -41,6 +41,16 @@ pub struct NameLabels {
     pub name: String,
 }
 
+/// `workqueue_depth`'s labels, controller-runtime's (0.20+): the queue's
+/// name, its controller (the same here) and the priority level.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DepthLabels {
+    pub name: String,
+    pub controller: String,
+    /// `0` for fresh changes, `-100` for initial lists, resyncs and fan-out.
+    pub priority: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct SwapLabels {
     pub plugin: String,
@@ -101,6 +111,8 @@ pub struct QueueStats {
 /// Something whose queue counters the metrics read at scrape time.
 pub trait QueueProbe: Send + Sync {
     fn depth(&self) -> usize;
+    /// The depth per priority level, by its label value.
+    fn depth_by_priority(&self) -> Vec<(&'static str, usize)>;
     fn stats(&self) -> QueueStats;
 }
 
@@ -108,6 +120,23 @@ struct QueueEntry {
     name: String,
     probe: Arc<dyn QueueProbe>,
     last: QueueStats,
+}
+
+/// A cache whose size the metrics read at scrape time.
+pub trait CacheProbe: Send + Sync {
+    /// Objects held.
+    fn objects(&self) -> usize;
+    /// The heap they hold, estimated from their sizes (JSON text and
+    /// entries; allocator rounding and index slots not counted).
+    fn bytes(&self) -> usize;
+}
+
+/// `host_cache_objects` and `host_cache_bytes`: one series per cached kind.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CacheLabels {
+    pub group: String,
+    pub version: String,
+    pub kind: String,
 }
 
 /// Reads how many parents a controller's shard holds.
@@ -139,7 +168,7 @@ pub struct Metrics {
     pub outcomes: crate::outcomes::Outcomes,
     pub active_workers: Family<ControllerLabels, Gauge>,
     pub max_concurrent: Family<ControllerLabels, Gauge>,
-    depth: Family<NameLabels, Gauge>,
+    depth: Family<DepthLabels, Gauge>,
     adds: Family<NameLabels, Counter>,
     retries: Family<NameLabels, Counter>,
     /// 1 while this process holds the leader lease `name`, else 0 (client-go's name).
@@ -147,6 +176,10 @@ pub struct Metrics {
     /// The same, readable: lease name → leading.
     leases: Mutex<BTreeMap<String, bool>>,
     queues: Mutex<Vec<QueueEntry>>,
+    cache_objects: Family<CacheLabels, Gauge>,
+    cache_bytes: Family<CacheLabels, Gauge>,
+    /// The caches reported, until dropped.
+    caches: Mutex<Vec<(CacheLabels, std::sync::Weak<dyn CacheProbe>)>>,
     ready: AtomicBool,
     /// `--sharded`: ownership, handovers and the sharder's decisions.
     pub shard: crate::metrics::shard::ShardMetrics,
@@ -186,10 +219,18 @@ impl Metrics {
         let events_dropped = Family::<ControllerLabels, Counter>::default();
         let active_workers = Family::<ControllerLabels, Gauge>::default();
         let max_concurrent = Family::<ControllerLabels, Gauge>::default();
-        let depth = Family::<NameLabels, Gauge>::default();
+        let depth = Family::<DepthLabels, Gauge>::default();
         let adds = Family::<NameLabels, Counter>::default();
         let retries = Family::<NameLabels, Counter>::default();
         let leader = Family::<NameLabels, Gauge>::default();
+        let cache_objects = Family::<CacheLabels, Gauge>::default();
+        let cache_bytes = Family::<CacheLabels, Gauge>::default();
+        registry.register("host_cache_objects", "Objects held in the shared cache of each kind", cache_objects.clone());
+        registry.register(
+            "host_cache_bytes",
+            "Heap held by the shared cache of each kind, estimated from its objects' sizes (JSON text and entries)",
+            cache_bytes.clone(),
+        );
         registry.register("controller_runtime_reconcile", "Total number of reconciliations per controller", reconcile_total.clone());
         registry.register("controller_runtime_reconcile_errors", "Total number of reconciliation errors per controller", reconcile_errors.clone());
         registry.register(
@@ -209,7 +250,7 @@ impl Metrics {
             "Maximum number of concurrent reconciles per controller",
             max_concurrent.clone(),
         );
-        registry.register("workqueue_depth", "Current depth of workqueue", depth.clone());
+        registry.register("workqueue_depth", "Current depth of workqueue by workqueue and priority", depth.clone());
         registry.register("workqueue_adds", "Total number of adds handled by workqueue", adds.clone());
         registry.register("workqueue_retries", "Total number of retries handled by workqueue", retries.clone());
         registry.register("leader_election_master_status", "Whether this process leads the named lease (1) or not (0)", leader.clone());
@@ -260,6 +301,9 @@ impl Metrics {
             leader,
             leases: Mutex::default(),
             queues: Mutex::new(Vec::new()),
+            cache_objects,
+            cache_bytes,
+            caches: Mutex::new(Vec::new()),
             ready: AtomicBool::new(false),
             activity: Default::default(),
             status: OnceLock::new(),
@@ -359,6 +403,15 @@ impl Metrics {
         let _ = self.retries.get_or_create(&NameLabels { name: name.into() });
     }
 
+    /// Reports `cache` as `host_cache_*{group,version,kind}` until it is
+    /// dropped (a kind no plugin uses any more), replacing an earlier cache
+    /// of that kind.
+    pub fn add_cache(&self, labels: CacheLabels, cache: std::sync::Weak<dyn CacheProbe>) {
+        let mut caches = self.caches.lock().unwrap();
+        caches.retain(|(l, _)| *l != labels);
+        caches.push((labels, cache));
+    }
+
     pub fn set_ready(&self, ready: bool) {
         self.ready.store(ready, Ordering::SeqCst);
     }
@@ -383,13 +436,28 @@ impl Metrics {
     }
 
     pub fn render(&self) -> String {
+        self.caches.lock().unwrap().retain(|(labels, cache)| match cache.upgrade() {
+            Some(cache) => {
+                self.cache_objects.get_or_create(labels).set(cache.objects() as i64);
+                self.cache_bytes.get_or_create(labels).set(cache.bytes() as i64);
+                true
+            }
+            None => {
+                self.cache_objects.remove(labels);
+                self.cache_bytes.remove(labels);
+                false
+            }
+        });
         for (controller, count) in self.owned.lock().unwrap().iter() {
             self.shard.owned.get_or_create(&crate::metrics::shard::ControllerLabels { controller: controller.clone() }).set(count() as i64);
         }
         for q in self.queues.lock().unwrap().iter_mut() {
             let labels = NameLabels { name: q.name.clone() };
             let now = q.probe.stats();
-            self.depth.get_or_create(&labels).set(q.probe.depth() as i64);
+            for (priority, depth) in q.probe.depth_by_priority() {
+                let labels = DepthLabels { name: q.name.clone(), controller: q.name.clone(), priority: priority.into() };
+                self.depth.get_or_create(&labels).set(depth as i64);
+            }
             self.adds.get_or_create(&labels).inc_by(now.adds.saturating_sub(q.last.adds));
             self.retries.get_or_create(&labels).inc_by(now.retries.saturating_sub(q.last.retries));
             q.last = now;
@@ -456,6 +524,9 @@ mod tests {
         fn depth(&self) -> usize {
             2
         }
+        fn depth_by_priority(&self) -> Vec<(&'static str, usize)> {
+            vec![("0", 2), ("-100", 0)]
+        }
         fn stats(&self) -> QueueStats {
             QueueStats { adds: 5, retries: 1 }
         }
@@ -474,7 +545,8 @@ mod tests {
             "controller_runtime_reconcile_total{controller=\"cronjob\",result=\"success\"} 1",
             "controller_runtime_reconcile_errors_total{controller=\"cronjob\"} 1",
             "controller_runtime_reconcile_time_seconds_bucket",
-            "workqueue_depth{name=\"cronjob\"} 2",
+            "workqueue_depth{name=\"cronjob\",controller=\"cronjob\",priority=\"0\"} 2",
+            "workqueue_depth{name=\"cronjob\",controller=\"cronjob\",priority=\"-100\"} 0",
             "workqueue_adds_total{name=\"cronjob\"} 5",
             "workqueue_retries_total{name=\"cronjob\"} 1",
             "plugin_call_errors_total{plugin=\"cronjob\",kind=\"trap\"} 1",
@@ -482,6 +554,27 @@ mod tests {
         ] {
             assert!(text.contains(needle), "{needle} missing from\n{text}");
         }
+        struct C;
+        impl CacheProbe for C {
+            fn objects(&self) -> usize {
+                3
+            }
+            fn bytes(&self) -> usize {
+                4096
+            }
+        }
+        let cache: Arc<dyn CacheProbe> = Arc::new(C);
+        let labels = CacheLabels { group: "batch".into(), version: "v1".into(), kind: "Job".into() };
+        m.add_cache(labels, Arc::downgrade(&cache));
+        let text = m.render();
+        for needle in [
+            "host_cache_objects{group=\"batch\",version=\"v1\",kind=\"Job\"} 3",
+            "host_cache_bytes{group=\"batch\",version=\"v1\",kind=\"Job\"} 4096",
+        ] {
+            assert!(text.contains(needle), "{needle} missing from\n{text}");
+        }
+        drop(cache);
+        assert!(!m.render().contains("host_cache_objects{"), "a dropped cache is no longer reported");
         let again = m.render();
         assert!(again.contains("workqueue_adds_total{name=\"cronjob\"} 5"), "counters do not double on a second scrape");
     }
