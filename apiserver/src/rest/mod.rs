@@ -505,7 +505,8 @@ impl Core {
     }
 
     /// Decoding, defaulting, schema and built-in validation, and the admission hooks. The hooks
-    /// run for writes of the main resource only: upstream matches a webhook's rules against
+    /// run for writes of the main resource (and validating ones registered for `scale`, for
+    /// `/scale` writes): upstream matches a webhook's rules against
     /// `resource/subresource`, and a rule for `cronjobs` does not match `cronjobs/status`. (Here
     /// they ran on every status write too, one `default` and one `validate` plugin call each.)
     #[allow(clippy::too_many_arguments)] // the write, and how its object was decoded (for strict errors' wording)
@@ -540,8 +541,11 @@ impl Core {
         if !causes.is_empty() {
             return Err(ApiError::invalid(&res.group, &res.kind, &name, causes));
         }
-        if sub == Sub::Main {
-            self.admission.validate(&res.group, &res.kind, &name, &obj, old).await?;
+        // `/scale` writes are judged too by hooks registered for them (the parent after scaling).
+        match sub {
+            Sub::Main => self.admission.validate((&res.group, &res.kind, ""), &name, &obj, old).await?,
+            Sub::Scale if res.scale.is_some() => self.admission.validate((&res.group, &res.kind, "scale"), &name, &obj, old).await?,
+            _ => {}
         }
         Ok(obj)
     }
