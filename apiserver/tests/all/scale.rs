@@ -80,8 +80,9 @@ async fn the_scale_subresource_of_the_built_in_kinds_answers_as_upstream() {
     assert_eq!(scale["status"]["selector"], "app=web");
     assert_eq!(scale["metadata"]["uid"], deployment["metadata"]["uid"], "the parent's uid");
     assert_eq!(scale["metadata"]["resourceVersion"], deployment["metadata"]["resourceVersion"], "the parent's resourceVersion");
-    let keys: Vec<&String> = scale["metadata"].as_object().unwrap().keys().collect();
-    assert_eq!(keys, ["name", "namespace", "uid", "resourceVersion", "creationTimestamp"]);
+    let mut keys: Vec<&String> = scale["metadata"].as_object().unwrap().keys().collect();
+    keys.sort();
+    assert_eq!(keys, ["creationTimestamp", "name", "namespace", "resourceVersion", "uid"]);
     for (path, selector) in [
         ("api/v1/namespaces/default/replicationcontrollers/rc", "app=rc,tier=x"),
         ("apis/apps/v1/namespaces/default/statefulsets/sts", "app in (b,sts),z=1"),
@@ -91,9 +92,10 @@ async fn the_scale_subresource_of_the_built_in_kinds_answers_as_upstream() {
         assert_eq!(scale["status"]["selector"], selector, "{path}: {scale}");
     }
 
+    let cluster = &c;
     let put = |name: &str, body: String| {
-        let file = c.file(name, &body);
-        async move { c.fails(&["replace", "--raw", DEPLOYMENT_SCALE, "-f", file.to_str().unwrap()]).await }
+        let file = cluster.file(name, &body);
+        async move { cluster.fails(&["replace", "--raw", DEPLOYMENT_SCALE, "-f", file.to_str().unwrap()]).await }
     };
     let stale = put("stale.json", scale_body("web", 1, SCALE, Some("1"))).await;
     assert!(stale.contains(r#"Operation cannot be fulfilled on deployments.apps "web": the object has been modified"#), "{stale}");
