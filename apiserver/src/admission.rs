@@ -1,7 +1,9 @@
 //! In-process admission: mutating and validating hooks registered per (group, kind), called on
-//! create and update of the main resource (not `/status` or `/scale`, which a webhook rule for
-//! the resource does not match upstream) in upstream's order (mutating → schema validation →
-//! validating). A refusal
+//! create and update of the main resource in upstream's order (mutating → schema validation →
+//! validating). A webhook rule for the resource does not match its subresources upstream
+//! (`cronjobs` does not match `cronjobs/status`), so a hook sees a subresource write only when
+//! registered for it: a validating hook registered for `scale` judges the parent after scaling,
+//! as a webhook whose rules name `<plural>/scale` judges the Scale it is sent. A refusal
 //! is worded as a webhook denial: `admission webhook "NAME" denied the request: ...`.
 //!
 //! Hooks are async: the request awaits a hook's answer, so a hook that calls out (the host runs
@@ -45,6 +47,8 @@ struct Registration {
     name: String,
     group: String,
     kind: String,
+    /// Subresources (`scale`) the hook also sees writes of.
+    subresources: Vec<String>,
     hook: Hook,
 }
 
@@ -100,11 +104,31 @@ impl Admission {
         kind: &str,
         f: impl Fn(Value, Option<Value>) -> BoxFuture<'static, Vec<Cause>> + Send + Sync + 'static,
     ) {
-        self.register(name, group, kind, Hook::Validating(Arc::new(f)));
+        self.register_validating_async_on(name, group, kind, &[], f);
+    }
+
+    /// [`Self::register_validating_async`] for the main resource and `subresources` (`scale`):
+    /// on a subresource write the hook gets the whole object after the write, and before it.
+    pub fn register_validating_async_on(
+        &self,
+        name: &str,
+        group: &str,
+        kind: &str,
+        subresources: &[&str],
+        f: impl Fn(Value, Option<Value>) -> BoxFuture<'static, Vec<Cause>> + Send + Sync + 'static,
+    ) {
+        let subresources = subresources.iter().map(|s| s.to_string()).collect();
+        self.hooks.write().unwrap().push(Registration {
+            name: name.into(),
+            group: group.into(),
+            kind: kind.into(),
+            subresources,
+            hook: Hook::Validating(Arc::new(f)),
+        });
     }
 
     fn register(&self, name: &str, group: &str, kind: &str, hook: Hook) {
-        self.hooks.write().unwrap().push(Registration { name: name.into(), group: group.into(), kind: kind.into(), hook });
+        self.hooks.write().unwrap().push(Registration { name: name.into(), group: group.into(), kind: kind.into(), subresources: vec![], hook });
     }
 
     /// Remove every hook registered under `name`.
@@ -112,14 +136,17 @@ impl Admission {
         self.hooks.write().unwrap().retain(|r| r.name != name);
     }
 
-    fn matching(&self, group: &str, kind: &str) -> Vec<Registration> {
-        self.hooks.read().unwrap().iter().filter(|r| r.group == group && r.kind == kind).cloned().collect()
+    /// The hooks for writes of `group`/`kind`, of its `subresource` when not empty.
+    fn matching(&self, group: &str, kind: &str, subresource: &str) -> Vec<Registration> {
+        let hooks = self.hooks.read().unwrap();
+        let covers = |r: &Registration| subresource.is_empty() || r.subresources.iter().any(|s| s == subresource);
+        hooks.iter().filter(|r| r.group == group && r.kind == kind && covers(r)).cloned().collect()
     }
 
     /// Run mutating hooks in registration order.
     pub async fn mutate(&self, group: &str, kind: &str, obj: Value, old: Option<&Value>) -> Result<Value, ApiError> {
         let mut obj = obj;
-        for r in self.matching(group, kind) {
+        for r in self.matching(group, kind, "") {
             if let Hook::Mutating(f) = &r.hook {
                 obj = f(obj, old.cloned()).await.map_err(|d| {
                     let mut e = ApiError::bad_request(format!("admission webhook \"{}\" denied the request: {}", r.name, d.message));
@@ -136,9 +163,16 @@ impl Admission {
         Ok(obj)
     }
 
-    /// Run validating hooks; the first that returns causes refuses with 422 Invalid.
-    pub async fn validate(&self, group: &str, kind: &str, name: &str, obj: &Value, old: Option<&Value>) -> Result<(), ApiError> {
-        for r in self.matching(group, kind) {
+    /// Run the validating hooks of a write of the main resource (`subresource` empty) or of
+    /// `subresource`; the first that returns causes refuses with 422 Invalid.
+    pub async fn validate(
+        &self,
+        (group, kind, subresource): (&str, &str, &str),
+        name: &str,
+        obj: &Value,
+        old: Option<&Value>,
+    ) -> Result<(), ApiError> {
+        for r in self.matching(group, kind, subresource) {
             if let Hook::Validating(f) = &r.hook {
                 let causes = f(obj.clone(), old.cloned()).await;
                 if !causes.is_empty() {

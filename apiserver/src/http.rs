@@ -238,6 +238,11 @@ pub async fn handle(core: Arc<Core>, req: Request<Bytes>, server_address: &str) 
             ["apis", g, v] if get => discovery::resource_list(&core.registry, g, v).map(|v| json(200, &v)).ok_or_else(ApiError::no_route),
             // Upstream answers the index as text/plain (its handler sets no content type).
             ["openapi", "v3"] if get => Ok(full(StatusCode::OK, "text/plain; charset=utf-8", crate::wire::to_vec(&openapi::root(&core.registry)))),
+            ["openapi", "v2"] if get => Ok(match crate::openapi_v2::answer(&core.registry, &r.accept) {
+                crate::openapi_v2::Answer::Json(doc) => json(200, &doc),
+                crate::openapi_v2::Answer::Protobuf(bytes) => full(StatusCode::OK, crate::openapi_v2::PROTOBUF, bytes.to_vec()),
+                crate::openapi_v2::Answer::NotAcceptable => full(StatusCode::NOT_ACCEPTABLE, "text/plain; charset=utf-8", Vec::new()),
+            }),
             ["openapi", "v3", key @ ..] if get && !key.is_empty() => {
                 openapi::document(&core.registry, &key.join("/")).map(|d| json(200, &d)).ok_or_else(ApiError::no_route)
             }

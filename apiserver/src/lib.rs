@@ -41,6 +41,7 @@ mod http;
 mod kubeconfig;
 mod limits;
 mod openapi;
+mod openapi_v2;
 mod patch;
 mod persist;
 mod protobuf;

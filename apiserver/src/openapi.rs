@@ -5,8 +5,7 @@
 //! server-side field validation see upstream's schemas. A CRD's group version gets a document
 //! computed from its schema: every PATCH operation carries `x-kubernetes-group-version-kind`
 //! and the `fieldValidation` parameter (so `kubectl apply` validates server-side), and the kind
-//! has a component schema tagged with its GVK. `/openapi/v2` is not served (404), which kubectl
-//! tolerates.
+//! has a component schema tagged with its GVK. `/openapi/v2` is [`crate::openapi_v2`].
 
 use crate::resources::{Registry, Resource};
 use serde_json::{Map, Value, json};

@@ -1,10 +1,10 @@
 //! The API surface of kube-apiserver v1.36.3, as `cargo xtask api-surface` captured it from the
 //! real server into `surface/` (see the README's "The API surface"): `/version`, aggregated
-//! discovery and every built-in `APIResourceList`, the OpenAPI v3 documents and each resource's
-//! Table columns. The built-in resources ([`crate::resources`]), discovery, OpenAPI, the
-//! built-in schemas and the Table column definitions are served from here, so they are
-//! upstream's and not restated; the fidelity test fails when these files drift from the real
-//! server.
+//! discovery and every built-in `APIResourceList`, the OpenAPI v3 documents, `/openapi/v2` (JSON
+//! and protobuf) and each resource's Table columns. The built-in resources
+//! ([`crate::resources`]), discovery, OpenAPI, the built-in schemas and the Table column
+//! definitions are served from here, so they are upstream's and not restated; the fidelity test
+//! fails when these files drift from the real server.
 
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -14,6 +14,8 @@ const VERSION: &str = include_str!("../surface/version.json");
 const DISCOVERY: &str = include_str!("../surface/discovery.json");
 const TABLES: &str = include_str!("../surface/tables.json");
 const OPENAPI_GZ: &[u8] = include_bytes!("../surface/openapi-v3.json.gz");
+const OPENAPI_V2_GZ: &[u8] = include_bytes!("../surface/openapi-v2.json.gz");
+const OPENAPI_V2_PROTOBUF_GZ: &[u8] = include_bytes!("../surface/openapi-v2.pb.gz");
 
 fn parse(name: &str, text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("apiserver/surface/{name} is not JSON ({e}): regenerate it with `cargo xtask api-surface`"))
@@ -66,6 +68,28 @@ pub fn openapi() -> &'static BTreeMap<String, Value> {
     })
 }
 
+fn gunzip(name: &str, gz: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(gz), &mut out)
+        .unwrap_or_else(|e| panic!("apiserver/surface/{name} is not gzipped ({e}): regenerate it with `cargo xtask api-surface`"));
+    out
+}
+
+/// `/openapi/v2` of the server with no CRD installed, as JSON.
+pub fn openapi_v2() -> &'static Value {
+    static V: OnceLock<Value> = OnceLock::new();
+    V.get_or_init(|| {
+        let text = String::from_utf8(gunzip("openapi-v2.json.gz", OPENAPI_V2_GZ)).expect("openapi-v2.json.gz is UTF-8");
+        parse("openapi-v2.json.gz", &text)
+    })
+}
+
+/// `/openapi/v2` of the server with no CRD installed, as protobuf (gnostic's `openapi.v2.Document`).
+pub fn openapi_v2_protobuf() -> &'static [u8] {
+    static V: OnceLock<Vec<u8>> = OnceLock::new();
+    V.get_or_init(|| gunzip("openapi-v2.pb.gz", OPENAPI_V2_PROTOBUF_GZ))
+}
+
 /// Every component schema of the OpenAPI documents (component names are global upstream:
 /// `io.k8s.api.core.v1.Pod` is the same schema in every document that holds it).
 pub fn components() -> &'static Map<String, Value> {
@@ -92,6 +116,9 @@ mod tests {
         assert!(resource_list("api/v1").is_some());
         assert!(openapi().contains_key("apis/apps/v1"));
         assert!(components().contains_key("io.k8s.api.core.v1.Pod"));
+        assert_eq!(openapi_v2()["swagger"], "2.0");
+        assert!(openapi_v2()["definitions"].get("io.k8s.api.authentication.v1.TokenReview").is_some());
+        assert!(!openapi_v2_protobuf().is_empty());
         let pods = table_columns("", "pods").expect("pods' columns");
         assert!(pods.iter().any(|c| c["name"] == "Ready" && c["description"].as_str().is_some_and(|d| !d.is_empty())));
     }

@@ -145,7 +145,8 @@ pub fn register_admission(server: &ApiServer, registry: &Registry, plugin: &Load
         .boxed()
     });
     let (r, group, kind) = (registry.clone(), parent.group.clone(), parent.kind.clone());
-    server.admission().register_validating_async(&name, &parent.group, &parent.kind, move |obj: Value, old: Option<Value>| {
+    // Also `/scale` writes (the parent after scaling): as the host's webhook rules name `<plural>/scale`.
+    server.admission().register_validating_async_on(&name, &parent.group, &parent.kind, &["scale"], move |obj: Value, old: Option<Value>| {
         let plugin = r.for_parent(&group, &kind);
         async move {
             let Some(p) = plugin else {

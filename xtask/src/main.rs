@@ -46,8 +46,8 @@
 //!   apiserver/README.md's generated "Not faithful (yet)" list.
 //! - `api-surface`: builds the real control plane, starts it and writes its
 //!   API surface (`/version`, aggregated discovery and every built-in
-//!   `APIResourceList`, the OpenAPI v3 documents, every resource's Table
-//!   columns) to `apiserver/surface/`, which the embedded API server serves.
+//!   `APIResourceList`, the OpenAPI v3 documents, `/openapi/v2` as JSON and
+//!   protobuf, every resource's Table columns) to `apiserver/surface/`, which the embedded API server serves.
 //!   The fidelity tests fail when the committed files drift from the real
 //!   server. (Not the protobuf descriptors: v1.36's binaries no longer embed
 //!   them, see apiserver/proto/README.md.)

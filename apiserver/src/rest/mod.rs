@@ -396,7 +396,9 @@ impl Core {
             manager: &opts.field_manager,
             api_version,
             subresource: sub.name(),
-            time: self.now(),
+            // Upstream's scale handler rebuilds the parent's entries from the Scale's and
+            // leaves the `scale` entry without a time (v1.36.3, built-ins and CRDs alike).
+            time: if sub == Sub::Scale { String::new() } else { self.now() },
             status_subresource: res.status,
             schema: res.schema.as_deref(),
             root: match res.schema.as_deref() {
@@ -489,7 +491,8 @@ impl Core {
     }
 
     /// Decoding, defaulting, schema and built-in validation, and the admission hooks. The hooks
-    /// run for writes of the main resource only: upstream matches a webhook's rules against
+    /// run for writes of the main resource (and validating ones registered for `scale`, for
+    /// `/scale` writes): upstream matches a webhook's rules against
     /// `resource/subresource`, and a rule for `cronjobs` does not match `cronjobs/status`. (Here
     /// they ran on every status write too, one `default` and one `validate` plugin call each.)
     #[allow(clippy::too_many_arguments)] // the write, and how its object was decoded (for strict errors' wording)
@@ -524,8 +527,11 @@ impl Core {
         if !causes.is_empty() {
             return Err(ApiError::invalid(&res.group, &res.kind, &name, causes));
         }
-        if sub == Sub::Main {
-            self.admission.validate(&res.group, &res.kind, &name, &obj, old).await?;
+        // `/scale` writes are judged too by hooks registered for them (the parent after scaling).
+        match sub {
+            Sub::Main => self.admission.validate((&res.group, &res.kind, ""), &name, &obj, old).await?,
+            Sub::Scale if res.scale.is_some() => self.admission.validate((&res.group, &res.kind, "scale"), &name, &obj, old).await?,
+            _ => {}
         }
         Ok(obj)
     }

@@ -55,7 +55,7 @@ impl Core {
         Err(ApiError::stale(&res.group, &res.plural, name))
     }
 
-    async fn apply(&self, res: &Resource, ns: &str, name: &str, applied: Value, sub: Sub, opts: &WriteOptions) -> Result<Value> {
+    pub(super) async fn apply(&self, res: &Resource, ns: &str, name: &str, applied: Value, sub: Sub, opts: &WriteOptions) -> Result<Value> {
         if opts.field_manager.is_empty() {
             return Err(ApiError::bad_request("PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch"));
         }

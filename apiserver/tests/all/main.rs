@@ -15,6 +15,7 @@ mod kube_client;
 mod kubectl;
 mod persist;
 mod rbac;
+mod scale;
 mod semantics;
 mod watch;
 mod writes;

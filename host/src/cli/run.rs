@@ -328,9 +328,12 @@ async fn run_async(args: &Args, prepared: Prepared) -> Result<(), Failure> {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     // Every port is bound before anything is announced: a script that waits
     // for `export KUBECONFIG=` must never see it from a host about to fail.
-    let webhooks = serve_endpoints(args, metrics_addr, webhook.as_ref(), &metrics, &registry, &stop_rx).await?;
+    let parents = operator_runtime::webhook::scale::Parents::default();
+    let webhooks = serve_endpoints(args, metrics_addr, webhook.as_ref(), &metrics, (&registry, &parents), &stop_rx).await?;
     let cluster = Cluster::connect(args, &clock, &registry, &plugins).await?;
     let client = cluster.client.clone();
+    // `/scale` reviews read the parent they scale through it.
+    let _ = parents.set(client.clone());
     // A certificate kept in a Secret needs the API: that server starts once a client exists.
     let webhook_ca = match webhooks {
         Webhooks::Off => None,
@@ -344,7 +347,7 @@ async fn run_async(args: &Args, prepared: Prepared) -> Result<(), Failure> {
                 _ = shutdown_signal() => return Ok(()),
             };
             let certificate = operator_runtime::webhook::Certificate::Pair { cert: pair.cert, ca_pem: pair.ca_pem };
-            Some(serve_webhooks(listener, certificate, &registry, &metrics, &stop_rx)?)
+            Some(serve_webhooks(listener, certificate, (&registry, &parents), &metrics, &stop_rx)?)
         }
     };
     let shadows = Shadows::new(shadow_config(args), metrics.clone(), client.clone(), clock.clone());
@@ -450,7 +453,7 @@ async fn serve_endpoints(
     metrics_addr: Option<SocketAddr>,
     webhook: Option<&WebhookPlan>,
     metrics: &Arc<Metrics>,
-    registry: &Registry,
+    plugins: (&Registry, &operator_runtime::webhook::scale::Parents),
     stop: &tokio::sync::watch::Receiver<bool>,
 ) -> Result<Webhooks, Failure> {
     if let Some(addr) = metrics_addr {
@@ -471,7 +474,7 @@ async fn serve_endpoints(
                 hosts: plan.hosts.clone(),
                 poll: operator_runtime::webhook::CERT_POLL_INTERVAL,
             };
-            Ok(Webhooks::Serving(serve_webhooks(listener, certificate, registry, metrics, stop)?))
+            Ok(Webhooks::Serving(serve_webhooks(listener, certificate, plugins, metrics, stop)?))
         }
         CertSource::Secret(..) => Ok(Webhooks::WaitingForSecret(listener)),
     }
@@ -482,13 +485,13 @@ async fn serve_endpoints(
 fn serve_webhooks(
     listener: tokio::net::TcpListener,
     certificate: operator_runtime::webhook::Certificate,
-    registry: &Registry,
+    (registry, parents): (&Registry, &operator_runtime::webhook::scale::Parents),
     metrics: &Arc<Metrics>,
     stop: &tokio::sync::watch::Receiver<bool>,
 ) -> Result<tokio::sync::watch::Receiver<Arc<str>>, Failure> {
     let addr = listener.local_addr().map_err(|e| Failure::bad_input(format!("--webhook-addr: {e}")))?;
     let mut stop = stop.clone();
-    let serving = operator_runtime::webhook::serve_on(listener, certificate, registry.clone(), metrics.clone(), async move {
+    let serving = operator_runtime::webhook::serve_on(listener, certificate, registry.clone(), metrics.clone(), parents.clone(), async move {
         let _ = stop.wait_for(|s| *s).await;
     })
     .map_err(|e| Failure::bad_input(format!("--webhook-addr {addr}: {}", operator_runtime::error_chain(&e))))?;

@@ -148,9 +148,14 @@ async fn the_host_writes_both_configurations_with_its_generated_ca_and_each_plug
         let cron = &object["webhooks"][0];
         assert_eq!(cron["clientConfig"]["url"], format!("https://127.0.0.1:9443/{kind}-batch-tutorial-kubebuilder-io-v1-cronjob"));
         assert_eq!(ca_bundle_of(cron), generated, "the caBundle is the generated certificate");
+        // Validation also judges `/scale` writes; defaulting is for whole objects.
+        let (cronjobs, mydeployments) = match kind {
+            "validate" => (json!(["cronjobs", "cronjobs/scale"]), json!(["mydeployments", "mydeployments/scale"])),
+            _ => (json!(["cronjobs"]), json!(["mydeployments"])),
+        };
         assert_eq!(
             cron["rules"],
-            json!([{"apiGroups": ["batch.tutorial.kubebuilder.io"], "apiVersions": ["v1"], "resources": ["cronjobs"], "operations": ["CREATE", "UPDATE"], "scope": "*"}])
+            json!([{"apiGroups": ["batch.tutorial.kubebuilder.io"], "apiVersions": ["v1"], "resources": cronjobs, "operations": ["CREATE", "UPDATE"], "scope": "*"}])
         );
         assert_eq!(cron["failurePolicy"], "Ignore");
         assert_eq!(cron["timeoutSeconds"], 5);
@@ -159,7 +164,7 @@ async fn the_host_writes_both_configurations_with_its_generated_ca_and_each_plug
         assert_eq!(cron["admissionReviewVersions"], json!(["v1"]));
         let mine = &object["webhooks"][1];
         assert_eq!(mine["clientConfig"]["url"], format!("https://127.0.0.1:9443/{kind}-apps-example-com-v1-mydeployment"));
-        assert_eq!(mine["rules"][0]["resources"], json!(["mydeployments"]));
+        assert_eq!(mine["rules"][0]["resources"], mydeployments);
     }
     refuses_a_bad_schedule(addr, &ca_bundle_of(&v["webhooks"][0])).await;
 }

@@ -139,7 +139,7 @@ async fn serve_counted(
     let sandbox = operator_runtime::sandbox::Sandbox::new(common::config(Duration::from_secs(5))).unwrap();
     let registry = operator_runtime::registry::Registry::default();
     registry.insert("cronjob", common::load(&sandbox, "cronjob"));
-    webhook::serve("127.0.0.1:0".parse().unwrap(), dir, hosts, registry, metrics, std::future::pending()).await
+    webhook::serve("127.0.0.1:0".parse().unwrap(), dir, hosts, registry, metrics, Default::default(), std::future::pending()).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

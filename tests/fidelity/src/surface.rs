@@ -15,6 +15,9 @@
 //!   every document `/openapi/v3` lists (group versions, groups, `version`,
 //!   `.well-known/openid-configuration`, ...) unchanged (descriptions and `x-kubernetes-*`
 //!   extensions included).
+//! - `openapi-v2.json.gz` and `openapi-v2.pb.gz`: `/openapi/v2` as JSON and as the protobuf
+//!   kubectl asks for (`application/com.github.proto-openapi.spec.v2@v1.0+protobuf`), gzipped,
+//!   captured with no CRD installed (upstream adds CRDs' schemas to it).
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -62,9 +65,16 @@ pub struct Surface {
     pub tables: BTreeMap<String, Value>,
     /// OpenAPI v3 documents by their `/openapi/v3` key (`api/v1`, `apis/G/V`, `version`, ...).
     pub openapi: BTreeMap<String, Value>,
+    /// `/openapi/v2` as JSON.
+    pub openapi_v2: Value,
+    /// `/openapi/v2` as protobuf (gnostic's `openapi.v2.Document`).
+    pub openapi_v2_protobuf: Vec<u8>,
 }
 
-async fn get(upstream: &Upstream, path: &str, accept: &str) -> Result<Value, SurfaceError> {
+/// What kubectl asks `/openapi/v2` for.
+pub const OPENAPI_V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
+
+async fn get_bytes(upstream: &Upstream, path: &str, accept: &str) -> Result<Bytes, SurfaceError> {
     let request = Request::get(path).header("accept", accept).body(Full::new(Bytes::new())).expect("a GET request");
     let response = upstream.send(request).await?;
     let status = response.status().as_u16();
@@ -72,6 +82,11 @@ async fn get(upstream: &Upstream, path: &str, accept: &str) -> Result<Value, Sur
     if status != 200 {
         return Err(SurfaceError::Status { path: path.to_string(), status, body: String::from_utf8_lossy(&bytes).into_owned() });
     }
+    Ok(bytes)
+}
+
+async fn get(upstream: &Upstream, path: &str, accept: &str) -> Result<Value, SurfaceError> {
+    let bytes = get_bytes(upstream, path, accept).await?;
     serde_json::from_slice(&bytes).map_err(|source| SurfaceError::Json { path: path.to_string(), source })
 }
 
@@ -146,8 +161,19 @@ impl Surface {
             let url = entry["serverRelativeURL"].as_str().unwrap_or_default();
             openapi.insert(key.clone(), get(upstream, url, "application/json").await?);
         }
+        // Upstream merges CRDs' schemas into /openapi/v2, and the protobuf cannot be taken
+        // apart here: the built-in document is only captured with no CRD installed.
+        if !custom.is_empty() {
+            return Err(SurfaceError::Status {
+                path: "/openapi/v2".into(),
+                status: 409,
+                body: format!("CRDs of {custom:?} are installed: capture /openapi/v2 on a control plane without CRDs"),
+            });
+        }
+        let openapi_v2 = get(upstream, "/openapi/v2", "application/json").await?;
+        let openapi_v2_protobuf = get_bytes(upstream, "/openapi/v2", OPENAPI_V2_PROTOBUF).await?.to_vec();
         let discovery = json!({"api": api, "apis": apis, "resourceLists": lists});
-        Ok(Surface { version, discovery, tables, openapi })
+        Ok(Surface { version, discovery, tables, openapi, openapi_v2, openapi_v2_protobuf })
     }
 
     /// Reads the committed files from `dir` (`apiserver/surface`).
@@ -159,19 +185,24 @@ impl Surface {
         let json = |name: &str, bytes: &[u8]| -> Result<Value, SurfaceError> {
             serde_json::from_slice(bytes).map_err(|source| SurfaceError::Json { path: dir.join(name).display().to_string(), source })
         };
-        let mut gz = Vec::new();
-        let raw = read(OPENAPI_FILE)?;
-        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&raw[..]), &mut gz).map_err(|source| SurfaceError::Io {
-            what: "gunzipping",
-            path: dir.join(OPENAPI_FILE),
-            source,
-        })?;
+        let gunzipped = |name: &str| -> Result<Vec<u8>, SurfaceError> {
+            let mut out = Vec::new();
+            let raw = read(name)?;
+            std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&raw[..]), &mut out).map_err(|source| SurfaceError::Io {
+                what: "gunzipping",
+                path: dir.join(name),
+                source,
+            })?;
+            Ok(out)
+        };
         let value_map = |v: Value| -> BTreeMap<String, Value> { v.as_object().cloned().unwrap_or_default().into_iter().collect() };
         Ok(Surface {
             version: json("version.json", &read("version.json")?)?,
             discovery: json("discovery.json", &read("discovery.json")?)?,
             tables: value_map(json("tables.json", &read("tables.json")?)?),
-            openapi: value_map(json(OPENAPI_FILE, &gz)?),
+            openapi: value_map(json(OPENAPI_FILE, &gunzipped(OPENAPI_FILE)?)?),
+            openapi_v2: json(OPENAPI_V2_FILE, &gunzipped(OPENAPI_V2_FILE)?)?,
+            openapi_v2_protobuf: gunzipped(OPENAPI_V2_PROTOBUF_FILE)?,
         })
     }
 
@@ -187,10 +218,15 @@ impl Surface {
         write("version.json", pretty(&self.version).as_bytes())?;
         write("discovery.json", pretty(&self.discovery).as_bytes())?;
         write("tables.json", pretty(&json!(self.tables)).as_bytes())?;
-        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
-        let io = |source| SurfaceError::Io { what: "gzipping", path: dir.join(OPENAPI_FILE), source };
-        gz.write_all(serde_json::to_string(&self.openapi).unwrap_or_default().as_bytes()).map_err(io)?;
-        write(OPENAPI_FILE, &gz.finish().map_err(io)?)
+        let gzipped = |name: &str, bytes: &[u8]| {
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+            let io = |source| SurfaceError::Io { what: "gzipping", path: dir.join(name), source };
+            gz.write_all(bytes).map_err(io)?;
+            write(name, &gz.finish().map_err(io)?)
+        };
+        gzipped(OPENAPI_FILE, serde_json::to_string(&self.openapi).unwrap_or_default().as_bytes())?;
+        gzipped(OPENAPI_V2_FILE, serde_json::to_string(&self.openapi_v2).unwrap_or_default().as_bytes())?;
+        gzipped(OPENAPI_V2_PROTOBUF_FILE, &self.openapi_v2_protobuf)
     }
 
     /// What differs from `other`, one line per part (empty when equal). The
@@ -233,12 +269,22 @@ impl Surface {
                 out.push(format!("OpenAPI v3 document {key}"));
             }
         }
+        if self.openapi_v2 != other.openapi_v2 {
+            out.push("/openapi/v2 (JSON)".into());
+        }
+        if self.openapi_v2_protobuf != other.openapi_v2_protobuf {
+            out.push("/openapi/v2 (protobuf)".into());
+        }
         out
     }
 }
 
 /// The gzipped OpenAPI documents' file name.
 pub const OPENAPI_FILE: &str = "openapi-v3.json.gz";
+/// The gzipped `/openapi/v2` JSON document.
+pub const OPENAPI_V2_FILE: &str = "openapi-v2.json.gz";
+/// The gzipped `/openapi/v2` protobuf document.
+pub const OPENAPI_V2_PROTOBUF_FILE: &str = "openapi-v2.pb.gz";
 
 /// `apiserver/surface`.
 pub fn committed_dir() -> PathBuf {

@@ -49,7 +49,8 @@ async fn the_embedded_server_answers_as_the_real_one() {
 }
 
 /// The API surface the embedded server serves (apiserver/surface/: version,
-/// discovery, OpenAPI documents, Table columns) is the real server's: a
+/// discovery, OpenAPI v3 documents, `/openapi/v2` as JSON and protobuf, Table
+/// columns) is the real server's: a
 /// fresh capture from the real control plane equals the committed files.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_committed_api_surface_is_the_real_servers() {

@@ -70,14 +70,16 @@ pub fn hostile_resource() -> kube::api::ApiResource {
     }
 }
 
-/// Installs the Hostile CRD (any fields, a status subresource) and waits until it is served.
+/// Installs the Hostile CRD (any fields, the status and scale subresources) and waits until it is served.
 pub async fn install_hostile_crd(client: kube::Client) {
+    // The same CRD as the hostile plugin's manifest (the host installs that one too).
     let crd = serde_json::json!({
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
         "metadata": {"name": "hostiles.test.operator.dev"},
         "spec": {"group": "test.operator.dev", "scope": "Namespaced",
             "names": {"plural": "hostiles", "singular": "hostile", "kind": "Hostile", "listKind": "HostileList"},
-            "versions": [{"name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "subresources": {"status": {}, "scale": {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas"}},
                 "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
     });
     operator_runtime::manager::install_crd(&client, "test", &crd, Duration::from_secs(30)).await.unwrap();

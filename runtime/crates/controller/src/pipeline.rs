@@ -6,7 +6,8 @@
 //! wait for expectations ([`Expectations`](super::expectations::Expectations))
 //!   → read the parent from the cache → sharding (hand over, or not ours)
 //!   → finalizer ([`with_finalizer`]: add it / Apply / Cleanup, remove it when done)
-//!     → validity gate ([`validity::gate`], remembered per generation)
+//!     → validity gate ([`validity::gate`], remembered per generation; an
+//!       invalid parent is a refusal for good, left until it changes)
 //!     → read the inputs ([`CacheView::inputs`]: parent, children, related,
 //!       now; more related objects than the cap: refused)
 //!     → permanent-error gate (same inputs as a refusal for good: stop)
@@ -84,11 +85,19 @@ impl Controller {
     async fn steps(&self, key: &ObjectKey, plugin: &LoadedPlugin, parent: &CachedObject, reference: &ObjectReference, event: Event) -> Outcome {
         // A parent on its way out is not re-validated: an invalid spec must
         // not hold up the cleanup that lets it go.
-        if event == Event::Apply
-            && let Err(refused) = validity::gate(&self.validity, key, plugin, parent).await
-        {
-            self.metrics.plugin_call_error(&self.name, refused.error_kind);
-            return Outcome::Record(Pass::failed(refused.verdict), self.clock.now());
+        if event == Event::Apply {
+            // A parent the plugin's `validate` refuses is a terminal error
+            // (controller-runtime's `reconcile.TerminalError`): reported
+            // once, then left until the parent (or the plugin) changes.
+            let as_validated = permanent::Inputs::of(&parent.fingerprint, &[], &plugin.info().digest);
+            if self.permanent.still_refused(key, &as_validated) {
+                tracing::debug!("the plugin found this parent invalid; waiting for a change");
+                return Outcome::Quiet(Ended::Done);
+            }
+            if let Err(refused) = validity::gate(&self.validity, key, plugin, parent).await {
+                self.metrics.plugin_call_error(&self.name, refused.error_kind);
+                return Outcome::Record(refused.into_pass(as_validated), self.clock.now());
+            }
         }
         let view = CacheView { caches: &self.caches, related: &self.related_caches, max_related: self.config.max_related };
         let input = match view.inputs(plugin, parent, &reference.uid, self.clock.now()) {

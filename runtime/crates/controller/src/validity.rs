@@ -4,8 +4,11 @@
 //! the driver calls `reconcile` it calls the plugin's `validate(parent, None)`;
 //! field errors mean the plugin is not asked to act on the object, which is
 //! flagged instead: the gate answers the verdict the driver records
-//! (`Reconciled=False`, reason `Invalid`, a Warning Event), with backoff; a
-//! spec change queues it again at once.
+//! (`Reconciled=False`, reason `Invalid`, a Warning Event) once. Field
+//! errors are terminal, as controller-runtime's `reconcile.TerminalError`:
+//! the same parent gives the same errors, so it is not retried (no backoff,
+//! no repeated Warning) until it or the plugin changes, which queues it
+//! again at once. A failed `validate` call is retried with backoff.
 //!
 //! A `validate` call per reconcile would double the plugin calls, so the
 //! answer is remembered per parent with the (uid, generation, plugin digest)
@@ -19,7 +22,10 @@ use std::sync::Mutex;
 
 use operator_plugin_sdk::FieldError;
 
+use super::Ended;
 use super::cache::{CachedObject, ObjectKey};
+use super::permanent::Inputs;
+use super::verdict::Pass;
 use crate::actions::status::Verdict;
 use crate::sandbox::LoadedPlugin;
 
@@ -79,6 +85,21 @@ pub fn invalid_message(group: &str, kind: &str, name: &str, errors: &[FieldError
 pub struct Refused {
     pub error_kind: &'static str,
     pub verdict: Verdict,
+    /// The plugin found the parent invalid (not: its call failed), which
+    /// only a change of the parent or the plugin can undo.
+    pub terminal: bool,
+}
+
+impl Refused {
+    /// The pass to record: a terminal refusal is remembered for `inputs`
+    /// (what the parent and plugin were) once on record.
+    pub fn into_pass(self, inputs: Inputs) -> Pass {
+        if self.terminal {
+            Pass { verdict: Some(self.verdict), plugin_status: None, ended: Ended::FailedForGood, refused_for_good: Some(inputs) }
+        } else {
+            Pass::failed(self.verdict)
+        }
+    }
 }
 
 /// The validity gate: `Err` when the parent at `key` may not be reconciled,
@@ -97,9 +118,10 @@ pub async fn gate(answers: &Validity, key: &ObjectKey, plugin: &LoadedPlugin, pa
         Ok(errors) if errors.is_empty() => return Ok(()),
         Ok(errors) => {
             let parent = &plugin.manifest().parent;
-            Refused { error_kind: "invalid", verdict: Verdict::failure("Invalid", invalid_message(&parent.group, &parent.kind, &key.name, &errors)) }
+            let verdict = Verdict::failure("Invalid", invalid_message(&parent.group, &parent.kind, &key.name, &errors));
+            Refused { error_kind: "invalid", verdict, terminal: true }
         }
-        Err(e) => Refused { error_kind: e.kind(), verdict: Verdict::failure(e.reason(), e.to_string()) },
+        Err(e) => Refused { error_kind: e.kind(), verdict: Verdict::failure(e.reason(), e.to_string()), terminal: false },
     };
     tracing::warn!(reason = %refused.verdict.reason, message = %refused.verdict.message, "not reconciled");
     Err(refused)

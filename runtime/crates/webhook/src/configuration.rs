@@ -6,7 +6,9 @@
 //! Rules:
 //! - Each plugin gets a mutating webhook at its `/mutate-...` path and a
 //!   validating one at `/validate-...` ([`super::path_for`]), for its
-//!   parent's group/version/plural, operations CREATE and UPDATE,
+//!   parent's group/version/plural (the validating one also for
+//!   `<plural>/scale`: a `kubectl scale` must not go around `validate`),
+//!   operations CREATE and UPDATE,
 //!   `sideEffects: None`, `admissionReviewVersions: [v1]`, `matchPolicy:
 //!   Equivalent` (a request through another version of the same resource is
 //!   converted and sent too), the configured failure policy and timeout.
@@ -190,14 +192,16 @@ pub fn webhook_name(target: &AdmittedResource, configuration: &str) -> String {
     }
 }
 
-fn webhook(config: &Config, target: &AdmittedResource, path: &str, ca_bundle: &str) -> Value {
+/// One webhook for `resources` (the parent's plural, and its subresources
+/// the webhook also judges).
+fn webhook(config: &Config, target: &AdmittedResource, resources: Vec<String>, path: &str, ca_bundle: &str) -> Value {
     json!({
         "name": webhook_name(target, &config.name),
         "clientConfig": config.endpoint.client_config(path, ca_bundle),
         "rules": [{
             "apiGroups": [target.group],
             "apiVersions": [target.version],
-            "resources": [target.plural],
+            "resources": resources,
             "operations": ["CREATE", "UPDATE"],
             "scope": "*",
         }],
@@ -224,8 +228,13 @@ pub fn configurations(config: &Config, targets: &[AdmittedResource], ca_pem: &st
             "webhooks": webhooks,
         })
     };
-    let mutating = targets.iter().map(|t| webhook(config, t, &t.mutate_path, &ca_bundle)).collect();
-    let validating = targets.iter().map(|t| webhook(config, t, &t.validate_path, &ca_bundle)).collect();
+    // Defaulting is for whole objects; validation also judges `/scale`
+    // writes (as the parent after scaling, see [`crate::scale`]), which a
+    // rule naming only the resource does not match. A parent without a
+    // scale subresource never sees a request for it.
+    let mutating = targets.iter().map(|t| webhook(config, t, vec![t.plural.clone()], &t.mutate_path, &ca_bundle)).collect();
+    let validating =
+        targets.iter().map(|t| webhook(config, t, vec![t.plural.clone(), format!("{}/scale", t.plural)], &t.validate_path, &ca_bundle)).collect();
     (object("MutatingWebhookConfiguration", mutating), object("ValidatingWebhookConfiguration", validating))
 }
 
@@ -426,10 +435,9 @@ mod tests {
         assert_eq!(mw["clientConfig"]["url"], "https://127.0.0.1:9443/mutate-cronjobs");
         assert_eq!(vw["clientConfig"]["url"], "https://127.0.0.1:9443/validate-cronjobs");
         assert_eq!(vw["clientConfig"]["caBundle"], "UEVN", "base64 of the PEM");
-        assert_eq!(
-            vw["rules"],
-            json!([{"apiGroups": ["batch.tutorial.kubebuilder.io"], "apiVersions": ["v1"], "resources": ["cronjobs"], "operations": ["CREATE", "UPDATE"], "scope": "*"}])
-        );
+        let rule = |resources: Value| json!([{"apiGroups": ["batch.tutorial.kubebuilder.io"], "apiVersions": ["v1"], "resources": resources, "operations": ["CREATE", "UPDATE"], "scope": "*"}]);
+        assert_eq!(mw["rules"], rule(json!(["cronjobs"])));
+        assert_eq!(vw["rules"], rule(json!(["cronjobs", "cronjobs/scale"])), "validation also judges /scale writes");
         for w in [mw, vw] {
             assert_eq!(w["failurePolicy"], "Fail");
             assert_eq!(w["sideEffects"], "None");

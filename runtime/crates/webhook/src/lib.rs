@@ -37,6 +37,7 @@ use operator_sandbox::registry;
 
 pub mod cert_secret;
 pub mod configuration;
+pub mod scale;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -134,6 +135,39 @@ fn answer(plugins: &[LoadedPlugin], path: &str, request: &AdmissionRequest<Dynam
             deny(422, invalid_message(&parent.group, &parent.kind, name, &errors))
         }
         Err(e) => deny(403, format!("validation failed: {e}")),
+    }
+}
+
+/// The review to answer: `body`, or for a `/scale` review its parent's
+/// ([`scale::as_parent_review`]); a parent that cannot be read refuses the
+/// request (500, with why), as a failed plugin call does.
+async fn parent_review(
+    client: Option<&kube::Client>,
+    plugins: &[LoadedPlugin],
+    path: &str,
+    body: Bytes,
+) -> Result<Bytes, AdmissionReview<DynamicObject>> {
+    let converted = match client {
+        Some(client) => scale::as_parent_review(client, plugins, path, &body).await,
+        None => match serde_json::from_slice::<Value>(&body) {
+            Ok(review) if review.pointer("/request/subResource") == Some(&Value::from("scale")) => Err(scale::Error::NoClient),
+            _ => Ok(None),
+        },
+    };
+    match converted {
+        Ok(Some(parent)) => Ok(Bytes::from(parent)),
+        Ok(None) => Ok(body),
+        Err(e) => {
+            let message = error_chain(&e);
+            tracing::warn!(error = %message, "scale review refused");
+            let request = serde_json::from_slice::<AdmissionReview<DynamicObject>>(&body).ok().and_then(|r| AdmissionRequest::try_from(r).ok());
+            let mut refused = match request {
+                Some(request) => AdmissionResponse::from(&request).deny(message),
+                None => AdmissionResponse::invalid(message),
+            };
+            refused.result.code = 500;
+            Err(refused.into_review())
+        }
     }
 }
 
@@ -312,17 +346,20 @@ pub struct Serving {
 /// `cert_dir` or a generated one valid for `hosts` (see
 /// [`ServingCert::read_or_generate`]). Each answer is counted in
 /// `controller_runtime_webhook_requests_total{webhook, code}` on `metrics`.
+/// `parents` reads the parent of a `/scale` review ([`scale`]); until it
+/// holds a client such a review is refused.
 pub async fn serve(
     addr: SocketAddr,
     cert_dir: &Path,
     hosts: &[String],
     registry: crate::registry::Registry,
     metrics: Arc<crate::metrics::Metrics>,
+    parents: scale::Parents,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(SocketAddr, tokio::task::JoinHandle<()>), Error> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let certificate = Certificate::Dir { dir: cert_dir.to_path_buf(), hosts: hosts.to_vec(), poll: CERT_POLL_INTERVAL };
-    let serving = serve_on(listener, certificate, registry, metrics, shutdown)?;
+    let serving = serve_on(listener, certificate, registry, metrics, parents, shutdown)?;
     Ok((serving.addr, serving.task))
 }
 
@@ -333,6 +370,7 @@ pub fn serve_on(
     certificate: Certificate,
     registry: crate::registry::Registry,
     metrics: Arc<crate::metrics::Metrics>,
+    parents: scale::Parents,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<Serving, Error> {
     let (cert, ca_pem, watched_dir) = match certificate {
@@ -375,21 +413,26 @@ pub fn serve_on(
                     let acceptor = tokio_rustls::TlsAcceptor::from(tls.borrow().clone());
                     let registry = registry.clone();
                     let metrics = metrics.clone();
+                    let parents = parents.clone();
                     tokio::spawn(async move {
                         let Ok(tls) = acceptor.accept(stream).await else { return };
                         let io = hyper_util::rt::TokioIo::new(tls);
                         let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
                             let registry = registry.clone();
                             let metrics = metrics.clone();
+                            let parents = parents.clone();
                             async move {
                                 let path = req.uri().path().to_string();
                                 let body = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
                                 let answered = path.clone();
-                                let answer = tokio::task::spawn_blocking(move || review(&registry.all(), &answered, &body)).await.unwrap_or_else(|e| {
-                                    let mut failed = AdmissionResponse::invalid(format!("webhook failed: {e}"));
-                                    failed.result.code = 500;
-                                    failed.into_review()
-                                });
+                                let answer = match parent_review(parents.get(), &registry.all(), &path, body).await {
+                                    Ok(body) => tokio::task::spawn_blocking(move || review(&registry.all(), &answered, &body)).await.unwrap_or_else(|e| {
+                                        let mut failed = AdmissionResponse::invalid(format!("webhook failed: {e}"));
+                                        failed.result.code = 500;
+                                        failed.into_review()
+                                    }),
+                                    Err(refused) => refused,
+                                };
                                 metrics.webhook_request(&path, answer.response.as_ref().map_or(500, result_code));
                                 let bytes = Bytes::from(to_wire(&answer));
                                 Ok::<_, std::convert::Infallible>(

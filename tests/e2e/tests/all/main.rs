@@ -10,4 +10,5 @@ mod hotswap;
 mod memcached;
 mod mydeployment;
 mod readme_tour;
+mod scale_admission;
 mod website;

@@ -7,11 +7,23 @@
 wit_bindgen::generate!({ path: "../../../wit/v0.1", world: "plugin" });
 
 use exports::operator::plugin::controller::{
-    Action, Deletion, Event, EventType, FieldError, GroupVersionKind, Guest, MergePatch, ObjectRef, PluginManifest, Propagation, ReconcileError,
+    Action, Deletion, Event, EventType, FieldError, FieldErrorKind, GroupVersionKind, Guest, MergePatch, ObjectRef, PluginManifest, Propagation,
+    ReconcileError,
 };
 use serde_json::{Value, json};
 
 struct Hostile;
+
+/// The Hostile CRD: any spec, with the status and scale subresources (a
+/// `kubectl scale hostile` is how a test writes `spec.replicas` around the
+/// object's own endpoint).
+const HOSTILE_CRD: &str = r#"{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+  "metadata": {"name": "hostiles.test.operator.dev"},
+  "spec": {"group": "test.operator.dev", "scope": "Namespaced",
+    "names": {"plural": "hostiles", "singular": "hostile", "kind": "Hostile", "listKind": "HostileList"},
+    "versions": [{"name": "v1", "served": true, "storage": true,
+      "subresources": {"status": {}, "scale": {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas"}},
+      "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}}"#;
 
 fn event(message: String) -> Action {
     Action::Event(Event { event_type: EventType::Normal, reason: "Probe".into(), message })
@@ -144,7 +156,7 @@ impl Guest for Hostile {
                 GroupVersionKind { group: "".into(), version: "v1".into(), kind: "ConfigMap".into() },
                 GroupVersionKind { group: "".into(), version: "v1".into(), kind: "Namespace".into() },
             ],
-            crds: vec![],
+            crds: vec![HOSTILE_CRD.into()],
             finalizer: None,
         }
     }
@@ -159,16 +171,31 @@ impl Guest for Hostile {
     }
 
     /// `spec.mode: validate-loop` spins until the sandbox's deadline stops
-    /// the call: an admission call as slow as a call can be.
+    /// the call: an admission call as slow as a call can be. `spec.mode:
+    /// odd-replicas` refuses an even `spec.replicas`, a rule no schema
+    /// states (the one `kubectl scale` must not go around).
     fn validate(object: String, _old: Option<String>) -> Vec<FieldError> {
         let object: Value = serde_json::from_str(&object).unwrap_or_default();
-        if object["spec"]["mode"] == "validate-loop" {
-            let mut i: u64 = 0;
-            loop {
-                i = std::hint::black_box(i.wrapping_add(1));
+        match object["spec"]["mode"].as_str() {
+            Some("validate-loop") => {
+                let mut i: u64 = 0;
+                loop {
+                    i = std::hint::black_box(i.wrapping_add(1));
+                }
             }
+            Some("odd-replicas") => match object["spec"]["replicas"].as_i64() {
+                Some(n) if n % 2 == 0 => {
+                    vec![FieldError {
+                        field: "spec.replicas".into(),
+                        kind: FieldErrorKind::Invalid,
+                        value: Some(n.to_string()),
+                        detail: "must be odd".into(),
+                    }]
+                }
+                _ => Vec::new(),
+            },
+            _ => Vec::new(),
         }
-        Vec::new()
     }
 
     fn default(object: String) -> Result<String, ReconcileError> {

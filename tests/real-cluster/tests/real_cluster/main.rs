@@ -14,6 +14,8 @@ mod hotswap;
 mod leader;
 mod plugin_resource;
 mod rbac;
+mod scale_admission;
+mod scale_subresource;
 mod sharding;
 mod statefulset;
 mod tour;
