@@ -181,11 +181,12 @@ mod tests {
 
     #[test]
     fn an_event_with_an_event_time_must_name_its_reporter_action_and_reason() {
-        let event = json!({"metadata": {"name": "e", "namespace": "fidelity"}, "involvedObject": {"namespace": "fidelity"}, "eventTime": "2026-01-01T00:00:00.000000Z"});
-        assert_eq!(
-            messages(&validate(&event, None, "")),
-            ["reportingController: Required value", "reportingInstance: Required value", "action: Required value", "reason: Required value"]
-        );
+        let event = json!({"metadata": {"name": "e", "namespace": "fidelity"}, "involvedObject": {"namespace": "fidelity"}, "eventTime": "2026-01-01T00:00:00.000000Z",
+            "reportingComponent": "example.com/c"});
+        assert_eq!(messages(&validate(&event, None, "")), ["reportingInstance: Required value", "action: Required value", "reason: Required value"]);
+        let unnamed = json!({"metadata": {"namespace": "fidelity"}, "involvedObject": {"namespace": "fidelity"}, "eventTime": "2026-01-01T00:00:00.000000Z",
+            "reportingInstance": "i", "action": "A", "reason": "R"});
+        assert_eq!(messages(&validate(&unnamed, None, ""))[0], "reportingController: Required value");
     }
 
     #[test]
