@@ -97,7 +97,8 @@ pub fn scale_spec_causes(obj: &Value, scale: &ScaleSpec) -> Vec<Cause> {
     let path = &scale.spec_replicas_path;
     let invalid =
         |value: &dyn std::fmt::Display, why: String| Cause::new("FieldValueInvalid", format!("Invalid value: {value}: {why}"), path.as_str());
-    let Some(found) = obj.pointer(&crate::rest::pointer(path)) else { return vec![] };
+    let pointer = format!("/{}", path.trim_start_matches('.').replace('.', "/"));
+    let Some(found) = obj.pointer(&pointer) else { return vec![] };
     let go_type = match found {
         Value::Number(n) => match n.as_i64() {
             Some(r) if r < 0 => return vec![invalid(&r, "should be a non-negative integer".into())],
