@@ -154,11 +154,17 @@ fn rename(obj: Value, to_v1: bool) -> Value {
     Value::Object(out)
 }
 
+/// events.k8s.io/v1 fields with `omitempty` that core/v1 writes even when empty (a core Event's
+/// `reportingComponent` and `reportingInstance` are `""` when unset): Go's encoder drops their
+/// zero value from the v1 view.
+const EVENT_V1_OMITTED_WHEN_ZERO: &[&str] = &["reportingController", "reportingInstance", "action", "reason", "note", "type", "deprecatedCount"];
+
 /// core/v1 Event → events.k8s.io/v1 Event.
 pub fn event_to_v1(core: Value) -> Value {
     let mut v = rename(core, true);
     if let Some(m) = v.as_object_mut() {
         m.insert("apiVersion".into(), Value::String("events.k8s.io/v1".into()));
+        m.retain(|k, v| !(EVENT_V1_OMITTED_WHEN_ZERO.contains(&k.as_str()) && (*v == "" || *v == 0)));
     }
     v
 }
@@ -186,6 +192,19 @@ mod tests {
         assert_eq!(core["reportingComponent"], "c");
         assert_eq!(core["apiVersion"], "v1");
         assert_eq!(event_to_v1(core), v1);
+    }
+
+    #[test]
+    fn the_v1_view_of_a_core_event_omits_what_go_omits_and_keeps_zero_structs_and_times() {
+        let core = json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e"}, "involvedObject": {"kind": "Pod", "name": "p"},
+            "reason": "R", "message": "m", "source": {}, "firstTimestamp": null, "lastTimestamp": null, "eventTime": null,
+            "reportingComponent": "", "reportingInstance": ""});
+        let v1 = event_to_v1(core);
+        assert_eq!(
+            v1,
+            json!({"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "e"}, "regarding": {"kind": "Pod", "name": "p"},
+            "reason": "R", "note": "m", "deprecatedSource": {}, "deprecatedFirstTimestamp": null, "deprecatedLastTimestamp": null, "eventTime": null})
+        );
     }
 
     #[test]

@@ -90,6 +90,35 @@ fn structural(schema: &Value, path: &str, root: bool, causes: &mut Vec<Cause>) {
 }
 
 /// The resources a CRD serves.
+/// The causes upstream's `ValidateScaleSpec` adds for a custom resource with a `scale`
+/// subresource, before the schema's: the value at `specReplicasPath` (when set) is an integer
+/// from 0 to 2^31-1. The field is named by the path as the CRD spells it (`.spec.replicas`).
+pub fn scale_spec_causes(obj: &Value, scale: &ScaleSpec) -> Vec<Cause> {
+    let path = &scale.spec_replicas_path;
+    let invalid =
+        |value: &dyn std::fmt::Display, why: String| Cause::new("FieldValueInvalid", format!("Invalid value: {value}: {why}"), path.as_str());
+    let pointer = format!("/{}", path.trim_start_matches('.').replace('.', "/"));
+    let Some(found) = obj.pointer(&pointer) else { return vec![] };
+    let go_type = match found {
+        Value::Number(n) => match n.as_i64() {
+            Some(r) if r < 0 => return vec![invalid(&r, "should be a non-negative integer".into())],
+            Some(r) if r > i64::from(i32::MAX) => return vec![invalid(&r, format!("should be less than or equal to {}", i32::MAX))],
+            Some(_) => return vec![],
+            None => "float64",
+        },
+        Value::Null => return vec![],
+        Value::String(_) => "string",
+        Value::Bool(_) => "bool",
+        Value::Array(_) => "[]interface {}",
+        Value::Object(_) => "map[string]interface {}",
+    };
+    let shown = match found {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    vec![invalid(&0, format!("{path} accessor error: {shown} is of the type {go_type}, expected int64"))]
+}
+
 pub fn resources(crd: &Value) -> Vec<Resource> {
     let group = s(crd, "/spec/group");
     let names = &crd["spec"]["names"];
@@ -199,6 +228,24 @@ mod tests {
         json!({"metadata": {"name": "things.example.com"}, "spec": {"group": "example.com", "scope": "Namespaced",
             "names": {"plural": "things", "kind": "Thing"},
             "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": schema}}]}})
+    }
+
+    #[test]
+    fn a_negative_or_non_integer_scale_replicas_value_gets_upstreams_scale_cause() {
+        let scale =
+            ScaleSpec { spec_replicas_path: ".spec.replicas".into(), status_replicas_path: ".status.replicas".into(), label_selector_path: None };
+        let messages = |obj: Value| scale_spec_causes(&obj, &scale).into_iter().map(|c| format!("{}: {}", c.field, c.message)).collect::<Vec<_>>();
+        assert_eq!(messages(json!({"spec": {"replicas": -1}})), [".spec.replicas: Invalid value: -1: should be a non-negative integer"]);
+        assert_eq!(
+            messages(json!({"spec": {"replicas": 2147483648i64}})),
+            [".spec.replicas: Invalid value: 2147483648: should be less than or equal to 2147483647"]
+        );
+        assert_eq!(
+            messages(json!({"spec": {"replicas": "two"}})),
+            [".spec.replicas: Invalid value: 0: .spec.replicas accessor error: two is of the type string, expected int64"]
+        );
+        assert!(messages(json!({"spec": {"replicas": 3}})).is_empty());
+        assert!(messages(json!({"spec": {}})).is_empty());
     }
 
     #[test]

@@ -186,6 +186,29 @@ fn crd_spec(obj: &mut Value) {
 /// and YAML block scalars wrap it); Go's decoder ignores `\r` and `\n`, and
 /// the object is served re-encoded, unwrapped. Without this, a client that
 /// decodes strictly (kube-rs) cannot read a ConfigMap that kubectl applied.
+/// The fields Go's encoder writes for a zero value, which a stored object therefore always has
+/// when read back from a real server: a core Event's `involvedObject` and `source` (structs:
+/// `{}`), `firstTimestamp`, `lastTimestamp` and `eventTime` (zero times: `null`), and the
+/// `reportingComponent` and `reportingInstance` strings without `omitempty` (`""`). Applied
+/// after managed fields are recorded: upstream compares a write with its type's zero value,
+/// so these are nobody's fields.
+pub fn go_zero_fields(group: &str, kind: &str, obj: &mut Value) {
+    if (group, kind) != ("", "Event") {
+        return;
+    }
+    for (field, zero) in [
+        ("involvedObject", json!({})),
+        ("source", json!({})),
+        ("firstTimestamp", Value::Null),
+        ("lastTimestamp", Value::Null),
+        ("eventTime", Value::Null),
+        ("reportingComponent", json!("")),
+        ("reportingInstance", json!("")),
+    ] {
+        set_default(obj, field, zero);
+    }
+}
+
 fn canonical_bytes(obj: &mut Value, field: &str) {
     if let Some(map) = obj.get_mut(field).and_then(Value::as_object_mut) {
         for v in map.values_mut() {

@@ -97,6 +97,7 @@ impl Req<'_> {
             force: self.flag("force"),
             field_validation,
             duplicate_fields,
+            view: None,
         })
     }
 
@@ -105,13 +106,9 @@ impl Req<'_> {
         let fields = FieldSelector::parse(self.q("fieldSelector").unwrap_or_default())
             .map_err(|e| ApiError::bad_request(e.to_string()))?
             .for_resource(&res.group, &res.plural);
-        let supported = supported_fields(&res.group, &res.plural);
-        if !res.custom {
-            if let Some(f) = fields.fields().find(|f| !supported.contains(f)) {
-                return Err(ApiError::bad_request(format!("field label not supported: {f}")));
-            }
-        } else if let Some(f) = fields.fields().find(|f| !["metadata.name", "metadata.namespace"].contains(f)) {
-            return Err(ApiError::bad_request(format!("field label not supported: {f}")));
+        let supported = if res.custom { &["metadata.name", "metadata.namespace"][..] } else { supported_fields(&res.group, &res.plural) };
+        if let Some(f) = fields.fields().find(|f| !supported.contains(f)) {
+            return Err(ApiError::bad_request(unknown_field_selector(f, supported)));
         }
         Ok(ListOptions {
             labels,
@@ -526,28 +523,22 @@ async fn resource(core: &Arc<Core>, group: &str, version: &str, rest: &[&str], r
         // A view over another resource's storage: convert bodies in, results out.
         let to_storage = |v: Value| crate::convert::to_storage(&res, v);
         let view = |v: Value| core.present(&res, v);
+        let write_options = || r.write_options().map(|o| WriteOptions { view: Some(res.clone()), ..o });
         match (&method, t.name) {
             (&Method::POST, None) => {
-                return Ok(r.object(core, &res, 201, view(core.create(&storage, ns, to_storage(r.body_json()?), &r.write_options()?).await?)));
+                return Ok(r.object(core, &res, 201, view(core.create(&storage, ns, to_storage(r.body_json()?), &write_options()?).await?)));
             }
             (&Method::PUT, Some(name)) => {
                 return Ok(r.object(
                     core,
                     &res,
                     200,
-                    view(core.update(&storage, ns, name, to_storage(r.body_json()?), sub, &r.write_options()?).await?),
+                    view(core.update(&storage, ns, name, to_storage(r.body_json()?), sub, &write_options()?).await?),
                 ));
             }
             (&Method::PATCH, Some(name)) => {
-                let ptype = PatchType::from_content_type(&r.content_type).ok_or_else(|| {
-                    ApiError::unsupported_media_type(&[
-                        "application/json-patch+json",
-                        "application/merge-patch+json",
-                        "application/apply-patch+yaml",
-                        "application/strategic-merge-patch+json",
-                    ])
-                })?;
-                let mut opts = r.write_options()?;
+                let ptype = PatchType::from_content_type(&r.content_type).ok_or_else(ApiError::unsupported_patch_type)?;
+                let mut opts = write_options()?;
                 if ptype == PatchType::Apply && r.q("fieldManager").is_none_or(str::is_empty) {
                     opts.field_manager.clear();
                 }
@@ -609,17 +600,7 @@ async fn resource(core: &Arc<Core>, group: &str, version: &str, rest: &[&str], r
             Ok(r.object(core, &res, 200, core.update(&res, ns, name, body, sub, &r.write_options()?).await?))
         }
         (Method::PATCH, Some(name)) => {
-            let accepted: &[&str] = if res.custom {
-                &["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"]
-            } else {
-                &[
-                    "application/json-patch+json",
-                    "application/merge-patch+json",
-                    "application/apply-patch+yaml",
-                    "application/strategic-merge-patch+json",
-                ]
-            };
-            let ptype = PatchType::from_content_type(&r.content_type).ok_or_else(|| ApiError::unsupported_media_type(accepted))?;
+            let ptype = PatchType::from_content_type(&r.content_type).ok_or_else(ApiError::unsupported_patch_type)?;
             if sub == Sub::Scale {
                 return Ok(json(200, &core.update_scale(&res, ns, name, Some(ptype), r.body, &r.write_options()?).await?));
             }
@@ -646,6 +627,15 @@ async fn resource(core: &Arc<Core>, group: &str, version: &str, rest: &[&str], r
         }
         (m, _) => Err(ApiError::method_not_allowed(m.as_str())),
     }
+}
+
+/// Upstream's refusal of a field selector naming a field the resource does not select on,
+/// listing the ones it does (sorted, quoted).
+fn unknown_field_selector(field: &str, supported: &[&str]) -> String {
+    let mut known: Vec<&str> = supported.to_vec();
+    known.sort_unstable();
+    let known: Vec<String> = known.iter().map(|f| format!("{f:?}")).collect();
+    format!("{field:?} is not a known field selector: only {}", known.join(", "))
 }
 
 fn watch_response(

@@ -184,7 +184,7 @@ impl FieldSelector {
         self
     }
 
-    /// The fields named in the selector (for the "field label not supported" check).
+    /// The fields named in the selector (for the "is not a known field selector" check).
     pub fn fields(&self) -> impl Iterator<Item = &str> {
         self.terms.iter().map(|(k, _, _)| k.as_str())
     }

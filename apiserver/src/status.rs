@@ -41,6 +41,8 @@ pub struct ApiError {
     pub causes: Vec<Cause>,
     /// `details.retryAfterSeconds`.
     pub retry_after: Option<u32>,
+    /// `details` is answered even when empty (`{}`), as by `NewGenericServerResponse`.
+    pub empty_details: bool,
 }
 
 /// Local result type.
@@ -53,7 +55,7 @@ pub fn qualified(group: &str, resource: &str) -> String {
 
 impl ApiError {
     fn base(code: u16, reason: &str, message: String) -> Self {
-        Self { code, reason: reason.into(), message, name: None, group: None, kind: None, causes: vec![], retry_after: None }
+        Self { code, reason: reason.into(), message, name: None, group: None, kind: None, causes: vec![], retry_after: None, empty_details: false }
     }
 
     fn with_details(mut self, group: &str, kind: &str, name: &str) -> Self {
@@ -95,9 +97,15 @@ impl ApiError {
         e
     }
 
-    /// 422 without details (e.g. a failed JSON patch `test`).
-    pub fn unprocessable(message: impl Into<String>) -> Self {
-        Self::base(422, "Invalid", message.into())
+    /// 422 of a JSON patch that does not apply (a failed `test`, a path the object lacks): upstream
+    /// answers `NewGenericServerResponse`'s words, without the patch library's own message.
+    pub fn json_patch_failed() -> Self {
+        Self { empty_details: true, ..Self::base(422, "Invalid", "the server rejected our request due to an error in our request".into()) }
+    }
+
+    /// 415 of a PATCH whose content type is no patch type at all (`text/plain`), in upstream's words.
+    pub fn unsupported_patch_type() -> Self {
+        Self { empty_details: true, ..Self::base(415, "UnsupportedMediaType", "415: Unsupported Media Type".into()) }
     }
 
     /// 400 BadRequest.
@@ -208,7 +216,7 @@ impl ApiError {
         if let Some(r) = self.retry_after {
             details.insert("retryAfterSeconds".into(), json!(r));
         }
-        if !details.is_empty() {
+        if !details.is_empty() || self.empty_details {
             status["details"] = Value::Object(details);
         }
         status

@@ -4,6 +4,7 @@
 //! a pod update may change).
 
 mod enums;
+pub(crate) mod events;
 mod kinds;
 
 use crate::selector::LabelSelector;

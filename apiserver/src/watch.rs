@@ -64,7 +64,8 @@ struct State {
 
 impl State {
     fn bookmark(&self, initial_end: bool) -> Bytes {
-        let mut meta = json!({"resourceVersion": self.last_rv.to_string(), "creationTimestamp": null});
+        // No `creationTimestamp: null`: v1.36's ObjectMeta omits a zero one.
+        let mut meta = json!({"resourceVersion": self.last_rv.to_string()});
         if initial_end {
             meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
         }
@@ -164,7 +165,9 @@ pub fn watch(core: Arc<Core>, res: Resource, params: WatchParams) -> Result<impl
             }
         }
         st.last_rv = at;
-        if st.params.send_initial_events && st.params.bookmarks {
+        // Upstream's watch cache ends the initial events with this bookmark for a watch that
+        // asked for them and for one from resourceVersion 0 (both served from the cache).
+        if st.params.bookmarks && (st.params.send_initial_events || rv == "0") {
             let b = st.bookmark(true);
             st.pending.push_back(b);
         }

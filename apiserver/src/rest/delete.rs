@@ -41,9 +41,11 @@ impl Core {
                 if *uid != actual {
                     return Err(ApiError::conflict(
                         &res.group,
-                        &res.plural,
+                        &res.kind,
                         name,
-                        &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"),
+                        &format!(
+                            "the UID in the precondition ({uid}) does not match the UID in record ({actual}). The object might have been deleted and then recreated"
+                        ),
                     ));
                 }
             }
@@ -52,9 +54,11 @@ impl Core {
                 if *rv != actual {
                     return Err(ApiError::conflict(
                         &res.group,
-                        &res.plural,
+                        &res.kind,
                         name,
-                        &format!("Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {actual}"),
+                        &format!(
+                            "the ResourceVersion in the precondition ({rv}) does not match the ResourceVersion in record ({actual}). The object might have been modified"
+                        ),
                     ));
                 }
             }
@@ -180,8 +184,8 @@ impl Core {
             old
         } else {
             let mut t = old.clone();
+            // No `deletionGracePeriodSeconds`: the namespace registry's own Delete sets none.
             meta(&mut t).insert("deletionTimestamp".into(), json!(self.now()));
-            meta(&mut t).insert("deletionGracePeriodSeconds".into(), json!(0));
             t["status"] = json!({"phase": "Terminating"});
             match self.store.commit(key, Some(object_rv(&old)), Write::Put(t)) {
                 Ok(ev) => (*ev.object).clone(),

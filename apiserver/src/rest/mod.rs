@@ -46,6 +46,10 @@ pub struct WriteOptions {
     /// Strict decoding errors found before the object was parsed (duplicate members of the
     /// request's JSON body, `duplicate field "metadata.name"`), enforced with the unknown ones.
     pub duplicate_fields: Vec<String>,
+    /// The view the request was made through, when it is not the storage's own resource
+    /// (events.k8s.io/v1 Events are written through core Events' storage): upstream records
+    /// managed fields in the version the request was made in, and validates an Event by it.
+    pub view: Option<Resource>,
 }
 
 /// LIST options.
@@ -245,6 +249,22 @@ fn add_finalizer(obj: &mut Value, finalizer: &str) {
 }
 
 /// A random 5-character suffix from upstream's alphabet (no vowels, no confusable digits).
+/// The namespace strategy's `PrepareForCreate`: a new Namespace has the `kubernetes` finalizer
+/// (after any the request asked for), which the namespace controller removes once its content is gone.
+fn namespace_finalizer(namespace: &mut Value) {
+    if !namespace.get("spec").is_some_and(Value::is_object) {
+        namespace["spec"] = json!({});
+    }
+    let spec = namespace["spec"].as_object_mut().expect("just made an object");
+    if !spec.get("finalizers").is_some_and(Value::is_array) {
+        spec.insert("finalizers".into(), json!([]));
+    }
+    let finalizers = spec["finalizers"].as_array_mut().expect("just made an array");
+    if !finalizers.iter().any(|f| f == "kubernetes") {
+        finalizers.push(json!("kubernetes"));
+    }
+}
+
 pub fn random_suffix() -> String {
     use rand::RngExt;
     let mut rng = rand::rng();
@@ -408,6 +428,29 @@ impl Core {
         }
     }
 
+    /// Records the write of `new` (over `old`; `None` on create) in `new`'s managed fields. A
+    /// write made through a view is recorded as upstream records it: on the object in the
+    /// view's version, with that apiVersion (so a core Event written through events.k8s.io/v1
+    /// shows `f:note`, not `f:message`, in whichever version it is read).
+    fn record_managed_fields(&self, res: &Resource, old: Option<&Value>, new: &mut Value, sub: Sub, opts: &WriteOptions) {
+        if !self.config.managed_fields || opts.field_manager.is_empty() {
+            return;
+        }
+        let Some(view) = opts.view.as_ref().filter(|v| v.alias_of.is_some()) else {
+            let api_version = res.api_version();
+            fields::record_update(old, new, &self.writer(res, opts, sub, &api_version));
+            return;
+        };
+        let old_view = old.map(|o| crate::convert::to_view(view, o.clone()));
+        let mut new_view = crate::convert::to_view(view, new.clone());
+        let api_version = view.api_version();
+        fields::record_update(old_view.as_ref(), &mut new_view, &self.writer(view, opts, sub, &api_version));
+        match new_view.pointer("/metadata/managedFields") {
+            Some(m) => meta(new).insert("managedFields".into(), m.clone()),
+            None => meta(new).remove("managedFields"),
+        };
+    }
+
     /// The Namespace `ns`, if it exists: one lookup for both checks a
     /// create makes (it exists; it is not terminating).
     pub(super) fn namespace_object(&self, ns: &str) -> Option<Arc<Value>> {
@@ -511,7 +554,11 @@ impl Core {
         }
         self.decode(res, &mut obj, old.is_none())?;
         if let Some(s) = &res.schema {
-            let causes = schema::validate(s, &obj);
+            let mut causes = match &res.scale {
+                Some(scale) if res.custom && sub != Sub::Status => crd::scale_spec_causes(&obj, scale),
+                _ => vec![],
+            };
+            causes.extend(schema::validate(s, &obj));
             if !causes.is_empty() {
                 return Err(ApiError::invalid(&res.group, &res.kind, &name, causes));
             }
@@ -523,6 +570,10 @@ impl Core {
         causes.extend(crate::validation::metadata(&obj));
         if !res.custom {
             causes.extend(crate::validation::validate(&res.group, &res.kind, &obj, old));
+        }
+        if res.group.is_empty() && res.kind == "Event" {
+            let request_group = opts.view.as_ref().map_or("", |view| view.group.as_str());
+            causes.extend(crate::validation::events::validate(&obj, old, request_group));
         }
         if !causes.is_empty() {
             return Err(ApiError::invalid(&res.group, &res.kind, &name, causes));
@@ -610,9 +661,13 @@ impl Core {
         }
         if let Some(m) = managed {
             meta(&mut obj).insert("managedFields".into(), m);
-        } else if self.config.managed_fields && !opts.field_manager.is_empty() {
-            let api_version = res.api_version();
-            fields::record_update(None, &mut obj, &self.writer(res, opts, Sub::Main, &api_version));
+        } else {
+            self.record_managed_fields(res, None, &mut obj, Sub::Main, opts);
+        }
+        crate::defaults::go_zero_fields(&res.group, &res.kind, &mut obj);
+        // After managed fields: what the strategy's `PrepareForCreate` sets is nobody's field.
+        if (res.group.as_str(), res.kind.as_str()) == ("", "Namespace") {
+            namespace_finalizer(&mut obj);
         }
         // After managed fields: allocated values are the server's, owned by no manager.
         let _allocating = if is_service(res) {
@@ -677,7 +732,6 @@ impl Core {
     fn kind_defaults_on_create(&self, res: &Resource, obj: &mut Value, now: &str) {
         match (res.group.as_str(), res.kind.as_str()) {
             ("", "Namespace") => {
-                obj["spec"] = json!({"finalizers": ["kubernetes"]});
                 obj["status"] = json!({"phase": "Active"});
                 let name = meta_str(obj, "name");
                 let labels = meta(obj).entry("labels").or_insert_with(|| json!({}));
@@ -847,10 +901,8 @@ impl Core {
         if equal_but_volatile_meta(old, &new) {
             return Ok(None);
         }
-        if self.config.managed_fields && !opts.field_manager.is_empty() {
-            let api_version = res.api_version();
-            fields::record_update(Some(old), &mut new, &self.writer(res, opts, sub, &api_version));
-        }
+        self.record_managed_fields(res, Some(old), &mut new, sub, opts);
+        crate::defaults::go_zero_fields(&res.group, &res.kind, &mut new);
         if !opts.dry_run {
             crate::limits::check_storable(&etcd_key(res, &meta_str(old, "namespace"), &name), &new)?;
         }

@@ -8,6 +8,9 @@ impl Core {
     #[allow(clippy::too_many_arguments)] // mirrors the request: target, patch type, body, subresource, options
     pub async fn patch(&self, res: &Resource, ns: &str, name: &str, ptype: PatchType, body: &[u8], sub: Sub, opts: &WriteOptions) -> Result<Value> {
         if ptype == PatchType::Strategic && res.custom {
+            // A patch type the server knows but a custom resource does not take is refused by
+            // the patch handler, which lists the types it takes (an unknown content type is
+            // refused before, in fewer words: `unsupported_patch_type`).
             return Err(ApiError::unsupported_media_type(&[
                 "application/json-patch+json",
                 "application/merge-patch+json",

@@ -77,7 +77,9 @@ async fn errors_are_status_objects_with_upstream_codes() {
     let (_, missing_ns) = post(&s, "/api/v1/namespaces/nope/configmaps", cm("b")).await;
     assert_eq!(missing_ns["message"], "namespaces \"nope\" not found");
     let (_, invalid) = post(&s, CTS, ct("bad", -1)).await;
-    assert_eq!(invalid["details"]["causes"][0]["field"], "spec.replicas");
+    // The scale subresource's own check first (named by its specReplicasPath), then the schema's.
+    assert_eq!(invalid["details"]["causes"][0]["field"], ".spec.replicas");
+    assert_eq!(invalid["details"]["causes"][1]["field"], "spec.replicas");
     assert_eq!(invalid["details"]["kind"], "CronTab");
     assert_eq!(invalid["details"]["group"], "stable.example.com");
 }
@@ -159,7 +161,14 @@ async fn delete_preconditions_and_propagation_policies() {
     }
     let (code, body) = delete(&s, &format!("{CMS}/a"), Some(json!({"preconditions": {"uid": "nope"}}))).await;
     assert_eq!(code, 409, "{body}");
-    assert!(body["message"].as_str().unwrap().contains("Precondition failed: UID in precondition: nope"));
+    let uid = get(&s, &format!("{CMS}/a")).await.1["metadata"]["uid"].as_str().unwrap().to_string();
+    assert_eq!(
+        body["message"],
+        format!(
+            "Operation cannot be fulfilled on ConfigMap \"a\": the UID in the precondition (nope) does not match the UID in record ({uid}). The object might have been deleted and then recreated"
+        )
+    );
+    assert_eq!(body["details"], json!({"kind": "ConfigMap", "name": "a"}));
     let (code, body) = delete(&s, &format!("{CMS}/a"), Some(json!({"propagationPolicy": "Background"}))).await;
     assert_eq!(code, 200);
     assert_eq!(body["kind"], "Status");
@@ -503,4 +512,72 @@ async fn malformed_bodies_are_client_errors_not_panics() {
     }
     // The server is still healthy.
     assert_eq!(get(&s, &format!("{CMS}/a")).await.0, 200);
+}
+
+const EVENTS_V1: &str = "/apis/events.k8s.io/v1/namespaces/default/events";
+
+#[tokio::test]
+async fn an_events_v1_event_is_validated_and_its_managed_fields_recorded_as_events_v1() {
+    let s = ApiServer::new();
+    let (code, body) = post(
+        &s,
+        EVENTS_V1,
+        json!({"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "bad"}, "reason": "R", "type": "Sideways"}),
+    )
+    .await;
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(
+        body["message"],
+        // No namespace cause: an Event in `default` may be about a cluster-scoped object.
+        r#"Event "bad" is invalid: [eventTime: Required value, type: Invalid value: "": has invalid value: Sideways]"#
+    );
+    let event = json!({"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "good"}, "eventTime": "2026-01-01T00:00:00.000000Z",
+        "reportingController": "c", "reportingInstance": "c-0", "action": "Reconcile", "reason": "Synced", "type": "Normal", "note": "n",
+        "regarding": {"kind": "ConfigMap", "name": "cm", "namespace": "default"}});
+    let (code, v1) = call(&s, "POST", &format!("{EVENTS_V1}?fieldManager=m"), "application/json", Some(event)).await;
+    assert_eq!(code, 201, "{v1}");
+    assert_eq!((&v1["deprecatedSource"], &v1["deprecatedFirstTimestamp"], &v1["deprecatedLastTimestamp"]), (&json!({}), &Value::Null, &Value::Null));
+    let entry = &v1["metadata"]["managedFields"][0];
+    assert_eq!(entry["apiVersion"], "events.k8s.io/v1");
+    let fields: Vec<&String> = entry["fieldsV1"].as_object().unwrap().keys().collect();
+    assert_eq!(fields, ["f:action", "f:eventTime", "f:note", "f:reason", "f:regarding", "f:reportingController", "f:reportingInstance", "f:type"]);
+    let (_, core) = get(&s, "/api/v1/namespaces/default/events/good").await;
+    assert_eq!(core["metadata"]["managedFields"], v1["metadata"]["managedFields"], "recorded once, in the version written");
+    assert_eq!((&core["message"], &core["source"], &core["firstTimestamp"]), (&json!("n"), &json!({}), &Value::Null));
+    let (code, body) = patch(&s, &format!("{EVENTS_V1}/good"), "application/merge-patch+json", json!({"note": "changed"})).await;
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(body["details"]["causes"][0]["message"], r#"Invalid value: "changed": field is immutable"#);
+}
+
+#[tokio::test]
+async fn a_namespace_records_no_field_for_the_finalizer_its_strategy_adds_and_keeps_requested_ones() {
+    let s = ApiServer::new();
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "n"}, "spec": {"finalizers": ["example.com/keep"]}});
+    let (code, body) = call(&s, "POST", "/api/v1/namespaces?fieldManager=kubectl-create", "application/json", Some(ns)).await;
+    assert_eq!(code, 201, "{body}");
+    assert_eq!(body["spec"]["finalizers"], json!(["example.com/keep", "kubernetes"]));
+    assert!(body["metadata"]["managedFields"][0]["fieldsV1"]["f:spec"].get("f:finalizers").is_some(), "the requested finalizers are the manager's");
+    let (_, body) =
+        call(&s, "POST", "/api/v1/namespaces?fieldManager=kubectl-create", "application/json", Some(json!({"metadata": {"name": "m"}}))).await;
+    assert_eq!(body["spec"]["finalizers"], json!(["kubernetes"]));
+    assert_eq!(body["metadata"]["managedFields"][0]["fieldsV1"].get("f:spec"), None);
+    let (code, body) = delete(&s, "/api/v1/namespaces/m", None).await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["metadata"].get("deletionGracePeriodSeconds"), None, "the namespace registry sets no grace period");
+}
+
+#[tokio::test]
+async fn errors_are_worded_as_upstream_v1_36_words_them() {
+    let s = ApiServer::new();
+    post(&s, CMS, cm("a")).await;
+    let (code, body) = get(&s, &format!("{CMS}?fieldSelector=data.k%3Dv")).await;
+    assert_eq!(code, 400);
+    assert_eq!(body["message"], r#""data.k" is not a known field selector: only "metadata.name", "metadata.namespace""#);
+    let (code, body) = patch(&s, &format!("{CMS}/a"), "application/json-patch+json", json!([{"op": "remove", "path": "/data/nope"}])).await;
+    assert_eq!(
+        (code, &body["message"], &body["details"]),
+        (422, &json!("the server rejected our request due to an error in our request"), &json!({}))
+    );
+    let (code, body) = patch(&s, &format!("{CMS}/a"), "text/plain", json!({"data": {"b": "2"}})).await;
+    assert_eq!((code, &body["message"], &body["details"]), (415, &json!("415: Unsupported Media Type"), &json!({})));
 }

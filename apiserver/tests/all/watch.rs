@@ -71,6 +71,19 @@ async fn send_initial_events_ends_with_the_initial_events_end_bookmark() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_watch_from_resource_version_0_with_bookmarks_also_ends_its_initial_events_with_the_bookmark() {
+    let s = ApiServer::new();
+    post(&s, CMS, json!({"metadata": {"name": "a"}})).await;
+    let evs = watch_lines(&s, &format!("{CMS}?watch=1&resourceVersion=0&allowWatchBookmarks=true&timeoutSeconds=1")).await;
+    assert_eq!(summary(&evs), ["ADDED a", "ADDED kube-root-ca.crt", "BOOKMARK "]);
+    let bookmark = &evs[2]["object"]["metadata"];
+    assert_eq!(bookmark["annotations"]["k8s.io/initial-events-end"], "true");
+    assert_eq!(bookmark.get("creationTimestamp"), None, "v1.36 omits a zero creationTimestamp");
+    let evs = watch_lines(&s, &format!("{CMS}?watch=1&resourceVersion=0&timeoutSeconds=1")).await;
+    assert_eq!(summary(&evs), ["ADDED a", "ADDED kube-root-ca.crt"], "no bookmarks asked for");
+}
+
+#[tokio::test(start_paused = true)]
 async fn unset_resource_version_starts_with_synthetic_added_events() {
     let s = ApiServer::new();
     post(&s, CMS, json!({"metadata": {"name": "a"}})).await;

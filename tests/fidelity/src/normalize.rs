@@ -13,7 +13,10 @@ pub struct Rule {
 }
 
 pub const RULES: &[Rule] = &[
-    Rule { name: "uid", reason: "a random UUID each server draws at creation (also where it is copied: a Job's controller-uid labels and selector)" },
+    Rule {
+        name: "uid",
+        reason: "a random UUID each server draws at creation (also where it is copied: a Job's controller-uid labels and selector, an error message quoting it)",
+    },
     Rule {
         name: "resourceVersion",
         reason: "kube-apiserver answers etcd's revision, the embedded server its own counter; both are opaque to clients",
@@ -100,8 +103,23 @@ pub fn normalize(path: &str, value: &mut Value) {
     // A uid copied into a label or selector (a Job's controller-uid) is the same random value.
     let mut uids = Vec::new();
     collect_uids(value, &mut uids);
+    collect_status_message_uids(value, &mut uids);
     hashes.extend(uids.into_iter().map(|u| (u, "uid")));
     walk(value, &hashes);
+}
+
+/// UUIDs a Status' message quotes (a failed uid precondition names the object's uid).
+fn collect_status_message_uids(value: &Value, out: &mut Vec<String>) {
+    if value.get("kind").and_then(Value::as_str) != Some("Status") {
+        return;
+    }
+    let Some(message) = value.get("message").and_then(Value::as_str) else { return };
+    for word in message.split(|c: char| !(c.is_ascii_hexdigit() || c == '-')) {
+        let groups: Vec<usize> = word.split('-').map(str::len).collect();
+        if groups == [8, 4, 4, 4, 12] && !out.iter().any(|u| u == word) {
+            out.push(word.to_string());
+        }
+    }
 }
 
 fn collect_uids(value: &Value, out: &mut Vec<String>) {
@@ -247,6 +265,13 @@ mod tests {
         normalize("/p", &mut v);
         assert_eq!(v["metadata"]["name"], "web-<pod-template-hash>-<generated-name>");
         assert_eq!(v["metadata"]["labels"]["pod-template-hash"], "<pod-template-hash>");
+    }
+
+    #[test]
+    fn a_uid_quoted_in_a_status_message_is_marked_there_too() {
+        let mut v = json!({"kind": "Status", "message": "the UID in the precondition (x) does not match the UID in record (8153aa06-935d-4fcc-9306-731312dd928f). The object"});
+        normalize("/api/v1/namespaces/n/configmaps/c", &mut v);
+        assert_eq!(v["message"], "the UID in the precondition (x) does not match the UID in record (<uid>). The object");
     }
 
     #[test]
