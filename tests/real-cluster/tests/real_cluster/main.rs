@@ -10,6 +10,7 @@ mod common;
 mod faults;
 mod fixture;
 mod hotswap;
+mod image;
 mod leader;
 mod plugin_resource;
 mod rbac;
