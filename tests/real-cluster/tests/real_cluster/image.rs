@@ -127,8 +127,9 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 /// The chart rendered as `helm template` renders it for this test: the
-/// image by digest, the metrics port free on this machine.
-fn render_chart(tools: &Tools, home: &Path, image: &str, digest: &str, metrics_port: u16) -> Vec<Value> {
+/// image by digest, the metrics port free on this machine. Each document
+/// as helm printed it, and parsed.
+fn render_chart(tools: &Tools, home: &Path, image: &str, digest: &str, metrics_port: u16) -> Vec<(String, Value)> {
     let chart = repo_file("deploy/chart/operator-host").display().to_string();
     let (repository, port) = (format!("image.repository={image}"), format!("metrics.port={metrics_port}"));
     let digest = format!("image.digest={digest}");
@@ -138,11 +139,12 @@ fn render_chart(tools: &Tools, home: &Path, image: &str, digest: &str, metrics_p
         &["template", RELEASE, &chart, "--namespace", NAMESPACE, "--include-crds", "--set", &repository, "--set", &digest, "--set", &port],
     );
     yaml.split("\n---")
+        .map(|doc| doc.trim_start_matches("---").to_string())
         .map(|doc| {
-            serde_saphyr::from_str::<Value>(doc.trim_start_matches("---"))
-                .unwrap_or_else(|e| panic!("helm printed YAML that does not parse ({e}):\n{doc}"))
+            let parsed = serde_saphyr::from_str::<Value>(&doc).unwrap_or_else(|e| panic!("helm printed YAML that does not parse ({e}):\n{doc}"));
+            (doc, parsed)
         })
-        .filter(|v| !v.is_null())
+        .filter(|(_, v)| !v.is_null())
         .collect()
 }
 
@@ -278,7 +280,7 @@ fn the_signed_image_pulled_by_digest_runs_as_the_charts_pod_reconciles_both_samp
 
     let metrics_port = free_port();
     let objects = render_chart(&tools, &dir, &format!("{addr}/{}", published.repository), &published.digest, metrics_port);
-    let deployment = objects.iter().find(|o| o["kind"] == "Deployment").expect("the chart renders a Deployment");
+    let deployment = objects.iter().map(|(_, o)| o).find(|o| o["kind"] == "Deployment").expect("the chart renders a Deployment");
     let pod = pod_spec(deployment);
     assert_eq!(pod.image, format!("{addr}/{}@{}", published.repository, published.digest), "the chart references the image by digest");
     verify_signature_and_sbom(&tools, &dir, &pod.image, &published.public_key);
@@ -290,9 +292,8 @@ fn the_signed_image_pulled_by_digest_runs_as_the_charts_pod_reconciles_both_samp
 
     // Everything the chart renders but the Deployment (kwok would only pretend to run it).
     admin.ok(&["create", "namespace", NAMESPACE]);
-    let rest: Vec<&Value> = objects.iter().filter(|o| o["kind"] != "Deployment").collect();
-    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": rest});
-    let applied = admin.run_stdin(&["apply", "--server-side", "-f", "-"], Some(list.to_string().as_bytes()));
+    let rest: Vec<&str> = objects.iter().filter(|(_, o)| o["kind"] != "Deployment").map(|(doc, _)| doc.as_str()).collect();
+    let applied = admin.run_stdin(&["apply", "--server-side", "-f", "-"], Some(rest.join("\n---\n").as_bytes()));
     assert!(applied.status.success(), "{}", String::from_utf8_lossy(&applied.stderr));
     let plugins_configmap = flag(&pod.args, "--plugin-configmap").split_once('/').unwrap().1.to_string();
     let files: Vec<String> = ["cronjob", "mydeployment"]
