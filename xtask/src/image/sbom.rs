@@ -35,12 +35,28 @@ pub fn generate(features: &Features<'_>, out: &Path) -> Result {
     if features.no_default {
         c.arg("--no-default-features");
     }
-    status(c)?;
-    let written: PathBuf = root().join("host/host.cdx.json");
-    let text = std::fs::read_to_string(&written).map_err(|e| format!("cargo cyclonedx wrote no {}: {e}", written.display()))?;
-    let _ = std::fs::remove_file(&written);
+    let generated = status(c);
+    // cargo-cyclonedx has no package selection: it writes `host.cdx.json`
+    // (the overridden name) beside every member's Cargo.toml. Only the
+    // host's is kept, and none is left in the source tree.
+    let text = std::fs::read_to_string(root().join("host/host.cdx.json"));
+    for dir in member_dirs()? {
+        let _ = std::fs::remove_file(dir.join("host.cdx.json"));
+    }
+    generated?;
+    let text = text.map_err(|e| format!("cargo cyclonedx wrote no host/host.cdx.json: {e}"))?;
     check(&text)?;
     std::fs::write(out, &text).map_err(|e| format!("write {}: {e}", out.display()))
+}
+
+/// The directory of every workspace member (`cargo metadata --no-deps`).
+fn member_dirs() -> Result<Vec<PathBuf>> {
+    let mut c = cargo();
+    c.args(["metadata", "--no-deps", "--format-version", "1"]);
+    let out = c.output().map_err(|e| format!("cannot run cargo metadata: {e}"))?;
+    let metadata: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| format!("cargo metadata printed no JSON: {e}"))?;
+    let packages = metadata["packages"].as_array().ok_or("cargo metadata lists no packages")?;
+    Ok(packages.iter().filter_map(|p| Some(Path::new(p["manifest_path"].as_str()?).parent()?.to_path_buf())).collect())
 }
 
 /// The feature selection the SBOM describes (the production build's).
