@@ -1,13 +1,24 @@
 # syntax=docker/dockerfile:1
-# The operator host image: the `host` binary plus the shipped plugins.
+# The operator host image, for users with docker:
 #
 #   docker build -t operator-host:latest .
 #
-# Stage 1 builds the plugins (wasm32-wasip2) and the host with the workspace's
-# toolchain; stage 2 is distroless (glibc + libgcc, no shell, no package
-# manager), running as its non-root user. The Deployment in deploy/manager
-# reads plugins from a ConfigMap; the copies in /plugins let the image also run
-# on its own: `docker run operator-host run --plugin /plugins/cronjob.wasm ...`.
+# Without docker, `cargo xtask image` builds the same image, pushes it,
+# signs it with cosign and attests its SBOM (docs/operations.md). Both take
+# the files from one list (xtask/src/image/rootfs.rs): here the build stage
+# runs `cargo xtask image --rootfs DIR`, which writes exactly the files of
+# the layer xtask pushes, and the final stage copies them into `scratch`:
+#
+#   /usr/local/bin/host                 the host without its embedded cluster
+#   /lib/x86_64-linux-gnu/..., /lib64/  the glibc libraries it loads (ldd)
+#   /plugins/*.wasm                     the shipped plugins
+#   /etc/ssl/certs/ca-certificates.crt  Debian's CA bundle
+#   /etc/passwd, /etc/group             root and nonroot (65532)
+#   /home/nonroot, /var/cache/operator-host, /tmp
+#
+# The Deployment in deploy/manager (and the chart) reads plugins from a
+# ConfigMap; the copies in /plugins let the image also run on its own:
+# `docker run operator-host run --plugin /plugins/cronjob.wasm ...`.
 
 ARG RUST_VERSION=1.95
 
@@ -16,26 +27,21 @@ RUN rustup target add wasm32-wasip2
 WORKDIR /src
 COPY . .
 # Cache mounts keep the registry and build outputs between builds; the
-# results are copied out of the cached target dir within the same step. The
-# host is built without its `embedded` feature: the image talks to a real
-# cluster and carries no embedded API server, simulated kubelet or GC.
+# files are written out of the cached target dir within the same step.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    CARGO_PROFILE_RELEASE_LTO=true CARGO_PROFILE_RELEASE_CODEGEN_UNITS=1 \
-    CARGO_TARGET_WASM32_WASIP2_RUSTFLAGS="-C llvm-args=-inline-threshold=1000 -C link-arg=--initial-memory=4194304" \
-      cargo build --release --locked --target wasm32-wasip2 -p cronjob -p mydeployment \
- && cargo build --release --locked -p host --no-default-features \
- && mkdir -p /out/plugins \
- && cp target/wasm32-wasip2/release/cronjob.wasm target/wasm32-wasip2/release/mydeployment.wasm /out/plugins/ \
- && cp target/release/host /out/host
+    cargo xtask image --rootfs /out/rootfs
 
-FROM gcr.io/distroless/cc-debian12:nonroot
-COPY --from=build /out/host /usr/local/bin/host
-COPY --from=build /out/plugins/ /plugins/
-# Precompiled plugins go here; mount a writable volume (deploy/ uses an
-# emptyDir) when the root filesystem is read-only.
-ENV HOST_PLUGIN_CACHE_DIR=/var/cache/operator-host
-# 65532 is distroless's `nonroot`; the Deployment's runAsUser matches.
+FROM scratch
+COPY --from=build /out/rootfs/ /
+# COPY sets owners to root unless told: the two directories the user writes.
+COPY --from=build --chown=65532:65532 /out/rootfs/var/cache/operator-host /var/cache/operator-host
+COPY --from=build --chown=65532:65532 /out/rootfs/home/nonroot /home/nonroot
+# As the image configuration `cargo xtask image` writes (xtask/src/image/layout.rs).
+ENV PATH=/usr/local/bin \
+    HOST_PLUGIN_CACHE_DIR=/var/cache/operator-host \
+    SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt
+# 65532 is `nonroot` in /etc/passwd; the chart's runAsUser matches.
 USER 65532:65532
 EXPOSE 8080
 ENTRYPOINT ["/usr/local/bin/host"]

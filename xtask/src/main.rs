@@ -21,6 +21,12 @@
 //!   binary is built by the test build itself; every other command's build
 //!   (`cargo build -p host` and the like) reuses its dependencies, since the
 //!   `workspace-hack` crate gives them one feature set (see `features`).
+//! - `image [--registry HOST[:PORT]] [--cosign-key FILE] [--rootfs DIR] ...`:
+//!   the production host (static, without the embedded cluster) and the
+//!   shipped plugins as an OCI image, pushed (to a loopback registry by
+//!   default), signed with cosign and its CycloneDX SBOM attested; prints
+//!   the digest (see `image`). `test` runs it before the tests when the
+//!   registry tools are there: the image-as-Pod test pulls that image.
 //! - `features [--write]`: checks that every command's build (and `cargo
 //!   build`/`cargo test` of each member) compiles each dependency as the
 //!   workspace's test build does; `--write` regenerates `workspace-hack`
@@ -65,6 +71,7 @@ use std::process::{Command, ExitCode};
 mod debian;
 mod features;
 mod golang;
+mod image;
 mod languages;
 mod layering;
 mod oci;
@@ -109,8 +116,15 @@ fn main() -> ExitCode {
             .and_then(|prometheus| real_cluster::build().map(|go| (prometheus, go)))
             .and_then(|(prometheus, go)| ops::build_helm().map(|_| (prometheus, go)))
             .and_then(|(prometheus, go)| Ok((prometheus, go, oci::registry()? && oci::build_tools()?)))
-            .and_then(|(prometheus, go, registry)| test(&args[1..], go, prometheus, registry)),
+            .and_then(|(prometheus, go, registry)| {
+                // The image-as-Pod test pulls what `image` pushed to its loopback registry.
+                if registry {
+                    image::run(&image::Options::default())?;
+                }
+                test(&args[1..], go, prometheus, registry)
+            }),
         Some("plugins") => setup().and_then(|()| build_plugins()).and_then(|()| golang::build_with_built_host()),
+        Some("image") => image::Options::parse(&args[1..]).and_then(|options| setup().and_then(|()| image::run(&options))),
         Some("layering") => layering::check(),
         Some("features") if args.get(1).is_some_and(|a| a == "--write") => features::write(),
         Some("features") => features::check(),
@@ -146,7 +160,7 @@ fn main() -> ExitCode {
         }),
         _ => {
             eprintln!(
-                "usage: cargo xtask <setup|build|plugins|test|run|bench|real-cluster|fidelity|api-surface|sharding-scale|layering|features> [args...]"
+                "usage: cargo xtask <setup|build|plugins|test|image|run|bench|real-cluster|fidelity|api-surface|sharding-scale|layering|features> [args...]"
             );
             return ExitCode::from(2);
         }
@@ -280,6 +294,22 @@ fn build_plugins() -> Result {
         c.args(["-p", p]);
     }
     status(c)?;
+    copy_shipped(&out)
+}
+
+/// The shipped plugins only, as [`build_plugins`] makes them (what the image holds).
+fn build_shipped_plugins() -> Result {
+    let out = target_dir().join("plugins");
+    std::fs::create_dir_all(&out).map_err(|e| format!("create {}: {e}", out.display()))?;
+    let mut c = wasm_build();
+    for p in SHIPPED {
+        c.args(["-p", p]);
+    }
+    status(c)?;
+    copy_shipped(&out)
+}
+
+fn copy_shipped(out: &Path) -> Result {
     for p in SHIPPED {
         let plain = out.join(format!("{p}.wasm"));
         copy_plugin(p, &plain)?;

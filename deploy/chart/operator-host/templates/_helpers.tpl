@@ -28,6 +28,16 @@
 {{- end -}}
 {{- end -}}
 
+{{/* The container image: by digest when image.digest is set (what `cargo
+xtask image` prints), else by tag. */}}
+{{- define "operator-host.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "operator-host.selectorLabels" -}}
 app.kubernetes.io/name: operator-host
 app.kubernetes.io/instance: {{ .Release.Name }}

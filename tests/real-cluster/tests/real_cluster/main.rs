@@ -11,6 +11,7 @@ mod faults;
 mod fixture;
 mod golang;
 mod hotswap;
+mod image;
 mod leader;
 mod plugin_resource;
 mod rbac;
