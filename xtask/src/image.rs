@@ -3,9 +3,9 @@
 //!
 //! 1. The production host: `host` without default features (no embedded
 //!    API server, simulated cluster or `simulate`/`cluster` commands),
-//!    symbols stripped, in its own target directory (`target/image/`) so
-//!    the workspace's test build keeps its one feature set (`features`);
-//!    glibc, with the shared libraries it loads copied into the image (see
+//!    symbols stripped, built beside the workspace's default build (the
+//!    dependencies' features are the same: [`build_host`]) and copied to
+//!    `target/image/host`; glibc, with the shared libraries it loads copied into the image (see
 //!    [`build_host`] for why not musl).
 //! 2. The shipped plugins, as `cargo xtask build` makes them.
 //! 3. The rootfs ([`rootfs`]) as one layer of an OCI image layout
@@ -150,21 +150,32 @@ pub fn run(options: &Options) -> Result {
     Ok(())
 }
 
-/// The production host, `target/image/release/host` (symbols stripped).
+/// The production host, copied to `target/image/host` (symbols stripped).
+///
+/// Built in the workspace's own target directory: `workspace-hack` gives every
+/// dependency the same features in this build as in the tests', so only the
+/// workspace crates whose features differ compile again (and only the first
+/// time: both builds' artifacts stay side by side). `target/release/host` is
+/// the production binary until the next default build relinks it.
 ///
 /// For the machine's own target, glibc: `x86_64-unknown-linux-musl` installs
 /// with rustup, but ring's C code then needs a musl C compiler
-/// (`x86_64-linux-musl-gcc`), and the build shares none of its dependencies
-/// with the workspace's (sccache); the shared libraries the binary needs
+/// (`x86_64-linux-musl-gcc`); the shared libraries the binary needs
 /// ([`shared_libraries`]) go into the image instead.
 fn build_host() -> Result<PathBuf> {
     let mut c = cargo();
     // `cargo rustc` hands `-C strip` to the binary only: every dependency
-    // compiles as in any other release build (and comes from sccache).
-    c.args(["rustc", "--release", "--locked", "-p", "host", "--bin", "host", "--no-default-features", "--target-dir"]).arg(dir());
+    // compiles as in any other release build.
+    c.args(["rustc", "--release", "--locked", "-p", "host", "--bin", "host", "--no-default-features"]);
     c.args(["--", "-C", "strip=symbols"]);
     status(c)?;
-    Ok(dir().join("release/host"))
+    let built = target_dir().join("release/host");
+    let host = dir().join("host");
+    std::fs::create_dir_all(dir()).map_err(|e| format!("create {}: {e}", dir().display()))?;
+    // Copied, not linked: the next default build replaces `target/release/host`.
+    let _ = std::fs::remove_file(&host);
+    std::fs::copy(&built, &host).map_err(|e| format!("copy {} to {}: {e}", built.display(), host.display()))?;
+    Ok(host)
 }
 
 /// The shared libraries `binary` loads and its program interpreter, as

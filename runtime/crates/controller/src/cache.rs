@@ -512,7 +512,8 @@ mod tests {
         let c = cache();
         let mut o = obj("a", "1", None, "1");
         o.metadata.managed_fields = Some(vec![Default::default()]);
-        o.metadata.annotations = Some(std::collections::BTreeMap::from([(LAST_APPLIED.to_string(), "{}".to_string()), ("mine".to_string(), "x".to_string())]));
+        o.metadata.annotations =
+            Some(std::collections::BTreeMap::from([(LAST_APPLIED.to_string(), "{}".to_string()), ("mine".to_string(), "x".to_string())]));
         c.apply(o);
         let kept = c.get(&ObjectKey::new("ns", "a")).unwrap().object().metadata;
         assert!(kept.managed_fields.is_none());

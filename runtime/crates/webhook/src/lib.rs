@@ -160,7 +160,9 @@ async fn parent_review(
         Err(e) => {
             let message = error_chain(&e);
             tracing::warn!(error = %message, "scale review refused");
-            let request = serde_json::from_slice::<AdmissionReview<DynamicObject>>(&body).ok().and_then(|r| AdmissionRequest::try_from(r).ok());
+            // kube implements `TryInto` (not `TryFrom`) from a review to its request.
+            let request: Option<AdmissionRequest<DynamicObject>> =
+                serde_json::from_slice::<AdmissionReview<DynamicObject>>(&body).ok().and_then(|r| r.try_into().ok());
             let mut refused = match request {
                 Some(request) => AdmissionResponse::from(&request).deny(message),
                 None => AdmissionResponse::invalid(message),
