@@ -85,7 +85,7 @@ impl HostProcess {
         }
     }
 
-    /// Resident set size in KiB (VmRSS of /proc/<pid>/status).
+    /// Resident set size in KiB (VmRSS of `/proc/<pid>/status`).
     pub fn rss_kib(&self) -> anyhow::Result<u64> {
         rss_kib(self.pid())
     }

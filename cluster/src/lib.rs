@@ -14,7 +14,7 @@
 //! | [`events`] | Event expiry, as kube-apiserver's `--event-ttl` (1 h): Events not written for that long are deleted |
 //!
 //! Start them with [`start`]; every controller reads and writes through the server's
-//! [`Core`](apiserver::rest::Core) (the same verbs HTTP clients use), wakes on every store commit
+//! [`Core`] (the same verbs HTTP clients use), wakes on every store commit
 //! ([`Store::subscribe`](apiserver::store::Store::subscribe)) and re-reads the whole state it cares
 //! about (level-based, so no event can be missed), and waits on tokio time only: under a paused
 //! tokio clock with an injected [`Clock`](apiserver::Clock) that follows it, the cluster runs in

@@ -218,7 +218,7 @@ pub struct Core {
     snapshots: Mutex<VecDeque<Snapshot>>,
     next_snapshot: AtomicU64,
     /// Default grace period (seconds) for deleting pods bound to a node, or -1: pods are deleted
-    /// at once (no kubelet to finish them). Set by [`crate::cluster`] while its kubelet runs.
+    /// at once (no kubelet to finish them). Set by the embedded cluster while its kubelet runs.
     pod_grace: std::sync::atomic::AtomicI64,
     /// Held from reading the taken Service IPs and ports to the commit of a new Service.
     service_allocation: Mutex<()>,

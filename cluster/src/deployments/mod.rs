@@ -5,7 +5,7 @@
 //!   no longer matches);
 //! - a Deployment being deleted only gets its status refreshed; a paused one, or one whose
 //!   `spec.replicas` changed (a ReplicaSet's `desired-replicas` annotation differs), is scaled
-//!   without rolling; otherwise it rolls out with its strategy ([`strategy`]);
+//!   without rolling; otherwise it rolls out with its strategy (`strategy`);
 //! - the new ReplicaSet is the oldest whose template equals the Deployment's ignoring the
 //!   `pod-template-hash` label; when there is none, `<deployment>-<hash>` is created with that
 //!   label on its selector, template and itself, a controller ownerReference and the
@@ -18,7 +18,7 @@
 //!   the hash;
 //! - old ReplicaSets scaled to 0 beyond `spec.revisionHistoryLimit` are deleted, oldest
 //!   revision first, once the rollout is complete (or while paused);
-//! - `status` and conditions are computed as upstream ([`status`]); the Deployment's
+//! - `status` and conditions are computed as upstream (`status`); the Deployment's
 //!   `deployment.kubernetes.io/revision` annotation follows its new ReplicaSet.
 //!
 //! Events (`ScalingReplicaSet`, `ReplicaSetCreateError`) are recorded on the Deployment.

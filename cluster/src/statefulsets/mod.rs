@@ -3,11 +3,11 @@
 //!
 //! For every apps/v1 StatefulSet, each pass:
 //! - claims its Pods (members by name, `<set>-<ordinal>`, matched by the selector; orphans
-//!   adopted, non-matching ones released) and its ControllerRevisions ([`revisions`]);
+//!   adopted, non-matching ones released) and its ControllerRevisions (`revisions`);
 //! - finds the current and update revisions, creating the update revision when the template
 //!   changed (or renumbering an equal older one, a rollback), counting name collisions;
-//! - keeps one Pod per ordinal in `[start, start + replicas)` ([`identity`]): a missing Pod is
-//!   created after its claims ([`claims`]) at the current revision below the partition, else
+//! - keeps one Pod per ordinal in `[start, start + replicas)` (`identity`): a missing Pod is
+//!   created after its claims (`claims`) at the current revision below the partition, else
 //!   at the update revision. Under `OrderedReady` one step a pass and only once every
 //!   lower ordinal is Running, Ready and available (`minReadySeconds`); under `Parallel`
 //!   all at once. Failed or Succeeded Pods are deleted and made again;

@@ -60,7 +60,7 @@ pub const MAX_NAME_LENGTH: usize = 52;
 ))]
 #[serde(rename_all = "camelCase")]
 pub struct CronJobSpec {
-    /// The schedule in Cron format, see https://en.wikipedia.org/wiki/Cron.
+    /// The schedule in Cron format, see <https://en.wikipedia.org/wiki/Cron>.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(required, with = "String", length(min = 0))]
     pub schedule: Option<String>,

@@ -30,8 +30,7 @@ pub trait Controller {
     fn manifest() -> Manifest;
 
     /// Decide what to do about `parent`, given the children it controls and
-    /// the host's clock. Implement this, or [`reconcile_with_related`]
-    /// (Self::reconcile_with_related) when the manifest has related kinds.
+    /// the host's clock. Implement this, or [`reconcile_with_related`](Self::reconcile_with_related) when the manifest has related kinds.
     fn reconcile(parent: &Self::Parent, children: &Children, now: Time) -> Result<Outcome, ReconcileError> {
         let _ = (parent, children, now);
         Err(ReconcileError::permanent("NotImplemented", "the plugin implements neither Controller::reconcile nor Controller::reconcile_with_related"))

@@ -14,7 +14,7 @@ use crate::normalize::normalize;
 /// One difference: where, and what each server answered.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Difference {
-    /// The exchange's stable name ([`exchange_id`]).
+    /// The exchange's stable name (`exchange_id`).
     pub exchange: String,
     /// `status`, `header <name>`, or a JSON path into the body (`$...`) or
     /// into the watch events (`$events[i]...`).

@@ -8,7 +8,7 @@
 //! - [`storage`]: a default StorageClass and an external provisioner, so
 //!   claims (a StatefulSet's `volumeClaimTemplates`) get volumes.
 //! - [`host`]: the `host` binary run against it as a user runs it.
-//! - [`kubectl`]: the real kubectl of the same release.
+//! - kubectl: the real kubectl of the same release, run through `operator_test_kit::kubectl`.
 //! - [`binaries`]: where the binaries are, and the loud skip without Go.
 //! - [`process`]: child processes that cannot outlive the test.
 //!

@@ -1,16 +1,18 @@
 //! What the image holds, file by file: one list ([`entries`]) that both the
-//! image's layer ([`super::layer`]) and a plain directory ([`write_dir`],
+//! image's layer ([`super::layout`]) and a plain directory ([`write_dir`],
 //! what the Dockerfile copies into `scratch`) are made from, so the two
 //! layouts cannot drift apart.
 //!
-//!     /usr/local/bin/host                 the production host
-//!     /lib/..., /lib64/ld-linux-...       the glibc libraries it loads (ldd)
-//!     /plugins/<name>.wasm                the shipped plugins
-//!     /etc/ssl/certs/ca-certificates.crt  the build machine's CA bundle (Debian's)
-//!     /etc/passwd, /etc/group             root and `nonroot` (65532, as distroless)
-//!     /home/nonroot                       its home (0700, owned by it)
-//!     /var/cache/operator-host            precompiled plugins (owned by 65532)
-//!     /tmp                                1777
+//! ```text
+//! /usr/local/bin/host                 the production host
+//! /lib/..., /lib64/ld-linux-...       the glibc libraries it loads (ldd)
+//! /plugins/<name>.wasm                the shipped plugins
+//! /etc/ssl/certs/ca-certificates.crt  the build machine's CA bundle (Debian's)
+//! /etc/passwd, /etc/group             root and `nonroot` (65532, as distroless)
+//! /home/nonroot                       its home (0700, owned by it)
+//! /var/cache/operator-host            precompiled plugins (owned by 65532)
+//! /tmp                                1777
+//! ```
 //!
 //! The chart mounts emptyDirs over /var/cache/operator-host and /tmp (its
 //! root filesystem is read-only); the directories are in the image so it

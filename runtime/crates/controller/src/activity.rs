@@ -56,7 +56,7 @@ struct ControllerActivity {
     last_error: Option<LastError>,
 }
 
-/// What the controllers and the reloader did, kept for [`Snapshot`].
+/// What the controllers and the reloader did, kept for the plugin status `Snapshot` (operator-plugin-sources).
 #[derive(Default)]
 pub struct Activity {
     controllers: Mutex<HashMap<String, ControllerActivity>>,

@@ -3,7 +3,7 @@
 //!
 //! Starting a plugin: refuse a parent kind another plugin owns; install its
 //! CRDs by server-side apply and wait until they are `Established`
-//! ([`install`]); discover its kinds; share one [`KindCache`] per kind among
+//! (`install`); discover its kinds; share one [`KindCache`] per kind among
 //! all plugins; run one [`Controller`] per plugin.
 //!
 //! [`Running::apply`] swaps a plugin for a new version: with the same parent

@@ -4,7 +4,7 @@
 //!    allocator, epoch interruption) and a ticker thread that advances the
 //!    epoch, so every call has a wall-clock deadline.
 //! 2. [`Sandbox::load`] compiles a plugin once (or loads the precompiled
-//!    artifact from the [cache](cache); or, with [`Tiering::BaselineFirst`],
+//!    artifact from the [cache]; or, with [`Tiering::BaselineFirst`],
 //!    serves a quick Winch build until Cranelift's is ready), checks the contract version, links
 //!    it against the only imports a plugin gets (a capped `log`, and WASI
 //!    with nothing in it: no files, no env, no sockets, a clock that reads

@@ -426,7 +426,7 @@ impl LoadedPlugin {
     /// Remembers that this build's `validate(object, None)`, run by this
     /// host's admission on a create, found no errors in the object `uid` at
     /// `generation`, so the controller need not ask again before the
-    /// parent's first reconcile ([`admitted`](super::admitted)).
+    /// parent's first reconcile (`admitted`).
     pub fn found_valid_on_create(&self, uid: &str, generation: Option<i64>) {
         self.inner.admitted.remember(uid, generation);
     }

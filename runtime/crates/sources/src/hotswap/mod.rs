@@ -156,7 +156,7 @@ const MAX_INFLATED: u64 = oci::MAX_LAYER_BYTES;
 
 /// A plugin may be stored gzipped (`.wasm.gz`): a ConfigMap holds at most
 /// 1 MiB on a real API server. Bytes with the gzip magic are inflated, up to
-/// [`MAX_INFLATED`]; anything else is returned as it is.
+/// `MAX_INFLATED`; anything else is returned as it is.
 pub fn gunzip_if_gzipped(bytes: Vec<u8>) -> Result<Vec<u8>, String> {
     use std::io::Read;
     if !bytes.starts_with(&[0x1f, 0x8b]) {

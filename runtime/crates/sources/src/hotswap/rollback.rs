@@ -12,7 +12,7 @@
 //! version with no reconciles in its window counts as healthy: nothing says
 //! it failed, and it is the version that ran.
 //!
-//! [`Outcomes`](crate::outcomes::Outcomes) is fed by the controller, one record per reconcile that
+//! [`Outcomes`] is fed by the controller, one record per reconcile that
 //! called the plugin; [`Watchdog`] holds the watches and decides.
 
 use std::collections::HashMap;
