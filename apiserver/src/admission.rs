@@ -176,12 +176,27 @@ impl Admission {
             if let Hook::Validating(f) = &r.hook {
                 let causes = f(obj.clone(), old.cloned()).await;
                 if !causes.is_empty() {
-                    let mut e = ApiError::invalid(group, kind, name, causes);
-                    e.message = format!("admission webhook \"{}\" denied the request: {}", r.name, e.message);
-                    return Err(e);
+                    return Err(webhook_denial(&r.name, ApiError::invalid(group, kind, name, causes)));
                 }
             }
         }
         Ok(())
+    }
+}
+
+/// A validating hook's refusal as the real server answers a webhook's: upstream's
+/// `webhookerrors.ToStatusErr` keeps the webhook's code (422) and prefixes its message, and a
+/// webhook's result (kube's `AdmissionResponse::deny`, as the host answers) has no reason and no
+/// details, so kubectl prints `Error from server: admission webhook ... denied the request:
+/// Kind.group "name" is invalid: ...` on both servers.
+fn webhook_denial(hook: &str, invalid: ApiError) -> ApiError {
+    ApiError {
+        reason: String::new(),
+        message: format!("admission webhook \"{hook}\" denied the request: {}", invalid.message),
+        name: None,
+        group: None,
+        kind: None,
+        causes: vec![],
+        ..invalid
     }
 }

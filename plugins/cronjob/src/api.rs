@@ -59,8 +59,10 @@ pub const MAX_NAME_LENGTH: usize = 52;
     serde_json = "::operator_plugin_sdk::serde_json"
 ))]
 #[serde(rename_all = "camelCase")]
+// The field docs are the CRD's descriptions, worded as the kubebuilder book's.
+#[allow(rustdoc::bare_urls)]
 pub struct CronJobSpec {
-    /// The schedule in Cron format, see <https://en.wikipedia.org/wiki/Cron>.
+    /// The schedule in Cron format, see https://en.wikipedia.org/wiki/Cron.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(required, with = "String", length(min = 0))]
     pub schedule: Option<String>,

@@ -77,9 +77,17 @@ impl LabelSelector {
     }
 
     /// Whether `labels` satisfy every term of the selector; a selector the server would refuse
-    /// (validation reports it) matches nothing rather than everything.
+    /// (validation reports it) matches nothing rather than everything, except that values given
+    /// to `Exists`/`DoesNotExist` are left out: validation reports them as forbidden, and the
+    /// template check reads the operator alone, as it did before the shared crate.
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        self.as_selector().is_some_and(|s| s.matches(labels))
+        let mut checked = self.clone();
+        for r in &mut checked.match_expressions {
+            if matches!(r.operator.as_str(), "Exists" | "DoesNotExist") {
+                r.values.clear();
+            }
+        }
+        checked.as_selector().is_some_and(|s| s.matches(labels))
     }
 }
 

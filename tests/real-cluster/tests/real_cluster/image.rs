@@ -334,8 +334,9 @@ fn run_as_the_pod(admin: &Kubectl, process: &mut Process, pod: &PodSpec, metrics
         has_condition(&admin.json(&["get", "cronjobs.batch.tutorial.kubebuilder.io", "cronjob-sample"]), "Valid", "True").then_some(())
     });
     let metrics = http::get(&format!("{base}/metrics")).unwrap();
-    for controller in ["CronJob", "MyDeployment"] {
-        let reconciled = metrics.lines().any(|l| l.starts_with("controller_runtime_reconcile_total") && l.contains(controller) && !l.ends_with(" 0"));
+    for controller in ["cronjob", "mydeployment"] {
+        let label = format!("controller=\"{controller}\"");
+        let reconciled = metrics.lines().any(|l| l.starts_with("controller_runtime_reconcile_total") && l.contains(&label) && !l.ends_with(" 0"));
         assert!(reconciled, "no reconcile of {controller} counted:\n{metrics}");
     }
     let log = std::fs::read_to_string(process.log()).unwrap();
