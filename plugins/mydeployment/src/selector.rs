@@ -77,9 +77,10 @@ impl LabelSelector {
     }
 
     /// Whether `labels` satisfy every term of the selector; a selector the server would refuse
-    /// (validation reports it) matches nothing rather than everything, except that values given
-    /// to `Exists`/`DoesNotExist` are left out: validation reports them as forbidden, and the
-    /// template check reads the operator alone, as it did before the shared crate.
+    /// (validation reports it) matches nothing rather than everything. Values given to
+    /// `Exists`/`DoesNotExist` are ignored here: validation reports them as forbidden once, and
+    /// the template check judges those operators by the key alone, so the one fault is not
+    /// reported a second time as a template mismatch.
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
         let mut checked = self.clone();
         for r in &mut checked.match_expressions {
