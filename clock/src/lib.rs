@@ -109,7 +109,6 @@ impl Clock for TokioClock {
 
 /// How often `drive_paused_clock` moves the clock: the granularity of
 /// virtual time at `--clock-speed` (a timer fires at most this much wall time late).
-#[cfg(feature = "paused")]
 const PACER_TICK: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// Moves this runtime's paused clock `speed` times as fast as the wall
@@ -120,9 +119,7 @@ const PACER_TICK: std::time::Duration = std::time::Duration::from_millis(5);
 /// flight, so a blocking task is the ticker: while it lives only this
 /// function moves time, and every `tokio::time` delay (a plugin's
 /// requeue-after, resync, the simulated kubelet's and Job runner's timers,
-/// the error backoff) is slept `speed` times shorter. Needs the `paused`
-/// feature (tokio's test-util).
-#[cfg(feature = "paused")]
+/// the error backoff) is slept `speed` times shorter.
 pub fn drive_paused_clock(speed: f64) -> tokio::task::JoinHandle<()> {
     assert!(speed.is_finite() && speed > 0.0, "clock speed must be a positive number");
     let (tick_tx, mut tick_rx) = tokio::sync::mpsc::channel::<()>(1);
@@ -189,7 +186,6 @@ mod tests {
         });
     }
 
-    #[cfg(feature = "paused")]
     #[test]
     fn a_driven_clock_runs_at_the_given_speed() {
         paused_runtime().block_on(async {

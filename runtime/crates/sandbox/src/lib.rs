@@ -26,7 +26,6 @@ pub mod contract;
 mod error;
 mod exports;
 mod limits;
-#[cfg(feature = "native-plugins")]
 mod native;
 mod plugin;
 mod pre;
@@ -190,10 +189,8 @@ impl Sandbox {
         plugin::load(&self.shared, label, bytes)
     }
 
-    /// Wraps a plugin compiled into the host binary (feature
-    /// `native-plugins`, for benchmarks): the same logic as its Wasm build,
+    /// Wraps a plugin compiled into the host binary (for benchmarks): the same logic as its Wasm build,
     /// called directly, with no sandbox limits.
-    #[cfg(feature = "native-plugins")]
     pub fn load_native<P: operator_plugin_sdk::Plugin>(&self) -> Result<LoadedPlugin, LoadError> {
         plugin::native(&self.shared, native::NativeCalls::of::<P>(), P::manifest())
     }

@@ -1,8 +1,9 @@
-//! Plugins linked into the host instead of loaded as Wasm (feature
-//! `native-plugins`). They exist to measure what the sandbox costs: the same
+//! Plugins linked into the host instead of loaded as Wasm
+//! ([`crate::Sandbox::load_native`]). They exist to measure what the sandbox costs: the same
 //! `operator_plugin_sdk::plugin` text calls the Wasm export runs, without a
 //! Store, instantiation or the component ABI. A native plugin has no memory
-//! cap, no deadline and no isolation, so the feature is for benchmarks only.
+//! cap, no deadline and no isolation, so only benchmarks load one: nothing
+//! in the host's commands can.
 
 use operator_plugin_sdk::{Action, FieldError, Plugin, ReconcileError, plugin};
 

@@ -53,16 +53,15 @@ struct Inner {
     admitted: Admitted,
 }
 
-/// What runs a call: a Wasm component (always), or, with the
-/// `native-plugins` feature, the same plugin logic linked into the host
-/// (for benchmarks against the sandbox; no isolation, no limits).
+/// What runs a call: a Wasm component, or, for benchmarks against the
+/// sandbox, the same plugin logic linked into the host
+/// ([`crate::Sandbox::load_native`]; no isolation, no limits).
 #[allow(
     clippy::large_enum_variant,
-    reason = "one Code per loaded plugin, matched on every call: boxing the Wasm build would add an indirection to every call for a variant only benchmarks build"
+    reason = "one Code per loaded plugin, matched on every call: boxing the Wasm build would add an indirection to every call for a variant only benchmarks load"
 )]
 enum Code {
     Wasm(Tiered),
-    #[cfg(feature = "native-plugins")]
     Native(super::native::NativeCalls),
 }
 
@@ -235,8 +234,6 @@ fn tier_up(plugin: &LoadedPlugin, bytes: Vec<u8>, minor: Minor) {
         });
         match (built, plugin_ref.upgrade()) {
             (Ok(build), Some(inner)) => {
-                // Irrefutable unless the native-plugins feature adds `Code::Native`.
-                #[allow(irrefutable_let_patterns)]
                 if let Code::Wasm(code) = &inner.code {
                     code.tier_up(build);
                 }
@@ -342,7 +339,6 @@ fn check_related_kind(i: usize, kind: &RelatedKind) -> Result<(), String> {
 
 /// Wraps a natively linked plugin so the controller and executor use it
 /// exactly as a Wasm one. Its manifest is checked as a Wasm plugin's is.
-#[cfg(feature = "native-plugins")]
 pub(super) fn native(shared: &Arc<Shared>, calls: super::native::NativeCalls, manifest: Manifest) -> Result<LoadedPlugin, LoadError> {
     validate_manifest(&manifest).map_err(|detail| LoadError::Manifest { plugin: manifest.name.clone(), detail })?;
     let info = PluginInfo {
@@ -394,7 +390,6 @@ impl LoadedPlugin {
     pub fn tier(&self) -> Tier {
         match &self.inner.code {
             Code::Wasm(code) => code.tier(),
-            #[cfg(feature = "native-plugins")]
             Code::Native(_) => Tier::Optimized,
         }
     }
@@ -408,7 +403,6 @@ impl LoadedPlugin {
 
     /// [`Self::reconcile_blocking`] with related objects (contract 0.2).
     pub fn reconcile_related_blocking(&self, parent: &str, children: &[String], related: &[String], now_ms: i64) -> Result<Vec<Action>, CallError> {
-        #[cfg(feature = "native-plugins")]
         if let Code::Native(native) = &self.inner.code {
             return (native.reconcile)(parent, children, related, now_ms).map_err(|error| CallError::Plugin { plugin: self.name().into(), error });
         }
@@ -439,7 +433,6 @@ impl LoadedPlugin {
 
     /// Runs `validate` on the calling thread.
     pub fn validate_blocking(&self, object: &str, old: Option<&str>) -> Result<Vec<FieldError>, CallError> {
-        #[cfg(feature = "native-plugins")]
         if let Code::Native(native) = &self.inner.code {
             return Ok((native.validate)(object, old));
         }
@@ -452,7 +445,6 @@ impl LoadedPlugin {
     pub fn default_blocking(&self, object: &str) -> Result<serde_json::Value, CallError> {
         let result = match &self.inner.code {
             Code::Wasm(_) => self.inner.call("default", 0, object.len(), |store, instance, exports| exports.default(store, instance, object))?,
-            #[cfg(feature = "native-plugins")]
             Code::Native(native) => (native.default)(object),
         };
         match result {
@@ -538,11 +530,8 @@ impl Inner {
         let kept = self.states.lock().unwrap_or_else(|e| e.into_inner()).pop();
         let mut state = kept.unwrap_or_else(|| CallState::new(self.name.clone(), cfg.output_cap));
         state.begin(&self.name, now_ms, cfg.memory_limit, cfg.log_cap);
-        // One arm without the `native-plugins` feature, two with it.
-        #[allow(clippy::infallible_destructuring_match)]
         let code = match &self.code {
             Code::Wasm(code) => code,
-            #[cfg(feature = "native-plugins")]
             Code::Native(_) => unreachable!("native plugins are called directly, never through a Store"),
         };
         code.with(|build| {
