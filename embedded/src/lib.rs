@@ -122,6 +122,27 @@ fn cause(fe: &operator_plugin_sdk::FieldError) -> Cause {
     Cause::new(fe.kind.cause_type(), message, fe.field.clone())
 }
 
+/// The name a real server gives the plugin's webhook (the host's webhook
+/// configuration names it `<plural>.<group>`): the parent's plural from the
+/// server's resources, else from the plugin's own CRD, else the lowercased kind.
+fn hook_name(server: &ApiServer, plugin: &LoadedPlugin) -> String {
+    let parent = &plugin.manifest().parent;
+    let plural = server.core().registry.find_kind(&parent.group, &parent.kind).map(|r| r.plural).or_else(|| {
+        plugin.manifest().crds.iter().find_map(|crd| {
+            let names = &crd["spec"]["names"];
+            (crd["spec"]["group"] == parent.group.as_str() && names["kind"] == parent.kind.as_str())
+                .then(|| names["plural"].as_str().map(str::to_string))
+                .flatten()
+        })
+    });
+    let plural = plural.unwrap_or_else(|| parent.kind.to_lowercase());
+    operator_runtime::webhook::configuration::webhook_name(
+        &parent.group,
+        &plural,
+        operator_runtime::webhook::configuration::DEFAULT_CONFIGURATION_NAME,
+    )
+}
+
 /// Registers `default` (mutating) and `validate` (validating) for `plugin`'s
 /// parent kind. The hooks look the plugin up in `registry` on every call, so
 /// a hot swap changes admission at once and a removed plugin admits all.
@@ -131,7 +152,7 @@ fn cause(fe: &operator_plugin_sdk::FieldError) -> Cause {
 /// request awaits it, so a slow plugin holds no thread that serves requests.
 pub fn register_admission(server: &ApiServer, registry: &Registry, plugin: &LoadedPlugin) {
     let parent = plugin.manifest().parent.clone();
-    let name = format!("{}.{}.operator-host", parent.kind.to_lowercase(), parent.group);
+    let name = hook_name(server, plugin);
     server.admission().unregister(&name);
     let (r, group, kind) = (registry.clone(), parent.group.clone(), parent.kind.clone());
     server.admission().register_mutating_async(&name, &parent.group, &parent.kind, move |obj: Value, _old: Option<Value>| {

@@ -54,7 +54,7 @@ pub struct WebhookArgs {
     #[arg(long, default_value = "10s", value_parser = parse_webhook_timeout, requires = "webhook_configure")]
     pub webhook_timeout: u8,
     /// Name of both webhook configuration objects.
-    #[arg(long, default_value = "operator-host", requires = "webhook_configure")]
+    #[arg(long, default_value = configuration::DEFAULT_CONFIGURATION_NAME, requires = "webhook_configure")]
     pub webhook_configuration_name: String,
 }
 

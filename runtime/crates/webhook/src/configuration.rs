@@ -183,20 +183,25 @@ pub struct AdmittedResource {
 /// (the API refuses fewer). `<plural>.<group>` for a group with a dot (every
 /// CRD's group has one); a built-in group (`apps`, or the core group) gets
 /// the configuration's name as suffix: `deployments.apps.operator-host`.
-pub fn webhook_name(target: &AdmittedResource, configuration: &str) -> String {
-    if target.group.contains('.') {
-        format!("{}.{}", target.plural, target.group)
+/// The embedded cluster names its in-process hooks the same way, so a
+/// refusal reads the same on both servers.
+pub fn webhook_name(group: &str, plural: &str, configuration: &str) -> String {
+    if group.contains('.') {
+        format!("{plural}.{group}")
     } else {
-        let group = if target.group.is_empty() { "core" } else { &target.group };
-        format!("{}.{group}.{configuration}", target.plural)
+        let group = if group.is_empty() { "core" } else { group };
+        format!("{plural}.{group}.{configuration}")
     }
 }
+
+/// The configuration name the host's webhook flags default to.
+pub const DEFAULT_CONFIGURATION_NAME: &str = "operator-host";
 
 /// One webhook for `resources` (the parent's plural, and its subresources
 /// the webhook also judges).
 fn webhook(config: &Config, target: &AdmittedResource, resources: Vec<String>, path: &str, ca_bundle: &str) -> Value {
     json!({
-        "name": webhook_name(target, &config.name),
+        "name": webhook_name(&target.group, &target.plural, &config.name),
         "clientConfig": config.endpoint.client_config(path, ca_bundle),
         "rules": [{
             "apiGroups": [target.group],
@@ -219,7 +224,7 @@ fn webhook(config: &Config, target: &AdmittedResource, resources: Vec<String>, p
 pub fn configurations(config: &Config, targets: &[AdmittedResource], ca_pem: &str) -> (Value, Value) {
     let ca_bundle = base64::engine::general_purpose::STANDARD.encode(ca_pem.as_bytes());
     let mut targets = targets.to_vec();
-    targets.sort_by_key(|t| webhook_name(t, &config.name));
+    targets.sort_by_key(|t| webhook_name(&t.group, &t.plural, &config.name));
     let object = |kind: &str, webhooks: Vec<Value>| {
         json!({
             "apiVersion": "admissionregistration.k8s.io/v1",
@@ -460,9 +465,9 @@ mod tests {
 
     #[test]
     fn webhook_names_have_at_least_three_segments_also_for_built_in_groups() {
-        assert_eq!(webhook_name(&target("example.com", "widgets"), "operator-host"), "widgets.example.com");
-        assert_eq!(webhook_name(&target("apps", "deployments"), "operator-host"), "deployments.apps.operator-host");
-        assert_eq!(webhook_name(&target("", "configmaps"), "operator-host"), "configmaps.core.operator-host");
+        assert_eq!(webhook_name("example.com", "widgets", "operator-host"), "widgets.example.com");
+        assert_eq!(webhook_name("apps", "deployments", "operator-host"), "deployments.apps.operator-host");
+        assert_eq!(webhook_name("", "configmaps", "operator-host"), "configmaps.core.operator-host");
     }
 
     #[test]

@@ -23,8 +23,8 @@ fn kubectl_scale_to_a_count_the_plugin_refuses_is_refused_with_its_message() {
     let out = host.kubectl(&["scale", "hostile", "odd", "--replicas=4"]);
     let message = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "an even count was stored through /scale");
-    // Worded as the real server words a webhook's denial (tests/real-cluster asserts the same).
-    assert!(message.contains("admission webhook \"hostile.test.operator.dev.operator-host\" denied the request"), "{message}");
+    // Worded, and the hook named, as on the real server (tests/real-cluster asserts the same).
+    assert!(message.contains("admission webhook \"hostiles.test.operator.dev\" denied the request"), "{message}");
     assert!(message.contains("denied the request: Hostile.test.operator.dev \"odd\" is invalid"), "{message}");
     assert!(message.contains("spec.replicas: Invalid value: 4: must be odd"), "the plugin's field error: {message}");
     assert_eq!(host.ok(&["get", "hostile", "odd", "-o", "jsonpath={.spec.replicas}"]), "1", "nothing stored");
