@@ -106,6 +106,18 @@ async fn an_edit_during_the_start_up_flood_is_reconciled_before_the_flood_drains
         .await
         .expect("the cache shows the edit")
         .unwrap();
+    // The cache holds an object before its handlers queue it: under load the
+    // first call could finish, and queue its own follow-up, before the edit
+    // is queued. Only the edit can be ready at normal priority here (the first
+    // parent is still being processed).
+    tokio::time::timeout(WAIT, async {
+        while ctl.queue().depth_at(Priority::Normal) == 0 {
+            tokio::task::yield_now().await;
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    })
+    .await
+    .expect("the edit is queued at normal priority");
     release.send(()).unwrap();
 
     // Until every parent has been reconciled once, and the edit too.
