@@ -185,6 +185,19 @@ fn target_dir() -> PathBuf {
 fn cargo() -> Command {
     let mut c = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     c.current_dir(root());
+    // `cargo xtask` is `cargo run -p xtask`, which gives this process the
+    // package variables of xtask itself. Passed on, they reach build scripts
+    // that track them (ring's reruns on CARGO_MANIFEST_DIR), so every build
+    // made through xtask and every plain `cargo` build compiled ring, rustls,
+    // kube and all above them again, each after the other.
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        if ["CARGO_MANIFEST_", "CARGO_PKG_"].iter().any(|p| name.starts_with(p))
+            || ["CARGO_CRATE_NAME", "CARGO_BIN_NAME", "CARGO_PRIMARY_PACKAGE"].contains(&&*name)
+        {
+            c.env_remove(&*name);
+        }
+    }
     c
 }
 
