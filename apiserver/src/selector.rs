@@ -1,21 +1,14 @@
 //! Label and field selectors, parsed as upstream's `labels.Parse` and `fields.ParseSelector`.
+//! A label selector is read here from its two forms, the `?labelSelector=` string and, leniently,
+//! a stored `metav1.LabelSelector`; its requirements are `operator_selector`'s, which match them
+//! (the one matcher the runtime and the plugins use too).
 
+use operator_selector::{Operator, Requirement};
 use serde_json::Value;
 
-/// One label requirement.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Requirement {
-    /// `k=v`, `k==v`, `k in (a,b)`.
-    In(String, Vec<String>),
-    /// `k!=v`, `k notin (a,b)` (also matches objects without the label).
-    NotIn(String, Vec<String>),
-    /// `k`.
-    Exists(String),
-    /// `!k`.
-    DoesNotExist(String),
-}
-
-/// A parsed label selector (all requirements must hold).
+/// A parsed label selector (all requirements must hold): `k=v`, `k==v` and `k in (a,b)` are
+/// `In`; `k!=v` and `k notin (a,b)` are `NotIn` (which also matches objects without the
+/// label); `k` is `Exists`, `!k` `DoesNotExist`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct LabelSelector(pub Vec<Requirement>);
 
@@ -64,23 +57,21 @@ impl LabelSelector {
         let mut reqs = vec![];
         for part in split_top_level(s) {
             let req = if let Some(k) = part.strip_prefix('!') {
-                Requirement::DoesNotExist(k.trim().to_string())
+                Requirement::new(k.trim(), Operator::DoesNotExist, [])
             } else if let Some((k, v)) = part.split_once("!=") {
-                Requirement::NotIn(k.trim().into(), vec![v.trim().into()])
+                Requirement::new(k.trim(), Operator::NotIn, [v.trim().into()])
             } else if let Some((k, v)) = part.split_once("==") {
-                Requirement::In(k.trim().into(), vec![v.trim().into()])
+                Requirement::new(k.trim(), Operator::In, [v.trim().into()])
             } else if let Some((k, v)) = part.split_once('=') {
-                Requirement::In(k.trim().into(), vec![v.trim().into()])
+                Requirement::new(k.trim(), Operator::In, [v.trim().into()])
             } else if let Some(idx) = part.find(" notin ") {
-                Requirement::NotIn(part[..idx].trim().into(), parse_set(&part[idx + 7..], &part)?)
+                Requirement::new(part[..idx].trim(), Operator::NotIn, parse_set(&part[idx + 7..], &part)?)
             } else if let Some(idx) = part.find(" in ") {
-                Requirement::In(part[..idx].trim().into(), parse_set(&part[idx + 4..], &part)?)
+                Requirement::new(part[..idx].trim(), Operator::In, parse_set(&part[idx + 4..], &part)?)
             } else {
-                Requirement::Exists(part.trim().to_string())
+                Requirement::new(part.trim(), Operator::Exists, [])
             };
-            let key = match &req {
-                Requirement::In(k, _) | Requirement::NotIn(k, _) | Requirement::Exists(k) | Requirement::DoesNotExist(k) => k,
-            };
+            let key = req.key();
             if !valid_key(key) {
                 return Err(ParseError(format!("invalid label key \"{key}\"")));
             }
@@ -94,7 +85,7 @@ impl LabelSelector {
         let mut reqs = vec![];
         if let Some(m) = sel.get("matchLabels").and_then(Value::as_object) {
             for (k, v) in m {
-                reqs.push(Requirement::In(k.clone(), vec![v.as_str().unwrap_or_default().to_string()]));
+                reqs.push(Requirement::new(k.clone(), Operator::In, [v.as_str().unwrap_or_default().to_string()]));
             }
         }
         if let Some(exprs) = sel.get("matchExpressions").and_then(Value::as_array) {
@@ -106,10 +97,10 @@ impl LabelSelector {
                     .map(|vs| vs.iter().filter_map(|v| v.as_str().map(String::from)).collect())
                     .unwrap_or_default();
                 match e.get("operator").and_then(Value::as_str).unwrap_or_default() {
-                    "In" => reqs.push(Requirement::In(key, values)),
-                    "NotIn" => reqs.push(Requirement::NotIn(key, values)),
-                    "Exists" => reqs.push(Requirement::Exists(key)),
-                    "DoesNotExist" => reqs.push(Requirement::DoesNotExist(key)),
+                    "In" => reqs.push(Requirement::new(key, Operator::In, values)),
+                    "NotIn" => reqs.push(Requirement::new(key, Operator::NotIn, values)),
+                    "Exists" => reqs.push(Requirement::new(key, Operator::Exists, [])),
+                    "DoesNotExist" => reqs.push(Requirement::new(key, Operator::DoesNotExist, [])),
                     _ => {}
                 }
             }
@@ -119,14 +110,9 @@ impl LabelSelector {
 
     /// Whether an object's labels satisfy the selector.
     pub fn matches(&self, obj: &Value) -> bool {
-        let labels = obj.pointer("/metadata/labels").and_then(Value::as_object);
-        let get = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
-        self.0.iter().all(|r| match r {
-            Requirement::In(k, vs) => get(k).is_some_and(|v| vs.iter().any(|x| x == v)),
-            Requirement::NotIn(k, vs) => get(k).is_none_or(|v| !vs.iter().any(|x| x == v)),
-            Requirement::Exists(k) => get(k).is_some(),
-            Requirement::DoesNotExist(k) => get(k).is_none(),
-        })
+        let none = serde_json::Map::new();
+        let labels = obj.pointer("/metadata/labels").and_then(Value::as_object).unwrap_or(&none);
+        self.0.iter().all(|r| r.matches(labels))
     }
 }
 
@@ -135,13 +121,16 @@ impl std::fmt::Display for LabelSelector {
         let parts: Vec<String> = self
             .0
             .iter()
-            .map(|r| match r {
-                Requirement::In(k, vs) if vs.len() == 1 => format!("{k}={}", vs[0]),
-                Requirement::In(k, vs) => format!("{k} in ({})", vs.join(",")),
-                Requirement::NotIn(k, vs) if vs.len() == 1 => format!("{k}!={}", vs[0]),
-                Requirement::NotIn(k, vs) => format!("{k} notin ({})", vs.join(",")),
-                Requirement::Exists(k) => k.clone(),
-                Requirement::DoesNotExist(k) => format!("!{k}"),
+            .map(|r| {
+                let (k, vs) = (r.key(), r.values().collect::<Vec<_>>());
+                match r.operator() {
+                    Operator::In if vs.len() == 1 => format!("{k}={}", vs[0]),
+                    Operator::In => format!("{k} in ({})", vs.join(",")),
+                    Operator::NotIn if vs.len() == 1 => format!("{k}!={}", vs[0]),
+                    Operator::NotIn => format!("{k} notin ({})", vs.join(",")),
+                    Operator::Exists => k.to_string(),
+                    Operator::DoesNotExist => format!("!{k}"),
+                }
             })
             .collect();
         write!(f, "{}", parts.join(","))

@@ -12,9 +12,10 @@
 //!   plugins) and [`registry`] (the plugins running now, read by admission). Knows nothing of
 //!   controllers.
 //! - `operator-oci`: plugins from OCI registries, as [`hotswap::oci`].
+//! - `operator-metrics`: [`metrics`] (Prometheus metrics and probes, served on `/metrics`), [`activity`]
+//!   and [`outcomes`] (what `/status` and rollback read).
 //! - `operator-controller`: [`controller`] (shared caches per kind, the workqueue, the reconcile
-//!   driver), [`actions`] (policy check and execution of what plugins return), [`metrics`]
-//!   (Prometheus metrics and probes), [`activity`] and [`outcomes`] (what `/status` and rollback read).
+//!   driver) and [`actions`] (policy check and execution of what plugins return).
 //! - `operator-webhook`: [`webhook`], plugin admission as HTTPS webhooks for real clusters.
 //! - `operator-manager`: [`manager`] (starts plugins as controllers: CRDs, discovery, caches),
 //!   [`leader`] (leader election with a Lease, as client-go), [`shard`] (sharding parents across
@@ -27,9 +28,11 @@
 pub use operator_api::{api_answer, api_client, api_error, error_chain, events, object_reference};
 pub use operator_clock as clock;
 pub use operator_controller as controller;
-pub use operator_controller::{actions, activity, metrics, outcomes};
+pub use operator_controller::actions;
 pub use operator_manager as manager;
 pub use operator_manager::{heap, leader, shard};
+pub use operator_metrics as metrics;
+pub use operator_metrics::{activity, outcomes};
 pub use operator_plugin_sources::{hotswap, plugin_resource, record, status};
 pub use operator_sandbox as sandbox;
 pub use operator_sandbox::registry;

@@ -1,7 +1,9 @@
 //! The `metav1.LabelSelector` of Kubernetes, as the API server reads one
 //! (`LabelSelectorAsSelector`): parsed from its JSON form with the server's
-//! wording for the same faults, and matched against an object's labels; and the
-//! DNS-1123 name checks ([`dns1123`]) that object names and label keys share.
+//! wording for the same faults, and matched against an object's labels; the one
+//! label [`Requirement`] matcher (also of selectors read from other forms, such as
+//! the embedded API server's `?labelSelector=` query); and the DNS-1123 name checks
+//! ([`dns1123`]) that object names and label keys share.
 
 pub mod dns1123;
 
@@ -26,6 +28,13 @@ impl LabelSet for BTreeMap<String, String> {
     }
 }
 
+/// `metadata.labels` as JSON; a value that is not a string is no label.
+impl LabelSet for serde_json::Map<String, Value> {
+    fn get(&self, key: &str) -> Option<&str> {
+        serde_json::Map::get(self, key).and_then(Value::as_str)
+    }
+}
+
 /// A `metav1.LabelSelector`, as the API server reads one.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LabelSelector {
@@ -33,18 +42,24 @@ pub struct LabelSelector {
     match_expressions: Vec<Requirement>,
 }
 
+/// One term of a selector: a key, an operator and, for `In` and `NotIn`, a set of values.
 #[derive(Clone, Debug, PartialEq, Eq)]
-struct Requirement {
+pub struct Requirement {
     key: String,
     operator: Operator,
     values: BTreeSet<String>,
 }
 
+/// How a [`Requirement`] tests its key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Operator {
+pub enum Operator {
+    /// The label is set to one of the values.
     In,
+    /// The label is not set to any of the values (or not set at all).
     NotIn,
+    /// The label is set, to anything.
     Exists,
+    /// The label is not set.
     DoesNotExist,
 }
 
@@ -73,13 +88,7 @@ impl LabelSelector {
     /// Whether an object with these labels is selected. An empty selector
     /// selects everything, as `metav1.LabelSelectorAsSelector` makes it.
     pub fn matches(&self, labels: &impl LabelSet) -> bool {
-        self.match_labels.iter().all(|(k, v)| labels.get(k) == Some(v.as_str()))
-            && self.match_expressions.iter().all(|r| match r.operator {
-                Operator::In => labels.get(&r.key).is_some_and(|v| r.values.contains(v)),
-                Operator::NotIn => labels.get(&r.key).is_none_or(|v| !r.values.contains(v)),
-                Operator::Exists => labels.contains_key(&r.key),
-                Operator::DoesNotExist => !labels.contains_key(&r.key),
-            })
+        self.match_labels.iter().all(|(k, v)| labels.get(k) == Some(v.as_str())) && self.match_expressions.iter().all(|r| r.matches(labels))
     }
 }
 
@@ -111,6 +120,38 @@ impl std::fmt::Display for Requirement {
 }
 
 impl Requirement {
+    /// A requirement as given, unchecked: the caller has read it from a form with rules of its
+    /// own (a query string's syntax, an object stored after validation). Values given to
+    /// `Exists` and `DoesNotExist` are kept but play no part in matching.
+    pub fn new(key: impl Into<String>, operator: Operator, values: impl IntoIterator<Item = String>) -> Self {
+        Self { key: key.into(), operator, values: values.into_iter().collect() }
+    }
+
+    /// The label key tested.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// How the key is tested.
+    pub fn operator(&self) -> Operator {
+        self.operator
+    }
+
+    /// The values of `In` and `NotIn`, sorted.
+    pub fn values(&self) -> impl Iterator<Item = &str> {
+        self.values.iter().map(String::as_str)
+    }
+
+    /// Whether an object with these labels satisfies the requirement.
+    pub fn matches(&self, labels: &impl LabelSet) -> bool {
+        match self.operator {
+            Operator::In => labels.get(&self.key).is_some_and(|v| self.values.contains(v)),
+            Operator::NotIn => labels.get(&self.key).is_none_or(|v| !self.values.contains(v)),
+            Operator::Exists => labels.contains_key(&self.key),
+            Operator::DoesNotExist => !labels.contains_key(&self.key),
+        }
+    }
+
     fn parse(value: &Value) -> Result<Self, String> {
         let key = value["key"].as_str().filter(|k| !k.is_empty()).ok_or("key is required")?.to_string();
         let operator = match value["operator"].as_str() {
@@ -156,6 +197,17 @@ mod tests {
         let bad = LabelSelector::parse(&json!({"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]})).unwrap_err();
         assert!(bad.contains("values set must be empty"), "{bad}");
         assert_eq!(LabelSelector::parse(&json!([])).unwrap_err(), "a label selector must be an object");
+    }
+
+    #[test]
+    fn a_requirement_given_unchecked_matches_json_labels_that_are_strings() {
+        let labels = json!({"app": "web", "replicas": 3}).as_object().unwrap().clone();
+        assert!(Requirement::new("app", Operator::In, ["db".into(), "web".into()]).matches(&labels));
+        assert!(!Requirement::new("app", Operator::NotIn, ["web".into()]).matches(&labels));
+        assert!(Requirement::new("zone", Operator::NotIn, ["a".into()]).matches(&labels), "NotIn matches a missing label");
+        assert!(Requirement::new("replicas", Operator::DoesNotExist, []).matches(&labels), "a number is no label");
+        assert!(Requirement::new("app", Operator::Exists, ["ignored".into()]).matches(&labels));
+        assert_eq!(Requirement::new("app", Operator::In, ["b".into(), "a".into()]).values().collect::<Vec<_>>(), ["a", "b"]);
     }
 
     #[test]

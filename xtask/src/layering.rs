@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 /// with `operator-runtime` as their facade.
 const LAYERS: &[&[&str]] = &[
     &["operator-clock", "workload-math", "operator-plugin-sdk", "operator-sharding", "operator-selector"],
-    &["apiserver", "operator-api", "operator-oci"],
+    &["apiserver", "operator-api", "operator-oci", "operator-metrics"],
     &["operator-sandbox"],
     &["operator-controller"],
     &["operator-webhook", "operator-manager"],
@@ -33,6 +33,7 @@ const APART: &[(&[&str], &[&str])] = &[(
     &[
         "operator-api",
         "operator-oci",
+        "operator-metrics",
         "operator-sandbox",
         "operator-controller",
         "operator-webhook",

@@ -9,9 +9,6 @@
 //! again until its inputs change ([`permanent`]).
 
 pub mod actions;
-pub mod activity;
-pub mod metrics;
-pub mod outcomes;
 
 use operator_api::api_answer;
 use operator_api::api_error;
@@ -19,6 +16,7 @@ use operator_api::error_chain;
 use operator_api::events;
 use operator_api::object_reference;
 use operator_clock as clock;
+use operator_metrics as metrics;
 use operator_sandbox as sandbox;
 
 pub mod cache;

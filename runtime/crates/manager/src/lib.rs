@@ -25,7 +25,7 @@ use operator_api::error_chain;
 use operator_clock as clock;
 use operator_controller as controller;
 use operator_controller::actions;
-use operator_controller::metrics;
+use operator_metrics as metrics;
 use operator_sandbox as sandbox;
 use operator_sandbox::registry;
 

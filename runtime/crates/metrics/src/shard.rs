@@ -34,7 +34,7 @@ fn handover_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.005, 2.0, 14))
 }
 
-/// The sharding metrics (registered with the rest by [`crate::metrics::Metrics`]).
+/// The sharding metrics (registered with the rest by [`crate::Metrics`]).
 pub struct ShardMetrics {
     /// Parents in this replica's shard, per controller (set at scrape).
     pub owned: Family<ControllerLabels, Gauge>,

@@ -1,4 +1,8 @@
-//! Prometheus metrics under controller-runtime's names, and the probes.
+//! What the runtime observes of itself: Prometheus metrics under controller-runtime's names and
+//! the probes they read, the sharding metrics ([`shard`]), and the two records other parts take
+//! decisions from: the recent [`activity`] the status page shows and the reconcile [`outcomes`]
+//! automatic rollback compares. The controllers, the webhook server, the manager and the plugin
+//! sources all write here; this crate imports none of them.
 //!
 //! Crate: `prometheus-client` (the Prometheus project's own Rust client):
 //! typed label sets, no global registry, OpenMetrics/text encoding without
@@ -9,6 +13,8 @@
 //! process serves), `/readyz` (ok once every cache has synced) and `/status`
 //! (the JSON `Snapshot` of `operator-plugin-sources`' `status`, which `host status` prints).
 
+pub mod activity;
+pub mod outcomes;
 pub mod shard;
 
 use std::collections::BTreeMap;
@@ -182,7 +188,7 @@ pub struct Metrics {
     caches: Mutex<Vec<(CacheLabels, std::sync::Weak<dyn CacheProbe>)>>,
     ready: AtomicBool,
     /// `--sharded`: ownership, handovers and the sharder's decisions.
-    pub shard: crate::metrics::shard::ShardMetrics,
+    pub shard: crate::shard::ShardMetrics,
     /// Per controller, how many parents its shard holds (read at scrape).
     owned: Mutex<Vec<(String, OwnedCount)>>,
     /// Recent reconciles, last errors and rollbacks for `/status`.
@@ -276,7 +282,7 @@ impl Metrics {
             "Events not recorded because the queue to the background sender was full, by controller",
             events_dropped.clone(),
         );
-        let shard = crate::metrics::shard::ShardMetrics::new(&mut registry);
+        let shard = crate::shard::ShardMetrics::new(&mut registry);
         Self {
             registry,
             shard,
@@ -430,7 +436,7 @@ impl Metrics {
 
     /// Counts a handover of `controller` that took `seconds`.
     pub fn shard_handover(&self, controller: &str, seconds: f64) {
-        let labels = crate::metrics::shard::ControllerLabels { controller: controller.into() };
+        let labels = crate::shard::ControllerLabels { controller: controller.into() };
         self.shard.handovers.get_or_create(&labels).inc();
         self.shard.handover_seconds.get_or_create(&labels).observe(seconds);
     }
@@ -449,7 +455,7 @@ impl Metrics {
             }
         });
         for (controller, count) in self.owned.lock().unwrap().iter() {
-            self.shard.owned.get_or_create(&crate::metrics::shard::ControllerLabels { controller: controller.clone() }).set(count() as i64);
+            self.shard.owned.get_or_create(&crate::shard::ControllerLabels { controller: controller.clone() }).set(count() as i64);
         }
         for q in self.queues.lock().unwrap().iter_mut() {
             let labels = NameLabels { name: q.name.clone() };

@@ -1,5 +1,5 @@
 //! What the controllers and the reloader did recently, kept by
-//! [`crate::metrics::Metrics`] for the status page (`operator-plugin-sources`' `status`): the
+//! [`crate::Metrics`] for the status page (`operator-plugin-sources`' `status`): the
 //! recent reconciles per controller (fed where
 //! `controller_runtime_reconcile_total` is counted), the last failed verdict
 //! per controller, the last rollback and the last refused version per plugin
