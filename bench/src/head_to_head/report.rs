@@ -414,4 +414,37 @@ mod tests {
         let text = std::fs::read_to_string(&path).expect("read");
         assert_eq!(text, format!("# Benchmarks\n\nbody\n\n{BEGIN}\ntwo\n{END}\n"));
     }
+
+    fn row(contestant: Contestant, peak: f64, burst: f64) -> Row {
+        Row {
+            contestant,
+            wall: 2.0,
+            p50: 1.0,
+            p99: 2.0,
+            requests_per_job: 3.0,
+            verbs: String::new(),
+            cpu: 1.0,
+            server_cpu: 5.0,
+            peak_rss_mib: peak,
+            burst_peak_rss_mib: burst,
+            bound: String::new(),
+        }
+    }
+
+    fn burst_goal(wasm_burst: f64) -> String {
+        let rows = [
+            row(Contestant::HostWasm, 97.0, wasm_burst),
+            row(Contestant::HostNative, 36.0, 35.9),
+            row(Contestant::ControllerRuntimeTuned, 59.0, 59.0),
+        ];
+        goals(&rows).into_iter().find(|g| g.starts_with("Burst peak")).expect("a burst goal when both host rows ran")
+    }
+
+    #[test]
+    fn the_burst_goal_compares_the_burst_peaks_not_the_peaks_over_life() {
+        let met = burst_goal(46.0);
+        assert!(met.contains("**met**") && met.contains("(46.0 MiB vs 35.9 MiB, 1.28×)"), "{met}");
+        let not_met = burst_goal(76.2);
+        assert!(not_met.contains("**not met**") && not_met.contains("(76.2 MiB vs 35.9 MiB, 2.12×)"), "{not_met}");
+    }
 }
