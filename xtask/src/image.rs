@@ -162,7 +162,7 @@ pub fn run(options: &Options) -> Result {
 /// with rustup, but ring's C code then needs a musl C compiler
 /// (`x86_64-linux-musl-gcc`); the shared libraries the binary needs
 /// ([`shared_libraries`]) go into the image instead.
-fn build_host() -> Result<PathBuf> {
+pub(crate) fn build_host() -> Result<PathBuf> {
     let mut c = cargo();
     // `cargo rustc` hands `-C strip` to the binary only: every dependency
     // compiles as in any other release build.

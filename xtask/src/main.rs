@@ -33,7 +33,8 @@
 //!   (see `features`). Part of `test`'s lint.
 //! - `run`: `build`, then the host on the embedded cluster with the shipped
 //!   plugins (extra arguments go to `host run`).
-//! - `bench`: `build`, the benchmark's native comparator (`bench/native`,
+//! - `bench`: the production host as `image` builds it (`target/image/host`,
+//!   the head-to-head's host), `build`, the benchmark's native comparator (`bench/native`,
 //!   built with the plugins' codegen settings), then the benchmarks (`bench
 //!   all`), which write docs/benchmarks.md and docs/benchmarks/*.png;
 //!   `--quick` for a smoke run. Where Go is installed it first builds the
@@ -129,7 +130,10 @@ fn main() -> ExitCode {
         Some("features") if args.get(1).is_some_and(|a| a == "--write") => features::write(),
         Some("features") => features::check(),
         Some("run") => setup().and_then(|()| build()).and_then(|()| run(&args[1..])),
-        Some("bench") => setup().and_then(|()| build()).and_then(|()| bench(&args[1..])),
+        // The production host first (`target/image/host`, what the head-to-head
+        // runs), then the default build, which relinks `target/release/host`
+        // with the embedded cluster the other benchmarks start.
+        Some("bench") => setup().and_then(|()| image::build_host()).and_then(|_| build()).and_then(|()| bench(&args[1..])),
         Some("real-cluster") if args.get(1).is_some_and(|a| a == "build") => {
             real_cluster::build().and_then(|built| if built { Ok(()) } else { Err("the real control plane needs Go (1.26 or newer) on PATH".into()) })
         }

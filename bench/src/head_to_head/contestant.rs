@@ -102,6 +102,8 @@ impl Contestant {
 
 /// What the contestants are built from.
 pub struct Programs {
+    /// The production host (`target/image/host`: no embedded cluster,
+    /// symbols stripped), the binary the image ships.
     pub host: PathBuf,
     pub cronjob_wasm: PathBuf,
     /// This benchmark's own binary (`bench serve-native`).
@@ -113,7 +115,7 @@ pub struct Programs {
 impl Programs {
     pub fn find(target: &Path) -> anyhow::Result<Programs> {
         let programs = Programs {
-            host: target.join("release/host"),
+            host: target.join("image/host"),
             cronjob_wasm: target.join("plugins/cronjob.wasm"),
             bench: std::env::current_exe()?,
             controller_runtime: target.join("bench/go/cronjob-controller-runtime"),
@@ -121,7 +123,7 @@ impl Programs {
         for p in [&programs.host, &programs.cronjob_wasm, &programs.controller_runtime] {
             anyhow::ensure!(
                 p.exists(),
-                "{} is missing: run `cargo xtask bench head-to-head` (it builds the host, the plugins and the Go controller)",
+                "{} is missing: run `cargo xtask bench head-to-head` (it builds the production host, the plugins and the Go controller)",
                 p.display()
             );
         }

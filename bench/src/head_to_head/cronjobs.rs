@@ -44,8 +44,13 @@ pub struct Run {
     pub server_cpu: f64,
     /// The window's length (due instant → quiet), seconds.
     pub window: f64,
-    /// The contestant's peak RSS over its life (VmHWM), MiB.
+    /// The contestant's peak RSS over its life (VmHWM), MiB: start-up
+    /// (the initial lists; the host's plugin compile, its cache being empty)
+    /// included.
     pub peak_rss_mib: f64,
+    /// Its peak RSS from a second before the due instant to the end of the
+    /// window (VmHWM reset then), MiB: the burst alone.
+    pub burst_peak_rss_mib: f64,
     /// The machine's 1-minute load average at the due instant.
     pub load: f64,
 }
@@ -146,6 +151,8 @@ pub fn run_once(who: Contestant, programs: &Programs, count: usize, lead: Durati
     anyhow::ensure!(jobs.poll()? == 0, "Jobs exist before the due instant");
     // A second before the due instant, after the start-up's requests.
     sleep_until(due - Duration::from_secs(1));
+    let life_peak_kib = observe::status_kib(pid, "VmHWM")?;
+    observe::reset_peak(pid)?;
     let (before, before_seconds) = Requests::scrape(&plane)?;
     let cpu_before = observe::cpu(pid)?;
     let server_before = server_pids.iter().map(|p| observe::cpu(*p)).sum::<anyhow::Result<Duration>>()?;
@@ -163,7 +170,8 @@ pub fn run_once(who: Contestant, programs: &Programs, count: usize, lead: Durati
     let (after, after_seconds) = Requests::scrape(&plane)?;
     let requests = after.since(&before);
     let server_ms = requests.mean_ms(&after_seconds.since(&before_seconds));
-    let peak_rss_mib = observe::status_kib(pid, "VmHWM")? as f64 / 1024.0;
+    let burst_peak_kib = observe::status_kib(pid, "VmHWM")?;
+    let (peak_rss_mib, burst_peak_rss_mib) = (life_peak_kib.max(burst_peak_kib) as f64 / 1024.0, burst_peak_kib as f64 / 1024.0);
     check_jobs(&plane, who, count, due)?;
     running.stop();
 
@@ -184,6 +192,7 @@ pub fn run_once(who: Contestant, programs: &Programs, count: usize, lead: Durati
         server_cpu,
         window,
         peak_rss_mib,
+        burst_peak_rss_mib,
         load,
     })
 }

@@ -139,7 +139,7 @@ fn due_at_once(programs: &Programs, args: &Args) -> anyhow::Result<Vec<cronjobs:
         for who in order {
             let run = cronjobs::run_once(who, programs, args.cronjobs, lead(args.cronjobs), round)?;
             eprintln!(
-                "bench: head-to-head cronjobs ×{} {} round {round}: all Jobs {:.2} s (p50 {:.2} s, p99 {:.2} s), {:.0} requests ({}), CPU {:.2} s (server {:.2} s), peak RSS {:.0} MiB, load {:.2}; server time per request: {}",
+                "bench: head-to-head cronjobs ×{} {} round {round}: all Jobs {:.2} s (p50 {:.2} s, p99 {:.2} s), {:.0} requests ({}), CPU {:.2} s (server {:.2} s), peak RSS {:.1} MiB (burst {:.1} MiB), load {:.2}; server time per request: {}",
                 args.cronjobs,
                 who.label(),
                 run.wall,
@@ -150,6 +150,7 @@ fn due_at_once(programs: &Programs, args: &Args) -> anyhow::Result<Vec<cronjobs:
                 run.cpu,
                 run.server_cpu,
                 run.peak_rss_mib,
+                run.burst_peak_rss_mib,
                 run.load,
                 run.server_ms
             );

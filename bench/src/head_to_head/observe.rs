@@ -132,6 +132,14 @@ pub fn status_kib(pid: u32, field: &str) -> anyhow::Result<u64> {
         .ok_or_else(|| anyhow::anyhow!("no {field} in /proc/{pid}/status"))
 }
 
+/// Resets `pid`'s peak RSS (`VmHWM`) to its current RSS (`5` written to
+/// `/proc/PID/clear_refs`, Linux 4.0+), so a later `VmHWM` is the peak of
+/// what ran since.
+pub fn reset_peak(pid: u32) -> anyhow::Result<()> {
+    let file = format!("/proc/{pid}/clear_refs");
+    std::fs::write(&file, "5").map_err(|e| anyhow::anyhow!("reset the peak RSS in {file}: {e}"))
+}
+
 /// Proportional set size of `pid` in KiB (`Pss` in `/proc/PID/smaps_rollup`:
 /// each shared page split among the processes that map it).
 pub fn pss_kib(pid: u32) -> anyhow::Result<u64> {

@@ -242,10 +242,26 @@ fn tier_up(plugin: &LoadedPlugin, bytes: Vec<u8>, minor: Minor) {
             (Ok(_), None) => {}
             (Err(e), _) => tracing::warn!(plugin = name, error = e, "Cranelift cannot compile this plugin; its Winch build keeps serving"),
         }
+        release_compile_memory();
     };
     match background_compiles() {
         Some(pool) => pool.spawn(compile),
         None => tracing::warn!(plugin = plugin.name(), "no threads for the Cranelift compile; the Winch build keeps serving"),
+    }
+}
+
+/// Hands the heap pages a finished compile freed back to the OS (glibc's
+/// `malloc_trim`; elsewhere nothing). Cranelift's working memory for one
+/// plugin is tens of MiB, freed when the compile ends but kept resident by
+/// malloc for reuse; a tier-up usually ends after start-up's own trim (the
+/// manager's, once the caches are synced). Measured with 1,000 CronJobs
+/// cached and cronjob compiled at start: 90 MiB resident at idle without
+/// this, 75.5 MiB with it (a host that loads it precompiled: 41 MiB).
+fn release_compile_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks the allocator's own free lists under its locks.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 
