@@ -107,11 +107,12 @@ impl Unit {
 fn unit_graph(args: &[String]) -> Result<Vec<Unit>> {
     let mut c = cargo();
     c.args(args).args(["--unit-graph", "-Z", "unstable-options"]).env("RUSTC_BOOTSTRAP", "1");
-    let out = c.output().map_err(|e| format!("cannot start {c:?}: {e}"))?;
+    let shown = crate::shown(&c);
+    let out = c.output().map_err(|e| format!("cannot start {shown}: {e}"))?;
     if !out.status.success() {
-        return Err(format!("{c:?} failed: {}", String::from_utf8_lossy(&out.stderr)));
+        return Err(format!("{shown} failed: {}", String::from_utf8_lossy(&out.stderr)));
     }
-    let graph: Value = serde_json::from_slice(&out.stdout).map_err(|e| format!("{c:?} printed no unit graph: {e}"))?;
+    let graph: Value = serde_json::from_slice(&out.stdout).map_err(|e| format!("{shown} printed no unit graph: {e}"))?;
     if graph["version"] != 1 {
         return Err(format!("cargo's unit graph is version {}, this check reads version 1", graph["version"]));
     }

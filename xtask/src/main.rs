@@ -242,9 +242,19 @@ const PLUGIN_INLINE_THRESHOLD: u32 = 1000;
 const PLUGIN_INITIAL_MEMORY: u32 = 4 << 20;
 
 fn status(mut cmd: Command) -> Result {
-    eprintln!("xtask: running {cmd:?}");
-    let status = cmd.status().map_err(|e| format!("cannot start {cmd:?}: {e}"))?;
-    if status.success() { Ok(()) } else { Err(format!("{cmd:?} failed with {status}")) }
+    let shown = shown(&cmd);
+    eprintln!("xtask: running {shown}");
+    let status = cmd.status().map_err(|e| format!("cannot start {shown}: {e}"))?;
+    if status.success() { Ok(()) } else { Err(format!("{shown} failed with {status}")) }
+}
+
+/// A command as a reader would type it: the variables it sets, the program
+/// and its arguments. `Debug` also lists every variable [`cargo`] removes, a
+/// dozen `env -u` before each cargo command.
+fn shown(cmd: &Command) -> String {
+    let set = cmd.get_envs().filter_map(|(name, value)| Some(format!("{}={value:?}", name.to_string_lossy(), value = value?)));
+    let words = std::iter::once(cmd.get_program()).chain(cmd.get_args()).map(|w| format!("{w:?}"));
+    set.chain(words).collect::<Vec<_>>().join(" ")
 }
 
 fn succeeds(program: &str, args: &[&str]) -> bool {
