@@ -295,6 +295,10 @@ fn kubectl_create_configmap_from_the_gzipped_cronjob_artifact_hot_swaps_it_into_
     let o = kubectl(&kubeconfig, &["create", "configmap", "plugins", &format!("--from-file={}", gz.display())], None);
     assert!(o.status.success(), "kubectl create configmap plugins: {}", String::from_utf8_lossy(&o.stderr));
     cronjob_sample_is_reconciled(&kubeconfig);
-    let events = kubectl(&kubeconfig, &["get", "events", "-o", "jsonpath={.items[*].reason}"], None);
-    assert!(String::from_utf8_lossy(&events.stdout).contains("PluginLoaded"), "{}", String::from_utf8_lossy(&events.stdout));
+    // The host records PluginLoaded after it starts the controller, so the sample can be
+    // reconciled first: wait for the Event.
+    poll("the PluginLoaded Event", || {
+        let events = kubectl(&kubeconfig, &["get", "events", "-o", "jsonpath={.items[*].reason}"], None);
+        String::from_utf8_lossy(&events.stdout).contains("PluginLoaded").then_some(())
+    });
 }

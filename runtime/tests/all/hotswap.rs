@@ -330,7 +330,12 @@ async fn a_swapped_in_version_that_fails_every_reconcile_is_rolled_back_within_t
     assert_eq!(env.version("plugin.wasm").as_deref(), Some("1.0.0"));
     let cause = format!("plugin_rollbacks_total{{plugin=\"{}\",cause=\"panic\"}}", id("plugin.wasm"));
     assert_eq!(env.counter(&cause), 1, "{}", env.manager.metrics().render());
-    let events = env.events("PluginRolledBack").await;
+    // The Event is written after the counters (an API call of its own): wait for it.
+    let events = common::eventually("the PluginRolledBack Event", WAIT, || async {
+        let events = env.events("PluginRolledBack").await;
+        (!events.is_empty()).then_some(events)
+    })
+    .await;
     assert_eq!(events.len(), 1);
     assert_eq!(events[0].type_.as_deref(), Some("Warning"));
     let note = events[0].note.clone().unwrap_or_default();

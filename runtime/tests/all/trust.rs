@@ -47,9 +47,14 @@ async fn a_configmap_plugin_runs_only_when_signed_by_a_trusted_key_and_refused_v
     env.publish(&[("plugin.wasm", tampered), ("plugin.wasm.sig", sign(&trusted, &v2))]).await;
     refused(&env, "bad_signature", 2).await;
     assert_eq!(env.version("plugin.wasm").as_deref(), Some("1.0.0"));
-    let notes: Vec<String> = env.events("PluginUntrusted").await.into_iter().filter_map(|e| e.note).collect();
-    assert!(notes.iter().any(|n| n.contains("no key plugin.wasm.sig in configmap default/plugins")), "{notes:#?}");
-    assert!(notes.iter().any(|n| n.contains("does not verify") && n.contains("still running versioned 1.0.0")), "{notes:#?}");
+    // Each refusal's Event is written after its counter (an API call of its own): wait for both.
+    common::eventually("the PluginUntrusted Events of both refusals", WAIT, || async {
+        let notes: Vec<String> = env.events("PluginUntrusted").await.into_iter().filter_map(|e| e.note).collect();
+        let unsigned = notes.iter().any(|n| n.contains("no key plugin.wasm.sig in configmap default/plugins"));
+        let unverified = notes.iter().any(|n| n.contains("does not verify") && n.contains("still running versioned 1.0.0"));
+        (unsigned && unverified).then_some(())
+    })
+    .await;
 
     // Correctly signed v2: swapped in.
     env.publish(&[("plugin.wasm", v2.clone()), ("plugin.wasm.sig", sign(&trusted, &v2))]).await;

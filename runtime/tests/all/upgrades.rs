@@ -193,7 +193,13 @@ async fn a_candidate_that_agrees_is_promoted_after_n_reconciles() {
     env.running(&digest(&active)).await;
     env.publish(&[(KEY, active.clone()), (CANDIDATE, candidate.clone())]).await;
     env.staged().await;
-    assert_eq!(env.events("PluginStaged").await.len(), 1);
+    // The Event is written after the candidate is staged (an API call of its own): wait for it.
+    let staged = common::eventually("the PluginStaged Event", WAIT, || async {
+        let events = env.events("PluginStaged").await;
+        (!events.is_empty()).then_some(events)
+    })
+    .await;
+    assert_eq!(staged.len(), 1);
 
     // Each widget is reconciled at least twice (created, then its child seen).
     env.create_widgets(0, 20).await;
