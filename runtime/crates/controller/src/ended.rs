@@ -4,14 +4,20 @@
 
 use std::time::Duration;
 
-use super::queue::Outcome;
+use super::queue::{Outcome, Priority};
 
 /// How one reconcile ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Ended {
     /// Done until something changes.
     Done,
-    /// Done; the plugin asked to be called again after this delay.
+    /// Done; the plugin asked to be called again after this delay. The
+    /// timer's pass is [`Priority::Normal`] whatever priority this pass had:
+    /// it is work the plugin scheduled (a CronJob's next run), not a
+    /// start-up re-check. controller-runtime's requeue keeps the pass's
+    /// priority, so after a restart every schedule stays low and waits
+    /// behind the status passes its own Jobs start (a burst of 1,000 due
+    /// CronJobs then made its last Job 2.8x later).
     RequeueAfter(Duration),
     /// A write met a newer object (409): again at once, no backoff.
     Conflict,
@@ -27,7 +33,7 @@ impl Ended {
     pub fn outcome(self) -> Outcome {
         match self {
             Ended::Done | Ended::FailedForGood => Outcome::Success { requeue_after: None, priority: None },
-            Ended::RequeueAfter(after) => Outcome::Success { requeue_after: Some(after), priority: None },
+            Ended::RequeueAfter(after) => Outcome::Success { requeue_after: Some(after), priority: Some(Priority::Normal) },
             Ended::Conflict => Outcome::RequeueNow,
             Ended::Failed => Outcome::Error,
         }
@@ -58,7 +64,11 @@ mod tests {
     fn every_end_has_controller_runtimes_label_and_a_queue_outcome() {
         let after = Duration::from_secs(5);
         assert_eq!(Ended::Done.label(), "success");
-        assert_eq!(Ended::RequeueAfter(after).outcome(), Outcome::Success { requeue_after: Some(after), priority: None });
+        assert_eq!(
+            Ended::RequeueAfter(after).outcome(),
+            Outcome::Success { requeue_after: Some(after), priority: Some(Priority::Normal) },
+            "the plugin's timer is normal priority even after a low-priority pass"
+        );
         assert_eq!(Ended::Conflict.outcome(), Outcome::RequeueNow);
         assert_eq!(Ended::Failed.outcome(), Outcome::Error);
         assert_eq!(Ended::FailedForGood.label(), "error");
