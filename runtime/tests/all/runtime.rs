@@ -679,6 +679,7 @@ async fn an_already_exists_the_cache_has_not_seen_yet_is_checked_with_the_api_se
         parent_uid: "parent-uid",
         plugin: "hello",
         child_label: None,
+        low_priority_echoes: None,
     };
     let create = |name: &str| Write::Create {
         gvk: gvk.clone(),

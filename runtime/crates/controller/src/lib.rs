@@ -21,6 +21,7 @@ use operator_sandbox as sandbox;
 
 pub mod cache;
 pub mod cached;
+pub mod echoes;
 mod ended;
 pub mod expectations;
 pub mod finalizer;
@@ -52,6 +53,7 @@ use crate::events::Recorder;
 use crate::metrics::{Metrics, QueueProbe};
 use crate::sandbox::LoadedPlugin;
 use cache::{CachedObject, HandlerId, KindCache, ObjectKey, Origin};
+use echoes::Echoes;
 use expectations::Expectations;
 use parent::ParentWrites;
 use queue::{Priority, WorkQueue};
@@ -114,6 +116,9 @@ pub struct Controller {
     queue: Arc<WorkQueue<ObjectKey>>,
     /// The writes of each parent's last pass, until its next pass starts.
     expectations: Arc<Expectations>,
+    /// Children low-priority passes created, so their ADDED events keep the
+    /// parent at low priority.
+    echoes: Arc<Echoes>,
     /// The host's own writes to the parents (finalizers, status, verdict).
     parent_writes: ParentWrites,
     client: kube::Client,
@@ -191,6 +196,7 @@ impl Controller {
             resources,
             queue,
             expectations,
+            echoes: Arc::new(Echoes::default()),
             parent_writes,
             client,
             clock,
@@ -318,10 +324,20 @@ impl Controller {
         for gvk in children.iter().filter(|g| **g != self.parent_gvk) {
             let queue = self.queue.clone();
             let parent = self.parent_gvk.clone();
+            let echoes = self.echoes.clone();
+            let child = gvk.clone();
             let id = self.caches[gvk].on_change(Arc::new(move |old: Option<&CachedObject>, new: Option<&CachedObject>, origin: Origin| {
+                // A low-priority pass's own create coming back stays low.
+                let echo = match (old, new, origin) {
+                    (None, Some(o), Origin::Change) => {
+                        let created = o.key();
+                        echoes.take(&child, &created.namespace, &created.name)
+                    }
+                    _ => false,
+                };
                 for obj in [old, new].into_iter().flatten() {
                     if let Some(key) = controller_key(obj, &parent) {
-                        queue.add(key, priority_of(origin));
+                        queue.add(key, if echo { Priority::Low } else { priority_of(origin) });
                     }
                 }
             }));

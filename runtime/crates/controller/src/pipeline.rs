@@ -26,6 +26,7 @@ use operator_plugin_sdk::Action;
 
 use super::cache::{CachedObject, ObjectKey};
 use super::finalizer::{Event, Reconciled, with_finalizer};
+use super::queue::Priority;
 use super::read::{CacheLookup, CacheView};
 use super::verdict::{Pass, VerdictSink};
 use super::{Controller, Ended, permanent, validity};
@@ -163,6 +164,7 @@ impl Controller {
             parent_uid: &reference.uid,
             plugin: plugin_name,
             child_label: child_label.as_ref().map(|(k, v)| (k.as_str(), v.as_str())),
+            low_priority_echoes: (self.queue.processing_priority(key) == Some(Priority::Low)).then_some(&*self.echoes),
         };
         let requeue_after = plan.requeue_after;
         let mut executed = executor.execute(plan.writes).await;

@@ -178,19 +178,19 @@ impl<K: Clone + Eq + Hash + Ord> QueueState<K> {
             *slot = (*slot).max(priority);
             return;
         }
-        // A delayed entry is consumed by the add, its priority kept if higher.
-        let priority = match self.waiting_at.remove(&key) {
-            Some((at, seq, waited)) => {
-                self.waiting.remove(&(at, seq));
-                priority.max(waited)
-            }
-            None => priority,
-        };
+        // A delayed entry not yet due is consumed by the add (the pass sets
+        // its timer again) and its priority with it: that priority is for
+        // the timer's instant. Kept, a plugin's normal-priority timer would
+        // lift every low-priority add before it (a start-up pass's own
+        // child coming back) ahead of the start-up passes still waiting.
+        if let Some((at, seq, _)) = self.waiting_at.remove(&key) {
+            self.waiting.remove(&(at, seq));
+        }
         self.make_ready(key, priority);
     }
 
-    /// Queue `key` at `at` (or sooner if it already is), at `priority` (or
-    /// higher if it already is).
+    /// Queue `key` at `at` (or sooner if it already waits), at `priority` (or
+    /// higher if it already waits); a key ready now is left as it is.
     pub fn add_at(&mut self, key: K, at: Instant, priority: Priority, now: Instant) {
         if at <= now {
             return self.add(key, priority);
@@ -201,8 +201,9 @@ impl<K: Clone + Eq + Hash + Ord> QueueState<K> {
             return;
         }
         if self.queued.contains_key(&key) {
-            // Already ready, which is sooner: only the priority can rise.
-            return self.make_ready(key, priority);
+            // Already ready, which is sooner: that pass sets its timer again.
+            // The timer's priority is for its instant and does not lift it.
+            return;
         }
         let (at, priority) = match self.waiting_at.remove(&key) {
             Some((existing, seq, waited)) => {
@@ -293,6 +294,11 @@ impl<K: Clone + Eq + Hash + Ord> QueueState<K> {
         delay
     }
 
+    /// The priority `key` was handed out at, while it is being processed.
+    pub fn processing_priority(&self, key: &K) -> Option<Priority> {
+        self.processing.get(key).copied()
+    }
+
     /// Forgets a key that no longer exists (its backoff and delayed entries).
     pub fn forget(&mut self, key: &K) {
         self.failures.remove(key);
@@ -335,7 +341,11 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
 
     /// Queues `key` at `priority` (see [`QueueState::add`]).
     pub fn add(&self, key: K, priority: Priority) {
-        self.state.lock().unwrap().0.add(key, priority);
+        let mut guard = self.state.lock().unwrap();
+        // A timer already due is ready with its own priority before the add meets it.
+        guard.0.promote(Instant::now());
+        guard.0.add(key, priority);
+        drop(guard);
         self.notify.notify_waiters();
     }
 
@@ -357,6 +367,11 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
 
     pub fn depth(&self) -> usize {
         self.state.lock().unwrap().0.depth()
+    }
+
+    /// The priority `key` was handed out at, while it is being processed.
+    pub fn processing_priority(&self, key: &K) -> Option<Priority> {
+        self.state.lock().unwrap().0.processing_priority(key)
     }
 
     pub fn depth_at(&self, priority: Priority) -> usize {
@@ -642,10 +657,33 @@ mod tests {
         assert_eq!(q.next_deadline(), Some(t0 + Duration::from_secs(3)));
         q.add("b", L);
         assert_eq!(q.pop_with_priority(t0 + Duration::from_secs(3)), Some(("a", N)));
-        // An immediate low add (a resync) of a key waiting at normal priority keeps it normal.
+        // An immediate low add (a resync) of a key whose normal timer is not
+        // due yet runs low now; the timer is consumed (the pass sets it again).
         q.add_at("c", t0 + Duration::from_secs(60), N, t0);
         q.add("c", L);
-        assert_eq!(q.pop_with_priority(t0 + Duration::from_secs(3)), Some(("c", N)));
+        assert_eq!(q.pop_with_priority(t0 + Duration::from_secs(3)), Some(("b", L)));
+        assert_eq!(q.pop_with_priority(t0 + Duration::from_secs(3)), Some(("c", L)));
+        assert_eq!(q.next_deadline(), None, "the timer was consumed");
+        // A timer already due keeps its priority when an add meets it.
+        q.add_at("d", t0 + Duration::from_secs(5), N, t0);
+        q.promote(t0 + Duration::from_secs(5));
+        q.add("d", L);
+        assert_eq!(q.pop_with_priority(t0 + Duration::from_secs(5)), Some(("d", N)));
+    }
+
+    #[test]
+    fn a_later_timer_does_not_lift_a_key_ready_now() {
+        // A start-up pass (low) whose own child came back while it ran, and
+        // which asked for its next run in a minute at normal priority.
+        let mut q = q();
+        let t0 = Instant::now();
+        q.add("a", L);
+        q.add("b", L);
+        assert_eq!(q.pop(t0), Some("a"));
+        q.add("a", L);
+        q.finish("a", Outcome::Success { requeue_after: Some(Duration::from_secs(60)), priority: Some(N) }, t0);
+        assert_eq!(q.pop_with_priority(t0), Some(("b", L)), "the earlier start-up key first");
+        assert_eq!(q.pop_with_priority(t0), Some(("a", L)));
     }
 
     #[tokio::test(start_paused = true)]

@@ -86,6 +86,9 @@ pub struct Executor<'a> {
     /// Sharded: the shard label every created or replaced child carries, so
     /// it stays in this replica's cache (its watches select on it).
     pub child_label: Option<(&'a str, &'a str)>,
+    /// Set when the pass runs at low priority: the children it creates are
+    /// noted, so their ADDED events keep the parent low ([`crate::echoes`]).
+    pub low_priority_echoes: Option<&'a crate::echoes::Echoes>,
 }
 
 /// Puts `label` on `object` (a child about to be created or replaced): a
@@ -155,7 +158,15 @@ impl Executor<'_> {
                             break;
                         }
                     };
-                    match self.target(&gvk, &namespace).create(&pp, &obj).await {
+                    let echo = self.low_priority_echoes.zip(obj.metadata.name.clone());
+                    if let Some((echoes, name)) = &echo {
+                        echoes.expect(&gvk, &namespace, name);
+                    }
+                    let result = self.target(&gvk, &namespace).create(&pp, &obj).await;
+                    if let (Err(_), Some((echoes, name))) = (&result, &echo) {
+                        echoes.cancel(&gvk, &namespace, name);
+                    }
+                    match result {
                         Ok(created) => {
                             out.writes += 1;
                             if let Some(uid) = created.metadata.uid {
@@ -266,7 +277,15 @@ impl Executor<'_> {
         let what = describe("apply", &gvk, namespace, Some(&Value::String(name.to_owned())));
         let object = with_label(with_label(object, Some((APPLIED_BY, self.plugin))), self.child_label);
         let params = PatchParams { field_manager: Some(apply_manager(self.plugin)), force: true, ..PatchParams::default() };
-        match self.api(&gvk, namespace).patch(name, &params, &Patch::Apply(&object)).await {
+        let echoes = self.low_priority_echoes.filter(|_| existing.is_none());
+        if let Some(echoes) = echoes {
+            echoes.expect(&gvk, namespace, name);
+        }
+        let result = self.api(&gvk, namespace).patch(name, &params, &Patch::Apply(&object)).await;
+        if let (Err(_), Some(echoes)) = (&result, echoes) {
+            echoes.cancel(&gvk, namespace, name);
+        }
+        match result {
             Ok(applied) => {
                 let rv = applied.metadata.resource_version.unwrap_or_default();
                 match existing {
