@@ -48,7 +48,13 @@ impl Echoes {
     /// Whether the ADDED event of `namespace/name` is a low-priority pass's
     /// own create (once: the entry is consumed).
     pub fn take(&self, gvk: &GroupVersionKind, namespace: &str, name: &str) -> bool {
-        let created = self.pending.lock().unwrap().remove(&(gvk.clone(), namespace.to_owned(), name.to_owned()));
+        let mut pending = self.pending.lock().unwrap();
+        // Every child's ADDED event asks; with no low pass running there is
+        // nothing to look up (and no key to build).
+        if pending.is_empty() {
+            return false;
+        }
+        let created = pending.remove(&(gvk.clone(), namespace.to_owned(), name.to_owned()));
         created.is_some_and(|at| at.elapsed() < WINDOW)
     }
 

@@ -144,6 +144,27 @@ impl Executor<'_> {
         Ok(live.and_then(|o| o.metadata.owner_references?.into_iter().find(|r| r.controller == Some(true)).map(|r| r.uid)))
     }
 
+    /// Runs `write`, which creates `name` (`None`: not a create, or no name
+    /// yet), noted first for [`crate::echoes`] when this pass runs at low
+    /// priority and forgotten again if the write fails.
+    async fn noting_create<T>(
+        &self,
+        gvk: &GroupVersionKind,
+        namespace: &str,
+        name: Option<&str>,
+        write: impl std::future::Future<Output = kube::Result<T>>,
+    ) -> kube::Result<T> {
+        let noted = self.low_priority_echoes.zip(name);
+        if let Some((echoes, name)) = noted {
+            echoes.expect(gvk, namespace, name);
+        }
+        let result = write.await;
+        if let (Err(_), Some((echoes, name))) = (&result, noted) {
+            echoes.cancel(gvk, namespace, name);
+        }
+        result
+    }
+
     pub async fn execute(&self, writes: Vec<Write>) -> Executed {
         let mut out = Executed::default();
         let pp = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() };
@@ -158,15 +179,8 @@ impl Executor<'_> {
                             break;
                         }
                     };
-                    let echo = self.low_priority_echoes.zip(obj.metadata.name.clone());
-                    if let Some((echoes, name)) = &echo {
-                        echoes.expect(&gvk, &namespace, name);
-                    }
-                    let result = self.target(&gvk, &namespace).create(&pp, &obj).await;
-                    if let (Err(_), Some((echoes, name))) = (&result, &echo) {
-                        echoes.cancel(&gvk, &namespace, name);
-                    }
-                    match result {
+                    let target = self.target(&gvk, &namespace);
+                    match self.noting_create(&gvk, &namespace, obj.metadata.name.as_deref(), target.create(&pp, &obj)).await {
                         Ok(created) => {
                             out.writes += 1;
                             if let Some(uid) = created.metadata.uid {
@@ -277,15 +291,9 @@ impl Executor<'_> {
         let what = describe("apply", &gvk, namespace, Some(&Value::String(name.to_owned())));
         let object = with_label(with_label(object, Some((APPLIED_BY, self.plugin))), self.child_label);
         let params = PatchParams { field_manager: Some(apply_manager(self.plugin)), force: true, ..PatchParams::default() };
-        let echoes = self.low_priority_echoes.filter(|_| existing.is_none());
-        if let Some(echoes) = echoes {
-            echoes.expect(&gvk, namespace, name);
-        }
-        let result = self.api(&gvk, namespace).patch(name, &params, &Patch::Apply(&object)).await;
-        if let (Err(_), Some(echoes)) = (&result, echoes) {
-            echoes.cancel(&gvk, namespace, name);
-        }
-        match result {
+        let api = self.api(&gvk, namespace);
+        let patch = Patch::Apply(&object);
+        match self.noting_create(&gvk, namespace, existing.is_none().then_some(name), api.patch(name, &params, &patch)).await {
             Ok(applied) => {
                 let rv = applied.metadata.resource_version.unwrap_or_default();
                 match existing {
