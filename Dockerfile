@@ -12,6 +12,7 @@
 #   /usr/local/bin/host                 the host without its embedded cluster
 #   /lib/x86_64-linux-gnu/..., /lib64/  the glibc libraries it loads (ldd)
 #   /plugins/*.wasm                     the shipped plugins
+#   /usr/lib/operator-host/precompiled  the same, precompiled by this host
 #   /etc/ssl/certs/ca-certificates.crt  Debian's CA bundle
 #   /etc/passwd, /etc/group             root and nonroot (65532)
 #   /home/nonroot, /var/cache/operator-host, /tmp
@@ -40,6 +41,7 @@ COPY --from=build --chown=65532:65532 /out/rootfs/home/nonroot /home/nonroot
 # As the image configuration `cargo xtask image` writes (xtask/src/image/layout.rs).
 ENV PATH=/usr/local/bin \
     HOST_PLUGIN_CACHE_DIR=/var/cache/operator-host \
+    HOST_PLUGIN_PRECOMPILED_DIR=/usr/lib/operator-host/precompiled \
     SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt
 # 65532 is `nonroot` in /etc/passwd; the chart's runAsUser matches.
 USER 65532:65532

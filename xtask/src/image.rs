@@ -7,7 +7,8 @@
 //!    dependencies' features are the same: [`build_host`]) and copied to
 //!    `target/image/host`; glibc, with the shared libraries it loads copied into the image (see
 //!    [`build_host`] for why not musl).
-//! 2. The shipped plugins, as `cargo xtask build` makes them.
+//! 2. The shipped plugins, as `cargo xtask build` makes them, and their
+//!    artifacts as that host compiles them ([`precompile`]).
 //! 3. The rootfs ([`rootfs`]) as one layer of an OCI image layout
 //!    ([`layout`]) in `target/image/oci/`.
 //! 4. With `--rootfs DIR`: the same files written under DIR instead, and
@@ -77,8 +78,9 @@ pub fn dir() -> PathBuf {
 pub fn run(options: &Options) -> Result {
     let host = build_host()?;
     crate::build_shipped_plugins()?;
-    let plugins: Vec<PathBuf> = SHIPPED.iter().map(|p| target_dir().join("plugins").join(format!("{p}.wasm"))).collect();
-    let entries = rootfs::entries(&host, &shared_libraries(&host)?, &plugins)?;
+    let plugins = shipped_plugins();
+    let precompiled = precompile(&host, &plugins)?;
+    let entries = rootfs::entries(&host, &shared_libraries(&host)?, &plugins, &precompiled)?;
     if let Some(to) = &options.rootfs {
         rootfs::write_dir(&entries, to)?;
         eprintln!("xtask: the image's files are in {}", to.display());
@@ -176,6 +178,40 @@ pub(crate) fn build_host() -> Result<PathBuf> {
     let _ = std::fs::remove_file(&host);
     std::fs::copy(&built, &host).map_err(|e| format!("copy {} to {}: {e}", built.display(), host.display()))?;
     Ok(host)
+}
+
+/// The shipped plugins as `cargo xtask build` makes them.
+pub(crate) fn shipped_plugins() -> Vec<PathBuf> {
+    SHIPPED.iter().map(|p| target_dir().join("plugins").join(format!("{p}.wasm"))).collect()
+}
+
+/// The artifacts of `plugins` as `host` compiles them with Cranelift
+/// (`host --plugin-cache-dir DIR --no-plugin-baseline inspect P`), in
+/// `target/image/precompiled`. The image ships them read-only and names the
+/// directory in `HOST_PLUGIN_PRECOMPILED_DIR`, so a Pod loads the shipped
+/// plugins without compiling them: no start-up compile, and none of the
+/// compiler's working memory left in the heap. Artifacts are named by the
+/// engine's compatibility hash (the host's wasmtime and the CPU features
+/// it compiles for): on another CPU the host passes them over and compiles.
+pub(crate) fn precompile(host: &Path, plugins: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let dir = dir().join("precompiled");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
+    for plugin in plugins {
+        let mut c = Command::new(host);
+        c.arg("--plugin-cache-dir").arg(&dir).arg("--no-plugin-baseline").arg("inspect").arg(plugin).stdout(std::process::Stdio::null());
+        status(c)?;
+    }
+    let mut artifacts: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map_err(|e| format!("read {}: {e}", dir.display()))?
+        .filter_map(|e| Some(e.ok()?.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "cwasm"))
+        .collect();
+    artifacts.sort();
+    if artifacts.len() != plugins.len() {
+        return Err(format!("{} plugins compiled into {} artifacts in {}", plugins.len(), artifacts.len(), dir.display()));
+    }
+    Ok(artifacts)
 }
 
 /// The shared libraries `binary` loads and its program interpreter, as

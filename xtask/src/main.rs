@@ -554,6 +554,9 @@ fn run(extra: &[String]) -> Result {
 }
 
 fn bench(extra: &[String]) -> Result {
+    // The head to head runs the production host as the image does, with
+    // the shipped plugins precompiled beside it.
+    image::precompile(&image::dir().join("host"), &image::shipped_plugins())?;
     native_comparator()?;
     let mut c = cargo();
     c.args(["build", "--release", "-p", "bench"]);

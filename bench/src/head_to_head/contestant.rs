@@ -105,6 +105,10 @@ pub struct Programs {
     /// The production host (`target/image/host`: no embedded cluster,
     /// symbols stripped), the binary the image ships.
     pub host: PathBuf,
+    /// The shipped plugins as that host compiled them
+    /// (`target/image/precompiled`), which the image ships and names in
+    /// `HOST_PLUGIN_PRECOMPILED_DIR`.
+    pub precompiled: PathBuf,
     pub cronjob_wasm: PathBuf,
     /// This benchmark's own binary (`bench serve-native`).
     pub bench: PathBuf,
@@ -116,11 +120,12 @@ impl Programs {
     pub fn find(target: &Path) -> anyhow::Result<Programs> {
         let programs = Programs {
             host: target.join("image/host"),
+            precompiled: target.join("image/precompiled"),
             cronjob_wasm: target.join("plugins/cronjob.wasm"),
             bench: std::env::current_exe()?,
             controller_runtime: target.join("bench/go/cronjob-controller-runtime"),
         };
-        for p in [&programs.host, &programs.cronjob_wasm, &programs.controller_runtime] {
+        for p in [&programs.host, &programs.precompiled, &programs.cronjob_wasm, &programs.controller_runtime] {
             anyhow::ensure!(
                 p.exists(),
                 "{} is missing: run `cargo xtask bench head-to-head` (it builds the production host, the plugins and the Go controller)",
@@ -181,6 +186,7 @@ pub fn start(who: Contestant, plane: &ControlPlane, programs: &Programs, log_dir
     let spec = match who {
         Contestant::HostWasm => Spec::new("host", &programs.host)
             .args(["--plugin-cache-dir".to_string(), log_dir.join("plugin-cache").display().to_string()])
+            .args(["--plugin-precompiled-dir".to_string(), programs.precompiled.display().to_string()])
             .args(["run", "--plugin", &programs.cronjob_wasm.display().to_string()])
             .args(["--concurrency".to_string(), workers.to_string(), "--metrics-addr".to_string(), format!("127.0.0.1:{port}")]),
         Contestant::HostNative => Spec::new("host-native", &programs.bench).args([

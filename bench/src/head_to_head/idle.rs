@@ -181,7 +181,13 @@ fn create_jobs(plane: &ControlPlane, dir: &Path) -> anyhow::Result<()> {
 
 fn host(programs: &Programs, plane: &ControlPlane, cache: &Path, plugins: &[&Path], dir: &Path, name: &str, warm_up: bool) -> Running {
     let port = real_cluster::free_port();
-    let mut spec = Spec::new(name, &programs.host).args(["--plugin-cache-dir".to_string(), cache.display().to_string(), "run".to_string()]);
+    let mut spec = Spec::new(name, &programs.host).args([
+        "--plugin-cache-dir".to_string(),
+        cache.display().to_string(),
+        "--plugin-precompiled-dir".to_string(),
+        programs.precompiled.display().to_string(),
+        "run".to_string(),
+    ]);
     for p in plugins {
         spec = spec.args(["--plugin".to_string(), p.display().to_string()]);
     }

@@ -202,8 +202,8 @@ no scheduler, no kwok; Jobs are created, not run.) ";
 before the due instant. Measured from the due instant: until the last Job exists (seen in etcd, 25 ms polls), each Job's latency (p50, p99), \
 API requests from kube-apiserver's own `apiserver_request_total` (scraped a second before the due instant and once, for a second, the contestant \
 used no CPU and kube-apiserver counted no new request, so status writes and Events after the Jobs count; resource requests only, kube-apiserver's own Lease renewals left out), the contestant's CPU \
-(user + system from /proc) over the same window and kube-apiserver + etcd's, and its peak RSS (VmHWM): over its life (start-up included: the initial lists, and the host's plugin compile, its plugin cache starting empty \
-as in a new Pod) and in the burst (VmHWM reset through `/proc/PID/clear_refs` a second before the due instant, read at the window's end). \
+(user + system from /proc) over the same window and kube-apiserver + etcd's, and its peak RSS (VmHWM): over its life (start-up included: the initial lists; \
+the host loads cronjob.wasm precompiled, as the image ships it in `HOST_PLUGIN_PRECOMPILED_DIR`, its writable plugin cache starting empty as in a new Pod) and in the burst (VmHWM reset through `/proc/PID/clear_refs` a second before the due instant, read at the window's end). \
 The host is the production binary (`target/image/host`, what `cargo xtask image` ships: no embedded cluster). \
 The host and controller-runtime reconcile `batch.tutorial.kubebuilder.io/v1` CronJobs; kube-controller-manager runs only \
 `--controllers=cronjob-controller` on `batch/v1` CronJobs with the same schedules. Its Job controller stays off: it would create and track each \

@@ -125,6 +125,7 @@ fn start(side: Side, plane: &ControlPlane, programs: &Programs, mydeployment: &P
             let port = real_cluster::free_port();
             let spec = real_cluster::process::Spec::new("host", &programs.host)
                 .args(["--plugin-cache-dir".to_string(), log_dir.join("plugin-cache").display().to_string()])
+                .args(["--plugin-precompiled-dir".to_string(), programs.precompiled.display().to_string()])
                 .args(["run".to_string(), "--plugin".to_string(), mydeployment.display().to_string()])
                 .args(["--metrics-addr".to_string(), format!("127.0.0.1:{port}")])
                 .env("KUBECONFIG", plane.kubeconfig.display().to_string())

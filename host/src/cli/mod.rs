@@ -103,6 +103,12 @@ pub struct SandboxArgs {
     /// Compile plugins on every load instead of caching the artifact.
     #[arg(long, global = true)]
     pub no_plugin_cache: bool,
+    /// Read-only directory of plugins precompiled ahead of time by a host of
+    /// this same build, looked at before the cache (the image ships its
+    /// plugins precompiled here). An artifact of another build or CPU is
+    /// passed over and the plugin compiled as without it.
+    #[arg(long, global = true, env = "HOST_PLUGIN_PRECOMPILED_DIR")]
+    pub plugin_precompiled_dir: Option<PathBuf>,
     /// `run` and `inspect`: compile a plugin that is not cached with
     /// Cranelift before it runs. By default `run` serves it at once from a
     /// Winch build (compiled several times faster, slower code) and switches
@@ -120,11 +126,14 @@ impl SandboxArgs {
     /// [`Self::sandbox`] serving uncached plugins by `tiering` (unless
     /// `--no-plugin-baseline`).
     pub fn sandbox_tiered(&self, tiering: Tiering) -> anyhow::Result<Sandbox> {
-        let cache = if self.no_plugin_cache {
+        let mut cache = if self.no_plugin_cache {
             PrecompiledCache::disabled()
         } else {
             PrecompiledCache::at(self.plugin_cache_dir.clone().unwrap_or_else(default_cache_dir))?
         };
+        if let Some(dir) = &self.plugin_precompiled_dir {
+            cache = cache.with_shipped(dir);
+        }
         Sandbox::new(SandboxConfig {
             deadline: self.plugin_deadline,
             memory_limit: usize::try_from(self.plugin_memory_mib << 20)?,

@@ -267,6 +267,42 @@ fn a_second_load_uses_the_cache_and_a_corrupt_artifact_is_rebuilt() {
 }
 
 #[test]
+fn a_plugin_shipped_precompiled_loads_without_a_compile_and_its_directory_is_never_written() {
+    let (shipped, cache) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    // What an image build does: a host of the same build compiles the
+    // plugin into the directory the image then ships read-only.
+    let ahead = Sandbox::new(SandboxConfig { cache: PrecompiledCache::at(shipped.path()).unwrap(), ..config(DEADLINE) }).unwrap();
+    load(&ahead, "hello");
+    let files = |dir: &std::path::Path| std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect::<Vec<_>>();
+    let artifacts = files(shipped.path());
+    assert_eq!(artifacts.len(), 1, "{artifacts:?}");
+
+    let config = || SandboxConfig {
+        cache: PrecompiledCache::at(cache.path()).unwrap().with_shipped(shipped.path()),
+        tiering: Tiering::BaselineFirst,
+        ..config(DEADLINE)
+    };
+    let pod = Sandbox::new(config()).unwrap();
+    let plugin = load(&pod, "hello");
+    assert_eq!((pod.compilations(), plugin.info().cache, plugin.tier()), (0, CacheOutcome::Hit, Tier::Optimized));
+    assert_hello_still_answers(&plugin);
+    assert!(files(cache.path()).is_empty(), "nothing compiled, so nothing cached: {:?}", files(cache.path()));
+
+    // A damaged shipped artifact is passed over: the plugin is compiled,
+    // cached in the writable directory, and the shipped file is left as it is.
+    let mut bytes = std::fs::read(&artifacts[0]).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(&artifacts[0], &bytes).unwrap();
+    let pod = Sandbox::new(SandboxConfig { tiering: Tiering::Off, ..config() }).unwrap();
+    let plugin = load(&pod, "hello");
+    assert_eq!((pod.compilations(), plugin.info().cache), (1, CacheOutcome::Compiled));
+    assert_hello_still_answers(&plugin);
+    assert_eq!(std::fs::read(&artifacts[0]).unwrap(), bytes, "the shipped directory is read-only to the host");
+    assert_eq!(files(cache.path()).len(), 1, "the compile went to the writable cache");
+}
+
+#[test]
 fn a_plugin_of_another_contract_major_is_refused_naming_both_versions() {
     let sandbox = Sandbox::new(config(DEADLINE)).unwrap();
     let err = sandbox.load_file(&wasm("contract-v1")).expect_err("must be refused");

@@ -92,6 +92,7 @@ fn configuration(diff_id: &str) -> Result<Vec<u8>> {
         .env(vec![
             "PATH=/usr/local/bin".to_string(),
             format!("HOST_PLUGIN_CACHE_DIR=/{}", rootfs::PLUGIN_CACHE),
+            format!("HOST_PLUGIN_PRECOMPILED_DIR=/{}", rootfs::PRECOMPILED),
             format!("SSL_CERT_FILE=/{}", rootfs::CA_BUNDLE),
         ])
         .exposed_ports(vec!["8080/tcp".to_string()])

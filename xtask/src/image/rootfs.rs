@@ -7,6 +7,7 @@
 //! /usr/local/bin/host                 the production host
 //! /lib/..., /lib64/ld-linux-...       the glibc libraries it loads (ldd)
 //! /plugins/<name>.wasm                the shipped plugins
+//! /usr/lib/operator-host/precompiled  the shipped plugins precompiled by this host
 //! /etc/ssl/certs/ca-certificates.crt  the build machine's CA bundle (Debian's)
 //! /etc/passwd, /etc/group             root and `nonroot` (65532, as distroless)
 //! /home/nonroot                       its home (0700, owned by it)
@@ -29,6 +30,10 @@ pub const USER: u32 = 65532;
 pub const HOST: &str = "usr/local/bin/host";
 /// Where plugins compiled on load are cached (`HOST_PLUGIN_CACHE_DIR`).
 pub const PLUGIN_CACHE: &str = "var/cache/operator-host";
+/// The shipped plugins as this host compiled them at build time
+/// (`HOST_PLUGIN_PRECOMPILED_DIR`): a Pod starts without compiling them, and
+/// without the compiler's working memory in its heap.
+pub const PRECOMPILED: &str = "usr/lib/operator-host/precompiled";
 /// Debian's CA bundle, also the path rustls-native-certs reads in the image.
 pub const CA_BUNDLE: &str = "etc/ssl/certs/ca-certificates.crt";
 
@@ -62,10 +67,11 @@ impl Entry {
 }
 
 /// The image's files: `host` (the binary), the shared `libraries` it
-/// loads (each at its own path), each of `plugins`, and the system files above; every parent directory listed before its children
+/// loads (each at its own path), each of `plugins`, each of `precompiled`
+/// (artifacts of the plugins), and the system files above; every parent directory listed before its children
 /// (root-owned, 0755), sorted by path, so the layer is the same bytes for
 /// the same inputs.
-pub fn entries(host: &Path, libraries: &[PathBuf], plugins: &[PathBuf]) -> Result<Vec<Entry>> {
+pub fn entries(host: &Path, libraries: &[PathBuf], plugins: &[PathBuf], precompiled: &[PathBuf]) -> Result<Vec<Entry>> {
     let ca = Path::new("/").join(CA_BUNDLE);
     if !ca.is_file() {
         return Err(format!("{} is missing: install Debian's ca-certificates package", ca.display()));
@@ -83,9 +89,13 @@ pub fn entries(host: &Path, libraries: &[PathBuf], plugins: &[PathBuf]) -> Resul
         let path = library.strip_prefix("/").map_err(|_| format!("{} is not an absolute path", library.display()))?;
         all.push(Entry::file(&path.to_string_lossy(), library, 0o755));
     }
+    let name =
+        |file: &Path| file.file_name().and_then(|n| n.to_str()).map(str::to_string).ok_or_else(|| format!("{} has no file name", file.display()));
     for plugin in plugins {
-        let name = plugin.file_name().and_then(|n| n.to_str()).ok_or_else(|| format!("{} has no file name", plugin.display()))?;
-        all.push(Entry::file(&format!("plugins/{name}"), plugin, 0o644));
+        all.push(Entry::file(&format!("plugins/{}", name(plugin)?), plugin, 0o644));
+    }
+    for artifact in precompiled {
+        all.push(Entry::file(&format!("{PRECOMPILED}/{}", name(artifact)?), artifact, 0o644));
     }
     let mut parents: Vec<String> = Vec::new();
     for entry in &all {
@@ -134,7 +144,8 @@ mod tests {
     fn every_parent_directory_comes_before_its_children_and_the_list_is_sorted() {
         let host = std::env::current_exe().unwrap();
         let plugin = PathBuf::from("/somewhere/cronjob.wasm");
-        let Ok(all) = entries(&host, &[PathBuf::from("/lib64/ld-linux-x86-64.so.2")], &[plugin]) else { return };
+        let artifact = PathBuf::from("/elsewhere/0123-abcd.cwasm");
+        let Ok(all) = entries(&host, &[PathBuf::from("/lib64/ld-linux-x86-64.so.2")], &[plugin], &[artifact]) else { return };
         let paths: Vec<&str> = all.iter().map(|e| e.path.as_str()).collect();
         for (i, path) in paths.iter().enumerate() {
             let mut parent = Path::new(path).parent();
@@ -148,6 +159,7 @@ mod tests {
         sorted.sort();
         assert_eq!(paths, sorted);
         assert!(paths.contains(&"plugins/cronjob.wasm") && paths.contains(&HOST) && paths.contains(&"lib64/ld-linux-x86-64.so.2"));
+        assert!(paths.contains(&"usr/lib/operator-host/precompiled/0123-abcd.cwasm"), "{paths:?}");
         let cache = all.iter().find(|e| e.path == PLUGIN_CACHE).unwrap();
         assert_eq!((cache.owner, cache.mode), (USER, 0o755));
     }

@@ -14,6 +14,12 @@
 //! resident, and they are the page cache's, shared by every host on the
 //! machine; a copy in anonymous memory cost each process the artifact's
 //! whole size (a few MiB per plugin).
+//!
+//! Read-only directories of artifacts made ahead of time ([`PrecompiledCache::with_shipped`],
+//! the image's precompiled plugins) are consulted first: a Pod whose writable
+//! cache is a fresh emptyDir then loads the image's own plugins without
+//! compiling them, and without the compiler's working memory that a compile
+//! at start-up leaves behind in the heap.
 
 use std::hash::{Hash, Hasher};
 use std::io::{Read, Seek, Write};
@@ -54,21 +60,35 @@ pub enum CacheError {
     },
 }
 
-/// The cache directory, or none (compile every time).
+/// The cache directory, or none (compile every time), and the read-only
+/// directories of shipped artifacts looked at before it.
 #[derive(Clone, Debug)]
 pub struct PrecompiledCache {
     dir: Option<PathBuf>,
+    shipped: Vec<PathBuf>,
 }
 
 impl PrecompiledCache {
     pub fn disabled() -> Self {
-        Self { dir: None }
+        Self { dir: None, shipped: Vec::new() }
     }
 
     pub fn at(dir: impl Into<PathBuf>) -> Result<Self, CacheError> {
         let dir = dir.into();
         std::fs::create_dir_all(&dir).map_err(|source| CacheError::Dir { dir: dir.clone(), source })?;
-        Ok(Self { dir: Some(dir) })
+        Ok(Self { dir: Some(dir), shipped: Vec::new() })
+    }
+
+    /// Also loads artifacts from `dir`, read-only, before the cache's own
+    /// directory: artifacts made ahead of time by a host of the same build
+    /// (`host --plugin-cache-dir DIR --no-plugin-baseline inspect P`). Their
+    /// names carry the engine's compatibility hash, so a host of another
+    /// build or on a CPU without the features they were compiled for looks
+    /// for other names and compiles. Nothing is ever written to `dir`, and a
+    /// missing `dir` is the same as an empty one.
+    pub fn with_shipped(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.shipped.push(dir.into());
+        self
     }
 
     pub fn dir(&self) -> Option<&Path> {
@@ -79,7 +99,7 @@ impl PrecompiledCache {
     /// this engine: the name carries both, so another wasmtime version or
     /// engine configuration never reads this artifact.
     pub fn path_for(&self, engine: &Engine, digest: &str) -> Option<PathBuf> {
-        self.dir.as_ref().map(|d| d.join(format!("{digest}-{}.cwasm", engine_key(engine))))
+        self.dir.as_ref().map(|d| d.join(artifact_name(engine, digest)))
     }
 
     /// Returns the compiled component, from the cache when possible.
@@ -103,34 +123,19 @@ impl PrecompiledCache {
     /// ([`CacheOutcome::Compiled`], or [`CacheOutcome::Rebuilt`] when a
     /// cached artifact was found corrupt).
     pub fn lookup(&self, engine: &Engine, digest: &str) -> Lookup {
-        let Some(path) = self.path_for(engine, digest) else {
-            return Lookup::Miss(CacheOutcome::Compiled);
-        };
-        match verify_file(&path) {
-            Ok(true) => {
-                // SAFETY: the file holds what `Component::serialize` of this
-                // engine configuration wrote (its name carries the engine's
-                // compatibility hash, its payload matches its SHA-256), so it
-                // is the artifact we wrote, not arbitrary bytes; and artifacts
-                // are only ever replaced by rename, never changed in place,
-                // so the mapping stays what was checked.
-                match unsafe { Component::deserialize_file(engine, &path) } {
-                    Ok(component) => Lookup::Hit(component),
-                    Err(e) => {
-                        tracing::warn!(path = %path.display(), error = %e, "cached plugin artifact rejected; recompiling");
-                        Lookup::Miss(CacheOutcome::Rebuilt)
-                    }
-                }
+        let name = artifact_name(engine, digest);
+        for dir in &self.shipped {
+            // A shipped artifact that is corrupt or rejected is passed over:
+            // the directory is read-only, so the compile's result goes to the
+            // writable cache instead.
+            if let Lookup::Hit(component) = load_artifact(engine, &dir.join(&name)) {
+                tracing::debug!(dir = %dir.display(), digest, "plugin loaded from the shipped precompiled artifacts");
+                return Lookup::Hit(component);
             }
-            Ok(false) => {
-                tracing::warn!(path = %path.display(), "cached plugin artifact is corrupt; recompiling");
-                Lookup::Miss(CacheOutcome::Rebuilt)
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Lookup::Miss(CacheOutcome::Compiled),
-            Err(e) => {
-                tracing::warn!(path = %path.display(), error = %e, "cannot read cached plugin artifact; recompiling");
-                Lookup::Miss(CacheOutcome::Compiled)
-            }
+        }
+        match &self.dir {
+            Some(dir) => load_artifact(engine, &dir.join(&name)),
+            None => Lookup::Miss(CacheOutcome::Compiled),
         }
     }
 
@@ -154,6 +159,42 @@ pub enum Lookup {
     Hit(Component),
     /// Not cached; the outcome a compile will have.
     Miss(CacheOutcome),
+}
+
+/// The file name of `digest`'s artifact under `engine`.
+fn artifact_name(engine: &Engine, digest: &str) -> String {
+    format!("{digest}-{}.cwasm", engine_key(engine))
+}
+
+/// The component in the artifact at `path`, if it is there, intact and
+/// accepted by `engine`; otherwise what compiling instead will be.
+fn load_artifact(engine: &Engine, path: &Path) -> Lookup {
+    match verify_file(path) {
+        Ok(true) => {
+            // SAFETY: the file holds what `Component::serialize` of this
+            // engine configuration wrote (its name carries the engine's
+            // compatibility hash, its payload matches its SHA-256), so it
+            // is the artifact we wrote, not arbitrary bytes; and artifacts
+            // are only ever replaced by rename, never changed in place,
+            // so the mapping stays what was checked.
+            match unsafe { Component::deserialize_file(engine, path) } {
+                Ok(component) => Lookup::Hit(component),
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "cached plugin artifact rejected; recompiling");
+                    Lookup::Miss(CacheOutcome::Rebuilt)
+                }
+            }
+        }
+        Ok(false) => {
+            tracing::warn!(path = %path.display(), "cached plugin artifact is corrupt; recompiling");
+            Lookup::Miss(CacheOutcome::Rebuilt)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Lookup::Miss(CacheOutcome::Compiled),
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "cannot read cached plugin artifact; recompiling");
+            Lookup::Miss(CacheOutcome::Compiled)
+        }
+    }
 }
 
 /// Whether the file's trailer matches its payload, hashed as it is read in
@@ -225,7 +266,7 @@ mod tests {
     #[test]
     fn an_artifact_is_named_by_the_plugin_digest_and_a_stable_engine_key() {
         let engine = Engine::default();
-        let cache = PrecompiledCache { dir: Some(PathBuf::from("/c")) };
+        let cache = PrecompiledCache { dir: Some(PathBuf::from("/c")), shipped: Vec::new() };
         let path = cache.path_for(&engine, "abc").unwrap();
         let name = path.file_name().unwrap().to_str().unwrap();
         assert!(name.starts_with("abc-") && name.ends_with(".cwasm"), "{name}");

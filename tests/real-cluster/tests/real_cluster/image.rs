@@ -306,6 +306,29 @@ fn the_signed_image_pulled_by_digest_runs_as_the_charts_pod_reconciles_both_samp
 
     let mut process = start_pod(&rootfs, &config, &pod, &cluster.server, cluster.dir().join("logs/pod.log"));
     run_as_the_pod(&admin, &mut process, &pod, metrics_port);
+
+    // The ConfigMap's plugins are the image's own: the host loaded them from
+    // the artifacts the image ships (HOST_PLUGIN_PRECOMPILED_DIR) and
+    // compiled nothing, so its writable cache (the chart's emptyDir) holds
+    // nothing. A compile would have written Cranelift's build there.
+    let cache = env_value(&config, "HOST_PLUGIN_CACHE_DIR");
+    let shipped = env_value(&config, "HOST_PLUGIN_PRECOMPILED_DIR");
+    let artifacts = |dir: &str| -> Vec<String> {
+        let dir = rootfs.join(dir.trim_start_matches('/'));
+        std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+    assert_eq!(artifacts(&shipped).len(), 2, "the image ships both plugins precompiled: {:?}", artifacts(&shipped));
+    assert!(artifacts(&cache).is_empty(), "the Pod compiled plugins the image ships precompiled: {:?}", artifacts(&cache));
+}
+
+/// The value of `name` in the image configuration's environment.
+fn env_value(config: &Value, name: &str) -> String {
+    let env = config["config"]["Env"].as_array().unwrap();
+    let prefix = format!("{name}=");
+    env.iter().find_map(|e| e.as_str()?.strip_prefix(&prefix)).unwrap_or_else(|| panic!("the image sets no {name}: {env:?}")).to_string()
 }
 
 /// Probes, identity, both samples, metrics, then SIGTERM.
