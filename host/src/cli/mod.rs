@@ -31,13 +31,13 @@ mod validate;
 mod webhook_args;
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 
-use operator_runtime::sandbox::{PrecompiledCache, Sandbox, SandboxConfig, Tiering};
+use operator_runtime::sandbox::{ChildCompiler, PrecompiledCache, Sandbox, SandboxConfig, Tiering};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -134,13 +134,50 @@ impl SandboxArgs {
         if let Some(dir) = &self.plugin_precompiled_dir {
             cache = cache.with_shipped(dir);
         }
+        let tiering = if self.no_plugin_baseline { Tiering::Off } else { tiering };
+        let child_compiler = match (tiering, cache.dir()) {
+            (Tiering::BaselineFirst, Some(dir)) => self.child_compiler(dir),
+            _ => None,
+        };
         Sandbox::new(SandboxConfig {
             deadline: self.plugin_deadline,
             memory_limit: usize::try_from(self.plugin_memory_mib << 20)?,
             cache,
-            tiering: if self.no_plugin_baseline { Tiering::Off } else { tiering },
+            tiering,
+            child_compiler,
             ..SandboxConfig::default()
         })
+    }
+
+    /// A tier-up's Cranelift compile in a child process: this same binary
+    /// with these sandbox flags (they make the engine configuration the
+    /// artifact's name carries), `--no-plugin-baseline inspect FILE`, which
+    /// compiles into the cache `dir`. The plugin's bytes go through a
+    /// temporary file in `dir`, removed afterwards.
+    fn child_compiler(&self, dir: &Path) -> Option<ChildCompiler> {
+        let program =
+            std::env::current_exe().inspect_err(|e| tracing::warn!(error = %e, "cannot find this binary; plugins are compiled in-process")).ok()?;
+        let (dir, deadline, memory_mib) = (dir.to_path_buf(), self.plugin_deadline, self.plugin_memory_mib);
+        Some(ChildCompiler::new(move |bytes| {
+            let file = tempfile::Builder::new().suffix(".wasm").tempfile_in(&dir).map_err(|e| format!("temporary file in {}: {e}", dir.display()))?;
+            std::fs::write(file.path(), bytes).map_err(|e| format!("write {}: {e}", file.path().display()))?;
+            let out = std::process::Command::new(&program)
+                .arg("--plugin-cache-dir")
+                .arg(&dir)
+                .args(["--plugin-deadline", &format!("{}ms", deadline.as_millis()), "--plugin-memory-mib", &memory_mib.to_string()])
+                .args(["--no-plugin-baseline", "inspect"])
+                .arg(file.path())
+                .env_remove("HOST_PLUGIN_PRECOMPILED_DIR")
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .output()
+                .map_err(|e| format!("run {}: {e}", program.display()))?;
+            if out.status.success() {
+                Ok(())
+            } else {
+                Err(format!("{} exited {}: {}", program.display(), out.status, String::from_utf8_lossy(&out.stderr).trim()))
+            }
+        }))
     }
 }
 

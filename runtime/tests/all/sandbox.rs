@@ -4,11 +4,15 @@
 
 use crate::common;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{config, load, wasm, wasm_for};
 use operator_plugin_sdk::{Action, json};
-use operator_runtime::sandbox::{CacheOutcome, CallError, LoadError, LoadedPlugin, PrecompiledCache, Sandbox, SandboxConfig, Tier, Tiering};
+use operator_runtime::sandbox::{
+    CacheOutcome, CallError, ChildCompiler, LoadError, LoadedPlugin, PrecompiledCache, Sandbox, SandboxConfig, Tier, Tiering,
+};
 
 const DEADLINE: Duration = Duration::from_millis(300);
 const NOW: i64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
@@ -90,6 +94,51 @@ fn a_tiered_plugin_switches_to_cranelift_and_caches_it() {
         (CacheOutcome::Hit, Tier::Optimized, 0),
         "the background compile was cached"
     );
+}
+
+#[test]
+fn a_tier_up_compiled_by_the_child_compiler_is_mapped_from_the_cache_and_compiles_nothing_here() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = || PrecompiledCache::at(dir.path()).unwrap();
+    let runs = Arc::new(AtomicUsize::new(0));
+    // The "other process": a sandbox of its own with the same engine
+    // configuration, compiling into the same directory (as `host inspect`).
+    let child = {
+        let (runs, cache) = (runs.clone(), cache());
+        ChildCompiler::new(move |bytes| {
+            runs.fetch_add(1, Ordering::SeqCst);
+            let other = Sandbox::new(SandboxConfig { cache: cache.clone(), ..config(DEADLINE) }).map_err(|e| e.to_string())?;
+            other.load("child", bytes).map(|_| ()).map_err(|e| e.to_string())
+        })
+    };
+    let tiered = SandboxConfig { tiering: Tiering::BaselineFirst, cache: cache(), child_compiler: Some(child), ..config(DEADLINE) };
+    let sandbox = Sandbox::new(tiered).unwrap();
+    let hello = load(&sandbox, "hello");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while hello.tier() != Tier::Optimized {
+        assert!(Instant::now() < deadline, "Cranelift's build never took over");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!((runs.load(Ordering::SeqCst), sandbox.compilations()), (1, 0), "compiled once, by the child, and not here");
+    assert_hello_still_answers(&hello);
+
+    // A child that fails leaves the compile to this process.
+    let dir = tempfile::tempdir().unwrap();
+    let failing = ChildCompiler::new(|_| Err("no such program".into()));
+    let tiered = SandboxConfig {
+        tiering: Tiering::BaselineFirst,
+        cache: PrecompiledCache::at(dir.path()).unwrap(),
+        child_compiler: Some(failing),
+        ..config(DEADLINE)
+    };
+    let sandbox = Sandbox::new(tiered).unwrap();
+    let hello = load(&sandbox, "hello");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while hello.tier() != Tier::Optimized {
+        assert!(Instant::now() < deadline, "Cranelift's build never took over after the child failed");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(sandbox.compilations(), 1, "compiled here instead");
 }
 
 fn assert_hostile_plugins_contained(sandbox: &Sandbox, tier: Tier) {

@@ -226,9 +226,7 @@ fn tier_up(plugin: &LoadedPlugin, bytes: Vec<u8>, minor: Minor) {
     let (name, digest) = (plugin.name().to_string(), plugin.info().digest.clone());
     let compile = move || {
         let started = std::time::Instant::now();
-        shared.compiles.fetch_add(1, Ordering::Relaxed);
-        let built = Component::from_binary(&shared.engine, &bytes).map_err(|e| format!("{e:#}")).and_then(|component| {
-            shared.config.cache.store(&shared.engine, &digest, &component);
+        let built = optimized(&shared, &name, &bytes, &digest).and_then(|component| {
             let pre = Pre::new(&shared.linker, &component, minor, &name).map_err(|e| crate::error_chain(&e))?;
             Ok(SizeClasses::new(pre, shared.linker.clone(), minor, &name))
         });
@@ -248,6 +246,23 @@ fn tier_up(plugin: &LoadedPlugin, bytes: Vec<u8>, minor: Minor) {
         Some(pool) => pool.spawn(compile),
         None => tracing::warn!(plugin = plugin.name(), "no threads for the Cranelift compile; the Winch build keeps serving"),
     }
+}
+
+/// Cranelift's build of `bytes`, cached: compiled by the configured
+/// [`ChildCompiler`](crate::ChildCompiler) and mapped from the cache when
+/// there is one, else compiled here.
+fn optimized(shared: &Shared, name: &str, bytes: &[u8], digest: &str) -> Result<Component, String> {
+    if let Some(child) = shared.config.child_compiler.as_ref().filter(|_| shared.config.cache.dir().is_some()) {
+        match child.compile(bytes).map(|()| shared.config.cache.lookup(&shared.engine, digest)) {
+            Ok(Lookup::Hit(component)) => return Ok(component),
+            Ok(Lookup::Miss(_)) => tracing::warn!(plugin = name, "the compiling process left no usable artifact; compiling in this process"),
+            Err(e) => tracing::warn!(plugin = name, error = e, "the compiling process failed; compiling in this process"),
+        }
+    }
+    shared.compiles.fetch_add(1, Ordering::Relaxed);
+    let component = Component::from_binary(&shared.engine, bytes).map_err(|e| format!("{e:#}"))?;
+    shared.config.cache.store(&shared.engine, digest, &component);
+    Ok(component)
 }
 
 /// Hands the heap pages a finished compile freed back to the OS (glibc's
