@@ -92,7 +92,11 @@ pub struct SandboxConfig {
 /// MiB for one that loaded the same plugin precompiled. In a child process
 /// all of it ends with the process.
 #[derive(Clone)]
-pub struct ChildCompiler(Arc<dyn Fn(&[u8]) -> Result<(), String> + Send + Sync>);
+pub struct ChildCompiler(Arc<CompileInto>);
+
+/// What a [`ChildCompiler`] runs: the plugin's bytes in, the artifact in
+/// the cache directory out, or why not.
+type CompileInto = dyn Fn(&[u8]) -> Result<(), String> + Send + Sync;
 
 impl ChildCompiler {
     /// `compile(bytes)` must leave the artifact in the cache directory or
