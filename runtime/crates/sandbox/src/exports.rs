@@ -220,7 +220,9 @@ impl Exports {
     /// A 0.4 component's reconcile through the newest interface it exports.
     fn reconcile_v0_4(&self, store: &mut Store<CallState>, instance: Instance, args: Reconcile02) -> wasmtime::Result<Reconciled> {
         let answer = match (&self.prioritized, &self.desired) {
-            (Some(prioritized), _) => self.func::<Reconcile02, Directives04>(store, instance, prioritized).call(store, args)?.0.map(from_v0_4::directives),
+            (Some(prioritized), _) => {
+                self.func::<Reconcile02, Directives04>(store, instance, prioritized).call(store, args)?.0.map(from_v0_4::directives)
+            }
             (None, Some(desired)) => self.func::<Reconcile02, Steps04>(store, instance, desired).call(store, args)?.0.map(from_v0_4::steps),
             (None, None) => self.func::<Reconcile02, Actions04>(store, instance, &self.reconcile).call(store, args)?.0.map(from_v0_4::actions),
         };
