@@ -82,7 +82,8 @@ mod real_cluster;
 /// Plugins shipped to users, built to `target/plugins/<name>.wasm`.
 const SHIPPED: &[&str] = &["cronjob", "mydeployment"];
 /// Plugins only the tests use.
-const TEST_ONLY: &[&str] = &["hello", "memcached", "website", "hostile", "contract-v1", "versioned", "finalizing", "related"];
+const TEST_ONLY: &[&str] =
+    &["hello", "memcached", "website", "hostile", "contract-v1", "versioned", "finalizing", "related", "requeuing", "requeuing-v0-3"];
 /// Test-only second builds with a feature, copied to `target/plugins/<name>.wasm`
 /// (crate, feature, name): the hot-swap tests swap between two versions.
 /// `sprocket` and `gizmo` are distinct controllers (kinds Sprocket, Gizmo) for
@@ -382,7 +383,7 @@ fn workspace_test() -> Command {
 
 /// The crates that build for Wasm only (test plugins written against raw
 /// bindings): left out of the native test and lint runs.
-const WASM_ONLY: &[&str] = &["hostile", "contract-v1", "versioned", "related"];
+const WASM_ONLY: &[&str] = &["hostile", "contract-v1", "versioned", "related", "requeuing", "requeuing-v0-3"];
 
 /// Before any test: the workspace is formatted as the repository's
 /// rustfmt.toml says (`cargo fmt --check`), clippy finds nothing in any

@@ -5,7 +5,8 @@
 //!
 //! The steps are componentize-go's, done with crates from crates.io:
 //! 1. embed the contract's world (`operator:plugin/plugin@0.3.0`, compiled
-//!    into the host) as the module's `component-type` custom section;
+//!    into the host: the minor the Go SDK implements, which the host still
+//!    runs beside 0.4) as the module's `component-type` custom section;
 //! 2. encode a component from the module plus the `wasi_snapshot_preview1`
 //!    *reactor* adapter built with the wasmtime whose WASI the host links,
 //!    which turns the module's preview 1 imports (clocks, random, fd_write)
@@ -23,8 +24,9 @@ use wit_parser::Resolve;
 
 use super::Failure;
 
-/// The contract a componentized module implements: the current one.
-const CONTRACT: &str = include_str!("../../../wit/plugin.wit");
+/// The contract a componentized module implements: 0.3, the Go SDK's
+/// (its exports are named `...@0.3.0`; it has no requeue priority yet).
+const CONTRACT: &str = include_str!("../../../wit/v0.3/plugin.wit");
 const WORLD: &str = "plugin";
 
 #[derive(Debug, clap::Args)]

@@ -42,13 +42,14 @@ fn inspect_shows_manifest_contract_and_interfaces() {
     let text = stdout(&o);
     for want in [
         "Plugin:     cronjob",
-        "Contract:   operator:plugin@0.3.0",
-        "accepts 0.1.x, 0.2.x, 0.3.x",
+        "Contract:   operator:plugin@0.4.0",
+        "accepts 0.1.x, 0.2.x, 0.3.x, 0.4.x",
         "Parent:     batch.tutorial.kubebuilder.io/v1, Kind=CronJob",
         "batch/v1, Kind=Job",
         "Related:    <none>",
-        "operator:plugin/controller@0.3.0",
-        "operator:plugin/desired@0.3.0",
+        "operator:plugin/controller@0.4.0",
+        "operator:plugin/desired@0.4.0",
+        "operator:plugin/prioritized@0.4.0",
         "wasi:cli/stdout",
     ] {
         assert!(text.contains(want), "missing {want:?} in\n{text}");
@@ -56,7 +57,7 @@ fn inspect_shows_manifest_contract_and_interfaces() {
     let o = host(&["inspect", wasm("cronjob").to_str().unwrap(), "--output", "json"]);
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(doc["manifest"]["name"], "cronjob");
-    assert_eq!(doc["info"]["contractVersion"], "0.3.0");
+    assert_eq!(doc["info"]["contractVersion"], "0.4.0");
     assert!(doc["info"]["sizeBytes"].as_u64().unwrap() > 0);
     assert_eq!(doc["manifest"]["crds"][0]["kind"], "CustomResourceDefinition");
 }

@@ -74,7 +74,7 @@ fn rust_javascript_and_python_hellos_give_identical_actions_for_every_fixture() 
 
 /// `host inspect` reads the same parent and CRD from each; only the
 /// plugin's name, the WASI its runtime imports and the contract minor tell
-/// them apart (the Rust SDK speaks 0.2; the JavaScript and Python hellos are
+/// them apart (the Rust SDK speaks 0.4; the JavaScript and Python hellos are
 /// built against `wit/v0.1`, which the host still runs).
 #[test]
 fn inspect_shows_the_same_contract_parent_and_crd_for_each_language() {
@@ -83,7 +83,7 @@ fn inspect_shows_the_same_contract_parent_and_crd_for_each_language() {
         let o = run(&["inspect", plugin.to_str().unwrap(), "--output", "json"]);
         assert!(o.status.success(), "{language}: {}", text(&o.stderr));
         let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
-        let contract = if language == "rust" { "0.3.0" } else { "0.1.0" };
+        let contract = if language == "rust" { "0.4.0" } else { "0.1.0" };
         assert_eq!(doc["info"]["contractVersion"], contract, "{language}");
         assert_eq!(doc["manifest"]["parent"], json!({"group": "example.operator.dev", "version": "v1alpha1", "kind": "Hello"}), "{language}");
         let export = format!("operator:plugin/controller@{contract}");

@@ -199,7 +199,7 @@ impl Cluster {
             Action::SetStatus(status) => self.parent["status"] = status.clone(),
             Action::Create(other) => panic!("unexpected create {other}"),
             Action::Apply(object) => panic!("unexpected apply {object}: MyDeployment creates its Pods and revisions"),
-            Action::Event { .. } | Action::RequeueAfterMs(_) | Action::Replace(_) | Action::Finalized {} => {}
+            Action::Event { .. } | Action::RequeueAfterMs(_) | Action::RequeueLowAfterMs(_) | Action::Replace(_) | Action::Finalized {} => {}
         }
     }
 

@@ -1,6 +1,6 @@
 package plugin
 
-// The contract operator:plugin@0.3.0 (wit/plugin.wit) as Go values. These
+// The contract operator:plugin@0.3.0 (wit/v0.3/plugin.wit) as Go values. These
 // are what crosses the boundary; the canonical ABI (abi.go) lifts and
 // lowers exactly these shapes.
 

@@ -3,7 +3,7 @@
 package plugin
 
 // The module's side of the contract: the canonical-ABI exports and the log
-// import `host componentize` wires into a component (wit/plugin.wit, world
+// import `host componentize` wires into a component (wit/v0.3/plugin.wit, world
 // `plugin`). Every export lifts its arguments (abi.go), calls the
 // registered Plugin and answers the address of its lowered result.
 

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// The package version of the WIT contract this SDK implements.
-pub const CONTRACT_VERSION: &str = "0.3.0";
+pub const CONTRACT_VERSION: &str = "0.4.0";
 
 /// A Kubernetes group, version and kind. The core group is `""`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -167,7 +167,8 @@ pub enum EventType {
 }
 
 /// One thing the plugin wants done; see `action` in `wit/plugin.wit`, and
-/// `desired.step` for [`Action::Apply`] (contract 0.3).
+/// `desired.step` for [`Action::Apply`] (contract 0.3), and
+/// `prioritized.directive` for [`Action::RequeueLowAfterMs`] (contract 0.4).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum Action {
@@ -205,6 +206,13 @@ pub enum Action {
     },
     /// Reconcile the parent again after this many milliseconds.
     RequeueAfterMs(u64),
+    /// Reconcile the parent again after this many milliseconds, at low
+    /// priority (contract 0.4, `prioritized.requeue`): once due, the parent
+    /// waits behind fresh changes of other parents, with the host's
+    /// start-up and resync passes; it is never starved. For periodic
+    /// re-checks that need no promptness. When several requeues are
+    /// answered the soonest wins, and of equally soon ones the normal one.
+    RequeueLowAfterMs(u64),
     /// The child as the plugin wants it (contract 0.3), applied server-side
     /// by the host with the plugin's own field manager. The children one
     /// reconcile applies are the whole desired set: a child applied earlier
@@ -227,14 +235,23 @@ impl Action {
 
     /// Requeue after a duration, rounded up to whole milliseconds.
     pub fn requeue_after(after: std::time::Duration) -> Self {
-        let ms = after.as_nanos().div_ceil(1_000_000);
-        Action::RequeueAfterMs(u64::try_from(ms).unwrap_or(u64::MAX))
+        Action::RequeueAfterMs(whole_millis(after))
+    }
+
+    /// Requeue after a duration (rounded up to whole milliseconds) at low
+    /// priority: see [`Action::RequeueLowAfterMs`].
+    pub fn requeue_low_after(after: std::time::Duration) -> Self {
+        Action::RequeueLowAfterMs(whole_millis(after))
     }
 
     /// Delete with background propagation, as `kubectl delete` does.
     pub fn delete(target: ObjectRef) -> Self {
         Action::Delete { target, propagation: Propagation::Background }
     }
+}
+
+fn whole_millis(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX)
 }
 
 /// Why a reconcile could not produce actions.

@@ -15,6 +15,7 @@ pub mod bindings {
 
 use bindings::exports::operator::plugin::controller as wit;
 use bindings::exports::operator::plugin::desired as wit_desired;
+use bindings::exports::operator::plugin::prioritized as wit_prioritized;
 use bindings::operator::plugin::log as wit_log;
 
 use crate::contract::{
@@ -66,7 +67,10 @@ fn related_kind(r: RelatedKind) -> wit::RelatedKind {
 
 /// An action of `controller.reconcile`. An apply has no such form: a 0.3
 /// host calls `desired.reconcile`, and a plugin that applies answers
-/// `controller.reconcile` with the error [`apply_needs_desired`].
+/// `controller.reconcile` with the error [`apply_needs_desired`]. A
+/// low-priority requeue is a plain `requeue-after` there (a 0.4 host calls
+/// `prioritized.reconcile`, which carries the priority; the priority is a
+/// hint, the requeue itself is kept).
 pub fn action(a: Action) -> Result<wit::Action, ReconcileError> {
     Ok(match a {
         Action::Create(o) => wit::Action::Create(o.to_string()),
@@ -89,7 +93,7 @@ pub fn action(a: Action) -> Result<wit::Action, ReconcileError> {
             reason,
             message,
         }),
-        Action::RequeueAfterMs(ms) => wit::Action::RequeueAfter(ms),
+        Action::RequeueAfterMs(ms) | Action::RequeueLowAfterMs(ms) => wit::Action::RequeueAfter(ms),
         Action::Finalized {} => wit::Action::Finalized,
         Action::Apply(_) => return Err(apply_needs_desired()),
     })
@@ -121,6 +125,22 @@ pub fn steps(actions: Vec<Action>) -> Vec<wit_desired::Step> {
     actions.into_iter().map(step).collect()
 }
 
+/// One directive of `prioritized.reconcile`: a low-priority requeue is a
+/// `requeue` at `low`, everything else the step it always was.
+pub fn directive(a: Action) -> wit_prioritized::Directive {
+    match a {
+        Action::RequeueLowAfterMs(after_ms) => {
+            wit_prioritized::Directive::Requeue(wit_prioritized::RequeueRequest { after_ms, priority: wit_prioritized::Priority::Low })
+        }
+        other => wit_prioritized::Directive::Step(step(other)),
+    }
+}
+
+/// `prioritized.reconcile`'s answer.
+pub fn directives(actions: Vec<Action>) -> Vec<wit_prioritized::Directive> {
+    actions.into_iter().map(directive).collect()
+}
+
 pub fn error(e: ReconcileError) -> wit::ReconcileError {
     wit::ReconcileError { reason: e.reason, message: e.message, retryable: e.retryable }
 }
@@ -144,3 +164,4 @@ pub fn field_error(e: FieldError) -> wit::FieldError {
 pub use wit::Guest;
 pub use wit::{Action as WitAction, FieldError as WitFieldError, PluginManifest as WitManifest, ReconcileError as WitReconcileError};
 pub use wit_desired::{Guest as DesiredGuest, Step as WitStep};
+pub use wit_prioritized::{Directive as WitDirective, Guest as PrioritizedGuest};

@@ -54,7 +54,7 @@ pub use contract::{
 };
 pub use controller::{Controller, gvk_of};
 pub use object::{Object, OwnerReference};
-pub use outcome::Outcome;
+pub use outcome::{Outcome, RequeuePriority};
 pub use plugin::Plugin;
 pub use related::Related;
 pub use time::Time;

@@ -9,6 +9,20 @@ use serde_json::Value;
 
 use crate::contract::{Action, ObjectRef, Propagation, ReconcileError};
 
+/// How soon a requeued parent is reconciled once its time has come, against
+/// the other parents ready then (contract 0.4, `prioritized.priority`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum RequeuePriority {
+    /// As a fresh change: the default, for work the plugin scheduled (a
+    /// CronJob's next run).
+    #[default]
+    Normal,
+    /// Behind fresh changes of other parents, with the host's start-up and
+    /// resync passes, never starved: for periodic re-checks that need no
+    /// promptness. See [`Outcome::at_low_priority`].
+    Low,
+}
+
 /// The result of [`Controller::reconcile`](crate::Controller::reconcile).
 ///
 /// ```
@@ -25,6 +39,7 @@ use crate::contract::{Action, ObjectRef, Propagation, ReconcileError};
 pub struct Outcome {
     actions: Vec<Action>,
     requeue_after: Option<Duration>,
+    requeue_priority: RequeuePriority,
     finalized: bool,
 }
 
@@ -127,17 +142,49 @@ impl Outcome {
     /// Adds an action as the contract states it.
     pub fn push(&mut self, action: Action) -> &mut Self {
         match action {
-            Action::RequeueAfterMs(ms) => self.requeue_after = Some(Duration::from_millis(ms)),
+            Action::RequeueAfterMs(ms) => {
+                self.requeue_after = Some(Duration::from_millis(ms));
+                self.requeue_priority = RequeuePriority::Normal;
+            }
+            Action::RequeueLowAfterMs(ms) => {
+                self.requeue_after = Some(Duration::from_millis(ms));
+                self.requeue_priority = RequeuePriority::Low;
+            }
             Action::Finalized {} => self.finalized = true,
             other => self.actions.push(other),
         }
         self
     }
 
-    /// Reconcile again after `after` (rounded up to whole milliseconds).
+    /// Reconcile again after `after` (rounded up to whole milliseconds), at
+    /// normal priority unless [`at_low_priority`](Self::at_low_priority)
+    /// follows.
     #[must_use]
     pub fn requeue_after(mut self, after: Duration) -> Self {
         self.requeue_after = Some(after);
+        self
+    }
+
+    /// The requeue, once due, waits behind fresh changes (contract 0.4):
+    /// the host's work queue hands the parent out after parents whose
+    /// objects just changed, with its start-up and resync passes, as
+    /// controller-runtime's `reconcile.Result{Priority: handler.LowPriority}`
+    /// does. It is never starved (the queue hands out a low-priority key at
+    /// least once in every 9), and a change of the parent or its children
+    /// while the timer waits still reconciles it at once, at normal priority.
+    /// Meant for periodic re-checks that need no promptness: drift
+    /// detection, polling something outside the cluster. Without a requeue
+    /// it does nothing.
+    ///
+    /// ```
+    /// # use operator_plugin_sdk::{Action, Outcome};
+    /// # use std::time::Duration;
+    /// let out = Outcome::new().requeue_after(Duration::from_secs(300)).at_low_priority();
+    /// assert_eq!(out.into_actions(), vec![Action::RequeueLowAfterMs(300_000)]);
+    /// ```
+    #[must_use]
+    pub fn at_low_priority(mut self) -> Self {
+        self.requeue_priority = RequeuePriority::Low;
         self
     }
 
@@ -164,6 +211,12 @@ impl Outcome {
         self.requeue_after
     }
 
+    /// The priority of the requeue (normal unless
+    /// [`at_low_priority`](Self::at_low_priority) was called).
+    pub fn requeue_priority(&self) -> RequeuePriority {
+        self.requeue_priority
+    }
+
     /// Whether [`finalized`](Self::finalized) was called.
     pub fn is_finalized(&self) -> bool {
         self.finalized
@@ -172,7 +225,10 @@ impl Outcome {
     /// The contract's action list: changes first, then requeue, then `finalized`.
     pub fn into_actions(self) -> Vec<Action> {
         let mut actions = self.actions;
-        actions.extend(self.requeue_after.map(Action::requeue_after));
+        actions.extend(self.requeue_after.map(match self.requeue_priority {
+            RequeuePriority::Normal => Action::requeue_after,
+            RequeuePriority::Low => Action::requeue_low_after,
+        }));
         if self.finalized {
             actions.push(Action::Finalized {});
         }
@@ -201,6 +257,18 @@ mod tests {
         out.create(&json!({"kind": "ConfigMap"})).unwrap();
         let actions = out.requeue_after(Duration::from_micros(1500)).finalized().into_actions();
         assert_eq!(actions, vec![Action::Create(json!({"kind": "ConfigMap"})), Action::RequeueAfterMs(2), Action::Finalized {}]);
+    }
+
+    #[test]
+    fn a_low_priority_requeue_is_its_own_action_and_reads_back() {
+        let out = Outcome::new().requeue_after(Duration::from_millis(1500)).at_low_priority();
+        assert_eq!(out.requeue_priority(), RequeuePriority::Low);
+        let actions = out.into_actions();
+        assert_eq!(actions, vec![Action::RequeueLowAfterMs(1500)]);
+        let back = Outcome::from(actions);
+        assert_eq!((back.requeue(), back.requeue_priority()), (Some(Duration::from_millis(1500)), RequeuePriority::Low));
+        assert_eq!(Outcome::new().at_low_priority().into_actions(), vec![], "no requeue, nothing to prioritize");
+        assert_eq!(Outcome::new().requeue_after(Duration::from_secs(1)).into_actions(), vec![Action::RequeueAfterMs(1000)]);
     }
 
     #[test]

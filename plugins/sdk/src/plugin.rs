@@ -150,6 +150,11 @@ macro_rules! export_plugin {
                     $crate::plugin::reconcile_related::<$plugin>(&parent, &children, &related, now).map(__p::steps).map_err(__p::error)
                 }
             }
+            impl __p::PrioritizedGuest for __OperatorPluginExport {
+                fn reconcile(parent: String, children: Vec<String>, related: Vec<String>, now: i64) -> Result<Vec<__p::WitDirective>, __p::WitReconcileError> {
+                    $crate::plugin::reconcile_related::<$plugin>(&parent, &children, &related, now).map(__p::directives).map_err(__p::error)
+                }
+            }
             $crate::__private::bindings::__export_operator_plugin_world!(__OperatorPluginExport with_types_in $crate::__private::bindings);
         };
     };

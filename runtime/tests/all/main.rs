@@ -20,6 +20,7 @@ mod ownership;
 mod plugin_resource;
 mod priority;
 mod related;
+mod requeue_priority;
 mod robustness;
 mod runtime;
 mod sandbox;

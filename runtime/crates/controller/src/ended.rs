@@ -2,23 +2,24 @@
 //! of `controller_runtime_reconcile_total`, in one enum so no call site
 //! compares labels as strings.
 
-use std::time::Duration;
-
-use super::queue::{Outcome, Priority};
+use super::actions::policy::Requeue;
+use super::queue::Outcome;
 
 /// How one reconcile ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Ended {
     /// Done until something changes.
     Done,
-    /// Done; the plugin asked to be called again after this delay. The
-    /// timer's pass is [`Priority::Normal`] whatever priority this pass had:
-    /// it is work the plugin scheduled (a CronJob's next run), not a
-    /// start-up re-check. controller-runtime's requeue keeps the pass's
-    /// priority, so after a restart every schedule stays low and waits
-    /// behind the status passes its own Jobs start (a burst of 1,000 due
-    /// CronJobs then made its last Job 2.8x later).
-    RequeueAfter(Duration),
+    /// Done; the plugin asked to be called again after a delay, at the
+    /// priority it asked for: [`Priority::Normal`](super::queue::Priority)
+    /// for `requeue-after`, whatever priority this pass had, as it is work
+    /// the plugin scheduled (a CronJob's next run), not a start-up re-check
+    /// (controller-runtime's requeue keeps the pass's priority, so after a
+    /// restart every schedule stays low and waits behind the status passes
+    /// its own Jobs start: a burst of 1,000 due CronJobs then made its last
+    /// Job 2.8x later); low only when the plugin asked for it (contract
+    /// 0.4), as controller-runtime's `Result.Priority` does.
+    RequeueAfter(Requeue),
     /// A write met a newer object (409): again at once, no backoff.
     Conflict,
     /// Failed: again after the key's backoff.
@@ -33,7 +34,7 @@ impl Ended {
     pub fn outcome(self) -> Outcome {
         match self {
             Ended::Done | Ended::FailedForGood => Outcome::Success { requeue_after: None, priority: None },
-            Ended::RequeueAfter(after) => Outcome::Success { requeue_after: Some(after), priority: Some(Priority::Normal) },
+            Ended::RequeueAfter(r) => Outcome::Success { requeue_after: Some(r.after), priority: Some(r.priority) },
             Ended::Conflict => Outcome::RequeueNow,
             Ended::Failed => Outcome::Error,
         }
@@ -59,15 +60,22 @@ impl Ended {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::queue::Priority;
+    use std::time::Duration;
 
     #[test]
     fn every_end_has_controller_runtimes_label_and_a_queue_outcome() {
         let after = Duration::from_secs(5);
         assert_eq!(Ended::Done.label(), "success");
         assert_eq!(
-            Ended::RequeueAfter(after).outcome(),
+            Ended::RequeueAfter(Requeue { after, priority: Priority::Normal }).outcome(),
             Outcome::Success { requeue_after: Some(after), priority: Some(Priority::Normal) },
             "the plugin's timer is normal priority even after a low-priority pass"
+        );
+        assert_eq!(
+            Ended::RequeueAfter(Requeue { after, priority: Priority::Low }).outcome(),
+            Outcome::Success { requeue_after: Some(after), priority: Some(Priority::Low) },
+            "a plugin that asked for a low-priority requeue gets one"
         );
         assert_eq!(Ended::Conflict.outcome(), Outcome::RequeueNow);
         assert_eq!(Ended::Failed.outcome(), Outcome::Error);

@@ -166,10 +166,10 @@ impl Controller {
             child_label: child_label.as_ref().map(|(k, v)| (k.as_str(), v.as_str())),
             low_priority_echoes: (self.queue.processing_priority(key) == Some(Priority::Low)).then_some(&*self.echoes),
         };
-        let requeue_after = plan.requeue_after;
+        let requeue = plan.requeue;
         let mut executed = executor.execute(plan.writes).await;
         self.expectations.add(key, std::mem::take(&mut executed.expectations));
-        executed_pass(executed, requeue_after)
+        executed_pass(executed, requeue)
     }
 
     /// Sharded: a drained parent is handed over instead of reconciled (no
@@ -259,7 +259,7 @@ fn check(plugin: &LoadedPlugin, reference: &ObjectReference, lookup: &CacheLooku
 
 /// What the writes concluded: success (and when to come back), a conflict
 /// (at once, nothing recorded), or a failed write.
-fn executed_pass(executed: Executed, requeue_after: Option<std::time::Duration>) -> Pass {
+fn executed_pass(executed: Executed, requeue: Option<crate::actions::policy::Requeue>) -> Pass {
     let (verdict, ended) = match executed.error {
         Some(err) if err.is_conflict() => {
             tracing::debug!(error = %crate::error_chain(&err), "conflict; requeue");
@@ -270,7 +270,7 @@ fn executed_pass(executed: Executed, requeue_after: Option<std::time::Duration>)
             let reason = format!("WriteFailed{}", err.reason());
             (Some(status::Verdict::failure(reason, crate::error_chain(&err))), Ended::Failed)
         }
-        None => (Some(status::Verdict::success()), requeue_after.map_or(Ended::Done, Ended::RequeueAfter)),
+        None => (Some(status::Verdict::success()), requeue.map_or(Ended::Done, Ended::RequeueAfter)),
     };
     Pass { verdict, plugin_status: executed.status, ended, refused_for_good: None }
 }

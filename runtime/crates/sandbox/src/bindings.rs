@@ -1,6 +1,6 @@
 //! The WIT edge of the host: `bindgen!` output for every contract minor it
-//! runs (`wit/v0.1/plugin.wit`, `wit/v0.2/plugin.wit`, `wit/plugin.wit` =
-//! 0.3) and their
+//! runs (`wit/v0.1/plugin.wit`, `wit/v0.2/plugin.wit`, `wit/v0.3/plugin.wit`,
+//! `wit/plugin.wit` = 0.4) and their
 //! conversion to the SDK's plain types, the one internal representation.
 //! Nothing outside this module sees generated code.
 
@@ -24,9 +24,18 @@ pub(crate) mod v0_2 {
 
 /// Contract 0.3: 0.2 plus `desired` (children applied server-side).
 pub(crate) mod v0_3 {
+    wasmtime::component::bindgen!({ path: "../../../wit/v0.3", world: "plugin" });
+    pub(crate) use exports::operator::plugin::controller as wit;
+    pub(crate) use exports::operator::plugin::desired as wit_desired;
+    pub(crate) use operator::plugin::log as wit_log;
+}
+
+/// Contract 0.4: 0.3 plus `prioritized` (a requeue may ask for low priority).
+pub(crate) mod v0_4 {
     wasmtime::component::bindgen!({ path: "../../../wit", world: "plugin" });
     pub(crate) use exports::operator::plugin::controller as wit;
     pub(crate) use exports::operator::plugin::desired as wit_desired;
+    pub(crate) use exports::operator::plugin::prioritized as wit_prioritized;
     pub(crate) use operator::plugin::log as wit_log;
 }
 
@@ -163,46 +172,78 @@ pub(crate) mod from_v0_2 {
     }
 }
 
+/// The conversions 0.3 and later share: `desired`'s steps and the manifest
+/// with related kinds.
+macro_rules! desired_conversions {
+    ($minor:ident) => {
+        /// `desired.reconcile`'s steps as actions: an apply is [`Action::Apply`].
+        pub(crate) fn steps(steps: Vec<crate::bindings::$minor::wit_desired::Step>) -> Result<Vec<Action>, InvalidOutput> {
+            steps.into_iter().enumerate().map(|(i, s)| step(i, s)).collect()
+        }
+
+        fn step(i: usize, s: crate::bindings::$minor::wit_desired::Step) -> Result<Action, InvalidOutput> {
+            use crate::bindings::$minor::wit_desired::Step;
+            match s {
+                Step::Act(a) => action(i, a),
+                Step::Apply(o) => Ok(Action::Apply(json_object(&format!("action {i} (apply)"), &o)?)),
+            }
+        }
+
+        pub(crate) fn manifest(m: wit::PluginManifest) -> Result<Manifest, InvalidOutput> {
+            let crds = crds(&m.crds)?;
+            let related = m.related.into_iter().enumerate().map(|(i, r)| related_kind(i, r)).collect::<Result<Vec<_>, _>>()?;
+            Ok(Manifest {
+                name: m.name,
+                version: m.version,
+                parent: gvk(m.parent),
+                children: m.children.into_iter().map(gvk).collect(),
+                related,
+                crds,
+                finalizer: m.finalizer,
+            })
+        }
+
+        fn related_kind(i: usize, r: wit::RelatedKind) -> Result<RelatedKind, InvalidOutput> {
+            use wit::Attachment as A;
+            let attach = match r.attach {
+                A::SelectorFrom(path) => Attachment::SelectorFrom(path),
+                A::NamesFrom(paths) => Attachment::NamesFrom(paths),
+                A::FixedSelector(text) => Attachment::FixedSelector(json_object(&format!("manifest related[{i}] fixed-selector"), &text)?),
+            };
+            Ok(RelatedKind { kind: gvk(r.kind), attach, cluster_scoped: r.cluster_scoped })
+        }
+    };
+}
+
 /// Converted outputs of a 0.3 component.
 pub(crate) mod from_v0_3 {
     use super::*;
     conversions!(v0_3);
+    desired_conversions!(v0_3);
+}
 
-    /// `desired.reconcile`'s steps as actions: an apply is [`Action::Apply`].
-    pub(crate) fn steps(steps: Vec<crate::bindings::v0_3::wit_desired::Step>) -> Result<Vec<Action>, InvalidOutput> {
-        use crate::bindings::v0_3::wit_desired::Step;
-        steps
+/// Converted outputs of a 0.4 component.
+pub(crate) mod from_v0_4 {
+    use super::*;
+    conversions!(v0_4);
+    desired_conversions!(v0_4);
+
+    /// `prioritized.reconcile`'s directives as actions: a low-priority
+    /// requeue is [`Action::RequeueLowAfterMs`], a normal one the plain
+    /// [`Action::RequeueAfterMs`] every minor answers.
+    pub(crate) fn directives(directives: Vec<crate::bindings::v0_4::wit_prioritized::Directive>) -> Result<Vec<Action>, InvalidOutput> {
+        use crate::bindings::v0_4::wit_prioritized::{Directive, Priority};
+        directives
             .into_iter()
             .enumerate()
-            .map(|(i, s)| match s {
-                Step::Act(a) => action(i, a),
-                Step::Apply(o) => Ok(Action::Apply(json_object(&format!("action {i} (apply)"), &o)?)),
+            .map(|(i, d)| match d {
+                Directive::Step(s) => step(i, s),
+                Directive::Requeue(r) => Ok(match r.priority {
+                    Priority::Normal => Action::RequeueAfterMs(r.after_ms),
+                    Priority::Low => Action::RequeueLowAfterMs(r.after_ms),
+                }),
             })
             .collect()
-    }
-
-    pub(crate) fn manifest(m: wit::PluginManifest) -> Result<Manifest, InvalidOutput> {
-        let crds = crds(&m.crds)?;
-        let related = m.related.into_iter().enumerate().map(|(i, r)| related_kind(i, r)).collect::<Result<Vec<_>, _>>()?;
-        Ok(Manifest {
-            name: m.name,
-            version: m.version,
-            parent: gvk(m.parent),
-            children: m.children.into_iter().map(gvk).collect(),
-            related,
-            crds,
-            finalizer: m.finalizer,
-        })
-    }
-
-    fn related_kind(i: usize, r: wit::RelatedKind) -> Result<RelatedKind, InvalidOutput> {
-        use wit::Attachment as A;
-        let attach = match r.attach {
-            A::SelectorFrom(path) => Attachment::SelectorFrom(path),
-            A::NamesFrom(paths) => Attachment::NamesFrom(paths),
-            A::FixedSelector(text) => Attachment::FixedSelector(json_object(&format!("manifest related[{i}] fixed-selector"), &text)?),
-        };
-        Ok(RelatedKind { kind: gvk(r.kind), attach, cluster_scoped: r.cluster_scoped })
     }
 }
 

@@ -58,13 +58,16 @@ pub enum Minor {
     V0_2,
     /// 0.3.x: 0.2 plus desired state applied server-side.
     V0_3,
+    /// 0.4.x: 0.3 plus a requeue's priority.
+    V0_4,
 }
 
 /// Every minor, oldest first, as the version a component declares.
-pub const SUPPORTED: [(Minor, Version); 3] = [
+pub const SUPPORTED: [(Minor, Version); 4] = [
     (Minor::V0_1, Version { major: 0, minor: 1, patch: 0 }),
     (Minor::V0_2, Version { major: 0, minor: 2, patch: 0 }),
     (Minor::V0_3, Version { major: 0, minor: 3, patch: 0 }),
+    (Minor::V0_4, Version { major: 0, minor: 4, patch: 0 }),
 ];
 
 /// The minor a component of version `found` is run as, if any.
@@ -72,7 +75,7 @@ pub fn minor_of(found: Version) -> Option<Minor> {
     SUPPORTED.iter().find(|(_, v)| v.compatible_with(found)).map(|(m, _)| *m)
 }
 
-/// What this host accepts, for an error message: `0.1.x, 0.2.x, 0.3.x`.
+/// What this host accepts, for an error message: `0.1.x, 0.2.x, 0.3.x, 0.4.x`.
 pub fn supported_ranges() -> String {
     SUPPORTED.iter().map(|(_, v)| v.compatible_range()).collect::<Vec<_>>().join(", ")
 }
@@ -114,9 +117,11 @@ mod tests {
         assert_eq!(minor_of(v("0.2.0")), Some(Minor::V0_2));
         assert_eq!(minor_of(v("0.2.9")), Some(Minor::V0_2));
         assert_eq!(minor_of(v("0.3.0")), Some(Minor::V0_3));
-        assert_eq!(minor_of(v("0.4.0")), None);
+        assert_eq!(minor_of(v("0.4.0")), Some(Minor::V0_4));
+        assert_eq!(minor_of(v("0.4.2")), Some(Minor::V0_4));
+        assert_eq!(minor_of(v("0.5.0")), None);
         assert_eq!(minor_of(v("1.0.0")), None);
-        assert_eq!(supported_ranges(), "0.1.x, 0.2.x, 0.3.x");
+        assert_eq!(supported_ranges(), "0.1.x, 0.2.x, 0.3.x, 0.4.x");
         // The newest minor is the one the SDK implements.
         assert!(host_version().compatible_with(SUPPORTED[SUPPORTED.len() - 1].1));
     }

@@ -1,5 +1,6 @@
 //! The `controller` functions of a linked component (and, from contract 0.3,
-//! `desired.reconcile` when the component exports it), found and type-checked
+//! `desired.reconcile`, from 0.4 `prioritized.reconcile`, when the component
+//! exports them), found and type-checked
 //! once per build, then called on each fresh instance by index.
 //!
 //! The generated bindings' `PluginPre::instantiate` looks up and type-checks
@@ -15,7 +16,7 @@ use operator_plugin_sdk::{Action, FieldError, Manifest, ReconcileError};
 use wasmtime::Store;
 use wasmtime::component::{ComponentExportIndex, Instance, InstancePre, TypedFunc};
 
-use super::bindings::{InvalidOutput, from_v0_1, from_v0_2, from_v0_3, v0_1, v0_2, v0_3};
+use super::bindings::{InvalidOutput, from_v0_1, from_v0_2, from_v0_3, from_v0_4, v0_1, v0_2, v0_3, v0_4};
 use super::contract::Minor;
 use super::wasi::CallState;
 
@@ -30,8 +31,10 @@ pub(crate) struct Exports {
     reconcile: ComponentExportIndex,
     validate: ComponentExportIndex,
     default: ComponentExportIndex,
-    /// `desired.reconcile` (0.3), called instead of `reconcile` when present.
+    /// `desired.reconcile` (0.3 and later), called instead of `reconcile` when present.
     desired: Option<ComponentExportIndex>,
+    /// `prioritized.reconcile` (0.4 and later), called instead of either when present.
+    prioritized: Option<ComponentExportIndex>,
     /// Set once the signatures passed on one instance.
     checked: AtomicBool,
 }
@@ -41,20 +44,26 @@ pub(crate) struct Exports {
 type Manifest01 = (v0_1::wit::PluginManifest,);
 type Manifest02 = (v0_2::wit::PluginManifest,);
 type Manifest03 = (v0_3::wit::PluginManifest,);
+type Manifest04 = (v0_4::wit::PluginManifest,);
 type Reconcile01<'a> = (&'a str, &'a [String], i64);
 type Reconcile02<'a> = (&'a str, &'a [String], &'a [String], i64);
 type Actions01 = (Result<Vec<v0_1::wit::Action>, v0_1::wit::ReconcileError>,);
 type Actions02 = (Result<Vec<v0_2::wit::Action>, v0_2::wit::ReconcileError>,);
 type Actions03 = (Result<Vec<v0_3::wit::Action>, v0_3::wit::ReconcileError>,);
+type Actions04 = (Result<Vec<v0_4::wit::Action>, v0_4::wit::ReconcileError>,);
 type Steps03 = (Result<Vec<v0_3::wit_desired::Step>, v0_3::wit::ReconcileError>,);
+type Steps04 = (Result<Vec<v0_4::wit_desired::Step>, v0_4::wit::ReconcileError>,);
+type Directives04 = (Result<Vec<v0_4::wit_prioritized::Directive>, v0_4::wit::ReconcileError>,);
 type ValidateArgs<'a> = (&'a str, Option<&'a str>);
 type FieldErrors01 = (Vec<v0_1::wit::FieldError>,);
 type FieldErrors02 = (Vec<v0_2::wit::FieldError>,);
 type FieldErrors03 = (Vec<v0_3::wit::FieldError>,);
+type FieldErrors04 = (Vec<v0_4::wit::FieldError>,);
 type DefaultArgs<'a> = (&'a str,);
 type Defaulted01 = (Result<String, v0_1::wit::ReconcileError>,);
 type Defaulted02 = (Result<String, v0_2::wit::ReconcileError>,);
 type Defaulted03 = (Result<String, v0_3::wit::ReconcileError>,);
+type Defaulted04 = (Result<String, v0_4::wit::ReconcileError>,);
 
 impl Exports {
     /// Finds `controller`'s functions in `pre`'s component (their types are
@@ -62,33 +71,41 @@ impl Exports {
     pub(crate) fn find(pre: &InstancePre<CallState>, minor: Minor) -> wasmtime::Result<Exports> {
         // The name the bindings of this minor look up; wasmtime matches a
         // semver-compatible export (e.g. `@0.2.1`).
-        let interface = match minor {
-            Minor::V0_1 => "operator:plugin/controller@0.1.0",
-            Minor::V0_2 => "operator:plugin/controller@0.2.0",
-            Minor::V0_3 => "operator:plugin/controller@0.3.0",
+        let version = match minor {
+            Minor::V0_1 => "0.1.0",
+            Minor::V0_2 => "0.2.0",
+            Minor::V0_3 => "0.3.0",
+            Minor::V0_4 => "0.4.0",
         };
+        let interface = format!("operator:plugin/controller@{version}");
         let component = pre.component();
-        let iface = component.get_export_index(None, interface).ok_or_else(|| wasmtime::format_err!("no exported instance named `{interface}`"))?;
+        let iface = component.get_export_index(None, &interface).ok_or_else(|| wasmtime::format_err!("no exported instance named `{interface}`"))?;
         let find = |name: &str| {
             component
                 .get_export_index(Some(&iface), name)
                 .ok_or_else(|| wasmtime::format_err!("instance export `{interface}` does not have export `{name}`"))
         };
         // An addition is read only from a component that exports it.
-        let desired = match minor {
-            Minor::V0_3 => component
-                .get_export_index(None, "operator:plugin/desired@0.3.0")
-                .map(|d| {
+        let addition = |name: &str| {
+            let interface = format!("operator:plugin/{name}@{version}");
+            component
+                .get_export_index(None, &interface)
+                .map(|i| {
                     component
-                        .get_export_index(Some(&d), "reconcile")
-                        .ok_or_else(|| wasmtime::format_err!("instance export `operator:plugin/desired@0.3.0` does not have export `reconcile`"))
+                        .get_export_index(Some(&i), "reconcile")
+                        .ok_or_else(|| wasmtime::format_err!("instance export `{interface}` does not have export `reconcile`"))
                 })
-                .transpose()?,
-            _ => None,
+                .transpose()
+        };
+        let (desired, prioritized) = match minor {
+            Minor::V0_1 | Minor::V0_2 => (None, None),
+            Minor::V0_3 => (addition("desired")?, None),
+            Minor::V0_4 => (addition("desired")?, addition("prioritized")?),
         };
         Ok(Exports {
             minor,
             desired,
+            prioritized,
             manifest: find("manifest")?,
             reconcile: find("reconcile")?,
             validate: find("validate")?,
@@ -129,6 +146,20 @@ impl Exports {
                     instance.get_typed_func::<Reconcile02, Steps03>(&mut *store, desired).map_err(|e| checked("desired.reconcile", e))?;
                 }
             }
+            Minor::V0_4 => {
+                instance.get_typed_func::<(), Manifest04>(&mut *store, &self.manifest).map_err(|e| checked("manifest", e))?;
+                instance.get_typed_func::<Reconcile02, Actions04>(&mut *store, &self.reconcile).map_err(|e| checked("reconcile", e))?;
+                instance.get_typed_func::<ValidateArgs, FieldErrors04>(&mut *store, &self.validate).map_err(|e| checked("validate", e))?;
+                instance.get_typed_func::<DefaultArgs, Defaulted04>(&mut *store, &self.default).map_err(|e| checked("default", e))?;
+                if let Some(desired) = &self.desired {
+                    instance.get_typed_func::<Reconcile02, Steps04>(&mut *store, desired).map_err(|e| checked("desired.reconcile", e))?;
+                }
+                if let Some(prioritized) = &self.prioritized {
+                    instance
+                        .get_typed_func::<Reconcile02, Directives04>(&mut *store, prioritized)
+                        .map_err(|e| checked("prioritized.reconcile", e))?;
+                }
+            }
         }
         self.checked.store(true, Ordering::Release);
         Ok(())
@@ -139,12 +170,15 @@ impl Exports {
             Minor::V0_1 => from_v0_1::manifest(self.func::<(), Manifest01>(store, instance, &self.manifest).call(store, ())?.0),
             Minor::V0_2 => from_v0_2::manifest(self.func::<(), Manifest02>(store, instance, &self.manifest).call(store, ())?.0),
             Minor::V0_3 => from_v0_3::manifest(self.func::<(), Manifest03>(store, instance, &self.manifest).call(store, ())?.0),
+            Minor::V0_4 => from_v0_4::manifest(self.func::<(), Manifest04>(store, instance, &self.manifest).call(store, ())?.0),
         })
     }
 
     /// `related` is not passed to a 0.1 component (it cannot declare
     /// related kinds, so there are none). A 0.3 component that exports
-    /// `desired` answers through it (its applies become [`Action::Apply`]).
+    /// `desired` answers through it (its applies become [`Action::Apply`]);
+    /// a 0.4 component through `prioritized` if it exports it (its low
+    /// requeues become [`Action::RequeueLowAfterMs`]), else as a 0.3 one.
     pub(crate) fn reconcile(
         &self,
         store: &mut Store<CallState>,
@@ -179,6 +213,22 @@ impl Exports {
                     }
                 }
             },
+            Minor::V0_4 => self.reconcile_v0_4(store, instance, (parent, children, related, now_ms))?,
+        })
+    }
+
+    /// A 0.4 component's reconcile through the newest interface it exports.
+    fn reconcile_v0_4(&self, store: &mut Store<CallState>, instance: Instance, args: Reconcile02) -> wasmtime::Result<Reconciled> {
+        let answer = match (&self.prioritized, &self.desired) {
+            (Some(prioritized), _) => {
+                self.func::<Reconcile02, Directives04>(store, instance, prioritized).call(store, args)?.0.map(from_v0_4::directives)
+            }
+            (None, Some(desired)) => self.func::<Reconcile02, Steps04>(store, instance, desired).call(store, args)?.0.map(from_v0_4::steps),
+            (None, None) => self.func::<Reconcile02, Actions04>(store, instance, &self.reconcile).call(store, args)?.0.map(from_v0_4::actions),
+        };
+        Ok(match answer {
+            Ok(actions) => actions.map(Ok),
+            Err(e) => Ok(Err(from_v0_4::reconcile_error(e))),
         })
     }
 
@@ -211,6 +261,13 @@ impl Exports {
                 .into_iter()
                 .map(from_v0_3::field_error)
                 .collect(),
+            Minor::V0_4 => self
+                .func::<ValidateArgs, FieldErrors04>(store, instance, &self.validate)
+                .call(store, (object, old))?
+                .0
+                .into_iter()
+                .map(from_v0_4::field_error)
+                .collect(),
         })
     }
 
@@ -224,6 +281,9 @@ impl Exports {
             }
             Minor::V0_3 => {
                 self.func::<DefaultArgs, Defaulted03>(store, instance, &self.default).call(store, (object,))?.0.map_err(from_v0_3::reconcile_error)
+            }
+            Minor::V0_4 => {
+                self.func::<DefaultArgs, Defaulted04>(store, instance, &self.default).call(store, (object,))?.0.map_err(from_v0_4::reconcile_error)
             }
         })
     }

@@ -13,7 +13,7 @@ use wasmtime::component::{HasSelf, Linker, ResourceTable};
 use wasmtime_wasi::clocks::{HostMonotonicClock, HostWallClock};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-use super::bindings::{v0_1, v0_2, v0_3};
+use super::bindings::{v0_1, v0_2, v0_3, v0_4};
 use super::limits::CallLimiter;
 use super::stdio::CappedOutput;
 
@@ -185,6 +185,7 @@ macro_rules! log_host {
 log_host!(v0_1);
 log_host!(v0_2);
 log_host!(v0_3);
+log_host!(v0_4);
 
 /// Wall clock reads return the call's `now`, so a plugin that reads the
 /// clock anyway stays deterministic.
@@ -234,6 +235,7 @@ pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<CallState>> {
     v0_1::Plugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)?;
     v0_2::Plugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)?;
     v0_3::Plugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)?;
+    v0_4::Plugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)?;
     Ok(linker)
 }
 

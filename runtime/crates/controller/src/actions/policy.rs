@@ -35,6 +35,7 @@ use operator_plugin_sdk::{Action, EventType, GroupVersionKind, ObjectRef, Propag
 use serde_json::{Value, json};
 
 use crate::object_reference::ObjectReference;
+use crate::queue::Priority;
 
 /// What the cache knows about a child the plugin names.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -107,8 +108,29 @@ pub enum Write {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Plan {
     pub writes: Vec<Write>,
-    pub requeue_after: Option<Duration>,
+    pub requeue: Option<Requeue>,
     pub finalized: bool,
+}
+
+/// When the plugin asked to be called again, and at which priority once
+/// that time has come (`requeue-after`: normal; contract 0.4's low requeue:
+/// low).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Requeue {
+    pub after: Duration,
+    pub priority: Priority,
+}
+
+impl Requeue {
+    /// Of two requeues the soonest; of equally soon ones the higher priority
+    /// (a low request never delays a normal one).
+    fn sooner(self, other: Requeue) -> Requeue {
+        match self.after.cmp(&other.after) {
+            std::cmp::Ordering::Less => self,
+            std::cmp::Ordering::Greater => other,
+            std::cmp::Ordering::Equal => Requeue { after: self.after, priority: self.priority.max(other.priority) },
+        }
+    }
 }
 
 /// Why an action was refused.
@@ -129,6 +151,7 @@ fn action_name(a: &Action) -> &'static str {
         Action::SetStatus(_) => "set-status",
         Action::Event { .. } => "event",
         Action::RequeueAfterMs(_) => "requeue-after",
+        Action::RequeueLowAfterMs(_) => "requeue (low priority)",
         Action::Finalized {} => "finalized",
         Action::Apply(_) => "apply",
     }
@@ -150,7 +173,7 @@ pub const MAX_WRITES: usize = 1000;
 
 /// Checks every action; the first refusal refuses the whole batch.
 pub fn check(parent: &ObjectReference, children: &[GroupVersionKind], lookup: &dyn Lookup, actions: Vec<Action>) -> Result<Plan, Refusal> {
-    let writes = actions.iter().filter(|a| !matches!(a, Action::RequeueAfterMs(_) | Action::Finalized {})).count();
+    let writes = actions.iter().filter(|a| !matches!(a, Action::RequeueAfterMs(_) | Action::RequeueLowAfterMs(_) | Action::Finalized {})).count();
     if writes > MAX_WRITES {
         return Err(Refusal {
             index: MAX_WRITES,
@@ -203,14 +226,18 @@ pub fn check(parent: &ObjectReference, children: &[GroupVersionKind], lookup: &d
                 }
                 plan.writes.push(Write::Event { event_type, reason, message });
             }
-            Action::RequeueAfterMs(ms) => {
-                let d = Duration::from_millis(ms);
-                plan.requeue_after = Some(plan.requeue_after.map_or(d, |r| r.min(d)));
-            }
+            Action::RequeueAfterMs(ms) => plan.requeue_after(Requeue { after: Duration::from_millis(ms), priority: Priority::Normal }),
+            Action::RequeueLowAfterMs(ms) => plan.requeue_after(Requeue { after: Duration::from_millis(ms), priority: Priority::Low }),
             Action::Finalized {} => plan.finalized = true,
         }
     }
     Ok(plan)
+}
+
+impl Plan {
+    fn requeue_after(&mut self, requeue: Requeue) {
+        self.requeue = Some(self.requeue.map_or(requeue, |r| r.sooner(requeue)));
+    }
 }
 
 fn declared(children: &[GroupVersionKind], api_version: &str, kind: &str) -> Result<GroupVersionKind, String> {
@@ -625,8 +652,20 @@ mod tests {
     #[test]
     fn the_soonest_requeue_wins_and_finalized_is_noted() {
         let plan = run(vec![Action::RequeueAfterMs(5000), Action::RequeueAfterMs(200), Action::Finalized {}]).unwrap();
-        assert_eq!(plan.requeue_after, Some(Duration::from_millis(200)));
+        assert_eq!(plan.requeue, Some(Requeue { after: Duration::from_millis(200), priority: Priority::Normal }));
         assert!(plan.finalized);
+    }
+
+    #[test]
+    fn a_low_requeue_keeps_its_priority_unless_a_normal_one_is_as_soon() {
+        let low = |ms| Requeue { after: Duration::from_millis(ms), priority: Priority::Low };
+        let normal = |ms| Requeue { after: Duration::from_millis(ms), priority: Priority::Normal };
+        assert_eq!(run(vec![Action::RequeueLowAfterMs(200)]).unwrap().requeue, Some(low(200)));
+        assert_eq!(run(vec![Action::RequeueAfterMs(5000), Action::RequeueLowAfterMs(200)]).unwrap().requeue, Some(low(200)));
+        assert_eq!(run(vec![Action::RequeueLowAfterMs(200), Action::RequeueAfterMs(100)]).unwrap().requeue, Some(normal(100)));
+        assert_eq!(run(vec![Action::RequeueLowAfterMs(200), Action::RequeueAfterMs(200)]).unwrap().requeue, Some(normal(200)));
+        let e = run(vec![Action::RequeueLowAfterMs(1); MAX_WRITES + 1]);
+        assert!(e.is_ok(), "a requeue is not a write: {e:?}");
     }
 
     #[test]

@@ -113,6 +113,7 @@ fn describe(action: &Action) -> (String, Value) {
             (format!("event {reason}"), serde_json::json!({"type": event_type, "reason": reason, "message": message}))
         }
         Action::RequeueAfterMs(ms) => ("requeue after".into(), serde_json::json!({"ms": ms})),
+        Action::RequeueLowAfterMs(ms) => ("requeue after".into(), serde_json::json!({"ms": ms, "priority": "low"})),
         Action::Finalized {} => ("finalized".into(), serde_json::json!({})),
         Action::Apply(o) => (object("apply", o), o.clone()),
     }
