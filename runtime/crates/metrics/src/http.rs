@@ -45,3 +45,38 @@ where
     let io = hyper_util::rt::TokioIo::new(io);
     let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn each_connection_is_handed_over_until_shutdown_and_none_after() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (handed, mut connections) = tokio::sync::mpsc::unbounded_channel();
+        let server = tokio::spawn(serve(
+            listener,
+            async {
+                let _ = stopped.await;
+            },
+            move |stream: TcpStream| {
+                let handed = handed.clone();
+                async move {
+                    let _ = handed.send(stream.peer_addr().ok());
+                }
+            },
+        ));
+        for _ in 0..2 {
+            let client = TcpStream::connect(addr).await.unwrap();
+            let seen = tokio::time::timeout(Duration::from_secs(30), connections.recv()).await.expect("the connection was handed over");
+            assert_eq!(seen.flatten(), Some(client.local_addr().unwrap()));
+        }
+        stop.send(()).unwrap();
+        tokio::time::timeout(Duration::from_secs(30), server).await.expect("the loop ends on shutdown").unwrap();
+        // The listener went with the loop: nobody accepts any more.
+        assert!(TcpStream::connect(addr).await.is_err(), "a connection was accepted after shutdown");
+    }
+}
