@@ -9,7 +9,7 @@ mod kinds;
 
 use crate::selector::LabelSelector;
 use crate::status::Cause;
-use operator_selector::dns1123;
+use operator_selector::label::{qualified_name_errors, value_errors as label_value_errors};
 use serde_json::{Value, json};
 
 fn required(field: &str) -> Cause {
@@ -141,66 +141,8 @@ fn pod_update(old: &Value, new: &Value, causes: &mut Vec<Cause>) {
     }
 }
 
-const LABEL_VALUE: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
-const QUALIFIED_NAME: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
-/// Longest label value and name part of a qualified name (`LabelValueMaxLength`, `qualifiedNameMaxLength`).
-const MAX_LABEL_LENGTH: usize = 63;
 /// Most bytes of all annotations' keys and values together (`TotalAnnotationSizeLimitB`, 256 KiB).
 const MAX_ANNOTATIONS_BYTES: usize = 256 * 1024;
-
-/// Matches `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`, or the empty string.
-fn label_chars_ok(s: &str) -> bool {
-    s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-        && s.chars().next().is_none_or(|c| c.is_ascii_alphanumeric())
-        && s.chars().last().is_none_or(|c| c.is_ascii_alphanumeric())
-}
-
-fn too_long(max: usize) -> String {
-    format!("must be no more than {max} characters")
-}
-
-/// `validation.IsQualifiedName`: what is wrong with a label or annotation key.
-fn qualified_name_errors(key: &str) -> Vec<String> {
-    let mut errs = vec![];
-    let name = match key.split('/').collect::<Vec<_>>().as_slice() {
-        [name] => *name,
-        [prefix, name] => {
-            if prefix.is_empty() {
-                errs.push("prefix part must be non-empty".to_string());
-            } else {
-                if prefix.len() > dns1123::SUBDOMAIN_MAX_LENGTH {
-                    errs.push(format!("prefix part {}", too_long(dns1123::SUBDOMAIN_MAX_LENGTH)));
-                }
-                if !dns1123::is_subdomain_format(prefix) {
-                    errs.push(format!("prefix part {}", dns1123::SUBDOMAIN_ERROR));
-                }
-            }
-            *name
-        }
-        _ => return vec![format!("a qualified name {QUALIFIED_NAME} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')")],
-    };
-    if name.is_empty() {
-        errs.push("name part must be non-empty".into());
-    } else if name.len() > MAX_LABEL_LENGTH {
-        errs.push(format!("name part {}", too_long(MAX_LABEL_LENGTH)));
-    }
-    if name.is_empty() || !label_chars_ok(name) {
-        errs.push(format!("name part {QUALIFIED_NAME}"));
-    }
-    errs
-}
-
-/// `validation.IsValidLabelValue`.
-fn label_value_errors(value: &str) -> Vec<String> {
-    let mut errs = vec![];
-    if value.len() > MAX_LABEL_LENGTH {
-        errs.push(too_long(MAX_LABEL_LENGTH));
-    }
-    if !label_chars_ok(value) {
-        errs.push(LABEL_VALUE.into());
-    }
-    errs
-}
 
 fn invalid(value: &str, message: &str, field: &str) -> Cause {
     Cause::new("FieldValueInvalid", format!("Invalid value: {value:?}: {message}"), field)

@@ -9,7 +9,8 @@
 //! - `operator-api`: [`api_client`], [`api_error`], [`api_answer`], [`object_reference`], [`events`]
 //!   (Kubernetes Events with deduplication) and [`error_chain`].
 //! - `operator-sandbox`: [`sandbox`] (the wasmtime engine, limits, module cache and calls into
-//!   plugins) and [`registry`] (the plugins running now, read by admission). Knows nothing of
+//!   plugins), [`registry`] (the plugins running now, read by admission) and [`heap`] (free pages
+//!   handed back to the OS after compiles and start-up; one malloc arena). Knows nothing of
 //!   controllers.
 //! - `operator-oci`: plugins from OCI registries, as [`hotswap::oci`].
 //! - `operator-metrics`: [`metrics`] (Prometheus metrics and probes, served on `/metrics`), [`activity`]
@@ -18,8 +19,8 @@
 //!   driver) and [`actions`] (policy check and execution of what plugins return).
 //! - `operator-webhook`: [`webhook`], plugin admission as HTTPS webhooks for real clusters.
 //! - `operator-manager`: [`manager`] (starts plugins as controllers: CRDs, discovery, caches),
-//!   [`leader`] (leader election with a Lease, as client-go), [`shard`] (sharding parents across
-//!   replicas) and [`heap`].
+//!   [`leader`] (leader election with a Lease, as client-go) and [`shard`] (sharding parents
+//!   across replicas).
 //! - `operator-plugin-sources`: [`hotswap`] (new plugin versions from ConfigMaps, files and OCI;
 //!   shadow runs, trust, rollback), [`record`] (the log of reconcile calls, replay),
 //!   [`plugin_resource`] (the `Plugin` custom resource) and [`status`] (`host status`, `/status`).
@@ -30,10 +31,10 @@ pub use operator_clock as clock;
 pub use operator_controller as controller;
 pub use operator_controller::actions;
 pub use operator_manager as manager;
-pub use operator_manager::{heap, leader, shard};
+pub use operator_manager::{leader, shard};
 pub use operator_metrics as metrics;
 pub use operator_metrics::{activity, outcomes};
 pub use operator_plugin_sources::{hotswap, plugin_resource, record, status};
 pub use operator_sandbox as sandbox;
-pub use operator_sandbox::registry;
+pub use operator_sandbox::{heap, registry};
 pub use operator_webhook as webhook;

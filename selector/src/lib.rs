@@ -2,10 +2,12 @@
 //! (`LabelSelectorAsSelector`): parsed from its JSON form with the server's
 //! wording for the same faults, and matched against an object's labels; the one
 //! label [`Requirement`] matcher (also of selectors read from other forms, such as
-//! the embedded API server's `?labelSelector=` query); and the DNS-1123 name checks
-//! ([`dns1123`]) that object names and label keys share.
+//! the embedded API server's `?labelSelector=` query); the syntax of label keys and
+//! values ([`label`]); and the DNS-1123 name checks ([`dns1123`]) that object names
+//! and label keys share.
 
 pub mod dns1123;
+pub mod label;
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -5,8 +5,9 @@
 //! on update nothing but the series and metadata may change). Fields are named as the core
 //! Event names them, whichever version the request was made in, as upstream's messages do.
 
-use super::{immutable, invalid, qualified_name_errors, required};
+use super::{immutable, invalid, required};
 use crate::status::Cause;
+use operator_selector::label::qualified_name_errors;
 use serde_json::Value;
 
 const REPORTING_INSTANCE_LENGTH_LIMIT: usize = 128;

@@ -145,13 +145,6 @@ fn copy_tree(from: &Path, to: &Path) {
     }
 }
 
-async fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String) {
-    let mut cmd = Command::new("kubectl");
-    cmd.args(args).env("KUBECONFIG", kubeconfig);
-    let out = tokio::task::block_in_place(|| cmd.output()).expect("run kubectl");
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_apply_k_of_deploy_creates_every_object_and_the_host_runs_the_samples_from_its_configmap() {
     let dir = tempfile::tempdir().unwrap();
@@ -165,13 +158,12 @@ async fn kubectl_apply_k_of_deploy_creates_every_object_and_the_host_runs_the_sa
     let kubeconfig = dir.path().join("kubeconfig");
     handle.write_kubeconfig(&kubeconfig).unwrap();
     let client = server.kube_client();
+    let kubectl = common::Kubectl::new(common::kubectl::system(), &kubeconfig);
 
     let tree_arg = tree.to_str().unwrap();
-    let (ok, out) = kubectl(&kubeconfig, &["apply", "--server-side", "-k", tree_arg]).await;
-    assert!(ok, "kubectl apply --server-side -k deploy/ failed:\n{out}");
+    kubectl.ok_async(&["apply", "--server-side", "-k", tree_arg]).await;
     // Applying again changes nothing and conflicts with nothing.
-    let (ok, again) = kubectl(&kubeconfig, &["apply", "--server-side", "-k", tree_arg]).await;
-    assert!(ok, "a second apply failed:\n{again}");
+    kubectl.ok_async(&["apply", "--server-side", "-k", tree_arg]).await;
 
     Api::<Namespace>::all(client.clone()).get(NAMESPACE).await.expect("the namespace");
     let crds = Api::<CustomResourceDefinition>::all(client.clone());
@@ -212,11 +204,11 @@ async fn kubectl_apply_k_of_deploy_creates_every_object_and_the_host_runs_the_sa
     let samples = tree.join("samples");
     let started = Instant::now();
     loop {
-        let (ok, out) = kubectl(&kubeconfig, &["apply", "-k", samples.to_str().unwrap()]).await;
-        if ok {
+        let out = kubectl.run_async(&["apply", "-k", samples.to_str().unwrap()]).await;
+        if out.status.success() {
             break;
         }
-        assert!(started.elapsed() < Duration::from_secs(60), "kubectl apply -k deploy/samples failed:\n{out}");
+        assert!(started.elapsed() < Duration::from_secs(60), "kubectl apply -k deploy/samples failed:\n{}", String::from_utf8_lossy(&out.stderr));
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     for (api_version, kind, plural, name) in [
@@ -265,11 +257,10 @@ async fn kubectl_apply_k_of_deploy_creates_every_object_and_the_host_runs_the_sa
     {
         let started = Instant::now();
         loop {
-            let (_, out) = kubectl(
-                &kubeconfig,
-                &["get", &format!("{plural}.{group}"), name, "-o", "jsonpath={.status.conditions[?(@.type==\"Reconciled\")].status}"],
-            )
-            .await;
+            let got = kubectl
+                .run_async(&["get", &format!("{plural}.{group}"), name, "-o", "jsonpath={.status.conditions[?(@.type==\"Reconciled\")].status}"])
+                .await;
+            let out = String::from_utf8_lossy(&got.stdout).into_owned() + &String::from_utf8_lossy(&got.stderr);
             if out.trim() == "True" {
                 break;
             }

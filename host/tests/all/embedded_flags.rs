@@ -24,17 +24,6 @@ fn start(cmd: Command) -> Running {
     running
 }
 
-fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String) {
-    let out = Command::new("kubectl").arg("--kubeconfig").arg(kubeconfig).args(args).output().expect("run kubectl");
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr))
-}
-
-fn ok(kubeconfig: &Path, args: &[&str]) -> String {
-    let (success, out) = kubectl(kubeconfig, args);
-    assert!(success, "kubectl {args:?}: {out}");
-    out
-}
-
 fn run_args<'a>(kubeconfig: &'a Path, data: &'a Path) -> Vec<String> {
     let hello = wasm("hello");
     [
@@ -58,31 +47,33 @@ fn run_args<'a>(kubeconfig: &'a Path, data: &'a Path) -> Vec<String> {
 fn data_dir_faults_and_nodes_flags_work_across_a_kill_9_restart() {
     let dir = tempfile::tempdir().unwrap();
     let (kubeconfig, data, cache) = (dir.path().join("kubeconfig"), dir.path().join("data"), dir.path().join("cache"));
+    let kubectl = common::Kubectl::new(common::kubectl::system(), &kubeconfig);
 
     let mut cmd = host(&cache);
     cmd.args(run_args(&kubeconfig, &data)).args(["--fault", "500:resource=secrets,verb=list", "--sim-nodes", "3", "--fault-seed", "7"]);
     cmd.env("OPERATOR_HOST_FAULTS", "ignored-when-flags-are-given");
     let running = start(cmd);
-    assert_eq!(ok(&kubeconfig, &["get", "nodes", "-o", "name"]).lines().count(), 3, "--sim-nodes 3");
-    let (listed, out) = kubectl(&kubeconfig, &["get", "secrets"]);
-    assert!(!listed && out.contains("injected fault"), "the injected 500: {out}");
-    let faults: serde_json::Value = serde_json::from_str(&ok(&kubeconfig, &["get", "--raw", "/debug/faults"])).unwrap();
+    assert_eq!(kubectl.ok(&["get", "nodes", "-o", "name"]).lines().count(), 3, "--sim-nodes 3");
+    let secrets = kubectl.run(&["get", "secrets"]);
+    let refusal = String::from_utf8_lossy(&secrets.stderr);
+    assert!(!secrets.status.success() && refusal.contains("injected fault"), "the injected 500: {refusal}");
+    let faults: serde_json::Value = serde_json::from_str(&kubectl.ok(&["get", "--raw", "/debug/faults"])).unwrap();
     assert_eq!(faults["seed"], 7);
     assert_eq!(faults["rules"][0]["spec"], "500:resource=secrets,verb=list");
     assert!(faults["rules"][0]["injected"].as_u64().unwrap() >= 1, "{faults}");
-    ok(&kubeconfig, &["create", "configmap", "survivor", "--from-literal=k=v"]);
+    kubectl.ok(&["create", "configmap", "survivor", "--from-literal=k=v"]);
     running.kill_9();
 
     // Restart on the same directory, faults from the environment this time.
     let mut cmd = host(&cache);
     cmd.args(run_args(&kubeconfig, &data)).env("OPERATOR_HOST_FAULTS", "latency:1ms,resource=configmaps;409:share=0.5,verb=update,resource=secrets");
     let running = start(cmd);
-    assert_eq!(ok(&kubeconfig, &["get", "configmap", "survivor", "-o", "jsonpath={.data.k}"]), "v", "the acknowledged write survived kill -9");
-    assert_eq!(ok(&kubeconfig, &["get", "nodes", "-o", "name"]).lines().count(), 3, "the nodes were persisted too");
-    let faults: serde_json::Value = serde_json::from_str(&ok(&kubeconfig, &["get", "--raw", "/debug/faults"])).unwrap();
+    assert_eq!(kubectl.ok(&["get", "configmap", "survivor", "-o", "jsonpath={.data.k}"]), "v", "the acknowledged write survived kill -9");
+    assert_eq!(kubectl.ok(&["get", "nodes", "-o", "name"]).lines().count(), 3, "the nodes were persisted too");
+    let faults: serde_json::Value = serde_json::from_str(&kubectl.ok(&["get", "--raw", "/debug/faults"])).unwrap();
     assert_eq!(faults["rules"].as_array().unwrap().len(), 2, "{faults}");
-    let (listed, out) = kubectl(&kubeconfig, &["get", "secrets"]);
-    assert!(listed, "the first run's 500 rule is not persisted: {out}");
+    // The first run's 500 rule is not persisted (`ok` fails the test with kubectl's output otherwise).
+    kubectl.ok(&["get", "secrets"]);
     drop(running);
 }
 

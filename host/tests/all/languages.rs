@@ -8,8 +8,8 @@
 use crate::common;
 
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::PathBuf;
+use std::process::{Command, Output};
 use std::time::Duration;
 
 use common::process::{Running, poll};
@@ -107,22 +107,6 @@ fn inspect_shows_the_same_contract_parent_and_crd_for_each_language() {
     assert!(crds.windows(2).all(|w| w[0] == w[1]), "the CRDs differ: {crds:?}");
 }
 
-fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Output {
-    let mut c = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("kubectl is on PATH");
-    if let Some(text) = stdin {
-        c.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
-    }
-    c.wait_with_output().unwrap()
-}
-
 fn metrics(addr: &str) -> Option<String> {
     let mut s = std::net::TcpStream::connect(addr).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
@@ -159,20 +143,21 @@ fn javascript_then_python_hello_run_on_the_embedded_cluster_through_kubectl() {
     let line = r.line_with("metrics at http://");
     r.line_with("export KUBECONFIG=");
     let addr = line.trim_start_matches("metrics at http://").trim_end_matches("/metrics").to_string();
+    let kubectl = common::Kubectl::new(common::kubectl::system(), &kubeconfig);
 
     let apply = |greeting: &str| {
         let hello = format!(
             "apiVersion: example.operator.dev/v1alpha1\nkind: Hello\nmetadata:\n  name: world\n  namespace: default\nspec:\n  greeting: {greeting}\n"
         );
         poll("kubectl apply of a Hello (once its CRD is served)", || {
-            kubectl(&kubeconfig, &["apply", "-f", "-"], Some(&hello)).status.success().then_some(())
+            kubectl.run_stdin(&["apply", "-f", "-"], Some(hello.as_bytes())).status.success().then_some(())
         });
     };
-    let greeting = || text(&kubectl(&kubeconfig, &["get", "configmap", "world-greeting", "-o", "jsonpath={.data.greeting}"], None).stdout);
+    let greeting = || text(&kubectl.run(&["get", "configmap", "world-greeting", "-o", "jsonpath={.data.greeting}"]).stdout);
     apply("Hi");
     poll("the JavaScript plugin's ConfigMap", || (greeting() == "Hi").then_some(()));
     poll("the Hello's status", || {
-        let o = kubectl(&kubeconfig, &["get", "hello", "world", "-o", "jsonpath={.status.upToDate}"], None);
+        let o = kubectl.run(&["get", "hello", "world", "-o", "jsonpath={.status.upToDate}"]);
         (text(&o.stdout) == "true").then_some(())
     });
     poll("a reconcile by hello-js in the metrics", || {

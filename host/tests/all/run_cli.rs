@@ -6,7 +6,7 @@
 use crate::common;
 
 use std::io::{Read, Write};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use common::process::{Running, poll};
@@ -39,8 +39,13 @@ fn spawn(args: &[&str]) -> Running {
     Running::start(c)
 }
 
+/// kubectl against the cluster `kubeconfig` names.
+fn kubectl(kubeconfig: &std::path::Path) -> common::Kubectl {
+    common::Kubectl::new(common::kubectl::system(), kubeconfig)
+}
+
 fn kubectl_available() -> bool {
-    Command::new("kubectl").arg("version").arg("--client").output().is_ok_and(|o| o.status.success())
+    Command::new(common::kubectl::system()).arg("version").arg("--client").output().is_ok_and(|o| o.status.success())
 }
 
 #[test]
@@ -67,32 +72,11 @@ fn run_embedded_serves_kubectl_probes_and_metrics_and_exits_0_on_sigterm() {
     poll("/readyz to turn 200", || (http_get(&addr, "/readyz")?.0 == 200).then_some(()));
 
     if kubectl_available() {
-        let mut apply = Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .args(["apply", "-f", "-"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        apply
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(
-                b"apiVersion: example.operator.dev/v1alpha1\nkind: Hello\nmetadata:\n  name: world\n  namespace: default\nspec:\n  greeting: Hi\n",
-            )
-            .unwrap();
-        let o = apply.wait_with_output().unwrap();
-        assert!(o.status.success(), "kubectl apply: {}", String::from_utf8_lossy(&o.stderr));
+        let kubectl = kubectl(&kubeconfig);
+        kubectl
+            .apply("apiVersion: example.operator.dev/v1alpha1\nkind: Hello\nmetadata:\n  name: world\n  namespace: default\nspec:\n  greeting: Hi\n");
         poll("kubectl to show the ConfigMap the plugin created", || {
-            let o = Command::new("kubectl")
-                .arg("--kubeconfig")
-                .arg(&kubeconfig)
-                .args(["get", "configmap", "world-greeting", "-o", "jsonpath={.data.greeting}"])
-                .output()
-                .ok()?;
+            let o = kubectl.run(&["get", "configmap", "world-greeting", "-o", "jsonpath={.data.greeting}"]);
             (String::from_utf8_lossy(&o.stdout) == "Hi").then_some(())
         });
         let (_, body) = poll("a successful reconcile in the metrics", || {
@@ -137,22 +121,6 @@ fn run_without_a_reachable_cluster_exits_1_with_the_cause() {
     assert!(err.contains("cannot install CRD hellos.example.operator.dev"), "{err}");
 }
 
-fn kubectl(kubeconfig: &std::path::Path, args: &[&str], stdin: Option<&str>) -> std::process::Output {
-    let mut c = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    if let Some(text) = stdin {
-        c.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
-    }
-    c.wait_with_output().unwrap()
-}
-
 #[test]
 fn run_watch_swaps_a_changed_plugin_file_without_a_restart() {
     let dir = tempfile::tempdir().unwrap();
@@ -173,12 +141,13 @@ fn run_watch_swaps_a_changed_plugin_file_without_a_restart() {
         "0",
     ]);
     r.line_with("export KUBECONFIG=");
+    let kubectl = kubectl(&kubeconfig);
     let widget = "apiVersion: swap.test.operator-host.dev/v1\nkind: Widget\nmetadata:\n  name: w\n  namespace: default\nspec: {}\n";
     poll("kubectl apply of a Widget (once its CRD is served)", || {
-        kubectl(&kubeconfig, &["apply", "-f", "-"], Some(widget)).status.success().then_some(())
+        kubectl.run_stdin(&["apply", "-f", "-"], Some(widget.as_bytes())).status.success().then_some(())
     });
     let version = || {
-        let o = kubectl(&kubeconfig, &["get", "configmap", "-l", "widget=w", "-o", "jsonpath={.items[*].data.version}"], None);
+        let o = kubectl.run(&["get", "configmap", "-l", "widget=w", "-o", "jsonpath={.items[*].data.version}"]);
         String::from_utf8_lossy(&o.stdout).to_string()
     };
     poll("the child at version 1", || (version() == "1").then_some(()));
@@ -195,21 +164,18 @@ fn run_watch_swaps_a_changed_plugin_file_without_a_restart() {
 /// condition) on the cluster `kubeconfig` names.
 fn cronjob_sample_is_reconciled(kubeconfig: &std::path::Path) {
     let sample = std::fs::read_to_string(common::workspace_root().join("plugins/cronjob/samples/batch_v1_cronjob.yaml")).unwrap();
+    let kubectl = kubectl(kubeconfig);
     poll("kubectl apply of the CronJob sample (once its CRD is served)", || {
-        kubectl(kubeconfig, &["apply", "-f", "-"], Some(&sample)).status.success().then_some(())
+        kubectl.run_stdin(&["apply", "-f", "-"], Some(sample.as_bytes())).status.success().then_some(())
     });
     poll("the CronJob controller to reconcile the sample", || {
-        let o = kubectl(
-            kubeconfig,
-            &[
-                "get",
-                "cronjobs.batch.tutorial.kubebuilder.io",
-                "cronjob-sample",
-                "-o",
-                "jsonpath={.status.conditions[?(@.type==\"Reconciled\")].status}",
-            ],
-            None,
-        );
+        let o = kubectl.run(&[
+            "get",
+            "cronjobs.batch.tutorial.kubebuilder.io",
+            "cronjob-sample",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Reconciled\")].status}",
+        ]);
         (String::from_utf8_lossy(&o.stdout) == "True").then_some(())
     });
 }
@@ -287,18 +253,19 @@ fn kubectl_create_configmap_from_the_gzipped_cronjob_artifact_hot_swaps_it_into_
     let gz = plain.with_extension("wasm.gz");
     assert!(gz.exists(), "{} is missing: build the plugins again with `cargo xtask build`", gz.display());
     // The embedded server refuses what a real one refuses: the plain build is over 1 MiB.
+    let kubectl = kubectl(&kubeconfig);
     if std::fs::metadata(&plain).unwrap().len() > 1024 * 1024 {
-        let o = kubectl(&kubeconfig, &["create", "configmap", "plain", &format!("--from-file={}", plain.display())], None);
+        let o = kubectl.run(&["create", "configmap", "plain", &format!("--from-file={}", plain.display())]);
         assert!(!o.status.success(), "the plain cronjob.wasm fit a ConfigMap");
         assert!(String::from_utf8_lossy(&o.stderr).contains("Too long: must have at most 1048576 bytes"), "{}", String::from_utf8_lossy(&o.stderr));
     }
-    let o = kubectl(&kubeconfig, &["create", "configmap", "plugins", &format!("--from-file={}", gz.display())], None);
+    let o = kubectl.run(&["create", "configmap", "plugins", &format!("--from-file={}", gz.display())]);
     assert!(o.status.success(), "kubectl create configmap plugins: {}", String::from_utf8_lossy(&o.stderr));
     cronjob_sample_is_reconciled(&kubeconfig);
     // The host records PluginLoaded after it starts the controller, so the sample can be
     // reconciled first: wait for the Event.
     poll("the PluginLoaded Event", || {
-        let events = kubectl(&kubeconfig, &["get", "events", "-o", "jsonpath={.items[*].reason}"], None);
+        let events = kubectl.run(&["get", "events", "-o", "jsonpath={.items[*].reason}"]);
         String::from_utf8_lossy(&events.stdout).contains("PluginLoaded").then_some(())
     });
 }

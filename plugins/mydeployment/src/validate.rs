@@ -10,7 +10,8 @@ use operator_plugin_sdk::{FieldError, FieldErrorKind, Object};
 use crate::api::{IntOrPercent, LabelSelector, RECREATE, ROLLING_UPDATE, Strategy, TERMINATION_COMPLETE, TERMINATION_STARTED};
 use crate::crd::MyDeploymentSpec;
 use crate::fenceposts::parse_percent;
-use crate::selector::{OPERATORS, key_errors, value_errors};
+use crate::selector::OPERATORS;
+use operator_selector::label::{qualified_name_errors, value_errors};
 
 const NON_NEGATIVE: &str = "must be greater than or equal to 0";
 const PERCENT_FORMAT: &str =
@@ -92,7 +93,7 @@ pub fn validate_spec(spec: &MyDeploymentSpec, errors: &mut Vec<FieldError>) {
 /// `ValidateLabels`: each key and value of a label map at `path`.
 fn validate_labels(path: &str, labels: &BTreeMap<String, String>, errors: &mut Vec<FieldError>) {
     for (k, v) in labels {
-        for detail in key_errors(k) {
+        for detail in qualified_name_errors(k) {
             errors.push(FieldError::invalid(path, k.clone(), detail));
         }
         for detail in value_errors(v) {
@@ -105,7 +106,7 @@ fn validate_selector(sel: &LabelSelector, errors: &mut Vec<FieldError>) {
     validate_labels("spec.selector.matchLabels", &sel.match_labels, errors);
     for (i, req) in sel.match_expressions.iter().enumerate() {
         let path = format!("spec.selector.matchExpressions[{i}]");
-        for detail in key_errors(&req.key) {
+        for detail in qualified_name_errors(&req.key) {
             errors.push(FieldError::invalid(format!("{path}.key"), req.key.clone(), detail));
         }
         for (j, value) in req.values.iter().enumerate() {

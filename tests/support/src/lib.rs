@@ -57,7 +57,7 @@ pub fn built_plugin(name: &str) -> PathBuf {
     path
 }
 
-pub use operator_test_kit::eventually;
+pub use operator_test_kit::{Kubectl, eventually, kubectl};
 
 /// The parent kind of the test plugin `hostile`: `test.operator.dev/v1 Hostile`.
 pub fn hostile_resource() -> kube::api::ApiResource {

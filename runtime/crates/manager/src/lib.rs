@@ -16,7 +16,6 @@
 //! replica (a warm standby) and a controller's workers start only once this
 //! replica leads.
 
-pub mod heap;
 pub mod leader;
 pub mod shard;
 
@@ -391,7 +390,7 @@ impl Builder {
             }
             // Start-up's garbage (compilation, the initial lists) stays free but
             // resident otherwise.
-            crate::heap::release_free_pages();
+            operator_sandbox::heap::release_free_pages();
             metrics.set_ready(true);
             tracing::info!("caches synced; ready");
         });

@@ -14,6 +14,7 @@
 //! (the JSON `Snapshot` of `operator-plugin-sources`' `status`, which `host status` prints).
 
 pub mod activity;
+pub mod http;
 pub mod outcomes;
 pub mod shard;
 
@@ -483,26 +484,14 @@ pub async fn serve(
 ) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
-    let task = tokio::spawn(async move {
-        tokio::pin!(shutdown);
-        loop {
-            tokio::select! {
-                _ = &mut shutdown => break,
-                accepted = listener.accept() => {
-                    let Ok((stream, _)) = accepted else { continue };
-                    let metrics = metrics.clone();
-                    tokio::spawn(async move {
-                        let io = hyper_util::rt::TokioIo::new(stream);
-                        let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                            let metrics = metrics.clone();
-                            async move { Ok::<_, std::convert::Infallible>(respond(&metrics, req.uri().path())) }
-                        });
-                        let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, svc).await;
-                    });
-                }
-            }
-        }
-    });
+    let task = tokio::spawn(http::serve(listener, shutdown, move |stream| {
+        let metrics = metrics.clone();
+        let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+            let metrics = metrics.clone();
+            async move { Ok::<_, std::convert::Infallible>(respond(&metrics, req.uri().path())) }
+        });
+        http::serve_http1(stream, service)
+    }));
     Ok((bound, task))
 }
 

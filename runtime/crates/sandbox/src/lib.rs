@@ -25,6 +25,7 @@ pub mod cache;
 pub mod contract;
 mod error;
 mod exports;
+pub mod heap;
 mod limits;
 mod native;
 mod plugin;

@@ -32,6 +32,7 @@ use operator_api::error_chain;
 use operator_controller as controller;
 use operator_controller::actions;
 use operator_metrics as metrics;
+use operator_metrics::http;
 use operator_sandbox as sandbox;
 use operator_sandbox::registry;
 
@@ -406,47 +407,41 @@ pub fn serve_on(
     }
     let rotation = watched_dir.map(|(dir, poll)| tokio::spawn(watch_dir(dir, poll, cert, ca_pem, tls_tx, ca_tx)));
     let task = tokio::spawn(async move {
-        tokio::pin!(shutdown);
-        loop {
-            tokio::select! {
-                _ = &mut shutdown => break,
-                accepted = listener.accept() => {
-                    let Ok((stream, _)) = accepted else { continue };
-                    let acceptor = tokio_rustls::TlsAcceptor::from(tls.borrow().clone());
+        http::serve(listener, shutdown, |stream| {
+            // The pair served now: a rotated one takes over from the next connection on.
+            let acceptor = tokio_rustls::TlsAcceptor::from(tls.borrow().clone());
+            let registry = registry.clone();
+            let metrics = metrics.clone();
+            let parents = parents.clone();
+            async move {
+                let Ok(tls) = acceptor.accept(stream).await else { return };
+                let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
                     let registry = registry.clone();
                     let metrics = metrics.clone();
                     let parents = parents.clone();
-                    tokio::spawn(async move {
-                        let Ok(tls) = acceptor.accept(stream).await else { return };
-                        let io = hyper_util::rt::TokioIo::new(tls);
-                        let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                            let registry = registry.clone();
-                            let metrics = metrics.clone();
-                            let parents = parents.clone();
-                            async move {
-                                let path = req.uri().path().to_string();
-                                let body = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
-                                let answered = path.clone();
-                                let answer = match parent_review(parents.get(), &registry.all(), &path, body).await {
-                                    Ok(body) => tokio::task::spawn_blocking(move || review(&registry.all(), &answered, &body)).await.unwrap_or_else(|e| {
-                                        let mut failed = AdmissionResponse::invalid(format!("webhook failed: {e}"));
-                                        failed.result.code = 500;
-                                        failed.into_review()
-                                    }),
-                                    Err(refused) => refused,
-                                };
-                                metrics.webhook_request(&path, answer.response.as_ref().map_or(500, result_code));
-                                let bytes = Bytes::from(to_wire(&answer));
-                                Ok::<_, std::convert::Infallible>(
-                                    hyper::Response::builder().header("content-type", "application/json").body(Full::new(bytes)).expect("valid response"),
-                                )
-                            }
-                        });
-                        let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, svc).await;
-                    });
-                }
+                    async move {
+                        let path = req.uri().path().to_string();
+                        let body = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+                        let answered = path.clone();
+                        let answer = match parent_review(parents.get(), &registry.all(), &path, body).await {
+                            Ok(body) => tokio::task::spawn_blocking(move || review(&registry.all(), &answered, &body)).await.unwrap_or_else(|e| {
+                                let mut failed = AdmissionResponse::invalid(format!("webhook failed: {e}"));
+                                failed.result.code = 500;
+                                failed.into_review()
+                            }),
+                            Err(refused) => refused,
+                        };
+                        metrics.webhook_request(&path, answer.response.as_ref().map_or(500, result_code));
+                        let bytes = Bytes::from(to_wire(&answer));
+                        Ok::<_, std::convert::Infallible>(
+                            hyper::Response::builder().header("content-type", "application/json").body(Full::new(bytes)).expect("valid response"),
+                        )
+                    }
+                });
+                http::serve_http1(tls, service).await;
             }
-        }
+        })
+        .await;
         if let Some(r) = rotation {
             r.abort();
         }

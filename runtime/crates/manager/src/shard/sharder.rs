@@ -182,7 +182,7 @@ impl Sharder {
             self.place(&kind, &ring, &states).await?;
         }
         // What the pass listed and wrote is freed; glibc would keep it.
-        crate::heap::release_free_pages();
+        operator_sandbox::heap::release_free_pages();
         Ok(())
     }
 

@@ -1,10 +1,12 @@
 //! The process heap under glibc's malloc: its free pages handed back to the
-//! OS once start-up is over, and one arena for the whole process.
+//! OS once start-up is over and after each background compile, and one
+//! arena for the whole process.
 //!
 //! glibc's allocator keeps what a process freed for reuse: after start-up
 //! that is Cranelift's working memory when plugins were compiled (hundreds
 //! of MiB for a few plugins) and the parsed pages of the initial lists, none
-//! of which an idle host needs again. `malloc_trim` releases the free pages
+//! of which an idle host needs again. The sandbox, which compiles, and the
+//! manager, which knows when start-up is over, both trim through here. `malloc_trim` releases the free pages
 //! of every arena (not only the top of the heap); the allocator works as
 //! before and maps pages again when it needs them.
 
