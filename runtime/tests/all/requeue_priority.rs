@@ -80,7 +80,7 @@ async fn priorities_of(plugin: &str, tickers: &[(&str, Value)], calls: usize) ->
     let observer = Priorities { queue: queue.clone(), seen: seen.clone(), each: each_tx };
     let config = controller::Config { concurrency: 1, tap: CallHook::default().observed_by(Arc::new(observer)), ..controller::Config::default() };
     let ctl = Controller::new(plugin, caches, client.clone(), Arc::new(SystemClock), Arc::new(Metrics::new()), config);
-    queue.set(ctl.queue().clone()).ok().expect("set once");
+    assert!(queue.set(ctl.queue().clone()).is_ok(), "the queue is set once");
     let informer = tokio::spawn(parent.clone().run(client.clone(), vec![], None));
     tokio::time::timeout(WAIT, parent.wait_synced()).await.expect("the cache syncs");
     let workers = tokio::spawn(ctl.clone().run());
