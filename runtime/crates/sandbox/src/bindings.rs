@@ -142,53 +142,10 @@ pub(crate) mod from_v0_1 {
     }
 }
 
-/// Converted outputs of a 0.2 component.
-pub(crate) mod from_v0_2 {
-    use super::*;
-    conversions!(v0_2);
-
-    pub(crate) fn manifest(m: wit::PluginManifest) -> Result<Manifest, InvalidOutput> {
-        let crds = crds(&m.crds)?;
-        let related = m.related.into_iter().enumerate().map(|(i, r)| related_kind(i, r)).collect::<Result<Vec<_>, _>>()?;
-        Ok(Manifest {
-            name: m.name,
-            version: m.version,
-            parent: gvk(m.parent),
-            children: m.children.into_iter().map(gvk).collect(),
-            related,
-            crds,
-            finalizer: m.finalizer,
-        })
-    }
-
-    fn related_kind(i: usize, r: wit::RelatedKind) -> Result<RelatedKind, InvalidOutput> {
-        use wit::Attachment as A;
-        let attach = match r.attach {
-            A::SelectorFrom(path) => Attachment::SelectorFrom(path),
-            A::NamesFrom(paths) => Attachment::NamesFrom(paths),
-            A::FixedSelector(text) => Attachment::FixedSelector(json_object(&format!("manifest related[{i}] fixed-selector"), &text)?),
-        };
-        Ok(RelatedKind { kind: gvk(r.kind), attach, cluster_scoped: r.cluster_scoped })
-    }
-}
-
-/// The conversions 0.3 and later share: `desired`'s steps and the manifest
-/// with related kinds.
-macro_rules! desired_conversions {
-    ($minor:ident) => {
-        /// `desired.reconcile`'s steps as actions: an apply is [`Action::Apply`].
-        pub(crate) fn steps(steps: Vec<crate::bindings::$minor::wit_desired::Step>) -> Result<Vec<Action>, InvalidOutput> {
-            steps.into_iter().enumerate().map(|(i, s)| step(i, s)).collect()
-        }
-
-        fn step(i: usize, s: crate::bindings::$minor::wit_desired::Step) -> Result<Action, InvalidOutput> {
-            use crate::bindings::$minor::wit_desired::Step;
-            match s {
-                Step::Act(a) => action(i, a),
-                Step::Apply(o) => Ok(Action::Apply(json_object(&format!("action {i} (apply)"), &o)?)),
-            }
-        }
-
+/// The manifest of 0.2 and later, which has related kinds (the record is
+/// the same in each minor, but each minor's bindings are their own types).
+macro_rules! manifest_with_related {
+    () => {
         pub(crate) fn manifest(m: wit::PluginManifest) -> Result<Manifest, InvalidOutput> {
             let crds = crds(&m.crds)?;
             let related = m.related.into_iter().enumerate().map(|(i, r)| related_kind(i, r)).collect::<Result<Vec<_>, _>>()?;
@@ -212,6 +169,35 @@ macro_rules! desired_conversions {
             };
             Ok(RelatedKind { kind: gvk(r.kind), attach, cluster_scoped: r.cluster_scoped })
         }
+    };
+}
+
+/// Converted outputs of a 0.2 component.
+pub(crate) mod from_v0_2 {
+    use super::*;
+    conversions!(v0_2);
+
+    manifest_with_related!();
+}
+
+/// The conversions 0.3 and later share: `desired`'s steps and the manifest
+/// with related kinds.
+macro_rules! desired_conversions {
+    ($minor:ident) => {
+        /// `desired.reconcile`'s steps as actions: an apply is [`Action::Apply`].
+        pub(crate) fn steps(steps: Vec<crate::bindings::$minor::wit_desired::Step>) -> Result<Vec<Action>, InvalidOutput> {
+            steps.into_iter().enumerate().map(|(i, s)| step(i, s)).collect()
+        }
+
+        fn step(i: usize, s: crate::bindings::$minor::wit_desired::Step) -> Result<Action, InvalidOutput> {
+            use crate::bindings::$minor::wit_desired::Step;
+            match s {
+                Step::Act(a) => action(i, a),
+                Step::Apply(o) => Ok(Action::Apply(json_object(&format!("action {i} (apply)"), &o)?)),
+            }
+        }
+
+        manifest_with_related!();
     };
 }
 
